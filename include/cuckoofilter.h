@@ -68,6 +68,7 @@ extern "C" {
 #define CF_MAX_MAX_KICKS            65535u
 #define CF_DEFAULT_MAX_SUB_FILTERS  32u    /* RedisBloom's default cf-max-expansions */
 #define CF_MAX_SUB_FILTERS          65536u /* RedisBloom's upper bound for the same setting */
+#define CF_MAX_EXPANSION            32768u /* RedisBloom's bound; one step past it outgrows RAM */
 
 typedef struct cf_filter cf_filter; /* opaque */
 

@@ -1,0 +1,596 @@
+/*
+ * filter.c - the cuckoo filter: hashing keys, inserting with eviction, growth across
+ * sub-filters, lookups, deletes and the public API around them.
+ */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Parent of the two root nodes of an eviction search. */
+#define CF__ROOT UINT32_MAX
+
+/* Sub-filter entries allocated up front: most growing filters stay within a few. */
+#define CF__INITIAL_TABLES 4u
+
+/* Multiplier that spreads bucket numbers over the visited-set (2^64 / golden ratio). */
+#define CF__MARK_MULT UINT64_C(0x9e3779b97f4a7c15)
+
+static void *cf__malloc(void *ctx, size_t size)
+{
+    (void)ctx;
+    return malloc(size);
+}
+
+static void cf__libc_free(void *ctx, void *ptr)
+{
+    (void)ctx;
+    free(ptr);
+}
+
+static const cf_allocator cf__default_allocator = {cf__malloc, cf__libc_free, NULL};
+
+/* ------------------------------------------------------------------------------------ */
+/* Configuration                                                                        */
+/* ------------------------------------------------------------------------------------ */
+
+/* A config with its defaults applied, checked, and turned into sizes. */
+typedef struct cf__layout {
+    cf__shape shape;
+    unsigned max_kicks, expansion, max_tables, tables_cap;
+    uint64_t buckets;
+    size_t table_bytes;
+    size_t queue_len;   /* nodes in the eviction search */
+    size_t marks_len;   /* entries in its visited set, a power of two */
+    unsigned mark_bits; /* log2(marks_len) */
+    size_t head_bytes;  /* the filter struct, the search queue and the visited set */
+    size_t total_bytes;
+} cf__layout;
+
+static unsigned cf__or_default(unsigned v, unsigned def)
+{
+    return v ? v : def;
+}
+
+static cf_status cf__resolve(const cf_config *c, cf__layout *L)
+{
+    if (!c || c->capacity == 0)
+        return CF_EINVAL;
+    if (c->allocator && (!c->allocator->alloc || !c->allocator->free))
+        return CF_EINVAL;
+    unsigned f = cf__or_default(c->fingerprint_bits, CF_DEFAULT_FINGERPRINT_BITS);
+    unsigned b = cf__or_default(c->bucket_size, CF_DEFAULT_BUCKET_SIZE);
+    L->max_kicks = cf__or_default(c->max_kicks, CF_DEFAULT_MAX_KICKS);
+    L->max_tables = cf__or_default(c->max_sub_filters, CF_DEFAULT_MAX_SUB_FILTERS);
+    L->expansion = c->expansion;
+    if (f < CF_MIN_FINGERPRINT_BITS || f > CF_MAX_FINGERPRINT_BITS || b > CF_MAX_BUCKET_SIZE ||
+        L->max_kicks > CF_MAX_MAX_KICKS || L->max_tables > CF_MAX_SUB_FILTERS ||
+        L->expansion > CF_MAX_EXPANSION)
+        return CF_EINVAL;
+    cf__shape_init(&L->shape, f, b);
+    if (!cf__buckets_for(&L->shape, c->capacity, &L->buckets) ||
+        !cf__table_bytes(&L->shape, L->buckets, &L->table_bytes))
+        return CF_EINVAL;
+
+    /* Everything below is bounded by max_kicks <= 65535 and max_tables <= 65536, so these
+     * sums cannot overflow even a 32-bit size_t; the table size was checked above. */
+    L->queue_len = (size_t)L->max_kicks + 2;
+    L->mark_bits = 1;
+    while (((size_t)1 << L->mark_bits) < 2 * L->queue_len)
+        L->mark_bits++;
+    L->marks_len = (size_t)1 << L->mark_bits;
+    L->tables_cap = L->max_tables < CF__INITIAL_TABLES ? L->max_tables : CF__INITIAL_TABLES;
+    L->head_bytes =
+        sizeof(cf_filter) + L->queue_len * sizeof(cf__node) + L->marks_len * sizeof(cf__mark);
+    size_t fixed = L->head_bytes + L->tables_cap * sizeof(cf__table);
+    if (L->table_bytes > SIZE_MAX - fixed)
+        return CF_EINVAL;
+    L->total_bytes = fixed + L->table_bytes;
+    return CF_OK;
+}
+
+cf_status cf_bytes_needed(const cf_config *config, size_t *bytes)
+{
+    cf__layout L;
+    if (!bytes)
+        return CF_EINVAL;
+    cf_status st = cf__resolve(config, &L);
+    if (st == CF_OK)
+        *bytes = L.total_bytes;
+    return st;
+}
+
+static void cf__table_setup(cf__table *t, uint8_t *data, uint64_t buckets, size_t bytes)
+{
+    memset(data, 0, bytes);
+    t->data = data;
+    t->buckets = buckets;
+    t->items = 0;
+    t->bytes = bytes;
+    cf__divisor_init(&t->div, buckets);
+}
+
+cf_status cf_new(const cf_config *config, cf_filter **out)
+{
+    cf__layout L;
+    if (!out)
+        return CF_EINVAL;
+    cf_status st = cf__resolve(config, &L);
+    if (st != CF_OK)
+        return st;
+    const cf_allocator *a = config->allocator ? config->allocator : &cf__default_allocator;
+
+    /* The struct, the search queue and the visited set share one block (all 8-byte
+     * aligned: each element size is a multiple of 8); the sub-filter array and the table
+     * are separate because they change when the filter grows. */
+    uint8_t *head = a->alloc(a->ctx, L.head_bytes);
+    cf__table *tables = a->alloc(a->ctx, L.tables_cap * sizeof(cf__table));
+    uint8_t *data = a->alloc(a->ctx, L.table_bytes);
+    if (!head || !tables || !data) {
+        if (head)
+            a->free(a->ctx, head);
+        if (tables)
+            a->free(a->ctx, tables);
+        if (data)
+            a->free(a->ctx, data);
+        return CF_ENOMEM;
+    }
+    cf_filter *f = (cf_filter *)(void *)head;
+    memset(f, 0, sizeof *f);
+    f->alloc = *a;
+    f->shape = L.shape;
+    f->seed = config->seed;
+    f->capacity = config->capacity;
+    f->max_kicks = L.max_kicks;
+    f->expansion = L.expansion;
+    f->max_tables = L.max_tables;
+    f->tables_cap = L.tables_cap;
+    f->tables = tables;
+    f->queue = (cf__node *)(void *)(head + sizeof(cf_filter));
+    f->marks = (cf__mark *)(void *)(head + sizeof(cf_filter) + L.queue_len * sizeof(cf__node));
+    memset(f->marks, 0, L.marks_len * sizeof(cf__mark));
+    f->mark_mask = L.marks_len - 1;
+    f->mark_shift = 64u - L.mark_bits;
+    f->mark_gen = 0;
+    cf__table_setup(&tables[0], data, L.buckets, L.table_bytes);
+    f->ntables = 1;
+    *out = f;
+    return CF_OK;
+}
+
+void cf_free(cf_filter *f)
+{
+    if (!f)
+        return;
+    cf_allocator a = f->alloc;
+    for (unsigned i = 0; i < f->ntables; i++)
+        a.free(a.ctx, f->tables[i].data);
+    a.free(a.ctx, f->tables);
+    a.free(a.ctx, f);
+}
+
+void cf_clear(cf_filter *f)
+{
+    if (!f)
+        return;
+    for (unsigned i = 0; i < f->ntables; i++) {
+        memset(f->tables[i].data, 0, f->tables[i].bytes);
+        f->tables[i].items = 0;
+    }
+    f->stash_n = 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Insert                                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+/* Add `bucket` to the visited set of the current search; false if it was there. */
+static bool cf__visit(cf_filter *f, uint64_t bucket)
+{
+    uint64_t i = (bucket * CF__MARK_MULT) >> f->mark_shift;
+    for (;;) {
+        cf__mark *m = &f->marks[i];
+        if (m->gen != f->mark_gen) {
+            m->gen = f->mark_gen;
+            m->bucket = bucket;
+            return true;
+        }
+        if (m->bucket == bucket)
+            return false;
+        i = (i + 1) & f->mark_mask;
+    }
+}
+
+static void cf__visit_reset(cf_filter *f)
+{
+    if (++f->mark_gen == 0) { /* wrapped: stale entries could look current */
+        memset(f->marks, 0, (size_t)(f->mark_mask + 1) * sizeof(cf__mark));
+        f->mark_gen = 1;
+    }
+}
+
+/* Make the moves of a found path, from its free end back to a root: each fingerprint
+ * steps into the slot its successor just left, and `fp` takes the root's slot. */
+static void cf__apply_path(cf_filter *f, cf__table *t, uint32_t end, unsigned slot, uint32_t fp)
+{
+    const cf__shape *s = &f->shape;
+    const cf__node *q = f->queue;
+    uint32_t cur = end;
+    while (q[cur].parent != CF__ROOT) {
+        const cf__node *parent = &q[q[cur].parent];
+        uint32_t moved = cf__slot_get(t, s, parent->bucket, q[cur].slot);
+        cf__slot_set(t, s, q[cur].bucket, slot, moved);
+        slot = q[cur].slot;
+        cur = q[cur].parent;
+    }
+    cf__slot_set(t, s, q[cur].bucket, slot, fp);
+}
+
+/* Find room for fp in the full buckets i1 and i2 of t by moving residents to their other
+ * buckets. Breadth-first: every resident of a bucket on the frontier is a candidate, so
+ * the path found is the shortest within the budget (max_kicks buckets examined), and it
+ * is planned completely before anything moves. A failed search therefore changes
+ * nothing, and the result depends only on the table's contents: replaying the same
+ * operations gives the same table. Each bucket enters the search once, so a path never
+ * passes through a bucket twice. */
+static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
+{
+    const cf__shape *s = &f->shape;
+    cf__node *q = f->queue;
+    uint32_t cap = f->max_kicks + 2u, n = 0;
+    cf__visit_reset(f);
+    cf__visit(f, i1);
+    cf__visit(f, i2);
+    q[n++] = (cf__node){i1, CF__ROOT, 0};
+    q[n++] = (cf__node){i2, CF__ROOT, 0};
+    for (uint32_t head = 0; head < n; head++) {
+        uint64_t bucket = q[head].bucket;
+        for (unsigned j = 0; j < s->b; j++) {
+            uint64_t next = cf__alt_of(t, bucket, cf__slot_get(t, s, bucket, j));
+            if (!cf__visit(f, next))
+                continue;
+            if (n == cap)
+                return false;
+            q[n] = (cf__node){next, head, j};
+            int free_slot = cf__bucket_find(t, s, next, 0);
+            if (free_slot >= 0) {
+                cf__apply_path(f, t, n, (unsigned)free_slot, fp);
+                return true;
+            }
+            n++;
+        }
+    }
+    return false;
+}
+
+/* The key's two buckets in table t. */
+static void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
+{
+    *i1 = cf__mod(k->index, &t->div);
+    *i2 = cf__alt(*i1, cf__mod(k->fp_mix, &t->div), t->buckets);
+}
+
+static bool cf__put_if_free(cf__table *t, const cf__shape *s, uint64_t bucket, uint32_t fp)
+{
+    int j = cf__bucket_find(t, s, bucket, 0);
+    if (j < 0)
+        return false;
+    cf__slot_set(t, s, bucket, (unsigned)j, fp);
+    t->items++;
+    return true;
+}
+
+/* Append a sub-filter `expansion` times the size of the newest and put the key in it. */
+static cf_status cf__grow(cf_filter *f, const cf__key *k)
+{
+    const cf_allocator *a = &f->alloc;
+    uint64_t buckets;
+    size_t bytes;
+    if (f->expansion == 0 || f->ntables >= f->max_tables)
+        return CF_FULL;
+    if (!cf__mul_u64(f->tables[f->ntables - 1].buckets, f->expansion, &buckets) ||
+        !cf__table_bytes(&f->shape, buckets, &bytes))
+        return CF_FULL;
+    if (f->ntables == f->tables_cap) {
+        unsigned cap = f->tables_cap * 2 < f->max_tables ? f->tables_cap * 2 : f->max_tables;
+        cf__table *bigger = a->alloc(a->ctx, cap * sizeof(cf__table));
+        if (!bigger)
+            return CF_ENOMEM;
+        memcpy(bigger, f->tables, f->ntables * sizeof(cf__table));
+        a->free(a->ctx, f->tables);
+        f->tables = bigger;
+        f->tables_cap = cap;
+    }
+    uint8_t *data = a->alloc(a->ctx, bytes);
+    if (!data)
+        return CF_ENOMEM;
+    cf__table *t = &f->tables[f->ntables];
+    cf__table_setup(t, data, buckets, bytes);
+    uint64_t i1, i2;
+    cf__buckets(t, k, &i1, &i2);
+    cf__put_if_free(t, &f->shape, i1, k->fp); /* an empty table always has room */
+    f->ntables++;
+    return CF_OK;
+}
+
+static cf_status cf__insert(cf_filter *f, const cf__key *k)
+{
+    const cf__shape *s = &f->shape;
+    cf__table *newest = &f->tables[f->ntables - 1];
+    uint64_t n1, n2, i1, i2;
+    cf__buckets(newest, k, &n1, &n2);
+    if (cf__put_if_free(newest, s, n1, k->fp) || cf__put_if_free(newest, s, n2, k->fp))
+        return CF_OK;
+    for (unsigned n = f->ntables - 1; n-- > 0;) {
+        cf__table *t = &f->tables[n];
+        cf__buckets(t, k, &i1, &i2);
+        if (cf__put_if_free(t, s, i1, k->fp) || cf__put_if_free(t, s, i2, k->fp))
+            return CF_OK;
+    }
+    /* Both buckets hold nothing but this key's copies: no move can help, and growing for
+     * one hot key is how filters balloon. Say full instead. */
+    if (cf__bucket_count(newest, s, n1, k->fp) + cf__bucket_count(newest, s, n2, k->fp) == 2 * s->b)
+        return CF_FULL;
+    if (cf__evict(f, newest, n1, n2, k->fp)) {
+        newest->items++;
+        return CF_OK;
+    }
+    cf_status st = cf__grow(f, k);
+    if (st == CF_FULL && f->stash_n < CF__STASH_SLOTS) {
+        f->stash[f->stash_n++] = (cf__stash){n1, k->fp, f->ntables - 1};
+        return CF_OK;
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Lookup and delete                                                                    */
+/* ------------------------------------------------------------------------------------ */
+/* Sub-filters are searched newest first. For delete this is what keeps other keys safe:
+ * two keys whose fingerprint and bucket pair coincide in a sub-filter coincide in every
+ * older (smaller) one too, because bucket indices are nested (h mod m_k, reduced mod a
+ * divisor m_j of m_k). So the copy a delete finds first is one that the key it belongs
+ * to can spare: it could have used the deleted key's own copy, further on, instead. */
+
+/* The stash entries of sub-filter `table` that hold the key's fingerprint in its pair:
+ * a bit per entry. */
+static unsigned cf__stash_match(const cf_filter *f, unsigned table, const cf__key *k, uint64_t i1,
+                                uint64_t i2)
+{
+    unsigned hits = 0;
+    for (unsigned e = 0; e < f->stash_n; e++) {
+        const cf__stash *x = &f->stash[e];
+        if (x->table == table && x->fp == k->fp && (x->bucket == i1 || x->bucket == i2))
+            hits |= 1u << e;
+    }
+    return hits;
+}
+
+static void cf__stash_remove(cf_filter *f, unsigned e)
+{
+    f->stash[e] = f->stash[--f->stash_n];
+}
+
+/* A delete freed a slot in sub-filter `table`: move back the stash entries that now fit,
+ * so that the stash is empty again as soon as it can be (lookups then skip it). */
+static void cf__stash_drain(cf_filter *f, unsigned table)
+{
+    cf__table *t = &f->tables[table];
+    for (unsigned e = f->stash_n; e-- > 0;) {
+        cf__stash x = f->stash[e];
+        if (x.table != table)
+            continue;
+        uint64_t other = cf__alt_of(t, x.bucket, x.fp);
+        if (cf__put_if_free(t, &f->shape, x.bucket, x.fp) ||
+            cf__put_if_free(t, &f->shape, other, x.fp))
+            cf__stash_remove(f, e);
+    }
+}
+
+static bool cf__contains_key(const cf_filter *f, const cf__key *k)
+{
+    const cf__shape *s = &f->shape;
+    for (unsigned n = f->ntables; n-- > 0;) {
+        const cf__table *t = &f->tables[n];
+        uint64_t i1, i2;
+        cf__buckets(t, k, &i1, &i2);
+        if (cf__bucket_has(t, s, i1, k->fp) || cf__bucket_has(t, s, i2, k->fp))
+            return true;
+        if (CF__UNLIKELY(f->stash_n) && cf__stash_match(f, n, k, i1, i2))
+            return true;
+    }
+    return false;
+}
+
+static cf_status cf__delete_key(cf_filter *f, const cf__key *k)
+{
+    const cf__shape *s = &f->shape;
+    for (unsigned n = f->ntables; n-- > 0;) {
+        cf__table *t = &f->tables[n];
+        uint64_t i[2];
+        cf__buckets(t, k, &i[0], &i[1]);
+        for (unsigned w = 0; w < 2; w++) {
+            int j = cf__bucket_find(t, s, i[w], k->fp);
+            if (j >= 0) {
+                cf__slot_set(t, s, i[w], (unsigned)j, 0);
+                t->items--;
+                if (CF__UNLIKELY(f->stash_n))
+                    cf__stash_drain(f, n);
+                return CF_OK;
+            }
+        }
+        unsigned hits = f->stash_n ? cf__stash_match(f, n, k, i[0], i[1]) : 0;
+        if (hits) {
+            cf__stash_remove(f, cf__ctz64(hits));
+            return CF_OK;
+        }
+    }
+    return CF_NOT_FOUND;
+}
+
+static uint64_t cf__count_key(const cf_filter *f, const cf__key *k)
+{
+    const cf__shape *s = &f->shape;
+    uint64_t total = 0;
+    for (unsigned n = 0; n < f->ntables; n++) {
+        const cf__table *t = &f->tables[n];
+        uint64_t i1, i2;
+        cf__buckets(t, k, &i1, &i2);
+        total += cf__bucket_count(t, s, i1, k->fp) + cf__bucket_count(t, s, i2, k->fp);
+        if (CF__UNLIKELY(f->stash_n))
+            total += cf__popcount64(cf__stash_match(f, n, k, i1, i2));
+    }
+    return total;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Public calls                                                                         */
+/* ------------------------------------------------------------------------------------ */
+
+uint64_t cf_hash(const cf_filter *f, const void *key, size_t len)
+{
+    if (!f || (!key && len))
+        return 0;
+    return XXH3_64bits_withSeed(key, len, f->seed);
+}
+
+cf_status cf_add_hash(cf_filter *f, uint64_t h)
+{
+    if (!f)
+        return CF_EINVAL;
+    cf__key k = cf__key_of(&f->shape, h);
+    return cf__insert(f, &k);
+}
+
+bool cf_contains_hash(const cf_filter *f, uint64_t h)
+{
+    if (!f)
+        return false;
+    cf__key k = cf__key_of(&f->shape, h);
+    return cf__contains_key(f, &k);
+}
+
+cf_status cf_delete_hash(cf_filter *f, uint64_t h)
+{
+    if (!f)
+        return CF_EINVAL;
+    cf__key k = cf__key_of(&f->shape, h);
+    return cf__delete_key(f, &k);
+}
+
+uint64_t cf_count_hash(const cf_filter *f, uint64_t h)
+{
+    if (!f)
+        return 0;
+    cf__key k = cf__key_of(&f->shape, h);
+    return cf__count_key(f, &k);
+}
+
+void cf_contains_many(const cf_filter *f, const uint64_t *hashes, size_t n, bool *out)
+{
+    if (!f || !hashes || !out)
+        return;
+    for (size_t i = 0; i < n; i++)
+        out[i] = cf_contains_hash(f, hashes[i]);
+}
+
+cf_status cf_add(cf_filter *f, const void *key, size_t len)
+{
+    if (!f || (!key && len))
+        return CF_EINVAL;
+    return cf_add_hash(f, cf_hash(f, key, len));
+}
+
+cf_status cf_add_unique(cf_filter *f, const void *key, size_t len)
+{
+    if (!f || (!key && len))
+        return CF_EINVAL;
+    uint64_t h = cf_hash(f, key, len);
+    if (cf_contains_hash(f, h))
+        return CF_EXISTS;
+    return cf_add_hash(f, h);
+}
+
+bool cf_contains(const cf_filter *f, const void *key, size_t len)
+{
+    if (!f || (!key && len))
+        return false;
+    return cf_contains_hash(f, cf_hash(f, key, len));
+}
+
+cf_status cf_delete(cf_filter *f, const void *key, size_t len)
+{
+    if (!f || (!key && len))
+        return CF_EINVAL;
+    return cf_delete_hash(f, cf_hash(f, key, len));
+}
+
+uint64_t cf_count(const cf_filter *f, const void *key, size_t len)
+{
+    if (!f || (!key && len))
+        return 0;
+    return cf_count_hash(f, cf_hash(f, key, len));
+}
+
+void cf_get_stats(const cf_filter *f, cf_stats *out)
+{
+    if (!f || !out)
+        return;
+    const cf__shape *s = &f->shape;
+    memset(out, 0, sizeof *out);
+    /* A stored and a probed fingerprint match with probability p = (2^f + 2) / 2^(2f):
+     * the value 1 is twice as likely as the others (it also stands for 0). A probe
+     * compares against the 2b slots of two buckets in every sub-filter, each occupied
+     * with that sub-filter's load, so it misses all with prob. prod (1 - p)^(2 b load). */
+    double p = ldexp(ldexp(1.0, (int)s->f) + 2.0, -2 * (int)s->f);
+    double log_miss = 0.0;
+    for (unsigned n = 0; n < f->ntables; n++) {
+        const cf__table *t = &f->tables[n];
+        uint64_t slots = t->buckets * s->b;
+        out->items += t->items;
+        out->buckets += t->buckets;
+        out->slots += slots;
+        out->bytes += t->bytes;
+        log_miss += 2.0 * s->b * ((double)t->items / (double)slots) * log1p(-p);
+    }
+    out->items += f->stash_n;
+    out->sub_filters = f->ntables;
+    out->fingerprint_bits = s->f;
+    out->bucket_size = s->b;
+    out->load_factor = (double)out->items / (double)out->slots;
+    out->fpr = -expm1(log_miss);
+}
+
+const char *cf_strerror(cf_status s)
+{
+    switch (s) {
+    case CF_OK:
+        return "success";
+    case CF_NOT_FOUND:
+        return "key not found";
+    case CF_FULL:
+        return "filter is full";
+    case CF_EXISTS:
+        return "key already present";
+    case CF_EINVAL:
+        return "invalid argument";
+    case CF_ENOMEM:
+        return "out of memory";
+    case CF_ECORRUPT:
+        return "corrupt or invalid serialized filter";
+    case CF_EIO:
+        return "input/output error";
+    }
+    return "unknown status";
+}
+
+#define CF__STR2(x) #x
+#define CF__STR(x)  CF__STR2(x)
+
+const char *cf_version(void)
+{
+    return CF__STR(CF_VERSION_MAJOR) "." CF__STR(CF_VERSION_MINOR) "." CF__STR(CF_VERSION_PATCH);
+}

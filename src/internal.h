@@ -1,0 +1,348 @@
+/*
+ * internal.h - what the library's translation units share: the table layout, the bucket
+ * probes (inline, because they are the hot path), the hashing scheme and the filter
+ * struct. Nothing here is exported: the shared library is built with
+ * -fvisibility=hidden and only CF_API functions are visible.
+ */
+#ifndef CF_INTERNAL_H
+#define CF_INTERNAL_H
+
+#include "cuckoofilter.h"
+
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CF__HIDDEN      __attribute__((visibility("hidden")))
+#define CF__LIKELY(x)   __builtin_expect(!!(x), 1)
+#define CF__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define CF__HIDDEN
+#define CF__LIKELY(x)   (x)
+#define CF__UNLIKELY(x) (x)
+#endif
+
+#if defined(__SIZEOF_INT128__)
+#define CF__HAVE_U128 1
+__extension__ typedef unsigned __int128 cf__u128;
+#else
+#define CF__HAVE_U128 0
+#endif
+
+/* Bytes of zero padding after every table, so that a probe may always load 8 bytes at
+ * the byte where a bucket or slot starts, even for the last one. */
+#define CF__TABLE_PAD 8u
+
+/* No table may exceed 64 TiB: no machine this runs on can address more in one block, and
+ * the bound keeps every bit offset (bytes * 8) far from overflowing 64 bits. */
+#define CF__MAX_TABLE_BYTES (UINT64_C(1) << 46)
+
+/* Bucket indices come from the 64 - f hash bits that the fingerprint does not use. A
+ * table of m buckets reduces them mod m; capping m at 2^(58 - f) keeps the bias of that
+ * reduction below 1/64 (at most 64 - f - 6 bits of the index are "short"). */
+#define CF__INDEX_BIAS_BITS 6u
+
+/* Sizing loads, in parts per 10000, for the bucket sizes the paper measured and the ones
+ * in between. Each sits just below the load at which the first insert fails (measured by
+ * tests/test_full.c and bench/figures.c), so that `capacity` random keys always fit. */
+#define CF__LOAD_SCALE 10000u
+
+/* ------------------------------------------------------------------------------------ */
+/* Portable bit tricks                                                                  */
+/* ------------------------------------------------------------------------------------ */
+
+static inline unsigned cf__ctz64(uint64_t x)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return (unsigned)__builtin_ctzll(x);
+#else
+    unsigned n = 0;
+    while (!(x & 1u)) {
+        x >>= 1;
+        n++;
+    }
+    return n;
+#endif
+}
+
+static inline unsigned cf__popcount64(uint64_t x)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return (unsigned)__builtin_popcountll(x);
+#else
+    unsigned n = 0;
+    for (; x; x &= x - 1)
+        n++;
+    return n;
+#endif
+}
+
+/* The table's bytes are little-endian on every host, so that a file written on one
+ * machine reads the same on another. */
+static inline uint64_t cf__load_le64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline void cf__store_le64(uint8_t *p, uint64_t v)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    memcpy(p, &v, sizeof v);
+}
+
+/* a * b, or false if it does not fit in 64 bits. */
+static inline bool cf__mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return false;
+    *out = a * b;
+    return true;
+}
+
+static inline bool cf__add_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (b > UINT64_MAX - a)
+        return false;
+    *out = a + b;
+    return true;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Exact modulo without a hardware divide                                               */
+/* ------------------------------------------------------------------------------------ */
+/* For a divisor d >= 2, c = ceil(2^128 / d) turns a mod d into ((c * a mod 2^128) * d)
+ * >> 128, exactly, for every 64-bit a (Lemire, Kaser and Kurz, "Faster remainder by
+ * direct computation", 2019, with F = 128 >= 64 + 64 bits). That is four multiplies
+ * instead of a 64-bit divide, which costs 15 to 90 cycles depending on the CPU. */
+typedef struct cf__divisor {
+    uint64_t d;
+    uint64_t c_lo, c_hi; /* c = ceil(2^128 / d), split in two 64-bit halves */
+} cf__divisor;
+
+CF__HIDDEN void cf__divisor_init(cf__divisor *dv, uint64_t d);
+
+static inline uint64_t cf__mod(uint64_t a, const cf__divisor *dv)
+{
+#if CF__HAVE_U128
+    cf__u128 c = ((cf__u128)dv->c_hi << 64) | dv->c_lo;
+    cf__u128 low = c * a; /* mod 2^128 */
+    cf__u128 top = ((cf__u128)(uint64_t)low * dv->d) >> 64;
+    top += (cf__u128)(uint64_t)(low >> 64) * dv->d;
+    return (uint64_t)(top >> 64);
+#else
+    return a % dv->d;
+#endif
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Table shape and bucket probes                                                        */
+/* ------------------------------------------------------------------------------------ */
+/* See table.c for the picture of the layout. A "shape" is what every table of one filter
+ * shares: fingerprint width f, bucket size b and the masks derived from them. */
+typedef struct cf__shape {
+    unsigned f;           /* fingerprint bits, 4..32 */
+    unsigned b;           /* slots per bucket, 1..255 */
+    unsigned bucket_bits; /* b * f */
+    uint64_t fp_mask;     /* f low bits set */
+    /* The SWAR probe: when a whole bucket fits in one 64-bit load, the b slots are
+     * compared at once as b lanes of f bits. */
+    bool swar;
+    uint64_t bucket_mask; /* bucket_bits low bits set */
+    uint64_t lane_lo;     /* bit 0 of every lane */
+    uint64_t lane_hi;     /* bit f - 1 of every lane */
+    uint64_t lane_low;    /* bits 0..f-2 of every lane */
+} cf__shape;
+
+typedef struct cf__table {
+    uint8_t *data;    /* bucket_bits * buckets bits, then CF__TABLE_PAD zero bytes */
+    uint64_t buckets; /* always even: see cf__alt */
+    uint64_t items;   /* occupied slots */
+    size_t bytes;     /* allocated bytes, padding included */
+    cf__divisor div;  /* for reducing hashes mod buckets */
+} cf__table;
+
+CF__HIDDEN void cf__shape_init(cf__shape *s, unsigned f, unsigned b);
+/* Bytes a table of `buckets` buckets needs (padding included), or false if it exceeds
+ * CF__MAX_TABLE_BYTES or the index bias bound. */
+CF__HIDDEN bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes);
+/* The number of buckets for `capacity` items: capacity / (b * load), rounded up to an even
+ * number; false if it does not fit the limits. */
+CF__HIDDEN bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets);
+
+static inline uint64_t cf__slot_bit(const cf__shape *s, uint64_t bucket, unsigned slot)
+{
+    return bucket * s->bucket_bits + (uint64_t)slot * s->f;
+}
+
+static inline uint32_t cf__slot_get(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                    unsigned slot)
+{
+    uint64_t bit = cf__slot_bit(s, bucket, slot);
+    return (uint32_t)((cf__load_le64(t->data + (bit >> 3)) >> (bit & 7u)) & s->fp_mask);
+}
+
+static inline void cf__slot_set(cf__table *t, const cf__shape *s, uint64_t bucket, unsigned slot,
+                                uint32_t fp)
+{
+    uint64_t bit = cf__slot_bit(s, bucket, slot);
+    uint8_t *p = t->data + (bit >> 3);
+    unsigned shift = (unsigned)(bit & 7u);
+    uint64_t w = cf__load_le64(p);
+    w = (w & ~(s->fp_mask << shift)) | ((uint64_t)fp << shift);
+    cf__store_le64(p, w);
+}
+
+/* The whole bucket as b lanes of f bits (only for shapes with s->swar). */
+static inline uint64_t cf__bucket_word(const cf__table *t, const cf__shape *s, uint64_t bucket)
+{
+    uint64_t bit = bucket * s->bucket_bits;
+    return (cf__load_le64(t->data + (bit >> 3)) >> (bit & 7u)) & s->bucket_mask;
+}
+
+/* The top bit of every lane of w that equals fp. Exact: no carry crosses a lane, since
+ * (lane & low) + low < 2^f. */
+static inline uint64_t cf__lanes_equal(const cf__shape *s, uint64_t w, uint32_t fp)
+{
+    uint64_t x = w ^ (s->lane_lo * fp);
+    uint64_t y = (x & s->lane_low) + s->lane_low;
+    return ~(y | x | s->lane_low) & s->lane_hi;
+}
+
+static inline bool cf__bucket_has(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                  uint32_t fp)
+{
+    if (CF__LIKELY(s->swar))
+        return cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp) != 0;
+    for (unsigned j = 0; j < s->b; j++)
+        if (cf__slot_get(t, s, bucket, j) == fp)
+            return true;
+    return false;
+}
+
+static inline unsigned cf__bucket_count(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                        uint32_t fp)
+{
+    if (CF__LIKELY(s->swar))
+        return cf__popcount64(cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp));
+    unsigned n = 0;
+    for (unsigned j = 0; j < s->b; j++)
+        n += cf__slot_get(t, s, bucket, j) == fp;
+    return n;
+}
+
+/* The first slot of the bucket holding fp (fp = 0: the first empty slot), or -1. */
+static inline int cf__bucket_find(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                  uint32_t fp)
+{
+    if (CF__LIKELY(s->swar)) {
+        uint64_t m = cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp);
+        return m ? (int)(cf__ctz64(m) / s->f) : -1;
+    }
+    for (unsigned j = 0; j < s->b; j++)
+        if (cf__slot_get(t, s, bucket, j) == fp)
+            return (int)j;
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Hashing scheme                                                                       */
+/* ------------------------------------------------------------------------------------ */
+/* One 64-bit hash h per key. Its top f bits are the fingerprint (0 is the empty slot, so
+ * a zero fingerprint becomes 1); its other 64 - f bits choose the first bucket. The two
+ * never share a bit. The second bucket is cf__alt of the first. */
+typedef struct cf__key {
+    uint64_t index;  /* hash bits for the bucket index (the low 64 - f) */
+    uint64_t fp_mix; /* cf__fp_mix(fp), the alternate-bucket offset before reduction */
+    uint32_t fp;
+} cf__key;
+
+/* An odd, well-mixed 64-bit value per fingerprint. Odd matters: with an even bucket count
+ * m, (mix - i) mod m can never equal i, so the two buckets of a key always differ. */
+static inline uint64_t cf__fp_mix(uint32_t fp)
+{
+    uint64_t x = fp * UINT64_C(0x9e3779b97f4a7c15); /* 2^64 / golden ratio */
+    x ^= x >> 29;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 32;
+    return x | 1u;
+}
+
+static inline cf__key cf__key_of(const cf__shape *s, uint64_t h)
+{
+    cf__key k;
+    uint32_t fp = (uint32_t)(h >> (64u - s->f));
+    k.fp = fp + (fp == 0);
+    k.index = h & (UINT64_MAX >> s->f);
+    k.fp_mix = cf__fp_mix(k.fp);
+    return k;
+}
+
+/* The other bucket of a fingerprint whose offset reduced mod m is `off` (odd). An
+ * involution: alt(alt(i)) = i, and, because it is (off - i) mod m with m a multiple of
+ * every smaller sub-filter's m, it commutes with reducing to a smaller sub-filter. */
+static inline uint64_t cf__alt(uint64_t bucket, uint64_t off, uint64_t m)
+{
+    return off >= bucket ? off - bucket : off + m - bucket;
+}
+
+static inline uint64_t cf__alt_of(const cf__table *t, uint64_t bucket, uint32_t fp)
+{
+    return cf__alt(bucket, cf__mod(cf__fp_mix(fp), &t->div), t->buckets);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The filter                                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+/* One node of the breadth-first search for an eviction path (see filter.c). */
+typedef struct cf__node {
+    uint64_t bucket;
+    uint32_t parent; /* index of the node whose slot `slot` moves here; CF__ROOT for roots */
+    uint32_t slot;
+} cf__node;
+
+/* Fingerprints that found no slot in a filter that cannot grow. An entry is an extra slot
+ * of its key's bucket pair in sub-filter `table`: lookups, counts and deletes see it
+ * there. It makes a fixed-size filter hold its capacity even when a small table or a
+ * 2-choice (b = 1) table happens to overflow, which random keys do now and then. */
+#define CF__STASH_SLOTS 8u
+
+typedef struct cf__stash {
+    uint64_t bucket; /* either bucket of the pair */
+    uint32_t fp;
+    uint32_t table;
+} cf__stash;
+
+/* A visited-bucket set for that search, cleared in O(1) by bumping a generation. */
+typedef struct cf__mark {
+    uint64_t bucket;
+    uint32_t gen;
+} cf__mark;
+
+struct cf_filter {
+    cf_allocator alloc;
+    cf__shape shape;
+    uint64_t seed;
+    uint64_t capacity;
+    unsigned max_kicks;
+    unsigned expansion;
+    unsigned max_tables;
+    unsigned ntables;
+    unsigned tables_cap; /* entries allocated in `tables` */
+    cf__table *tables;   /* oldest first; tables[ntables - 1] is the newest */
+    cf__node *queue;     /* max_kicks + 2 nodes */
+    cf__mark *marks;     /* mark_mask + 1 entries, a power of two >= 2 * queue size */
+    uint64_t mark_mask;
+    unsigned mark_shift; /* 64 - log2(mark_mask + 1): the visited set's hash takes top bits */
+    uint32_t mark_gen;
+    unsigned stash_n;
+    cf__stash stash[CF__STASH_SLOTS];
+};
+
+#endif /* CF_INTERNAL_H */
