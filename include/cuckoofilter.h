@@ -115,6 +115,9 @@ typedef struct cf_stats {
     unsigned bucket_size;
     double load_factor; /* items / slots */
     double fpr;         /* expected false-positive rate at the current load */
+    uint64_t stashed;   /* items (counted in `items`) held in the overflow stash: a fixed
+                           filter keeps up to 8 fingerprints that found no slot there;
+                           non-zero means the tables are at their limit */
 } cf_stats;
 
 /* ------------------------------------------------------------------------------------ */

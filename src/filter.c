@@ -557,6 +557,7 @@ void cf_get_stats(const cf_filter *f, cf_stats *out)
         log_miss += 2.0 * s->b * ((double)t->items / (double)slots) * log1p(-p);
     }
     out->items += f->stash_n;
+    out->stashed = f->stash_n;
     out->sub_filters = f->ntables;
     out->fingerprint_bits = s->f;
     out->bucket_size = s->b;
