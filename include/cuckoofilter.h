@@ -134,8 +134,14 @@ typedef struct cf_stats {
  * config: the settings; zero fields take their defaults (see cf_config). Not retained:
  *         the filter copies what it needs, including *config->allocator.
  * out:    receives the new filter on CF_OK; untouched otherwise.
- * Returns CF_OK; CF_EINVAL for a NULL argument or a field out of range (capacity 0, or
- * so large that the table could not be addressed); CF_ENOMEM if an allocation failed.
+ * Short fingerprints in small buckets (b * f below about 16) limit where a key can go: a
+ * bucket has at most 2^f - 1 alternates. For those shapes the table is sized for a
+ * lower load, so that `capacity` keys still fit; cf_bytes_needed says what that costs.
+ *
+ * Returns CF_OK; CF_EINVAL for a NULL argument, a field out of range, capacity 0, a
+ * capacity so large that the table could not be addressed, or one that the shape cannot
+ * hold at any load (b = 1 with f = 4 and a million keys, say); CF_ENOMEM if an
+ * allocation failed.
  * Thread safety: reentrant. */
 CF_API cf_status cf_new(const cf_config *config, cf_filter **out);
 
@@ -155,7 +161,8 @@ CF_API void cf_free(cf_filter *f);
  * with the filter's own seeded 64-bit hash (XXH3). */
 
 /* Add a key. Adding the same key again stores another copy (see cf_count); one key can
- * occupy at most 2 * bucket_size slots of each sub-filter.
+ * occupy at most 2 * bucket_size slots of each sub-filter, and a fixed filter may keep
+ * up to 8 more copies in its stash (see cf_stats.stashed).
  *
  * When there is no free slot in the key's two buckets, resident fingerprints are moved to
  * their other bucket (at most max_kicks buckets are examined). The moves are planned

@@ -294,19 +294,22 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
     if (!cf__mul_u64(f->tables[f->ntables - 1].buckets, f->expansion, &buckets) ||
         !cf__table_bytes(&f->shape, buckets, &bytes))
         return CF_FULL;
+    /* Both allocations first, so that a failure of either leaves the filter as it was. */
+    uint8_t *data = a->alloc(a->ctx, bytes);
+    if (!data)
+        return CF_ENOMEM;
     if (f->ntables == f->tables_cap) {
         unsigned cap = f->tables_cap * 2 < f->max_tables ? f->tables_cap * 2 : f->max_tables;
         cf__table *bigger = a->alloc(a->ctx, cap * sizeof(cf__table));
-        if (!bigger)
+        if (!bigger) {
+            a->free(a->ctx, data);
             return CF_ENOMEM;
+        }
         memcpy(bigger, f->tables, f->ntables * sizeof(cf__table));
         a->free(a->ctx, f->tables);
         f->tables = bigger;
         f->tables_cap = cap;
     }
-    uint8_t *data = a->alloc(a->ctx, bytes);
-    if (!data)
-        return CF_ENOMEM;
     cf__table *t = &f->tables[f->ntables];
     cf__table_setup(t, data, buckets, bytes);
     uint64_t i1, i2;
@@ -330,16 +333,20 @@ static cf_status cf__insert(cf_filter *f, const cf__key *k)
         if (cf__put_if_free(t, s, i1, k->fp) || cf__put_if_free(t, s, i2, k->fp))
             return CF_OK;
     }
-    /* Both buckets hold nothing but this key's copies: no move can help, and growing for
-     * one hot key is how filters balloon. Say full instead. */
-    if (cf__bucket_count(newest, s, n1, k->fp) + cf__bucket_count(newest, s, n2, k->fp) == 2 * s->b)
-        return CF_FULL;
-    if (cf__evict(f, newest, n1, n2, k->fp)) {
+    /* When both buckets hold nothing but this fingerprint, no move can help (every
+     * resident's other bucket is the other one). It is one key added 2b times, or keys
+     * that share fingerprint and bucket pair (common when b * f is small). A growing
+     * filter says full: growing for one hot key is how filters balloon. A fixed filter
+     * may still stash it, like any key that found no room. */
+    bool hot =
+        cf__bucket_count(newest, s, n1, k->fp) + cf__bucket_count(newest, s, n2, k->fp) == 2 * s->b;
+    if (!hot && cf__evict(f, newest, n1, n2, k->fp)) {
         newest->items++;
         return CF_OK;
     }
-    cf_status st = cf__grow(f, k);
-    if (st == CF_FULL && f->stash_n < CF__STASH_SLOTS) {
+    cf_status st = hot ? CF_FULL : cf__grow(f, k);
+    /* The last resort of a filter that cannot grow; never a way round the hot-key rule. */
+    if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
         f->stash[f->stash_n++] = (cf__stash){n1, k->fp, f->ntables - 1};
         return CF_OK;
     }

@@ -64,6 +64,21 @@ static inline unsigned cf__ctz64(uint64_t x)
 #endif
 }
 
+/* Leading zeros of x != 0. */
+static inline unsigned cf__clz64(uint64_t x)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return (unsigned)__builtin_clzll(x);
+#else
+    unsigned n = 0;
+    while (!(x & (UINT64_C(1) << 63))) {
+        x <<= 1;
+        n++;
+    }
+    return n;
+#endif
+}
+
 static inline unsigned cf__popcount64(uint64_t x)
 {
 #if defined(__GNUC__) || defined(__clang__)

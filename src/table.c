@@ -63,17 +63,91 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b)
 /* The load each bucket size reaches before its first failed insert, less a margin, in
  * parts per CF__LOAD_SCALE (index = bucket size; sizes past the table use the last).
  * b = 2, 4, 8 are the paper's 84 %, 95 % and 98 %, which our breadth-first eviction
- * exceeds; b = 1 is the 50 % threshold of 2-choice hashing, less a margin because small
- * tables fluctuate around it; the others lie between their neighbours. */
+ * exceeds (0.87, 0.96, 0.99: bench/figures.c); b = 1 is the 50 % threshold of 2-choice
+ * hashing, less a margin; the others lie between their neighbours. */
 static const uint16_t cf__sizing_load[] = {
     0, 4500, 8400, 9100, 9500, 9600, 9700, 9750, 9800,
 };
 
-bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets)
+/* Never size for less than 1 % load: a shape that needs less is hopeless anyway. */
+#define CF__MIN_SIZING_LOAD 100u
+
+/* The model allows this many (log2: 2^-3 = 1/8) overflowing fingerprint classes per
+ * table; measured failures begin near 2, so the margin is 10x or more, and the 8-slot
+ * stash absorbs what the model misses. */
+#define CF__OVERFLOW_LOG2 3
+
+/* log2(x) for x >= 1, in units of 2^-16, with integers only (x's top 31 bits are used,
+ * then one bit of the fraction per squaring). */
+static int64_t cf__log2_q16(uint64_t x)
+{
+    unsigned ip = 63u - cf__clz64(x | 1u);
+    uint64_t y = ip >= 30 ? x >> (ip - 30) : x << (30 - ip); /* [2^30, 2^31): 1.xxx */
+    int64_t r = (int64_t)ip << 16;
+    for (int bit = 15; bit >= 0; bit--) {
+        y = (y * y) >> 30;
+        if (y >= (UINT64_C(1) << 31)) {
+            y >>= 1;
+            r += INT64_C(1) << bit;
+        }
+    }
+    return r;
+}
+
+/* Is `load` (per CF__LOAD_SCALE) safe for n keys? A key can only ever sit in its two
+ * buckets, and keys sharing fingerprint and bucket pair form a class of which at most 2b
+ * fit. Classes number m (2^f - 1) / 2, keys per class are ~Poisson(2 b load / 2^f), so
+ * the expected number of overflowing classes is about n (2 b load / 2^f)^(2b) / (2b+1)!.
+ * For 4-slot buckets that is nothing even at f = 4; for b = 1 or 2 with short
+ * fingerprints it grows with n, and the table must be emptier. In log2:
+ *   log n + 2b log(2 b load) <= 2b f + log (2b+1)! - CF__OVERFLOW_LOG2.  */
+static bool cf__load_is_safe(const cf__shape *s, uint64_t n, uint64_t load)
+{
+    int64_t two_b = 2 * (int64_t)s->b;
+    int64_t log_fact = 0;
+    for (uint64_t k = 2; k <= (uint64_t)two_b + 1; k++)
+        log_fact += cf__log2_q16(k);
+    int64_t lhs = cf__log2_q16(n) +
+                  two_b * (cf__log2_q16((uint64_t)two_b * load) - cf__log2_q16(CF__LOAD_SCALE));
+    int64_t rhs = (two_b * (int64_t)s->f - CF__OVERFLOW_LOG2) * 65536 + log_fact;
+    return lhs <= rhs;
+}
+
+/* With a fixed search budget, the load at the first failure sinks slowly as tables grow
+ * (b = 4: 0.964 at 1M keys, 0.958 at 30M, 0.955 at 200M, stash included): past 2^27
+ * keys, size for 0.15 % less load per doubling. */
+#define CF__LARGE_TABLE_LOG2       27u
+#define CF__LOAD_LOSS_PER_DOUBLING 15u
+
+/* The load to size a table of `capacity` keys for, per CF__LOAD_SCALE; 0 if even the
+ * minimum is not safe (the shape cannot hold that many keys). */
+static uint64_t cf__sizing_load_for(const cf__shape *s, uint64_t capacity)
 {
     size_t n = sizeof cf__sizing_load / sizeof cf__sizing_load[0];
-    uint64_t load = cf__sizing_load[s->b < n ? s->b : n - 1];
+    uint64_t hi = cf__sizing_load[s->b < n ? s->b : n - 1], lo = CF__MIN_SIZING_LOAD;
+    unsigned log2_n = 63u - cf__clz64(capacity | 1u);
+    if (log2_n > CF__LARGE_TABLE_LOG2)
+        hi -= (log2_n - CF__LARGE_TABLE_LOG2) * CF__LOAD_LOSS_PER_DOUBLING;
+    if (cf__load_is_safe(s, capacity, hi))
+        return hi;
+    if (!cf__load_is_safe(s, capacity, lo))
+        return 0;
+    while (hi - lo > 1) { /* the largest safe load: the condition grows with the load */
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (cf__load_is_safe(s, capacity, mid))
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets)
+{
+    uint64_t load = cf__sizing_load_for(s, capacity);
     uint64_t scaled, m;
+    if (load == 0)
+        return false;
     /* m = ceil(capacity * SCALE / (b * load)), in integers: no rounding surprises. */
     if (!cf__mul_u64(capacity, CF__LOAD_SCALE, &scaled))
         return false;
