@@ -1,0 +1,158 @@
+# A thin wrapper around CMake so that the usual commands do what a C user expects.
+# The real build description is CMakeLists.txt; everything here calls cmake or ctest.
+#
+#   make                 configure (first time) and build a release in $(BUILD_DIR)
+#   make test            dependencies, build, ctest; then the same under ASan+UBSan
+#                        (skip that second pass with CF_TEST_QUICK=1, make or env var)
+#   make demo            build and run the demo (bench/demo.c)
+#   make bench           build and run every benchmark (bench/*.c but demo.c)
+#   make install         install to $(PREFIX) (DESTDIR honoured); make uninstall undoes it
+#   make format          clang-format every C source in place; make format-check checks
+#   make deps            install the Debian packages the project needs
+#   make clean           remove the build directories
+#
+# Variables: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan), BUILD_TYPE (Release),
+# PREFIX (/usr/local), DESTDIR, CC (compiler for the main build), ASAN_CC (compiler for
+# the sanitizer build: clang if present, else gcc), JOBS (parallel jobs), CMAKE_ARGS
+# (extra -D options). With CI=true in the environment, warnings are errors.
+
+BUILD_DIR      ?= build
+ASAN_BUILD_DIR ?= build-asan
+BUILD_TYPE     ?= Release
+PREFIX         ?= /usr/local
+JOBS           ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE          ?= cmake
+CTEST          ?= ctest
+CLANG_FORMAT   ?= clang-format
+CMAKE_ARGS     ?=
+CF_TEST_QUICK  ?=
+
+# The sanitizer build prefers clang (its sanitizers need libclang-rt-14-dev, which
+# scripts/install-deps installs) and pairs it with the matching C++ compiler for the C++
+# header checks.
+ASAN_CC  ?= $(shell command -v clang >/dev/null 2>&1 && echo clang || echo gcc)
+ASAN_CXX ?= $(if $(filter clang%,$(notdir $(ASAN_CC))),clang++,g++)
+
+# CC: make's built-in default ("cc") is left for CMake to choose; a CC given on the
+# command line or in the environment is passed on. It takes effect when a build
+# directory is first configured (CMake does not switch compilers in place).
+ifneq ($(origin CC),default)
+CONFIGURE_CC := CC="$(CC)"
+endif
+
+# Not `CMAKE_ARGS +=`: that would be ignored when CMAKE_ARGS is given on the command line.
+ALL_CMAKE_ARGS = $(if $(filter true,$(CI)),-DCF_WERROR=ON) $(CMAKE_ARGS)
+
+CONFIGURE = $(CONFIGURE_CC) $(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	-DCMAKE_INSTALL_PREFIX=$(PREFIX) $(ALL_CMAKE_ARGS)
+
+# Configure when the build directory is new or the configure command changed (PREFIX,
+# BUILD_TYPE, CI, CMAKE_ARGS, CC); `make configure` forces it. CMake re-runs by itself
+# when a CMakeLists.txt changes.
+CONFIGURE_STAMP = $(BUILD_DIR)/.cf-configure-command
+ifeq ($(wildcard $(BUILD_DIR)/CMakeCache.txt),)
+CONFIGURE_NEEDED := yes
+else ifneq ($(strip $(file < $(CONFIGURE_STAMP))),$(strip $(CONFIGURE)))
+CONFIGURE_NEEDED := yes
+endif
+shell_quote = '$(subst ','\'',$(1))'
+
+# Sanitizer build: Debug so that assertions stay on (no NDEBUG), but -O1 to keep the long
+# tests affordable; every sanitizer report is fatal. The demo and benchmarks are left out.
+CONFIGURE_ASAN = CC="$(ASAN_CC)" CXX="$(ASAN_CXX)" $(CMAKE) -S . -B $(ASAN_BUILD_DIR) \
+	-DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+	-DCF_SANITIZE=address,undefined -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
+
+.PHONY: all build configure test test-asan demo bench install uninstall format \
+	format-check deps clean help
+
+# Steps must run in order (deps, then build, then tests) even under `make -j`; the
+# parallelism that matters is inside `cmake --build --parallel` and `ctest -j`.
+.NOTPARALLEL:
+
+# The build tree's own makefiles would otherwise announce every directory they enter.
+MAKEFLAGS += --no-print-directory
+
+all: build
+
+configure:
+	$(CONFIGURE)
+	@printf '%s\n' $(call shell_quote,$(strip $(CONFIGURE))) > $(CONFIGURE_STAMP)
+
+build: $(if $(CONFIGURE_NEEDED),configure)
+	$(CMAKE) --build $(BUILD_DIR) --parallel $(JOBS)
+
+deps:
+	@scripts/install-deps
+
+# Both passes always run; the target fails if either did.
+test: deps build
+	@status=0; \
+	echo "== ctest ($(BUILD_DIR))"; \
+	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS) || status=1; \
+	if [ -n "$(filter-out 0,$(CF_TEST_QUICK))" ]; then \
+		echo "== sanitizer pass skipped (CF_TEST_QUICK=$(CF_TEST_QUICK))"; \
+	else \
+		$(MAKE) --no-print-directory test-asan || status=1; \
+	fi; \
+	if [ $$status -ne 0 ]; then echo "make test: FAILED"; else echo "make test: all passed"; fi; \
+	exit $$status
+
+test-asan:
+	@echo "== ASan+UBSan build ($(ASAN_BUILD_DIR), $(ASAN_CC))"
+	$(CONFIGURE_ASAN)
+	$(CMAKE) --build $(ASAN_BUILD_DIR) --parallel $(JOBS)
+	$(CTEST) --test-dir $(ASAN_BUILD_DIR) --output-on-failure -j$(JOBS)
+
+demo: deps build
+	@if [ ! -x $(BUILD_DIR)/cf-demo ]; then \
+		echo "make demo: $(BUILD_DIR)/cf-demo was not built (is there a bench/demo.c?)" >&2; \
+		exit 1; \
+	fi
+	$(BUILD_DIR)/cf-demo
+
+bench: build
+	@found=0; status=0; \
+	for b in $(BUILD_DIR)/cf-bench-*; do \
+		[ -x "$$b" ] || continue; \
+		found=1; \
+		echo "== $$b"; \
+		"$$b" || status=1; \
+	done; \
+	if [ $$found -eq 0 ]; then echo "make bench: no benchmarks built (bench/*.c other than demo.c)"; fi; \
+	exit $$status
+
+# cmake --install honours DESTDIR from the environment. The manifest (paths without
+# DESTDIR) is kept under its own name because every `cmake --install` (the
+# install_consumer test too) rewrites install_manifest.txt. Uninstall with the same DESTDIR.
+install: build
+	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
+	cp $(BUILD_DIR)/install_manifest.txt $(BUILD_DIR)/make_install_manifest.txt
+
+uninstall:
+	@if [ ! -f $(BUILD_DIR)/make_install_manifest.txt ]; then \
+		echo "make uninstall: no $(BUILD_DIR)/make_install_manifest.txt (run make install first)" >&2; \
+		exit 1; \
+	fi
+	@while IFS= read -r f || [ -n "$$f" ]; do \
+		f="$(DESTDIR)$$f"; \
+		if [ -e "$$f" ] || [ -L "$$f" ]; then echo "rm $$f"; rm -f "$$f"; fi; \
+	done < $(BUILD_DIR)/make_install_manifest.txt
+	@for d in $$(sed -n 's|/cmake/cuckoofilter/.*|/cmake/cuckoofilter|p' \
+			$(BUILD_DIR)/make_install_manifest.txt | sort -u); do \
+		rmdir "$(DESTDIR)$$d" 2>/dev/null || true; \
+	done
+	rm -f $(BUILD_DIR)/make_install_manifest.txt
+
+# Both use the file list of tests/format_check.sh (the ctest check).
+format:
+	CLANG_FORMAT=$(CLANG_FORMAT) tests/format_check.sh --fix .
+
+format-check:
+	CLANG_FORMAT=$(CLANG_FORMAT) tests/format_check.sh .
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR)
+
+help:
+	@sed -n '1,/^$$/p' Makefile
