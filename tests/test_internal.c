@@ -1,0 +1,217 @@
+/*
+ * test_internal.c - the mechanisms under the API, tested on their own: the divide-free
+ * modulo, bit-packed slots, the SWAR bucket probes against a slot-by-slot loop, the
+ * alternate-bucket function (involution, no fixed point, nested across sub-filter sizes),
+ * fingerprints and sizing.
+ */
+#include "internal.h"
+#include "testutil.h"
+
+#include <stdlib.h>
+
+static cft_rng rng;
+
+static void test_mod(void)
+{
+    cft_context("cf__mod");
+    static const uint64_t divisors[] = {2,
+                                        3,
+                                        6,
+                                        7,
+                                        1000000,
+                                        (UINT64_C(1) << 32) - 2,
+                                        UINT64_C(1) << 32,
+                                        (UINT64_C(1) << 32) + 2,
+                                        UINT64_C(0x5555555555555556),
+                                        UINT64_C(1) << 63,
+                                        UINT64_MAX - 1,
+                                        UINT64_MAX};
+    static const uint64_t values[] = {0, 1, 2, 3, UINT64_MAX, UINT64_MAX - 1, UINT64_C(1) << 63};
+    for (size_t i = 0; i < sizeof divisors / sizeof divisors[0]; i++) {
+        cf__divisor dv;
+        cf__divisor_init(&dv, divisors[i]);
+        for (size_t j = 0; j < sizeof values / sizeof values[0]; j++)
+            CHECK_EQ_U(cf__mod(values[j], &dv), values[j] % divisors[i]);
+        for (uint64_t k = 1; k < 64; k++) { /* around multiples of the divisor */
+            uint64_t m = divisors[i] * k;
+            CHECK_EQ_U(cf__mod(m, &dv), m % divisors[i]);
+            CHECK_EQ_U(cf__mod(m - 1, &dv), (m - 1) % divisors[i]);
+        }
+    }
+    for (int i = 0; i < 2000000; i++) {
+        /* Divisors of every magnitude: a random value shifted right by 0..62. */
+        uint64_t d = cft_next(&rng) >> (cft_next(&rng) % 63);
+        if (d < 2)
+            d = 2;
+        cf__divisor dv;
+        cf__divisor_init(&dv, d);
+        uint64_t a = cft_next(&rng);
+        if (!CHECK_EQ_U(cf__mod(a, &dv), a % d))
+            break;
+    }
+}
+
+/* Every shape: random contents written slot by slot read back intact; a write touches
+ * only its own slot; SWAR probes agree with the plain loop. */
+static void test_slots_and_probes(void)
+{
+    static const unsigned widths[] = {4, 5, 7, 8, 9, 12, 13, 16, 17, 23, 24, 31, 32};
+    static const unsigned sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 255};
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            unsigned f = widths[wi], b = sizes[si];
+            cft_context("slots b %u f %u", b, f);
+            cf__shape s, plain;
+            cf__shape_init(&s, f, b);
+            plain = s;
+            plain.swar = false;
+            const uint64_t buckets = b > 16 ? 6 : 50;
+            size_t bytes;
+            if (!CHECK(cf__table_bytes(&s, buckets, &bytes)))
+                continue;
+            cf__table t = {.buckets = buckets, .bytes = bytes};
+            t.data = calloc(1, bytes);
+            uint32_t *model = calloc(buckets * b, sizeof *model);
+            if (!t.data || !model) {
+                free(t.data);
+                free(model);
+                CHECK(!"out of memory");
+                return;
+            }
+            /* Small fingerprint alphabet, so buckets hold repeats and empties. */
+            for (int round = 0; round < 4; round++) {
+                for (uint64_t i = 0; i < buckets * b; i++) {
+                    uint32_t v = (uint32_t)(cft_next(&rng) % 4);
+                    v = v == 3 ? (uint32_t)(cft_next(&rng) & s.fp_mask) : v;
+                    cf__slot_set(&t, &s, i / b, (unsigned)(i % b), v);
+                    model[i] = v;
+                }
+                for (uint64_t i = 0; i < buckets * b; i++)
+                    if (!CHECK_EQ_U(cf__slot_get(&t, &s, i / b, (unsigned)(i % b)), model[i]))
+                        break;
+                for (uint64_t i = 0; i < buckets; i++) {
+                    for (uint32_t v = 0; v < 4; v++) {
+                        uint32_t probe = v == 3 ? model[i * b] : v;
+                        unsigned n = 0;
+                        int first = -1;
+                        for (unsigned j = 0; j < b; j++) {
+                            if (model[i * b + j] == probe) {
+                                n++;
+                                if (first < 0)
+                                    first = (int)j;
+                            }
+                        }
+                        CHECK_EQ_U(cf__bucket_count(&t, &s, i, probe), n);
+                        CHECK_EQ_U(cf__bucket_count(&t, &plain, i, probe), n);
+                        CHECK_EQ_I(cf__bucket_find(&t, &s, i, probe), first);
+                        CHECK_EQ_I(cf__bucket_find(&t, &plain, i, probe), first);
+                        CHECK(cf__bucket_has(&t, &s, i, probe) == (n > 0));
+                    }
+                }
+            }
+            /* The padding stays zero: nothing was written past the slots. */
+            uint64_t used = (buckets * b * f + 7) / 8;
+            for (size_t i = (size_t)used; i < bytes; i++)
+                CHECK_EQ_U(t.data[i], 0);
+            free(t.data);
+            free(model);
+        }
+    }
+}
+
+static void test_swar_shapes(void)
+{
+    cft_context("swar shapes");
+    /* The fast paths the speed issue names must take the one-load probe. */
+    static const unsigned shapes[][2] = {{4, 8}, {4, 12}, {4, 16}, {2, 8}, {2, 16}, {8, 8}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        cf__shape s;
+        cf__shape_init(&s, shapes[i][1], shapes[i][0]);
+        CHECK_MSG(s.swar, "b %u f %u", shapes[i][0], shapes[i][1]);
+    }
+}
+
+static void test_alt(void)
+{
+    cft_context("alt");
+    for (int i = 0; i < 200000; i++) {
+        uint64_t m = (cft_next(&rng) >> (cft_next(&rng) % 60)) | 2u;
+        m += m & 1u;
+        cf__table t = {.buckets = m};
+        cf__divisor_init(&t.div, m);
+        uint32_t fp = (uint32_t)(cft_next(&rng) % 0xffffffffu) + 1;
+        uint64_t b0 = cf__mod(cft_next(&rng), &t.div);
+        uint64_t b1 = cf__alt_of(&t, b0, fp);
+        CHECK(b1 < m);
+        CHECK(b1 != b0);                        /* no fixed point */
+        CHECK_EQ_U(cf__alt_of(&t, b1, fp), b0); /* involution */
+        /* Nested: in a table e times larger, the pair reduces to this table's pair. */
+        uint64_t e = 1 + cft_next(&rng) % 5, big;
+        if (!cf__mul_u64(m, e, &big))
+            continue;
+        cf__table T = {.buckets = big};
+        cf__divisor_init(&T.div, big);
+        uint64_t h = cft_next(&rng);
+        uint64_t B0 = cf__mod(h, &T.div), B1 = cf__alt_of(&T, B0, fp);
+        uint64_t s0 = cf__mod(h, &t.div), s1 = cf__alt_of(&t, s0, fp);
+        CHECK_EQ_U(B0 % m, s0);
+        if (!CHECK_EQ_U(B1 % m, s1))
+            break;
+    }
+}
+
+static void test_key_bits(void)
+{
+    cft_context("key bits");
+    for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++) {
+        cf__shape s;
+        cf__shape_init(&s, f, 4);
+        cf__key zero = cf__key_of(&s, 0), ones = cf__key_of(&s, UINT64_MAX);
+        CHECK_EQ_U(zero.fp, 1); /* 0 is the empty slot: it becomes 1 */
+        CHECK_EQ_U(ones.fp, s.fp_mask);
+        CHECK_EQ_U(ones.index, UINT64_MAX >> f); /* the index uses the other bits */
+        for (int i = 0; i < 1000; i++) {
+            uint64_t h = cft_next(&rng);
+            cf__key k = cf__key_of(&s, h);
+            CHECK(k.fp != 0 && k.fp <= s.fp_mask);
+            CHECK_EQ_U(k.index >> (64 - f), 0);
+            CHECK(k.fp_mix & 1u);
+        }
+    }
+}
+
+static void test_sizing(void)
+{
+    cft_context("sizing");
+    static const unsigned sizes[] = {1, 2, 3, 4, 8, 16};
+    static const unsigned widths[] = {4, 8, 12, 16, 32};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+            cf__shape s;
+            cf__shape_init(&s, widths[wi], sizes[si]);
+            uint64_t prev = 0;
+            for (uint64_t c = 1; c < (UINT64_C(1) << 40); c = c * 3 / 2 + 1) {
+                uint64_t m;
+                if (!cf__buckets_for(&s, c, &m))
+                    break; /* too big for this shape; larger ones must be too */
+                CHECK(m % 2 == 0 && m >= 2);
+                CHECK(m * s.b >= c); /* room for every key */
+                CHECK(m >= prev);    /* more keys never get a smaller table */
+                prev = m;
+            }
+        }
+    }
+}
+
+int main(void)
+{
+    cft_init("test_internal");
+    rng = cft_rng_make(cft.seed);
+    test_mod();
+    test_slots_and_probes();
+    test_swar_shapes();
+    test_alt();
+    test_key_bits();
+    test_sizing();
+    return cft_finish();
+}
