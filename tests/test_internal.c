@@ -75,7 +75,7 @@ static void test_slots_and_probes(void)
             if (!t.data || !model) {
                 free(t.data);
                 free(model);
-                CHECK(!"out of memory");
+                CHECK_MSG(false, "out of memory");
                 return;
             }
             /* Small fingerprint alphabet, so buckets hold repeats and empties. */

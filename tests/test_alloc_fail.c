@@ -1,0 +1,274 @@
+/*
+ * test_alloc_fail.c - allocation failures.
+ *
+ * cf_new: for every N from 1 until cf_new succeeds without a failure, the allocator fails
+ * its Nth call (and, in a second pass, every call from the Nth on): cf_new returns
+ * CF_ENOMEM, leaves *out untouched and leaks nothing.
+ *
+ * Growth: a growing filter is filled; whenever an add allocates (that is, grows), it is
+ * retried with the allocator failing its 1st, 2nd, ... call, until it succeeds: every
+ * failed add returns CF_ENOMEM and leaves the filter exactly as it was (stats, live
+ * allocations, every key found, the key's count). At the end cf_free returns everything.
+ */
+#include "testutil.h"
+
+static cf_filter *const SENTINEL = (cf_filter *)&cft; /* never dereferenced */
+
+static void new_with_failures(const cf_config *base, const char *what, bool persist)
+{
+    cft_context("cf_new %s, %s failure", what, persist ? "persistent" : "single");
+    cft_alloc ta;
+    cft_alloc_init(&ta);
+    cf_config c = *base;
+    c.allocator = &ta.a;
+    size_t need = 0;
+    CHECK_ST(cf_bytes_needed(&c, &need), CF_OK);
+    uint64_t n;
+    bool succeeded = false;
+    for (n = 1; n <= 10000; n++) {
+        cft_alloc_init(&ta);
+        cft_alloc_arm(&ta, n, persist);
+        cf_filter *out = SENTINEL;
+        cf_status rc = cf_new(&c, &out);
+        if (rc == CF_OK) {
+            /* Only allowed once no call failed. */
+            CHECK_MSG(ta.failures == 0, "cf_new returned CF_OK although alloc call %llu failed",
+                      (unsigned long long)n);
+            CHECK(ta.calls < n);
+            CHECK(out != SENTINEL && out != NULL);
+            CHECK_EQ_U(ta.total_bytes, need);
+            if (out != SENTINEL && out != NULL) {
+                /* It works. */
+                CHECK_ST(cf_add(out, "k", 1), CF_OK);
+                CHECK(cf_contains(out, "k", 1));
+                cf_free(out);
+            }
+            CHECK_ALLOC_CLEAN(&ta);
+            succeeded = true;
+            break;
+        }
+        CHECK_MSG(rc == CF_ENOMEM, "failing alloc call %llu: cf_new returned %s",
+                  (unsigned long long)n, cft_status_name(rc));
+        CHECK(ta.failures >= 1);
+        CHECK(out == SENTINEL);
+        CHECK_MSG(ta.live == 0 && ta.live_bytes == 0,
+                  "failing alloc call %llu: %llu blocks (%llu bytes) leaked", (unsigned long long)n,
+                  (unsigned long long)ta.live, (unsigned long long)ta.live_bytes);
+        CHECK_EQ_U(ta.bad_frees, 0);
+    }
+    CHECK(succeeded);
+    printf("  cf_new %-28s %s: CF_ENOMEM for N = 1..%llu, then success\n", what,
+           persist ? "persistent" : "single    ", (unsigned long long)(n - 1));
+}
+
+static void test_new(void)
+{
+    static const struct {
+        const char *what;
+        cf_config c;
+    } cases[] = {
+        {"fixed b4 f12", {.capacity = 1000}},
+        {"fixed b2 f16 cap 1", {.capacity = 1, .bucket_size = 2, .fingerprint_bits = 16}},
+        {"fixed b8 f8 cap 100000", {.capacity = 100000, .bucket_size = 8, .fingerprint_bits = 8}},
+        {"growing e2 b4 f12", {.capacity = 100, .expansion = 2}},
+        {"growing e1 b3 f7",
+         {.capacity = 500, .expansion = 1, .bucket_size = 3, .fingerprint_bits = 7}},
+        {"growing e3 b255 f32",
+         {.capacity = 50, .expansion = 3, .bucket_size = 255, .fingerprint_bits = 32}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        new_with_failures(&cases[i].c, cases[i].what, false);
+        new_with_failures(&cases[i].c, cases[i].what, true);
+    }
+}
+
+typedef enum { VIA_ADD, VIA_ADD_HASH, VIA_ADD_UNIQUE } add_path;
+
+static cf_status do_add(cf_filter *f, add_path p, const uint8_t *k, size_t len)
+{
+    switch (p) {
+    case VIA_ADD:
+        return cf_add(f, k, len);
+    case VIA_ADD_HASH:
+        return cf_add_hash(f, cf_hash(f, k, len));
+    case VIA_ADD_UNIQUE:
+        return cf_add_unique(f, k, len);
+    }
+    return CF_EINVAL;
+}
+
+static uint64_t count_missing(const cf_filter *f, uint64_t stream, uint64_t n)
+{
+    uint8_t k[CFT_KEY_MAX];
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = cft_key(k, stream, i);
+        missing += !cf_contains(f, k, len);
+    }
+    return missing;
+}
+
+static void test_growth(unsigned b, unsigned fb, unsigned e, uint64_t cap, unsigned growths,
+                        bool persist, uint64_t tag)
+{
+    uint64_t seed = cft_subseed(tag);
+    cft_context("growth b %u f %u e %u cap %llu %s failures, filter seed 0x%016llx (tag %llu)", b,
+                fb, e, (unsigned long long)cap, persist ? "persistent" : "single",
+                (unsigned long long)seed, (unsigned long long)tag);
+    cft_alloc ta;
+    cft_alloc_init(&ta);
+    cf_config c = {.capacity = cap,
+                   .bucket_size = b,
+                   .fingerprint_bits = fb,
+                   .expansion = e,
+                   .seed = seed,
+                   .allocator = &ta.a};
+    cf_filter *f = NULL;
+    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+        return;
+    const uint64_t stream = tag;
+    uint8_t k[CFT_KEY_MAX];
+    uint64_t n = 0, grown = 0, enomem = 0;
+    while (grown < growths && n < 10000000) {
+        size_t len = cft_key(k, stream, n);
+        add_path path = (add_path)(n % 3);
+        cf_stats before = cft_stats(f);
+        uint64_t live = ta.live, live_bytes = ta.live_bytes;
+        uint64_t count_before = cf_count(f, k, len);
+        /* First try: fail the first allocation this add makes (if any). */
+        cf_status rc = CF_ENOMEM;
+        uint64_t nth;
+        for (nth = 1; nth <= 1000; nth++) {
+            uint64_t calls0 = ta.calls;
+            cft_alloc_arm(&ta, nth, persist);
+            rc = do_add(f, path, k, len);
+            uint64_t calls = ta.calls - calls0;
+            cft_alloc_disarm(&ta);
+            if (rc == CF_OK) {
+                CHECK_MSG(calls < nth, "add returned CF_OK although alloc call %llu failed",
+                          (unsigned long long)nth);
+                break;
+            }
+            if (path == VIA_ADD_UNIQUE && rc == CF_EXISTS) {
+                /* A false positive of add_unique: nothing added, allowed. Use cf_add. */
+                CHECK(count_before > 0);
+                path = VIA_ADD;
+                nth = 0;
+                continue;
+            }
+            if (!CHECK_MSG(rc == CF_ENOMEM, "add with alloc call %llu failing returned %s",
+                           (unsigned long long)nth, cft_status_name(rc)))
+                break;
+            enomem++;
+            CHECK(calls >= nth);
+            /* Nothing changed. */
+            cf_stats after = cft_stats(f);
+            CHECK_STATS_EQ(before, after);
+            CHECK_EQ_U(ta.live, live);
+            CHECK_EQ_U(ta.live_bytes, live_bytes);
+            CHECK_EQ_U(ta.bad_frees, 0);
+            CHECK_EQ_U(cf_count(f, k, len), count_before);
+            CHECK_EQ_U(count_missing(f, stream, n), 0);
+        }
+        if (!CHECK_MSG(rc == CF_OK, "key %llu: add never succeeded", (unsigned long long)n))
+            break;
+        cf_stats s = cft_stats(f);
+        CHECK_EQ_U(s.items, before.items + 1);
+        if (nth > 1) {
+            /* An add that allocated: CF_ENOMEM is only for growth, so it must have grown. */
+            CHECK_MSG(s.sub_filters == before.sub_filters + 1,
+                      "an add that allocated went from %u to %u sub-filters", before.sub_filters,
+                      s.sub_filters);
+            grown++;
+            CHECK_EQ_U(count_missing(f, stream, n + 1), 0);
+        } else {
+            CHECK_EQ_U(s.sub_filters, before.sub_filters);
+        }
+        n++;
+    }
+    CHECK_EQ_U(grown, growths);
+    CHECK_EQ_U(count_missing(f, stream, n), 0);
+    cf_stats s = cft_stats(f);
+    CHECK_EQ_U(s.items, n);
+    CHECK_EQ_U(s.sub_filters, 1 + growths);
+    printf("  growth b %u f %2u e %u cap %4llu %s: %llu keys, %llu growths, %llu CF_ENOMEM\n", b,
+           fb, e, (unsigned long long)cap, persist ? "persistent" : "single    ",
+           (unsigned long long)n, (unsigned long long)grown, (unsigned long long)enomem);
+    cf_free(f);
+    CHECK_ALLOC_CLEAN(&ta);
+    CHECK_EQ_U(ta.frees, ta.calls - ta.failures);
+}
+
+/* A filter whose growth fails keeps working in its existing sub-filter, and grows once
+ * memory is back. */
+static void test_growth_refused_then_allowed(void)
+{
+    cft_context("growth refused, then allowed");
+    cft_alloc ta;
+    cft_alloc_init(&ta);
+    cf_config c = {.capacity = 200, .expansion = 2, .seed = cft_subseed(7), .allocator = &ta.a};
+    cf_filter *f = NULL;
+    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+        return;
+    enum { N = 2000 };
+    static bool added[N];
+    memset(added, 0, sizeof added);
+    uint8_t k[CFT_KEY_MAX];
+    uint64_t refused = 0, n_added = 0, tried = 0;
+    /* No memory at all from now on. */
+    cft_alloc_arm(&ta, 1, true);
+    for (uint64_t i = 0; i < N && refused < 50; i++, tried++) {
+        size_t len = cft_key(k, 77, i);
+        cf_stats before = cft_stats(f);
+        cf_status rc = cf_add(f, k, len);
+        if (rc == CF_OK) {
+            added[i] = true;
+            n_added++;
+            continue;
+        }
+        CHECK_ST(rc, CF_ENOMEM);
+        cf_stats after = cft_stats(f);
+        CHECK_STATS_EQ(before, after);
+        refused++;
+    }
+    CHECK_EQ_U(refused, 50);
+    CHECK_EQ_U(cft_stats(f).sub_filters, 1);
+    CHECK_EQ_U(cft_stats(f).items, n_added);
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < tried; i++) {
+        size_t len = cft_key(k, 77, i);
+        missing += added[i] && !cf_contains(f, k, len);
+    }
+    CHECK_EQ_U(missing, 0);
+    /* Memory is back: the refused keys go in, the filter grows. */
+    cft_alloc_disarm(&ta);
+    for (uint64_t i = 0; i < tried; i++) {
+        if (added[i])
+            continue;
+        size_t len = cft_key(k, 77, i);
+        CHECK_ST(cf_add(f, k, len), CF_OK);
+    }
+    CHECK(cft_stats(f).sub_filters > 1);
+    CHECK_EQ_U(cft_stats(f).items, tried);
+    CHECK_EQ_U(count_missing(f, 77, tried), 0);
+    cf_free(f);
+    CHECK_ALLOC_CLEAN(&ta);
+}
+
+int main(void)
+{
+    cft_init("test_alloc_fail");
+    test_new();
+    const struct {
+        unsigned b, f, e;
+        uint64_t cap;
+        unsigned growths;
+    } g[] = {{4, 12, 2, 100, 5}, {2, 16, 1, 64, 6}, {8, 8, 3, 50, 4},
+             {1, 12, 2, 40, 5},  {3, 23, 4, 30, 3}, {16, 32, 2, 20, 4}};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        test_growth(g[i].b, g[i].f, g[i].e, g[i].cap, g[i].growths, false, 10 + i);
+        test_growth(g[i].b, g[i].f, g[i].e, g[i].cap, g[i].growths, true, 20 + i);
+    }
+    test_growth_refused_then_allowed();
+    return cft_finish();
+}

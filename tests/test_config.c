@@ -1,0 +1,337 @@
+/*
+ * test_config.c - invalid configurations give CF_EINVAL (and never crash or allocate
+ * absurdly); every valid boundary works; zero fields take their defaults.
+ */
+#include "testutil.h"
+
+#include <limits.h>
+
+static cf_filter *const SENTINEL = (cf_filter *)&cft; /* never dereferenced */
+
+/* An allocator that refuses anything above 256 MiB: even if a bad config slipped through,
+ * the test never asks the system for petabytes (which ASan would turn into an abort). */
+static cft_alloc capped;
+
+/* cfg must be rejected by both cf_bytes_needed and cf_new, leaving *out untouched and
+ * allocating nothing. */
+static void expect_einval(const cf_config *cfg, const char *what)
+{
+    cft_context("invalid config: %s", what);
+    size_t bytes = 0;
+    cf_status rb = cf_bytes_needed(cfg, &bytes);
+    CHECK_ST(rb, CF_EINVAL);
+
+    cf_config c = *cfg;
+    if (c.allocator == NULL)
+        c.allocator = &capped.a;
+    uint64_t live = capped.live;
+    cf_filter *out = SENTINEL;
+    cf_status rn = cf_new(&c, &out);
+    CHECK_ST(rn, CF_EINVAL);
+    CHECK(out == SENTINEL);
+    CHECK_EQ_U(capped.live, live);
+    if (rn == CF_OK && out != SENTINEL)
+        cf_free(out);
+
+    /* With the default allocator too, but only when that cannot mean a giant malloc. */
+    if (cfg->allocator == NULL && rb == CF_EINVAL && rn == CF_EINVAL) {
+        out = SENTINEL;
+        rn = cf_new(cfg, &out);
+        CHECK_ST(rn, CF_EINVAL);
+        CHECK(out == SENTINEL);
+        if (rn == CF_OK && out != SENTINEL)
+            cf_free(out);
+    }
+}
+
+static void test_invalid(void)
+{
+    const cf_config base = {.capacity = 1000};
+    cf_config c;
+    char what[128];
+
+    /* NULL arguments. */
+    cft_context("NULL config/out");
+    cf_filter *out = SENTINEL;
+    CHECK_ST(cf_new(NULL, &out), CF_EINVAL);
+    CHECK(out == SENTINEL);
+    CHECK_ST(cf_new(&base, NULL), CF_EINVAL);
+    size_t bytes = 0;
+    CHECK_ST(cf_bytes_needed(NULL, &bytes), CF_EINVAL);
+    CHECK_ST(cf_bytes_needed(&base, NULL), CF_EINVAL);
+    CHECK_ST(cf_bytes_needed(NULL, NULL), CF_EINVAL);
+
+    /* Capacity 0 and absurd capacities, also with every shape that makes them bigger. */
+    const uint64_t caps[] = {0,
+                             UINT64_MAX,
+                             UINT64_MAX - 1,
+                             UINT64_MAX / 2,
+                             UINT64_C(1) << 62,
+                             UINT64_C(1) << 56,
+                             UINT64_C(1) << 50,
+                             (UINT64_C(1) << 50) + 12345};
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        const unsigned bs[] = {0, 1, 4, 255};
+        const unsigned fs[] = {0, 4, 32};
+        for (size_t bi = 0; bi < 4; bi++)
+            for (size_t fi = 0; fi < 3; fi++) {
+                c = base;
+                c.capacity = caps[i];
+                c.bucket_size = bs[bi];
+                c.fingerprint_bits = fs[fi];
+                snprintf(what, sizeof what, "capacity %llu b %u f %u", (unsigned long long)caps[i],
+                         bs[bi], fs[fi]);
+                expect_einval(&c, what);
+            }
+    }
+
+    /* Fingerprint widths outside 4..32 (0 means the default, tested below). */
+    const unsigned bad_f[] = {1, 2, 3, 33, 34, 64, 1000, UINT_MAX};
+    for (size_t i = 0; i < sizeof bad_f / sizeof bad_f[0]; i++) {
+        c = base;
+        c.fingerprint_bits = bad_f[i];
+        snprintf(what, sizeof what, "fingerprint_bits %u", bad_f[i]);
+        expect_einval(&c, what);
+    }
+
+    /* Bucket sizes above 255 (0 means the default). */
+    const unsigned bad_b[] = {256, 257, 1000, 65536, UINT_MAX};
+    for (size_t i = 0; i < sizeof bad_b / sizeof bad_b[0]; i++) {
+        c = base;
+        c.bucket_size = bad_b[i];
+        snprintf(what, sizeof what, "bucket_size %u", bad_b[i]);
+        expect_einval(&c, what);
+    }
+
+    /* Kick budgets above 65535. */
+    const unsigned bad_k[] = {65536, 65537, 1000000, UINT_MAX};
+    for (size_t i = 0; i < sizeof bad_k / sizeof bad_k[0]; i++) {
+        c = base;
+        c.max_kicks = bad_k[i];
+        snprintf(what, sizeof what, "max_kicks %u", bad_k[i]);
+        expect_einval(&c, what);
+    }
+
+    /* Sub-filter limits above 65536. */
+    const unsigned bad_s[] = {65537, 100000, UINT_MAX};
+    for (size_t i = 0; i < sizeof bad_s / sizeof bad_s[0]; i++) {
+        c = base;
+        c.max_sub_filters = bad_s[i];
+        c.expansion = 2;
+        snprintf(what, sizeof what, "max_sub_filters %u", bad_s[i]);
+        expect_einval(&c, what);
+    }
+
+    /* Allocators missing a function. */
+    cf_allocator half = capped.a;
+    half.alloc = NULL;
+    c = base;
+    c.allocator = &half;
+    expect_einval(&c, "allocator without alloc");
+    half = capped.a;
+    half.free = NULL;
+    expect_einval(&c, "allocator without free");
+    half.alloc = NULL;
+    expect_einval(&c, "allocator without alloc and free");
+
+    /* Several bad fields at once. */
+    c = base;
+    c.capacity = 0;
+    c.fingerprint_bits = 99;
+    c.bucket_size = 999;
+    expect_einval(&c, "everything wrong");
+}
+
+/* A valid config: cf_new works, the filter holds what it says, and a few keys behave. */
+static void expect_valid(const cf_config *cfg, const char *what, unsigned want_b, unsigned want_f)
+{
+    cft_context("valid config: %s", what);
+    cft_alloc ta;
+    cft_alloc_init(&ta);
+    cf_config c = *cfg;
+    c.allocator = &ta.a;
+    size_t need = 0;
+    CHECK_ST(cf_bytes_needed(&c, &need), CF_OK);
+    cf_filter *f = SENTINEL;
+    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+        return;
+    CHECK(f != SENTINEL && f != NULL);
+    CHECK_EQ_U(ta.total_bytes, need);
+    cf_stats s = cft_stats(f);
+    CHECK_EQ_U(s.bucket_size, want_b);
+    CHECK_EQ_U(s.fingerprint_bits, want_f);
+    CHECK_EQ_U(s.sub_filters, 1);
+    CHECK_EQ_U(s.items, 0);
+    CHECK(s.slots >= c.capacity);
+    CHECK_EQ_U(s.slots, s.buckets * want_b);
+
+    uint8_t k[CFT_KEY_MAX];
+    const uint64_t n = c.capacity < 20 ? c.capacity : 20;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = cft_key(k, 1, i);
+        CHECK_ST(cf_add(f, k, len), CF_OK);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = cft_key(k, 1, i);
+        CHECK(cf_contains(f, k, len));
+        CHECK(cf_count(f, k, len) >= 1);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = cft_key(k, 1, i);
+        CHECK_ST(cf_delete(f, k, len), CF_OK);
+    }
+    CHECK_EQ_U(cft_stats(f).items, 0);
+    cf_free(f);
+    CHECK_ALLOC_CLEAN(&ta);
+}
+
+static void test_valid(void)
+{
+    cf_config c;
+    char what[128];
+
+    c = (cf_config){.capacity = 1};
+    expect_valid(&c, "capacity 1", 4, 12);
+    c = (cf_config){.capacity = 2};
+    expect_valid(&c, "capacity 2", 4, 12);
+
+    /* Zero fields take the defaults: f 12, b 4 ("bucket size 0" is valid). */
+    c = (cf_config){.capacity = 1000, .bucket_size = 0, .fingerprint_bits = 0};
+    expect_valid(&c, "b 0, f 0 -> defaults", CF_DEFAULT_BUCKET_SIZE, CF_DEFAULT_FINGERPRINT_BITS);
+    c = (cf_config){.capacity = 1000, .bucket_size = 0, .fingerprint_bits = 16};
+    expect_valid(&c, "b 0 -> 4", 4, 16);
+    c = (cf_config){.capacity = 1000, .bucket_size = 2, .fingerprint_bits = 0};
+    expect_valid(&c, "f 0 -> 12", 2, 12);
+    c = (cf_config){.capacity = 1000, .max_kicks = 0, .max_sub_filters = 0, .expansion = 0};
+    expect_valid(&c, "max_kicks 0, max_sub_filters 0", 4, 12);
+
+    /* Boundaries of every range. */
+    const unsigned fs[] = {4, 5, 7, 8, 9, 12, 16, 17, 23, 24, 31, 32};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+        c = (cf_config){.capacity = 1000, .fingerprint_bits = fs[i]};
+        snprintf(what, sizeof what, "f %u", fs[i]);
+        expect_valid(&c, what, 4, fs[i]);
+    }
+    const unsigned bs[] = {1, 2, 3, 4, 5, 7, 8, 16, 100, 254, 255};
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) {
+        for (unsigned f = 4; f <= 32; f += 28) {
+            c = (cf_config){.capacity = 1000, .bucket_size = bs[i], .fingerprint_bits = f};
+            snprintf(what, sizeof what, "b %u f %u", bs[i], f);
+            expect_valid(&c, what, bs[i], f);
+            c.capacity = 1;
+            snprintf(what, sizeof what, "b %u f %u capacity 1", bs[i], f);
+            expect_valid(&c, what, bs[i], f);
+        }
+    }
+    const unsigned ks[] = {1, 2, 65534, 65535};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        c = (cf_config){.capacity = 1000, .max_kicks = ks[i]};
+        snprintf(what, sizeof what, "max_kicks %u", ks[i]);
+        expect_valid(&c, what, 4, 12);
+    }
+    const unsigned ss[] = {1, 2, 65535, 65536};
+    for (size_t i = 0; i < sizeof ss / sizeof ss[0]; i++) {
+        c = (cf_config){.capacity = 1000, .max_sub_filters = ss[i], .expansion = 1};
+        snprintf(what, sizeof what, "max_sub_filters %u", ss[i]);
+        expect_valid(&c, what, 4, 12);
+    }
+    const uint64_t seeds[] = {0, 1, UINT64_MAX};
+    for (size_t i = 0; i < 3; i++) {
+        c = (cf_config){.capacity = 1000, .seed = seeds[i]};
+        snprintf(what, sizeof what, "seed %llu", (unsigned long long)seeds[i]);
+        expect_valid(&c, what, 4, 12);
+    }
+    const unsigned es[] = {1, 2, 3, 4, 16, 1000};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) {
+        c = (cf_config){.capacity = 100, .expansion = es[i]};
+        snprintf(what, sizeof what, "expansion %u", es[i]);
+        expect_valid(&c, what, 4, 12);
+    }
+    /* A large but sane capacity (fits easily in memory). */
+    c = (cf_config){.capacity = 10000000, .fingerprint_bits = 8};
+    expect_valid(&c, "capacity 1e7 f 8", 4, 8);
+}
+
+/* The kick budget takes effect: with max_kicks 1 a fixed filter fills up to a lower load
+ * than with the default budget (same seed, same keys). */
+static void test_max_kicks_effect(void)
+{
+    cft_context("max_kicks effect");
+    double load[2] = {0, 0};
+    const unsigned kicks[2] = {1, 0};
+    for (int i = 0; i < 2; i++) {
+        cf_config c = {.capacity = 20000, .max_kicks = kicks[i], .seed = cft_subseed(1)};
+        cf_filter *f = NULL;
+        if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+            return;
+        uint8_t k[CFT_KEY_MAX];
+        for (uint64_t id = 0; id < 100000; id++) {
+            size_t len = cft_key(k, 2, id);
+            cf_status rc = cf_add(f, k, len);
+            if (rc != CF_OK) {
+                CHECK_ST(rc, CF_FULL);
+                break;
+            }
+        }
+        load[i] = cft_stats(f).load_factor;
+        cf_free(f);
+    }
+    CHECK_MSG(load[0] < load[1], "load at first failure: max_kicks 1 %.4f, default %.4f", load[0],
+              load[1]);
+    CHECK_MSG(load[1] >= 0.90, "default budget, b 4: first failure at load %.4f", load[1]);
+}
+
+/* An enormous expansion factor must not crash or overflow when the filter grows: the add
+ * either grows, or reports CF_FULL / CF_ENOMEM with nothing lost. */
+static void test_absurd_expansion(void)
+{
+    const unsigned es[] = {65536, 1u << 24, UINT_MAX};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) {
+        cft_context("expansion %u", es[i]);
+        cft_alloc ta;
+        cft_alloc_init(&ta);
+        ta.max_size = UINT64_C(256) << 20;
+        cf_config c = {.capacity = 100, .expansion = es[i], .allocator = &ta.a};
+        cf_filter *f = SENTINEL;
+        cf_status rc = cf_new(&c, &f);
+        CHECK(rc == CF_OK || rc == CF_EINVAL);
+        if (rc != CF_OK) {
+            CHECK(f == SENTINEL);
+            CHECK_ALLOC_CLEAN(&ta);
+            continue;
+        }
+        uint8_t k[CFT_KEY_MAX];
+        uint64_t added = 0;
+        for (uint64_t id = 0; id < 5000; id++) {
+            size_t len = cft_key(k, 3, id);
+            rc = cf_add(f, k, len);
+            if (rc == CF_OK) {
+                added++;
+                continue;
+            }
+            CHECK_MSG(rc == CF_FULL || rc == CF_ENOMEM, "add returned %s", cft_status_name(rc));
+            break;
+        }
+        CHECK_EQ_U(cft_stats(f).items, added);
+        for (uint64_t id = 0; id < added; id++) {
+            size_t len = cft_key(k, 3, id);
+            CHECK(cf_contains(f, k, len));
+        }
+        cf_free(f);
+        CHECK_ALLOC_CLEAN(&ta);
+    }
+}
+
+int main(void)
+{
+    cft_init("test_config");
+    cft_alloc_init(&capped);
+    capped.max_size = UINT64_C(256) << 20;
+    test_invalid();
+    test_valid();
+    test_max_kicks_effect();
+    test_absurd_expansion();
+    cft_context("end");
+    CHECK_ALLOC_CLEAN(&capped);
+    return cft_finish();
+}
