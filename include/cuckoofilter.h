@@ -84,8 +84,9 @@ typedef enum cf_status {
 } cf_status;
 
 /* A custom allocator, used for every allocation the filter makes. "Try" semantics:
- * alloc returns NULL on failure and the library reports CF_ENOMEM. alloc need not zero
- * memory. free is called with every pointer alloc returned, exactly once. */
+ * alloc returns NULL on failure and the library reports CF_ENOMEM. Like malloc, alloc
+ * returns memory aligned for any object; it need not zero it. free is called with every
+ * pointer alloc returned, exactly once. Both must be set. */
 typedef struct cf_allocator {
     void *(*alloc)(void *ctx, size_t size);
     void (*free)(void *ctx, void *ptr);
@@ -98,7 +99,8 @@ typedef struct cf_config {
     unsigned bucket_size;          /* 1..255; 0 = 4 (2, 4 and 8 are the fast paths) */
     unsigned max_kicks;            /* eviction budget per insert, 1..65535; 0 = 500 */
     unsigned expansion;            /* 0 = fixed size (cf_add may return CF_FULL);
-                                      n >= 1 = on full, append a sub-filter n times larger */
+                                      n >= 1 = on full, append a sub-filter n times larger;
+                                      at most 32768 */
     uint64_t seed;                 /* hash seed, kept with the filter */
     const cf_allocator *allocator; /* NULL = malloc/free; the module passes Redis's own */
     unsigned max_sub_filters;      /* growing filters: at most this many sub-filters,
@@ -131,12 +133,13 @@ typedef struct cf_stats {
  * reaches (0.84 for b = 2, 0.95 for b = 4, 0.98 for b = 8). The same config (seed
  * included) always gives the same filter, bit for bit.
  *
- * config: the settings; zero fields take their defaults (see cf_config). Not retained:
- *         the filter copies what it needs, including *config->allocator.
- * out:    receives the new filter on CF_OK; untouched otherwise.
  * Short fingerprints in small buckets (b * f below about 16) limit where a key can go: a
  * bucket has at most 2^f - 1 alternates. For those shapes the table is sized for a
  * lower load, so that `capacity` keys still fit; cf_bytes_needed says what that costs.
+ *
+ * config: the settings; zero fields take their defaults (see cf_config). Not retained:
+ *         the filter copies what it needs, including *config->allocator.
+ * out:    receives the new filter on CF_OK; untouched otherwise.
  *
  * Returns CF_OK; CF_EINVAL for a NULL argument, a field out of range, capacity 0, a
  * capacity so large that the table could not be addressed, or one that the shape cannot

@@ -143,7 +143,6 @@ cf_status cf_new(const cf_config *config, cf_filter **out)
     f->alloc = *a;
     f->shape = L.shape;
     f->seed = config->seed;
-    f->capacity = config->capacity;
     f->max_kicks = L.max_kicks;
     f->expansion = L.expansion;
     f->max_tables = L.max_tables;

@@ -344,7 +344,6 @@ struct cf_filter {
     cf_allocator alloc;
     cf__shape shape;
     uint64_t seed;
-    uint64_t capacity;
     unsigned max_kicks;
     unsigned expansion;
     unsigned max_tables;
