@@ -6,6 +6,10 @@
 #                        (skip that second pass with CF_TEST_QUICK=1, make or env var)
 #   make demo            build and run the demo (bench/demo.c)
 #   make bench           build and run every benchmark (bench/*.c but demo.c)
+#   make fuzz            build fuzz/fuzz_ops with clang, libFuzzer, ASan and UBSan (in
+#                        $(FUZZ_BUILD_DIR)) and fuzz for FUZZ_SECONDS (60) over a scratch copy
+#                        of fuzz/corpus/ops; crashes go to $(FUZZ_BUILD_DIR)/artifacts/ (see
+#                        fuzz/README.md). `make test` replays the committed corpus.
 #   make install         install to $(PREFIX) (DESTDIR honoured); make uninstall undoes it
 #   make format          clang-format every C source in place; make format-check checks
 #   make deps            install the Debian packages the project needs
@@ -14,7 +18,9 @@
 # Variables: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan), BUILD_TYPE (Release),
 # PREFIX (/usr/local), DESTDIR, CC (compiler for the main build), ASAN_CC (compiler for
 # the sanitizer build: clang if present, else gcc), JOBS (parallel jobs), CMAKE_ARGS
-# (extra -D options). With CI=true in the environment, warnings are errors.
+# (extra -D options), FUZZ_BUILD_DIR (build-fuzz), FUZZ_SECONDS (60), FUZZ_CC (clang),
+# FUZZ_ARGS (extra libFuzzer options, e.g. -fork=2). With CI=true in the
+# environment, warnings are errors.
 
 BUILD_DIR      ?= build
 ASAN_BUILD_DIR ?= build-asan
@@ -26,6 +32,11 @@ CTEST          ?= ctest
 CLANG_FORMAT   ?= clang-format
 CMAKE_ARGS     ?=
 CF_TEST_QUICK  ?=
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS   ?= 60
+FUZZ_CC        ?= clang
+FUZZ_CXX       ?= clang++
+FUZZ_ARGS      ?=
 
 # The sanitizer build prefers clang (its sanitizers need libclang-rt-14-dev, which
 # scripts/install-deps installs) and pairs it with the matching C++ compiler for the C++
@@ -63,7 +74,14 @@ CONFIGURE_ASAN = CC="$(ASAN_CC)" CXX="$(ASAN_CXX)" $(CMAKE) -S . -B $(ASAN_BUILD
 	-DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
 	-DCF_SANITIZE=address,undefined -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
 
-.PHONY: all build configure test test-asan demo bench install uninstall format \
+# libFuzzer build: clang (libFuzzer is clang's), ASan+UBSan like the sanitizer pass, -O2
+# for speed. Only fuzz targets are built there; tests are the other builds' business.
+CONFIGURE_FUZZ = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(FUZZ_BUILD_DIR) \
+	-DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O2 -g" -DCMAKE_CXX_FLAGS_DEBUG="-O2 -g" \
+	-DCF_SANITIZE=address,undefined -DCF_FUZZ=ON -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
+FUZZ_CORPUS = $(FUZZ_BUILD_DIR)/corpus/ops
+
+.PHONY: all build configure test test-asan demo bench fuzz install uninstall format \
 	format-check deps clean help
 
 # Steps must run in order (deps, then build, then tests) even under `make -j`; the
@@ -122,6 +140,25 @@ bench: build
 	if [ $$found -eq 0 ]; then echo "make bench: no benchmarks built (bench/*.c other than demo.c)"; fi; \
 	exit $$status
 
+# The fuzzer adds what it finds to the scratch corpus (kept between runs; the committed
+# seeds are copied in again each time) and writes a crashing input to artifacts/.
+fuzz: deps
+	@echo "== libFuzzer build ($(FUZZ_BUILD_DIR), $(FUZZ_CC))"
+	$(CONFIGURE_FUZZ)
+	$(CMAKE) --build $(FUZZ_BUILD_DIR) --parallel $(JOBS) --target fuzz_ops
+	@mkdir -p $(FUZZ_CORPUS) $(FUZZ_BUILD_DIR)/artifacts
+	cp fuzz/corpus/ops/* $(FUZZ_CORPUS)/
+	@status=0; \
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		$(FUZZ_BUILD_DIR)/fuzz/fuzz_ops -max_total_time=$(FUZZ_SECONDS) -timeout=30 \
+		-print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD_DIR)/artifacts/ \
+		$(FUZZ_ARGS) $(FUZZ_CORPUS) || status=$$?; \
+	if [ $$status -ne 0 ]; then \
+		echo "make fuzz: FAILED; the input is in $(FUZZ_BUILD_DIR)/artifacts/ (fuzz/README.md" \
+		     "says how to reproduce it and add it to the corpus)"; \
+	fi; \
+	exit $$status
+
 # cmake --install honours DESTDIR from the environment. The manifest (paths without
 # DESTDIR) is kept under its own name because every `cmake --install` (the
 # install_consumer test too) rewrites install_manifest.txt. Uninstall with the same DESTDIR.
@@ -152,7 +189,7 @@ format-check:
 	CLANG_FORMAT=$(CLANG_FORMAT) tests/format_check.sh .
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR)
 
 help:
 	@sed -n '1,/^$$/p' Makefile
