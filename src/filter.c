@@ -71,8 +71,7 @@ static cf_status cf__resolve(const cf_config *c, cf__layout *L)
         L->expansion > CF_MAX_EXPANSION)
         return CF_EINVAL;
     cf__shape_init(&L->shape, f, b);
-    if (!cf__buckets_for(&L->shape, c->capacity, &L->buckets) ||
-        !cf__table_bytes(&L->shape, L->buckets, &L->table_bytes))
+    if (!cf__buckets_for(&L->shape, c->capacity, &L->buckets, &L->table_bytes))
         return CF_EINVAL;
 
     /* Everything below is bounded by max_kicks <= 65535 and max_tables <= 65536, so these
@@ -151,7 +150,6 @@ cf_status cf_new(const cf_config *config, cf_filter **out)
     f->queue = (cf__node *)(void *)(head + sizeof(cf_filter));
     f->marks = (cf__mark *)(void *)(head + sizeof(cf_filter) + L.queue_len * sizeof(cf__node));
     memset(f->marks, 0, L.marks_len * sizeof(cf__mark));
-    f->mark_mask = L.marks_len - 1;
     f->mark_shift = 64u - L.mark_bits;
     f->mark_gen = 0;
     cf__table_setup(&tables[0], data, L.buckets, L.table_bytes);
@@ -199,14 +197,14 @@ static bool cf__visit(cf_filter *f, uint64_t bucket)
         }
         if (m->bucket == bucket)
             return false;
-        i = (i + 1) & f->mark_mask;
+        i = (i + 1) & (UINT64_MAX >> f->mark_shift);
     }
 }
 
 static void cf__visit_reset(cf_filter *f)
 {
     if (++f->mark_gen == 0) { /* wrapped: stale entries could look current */
-        memset(f->marks, 0, (size_t)(f->mark_mask + 1) * sizeof(cf__mark));
+        memset(f->marks, 0, ((size_t)1 << (64u - f->mark_shift)) * sizeof(cf__mark));
         f->mark_gen = 1;
     }
 }

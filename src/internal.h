@@ -186,9 +186,10 @@ CF__HIDDEN void cf__shape_init(cf__shape *s, unsigned f, unsigned b);
 /* Bytes a table of `buckets` buckets needs (padding included), or false if it exceeds
  * CF__MAX_TABLE_BYTES or the index bias bound. */
 CF__HIDDEN bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes);
-/* The number of buckets for `capacity` items: capacity / (b * load), rounded up to an even
- * number; false if it does not fit the limits. */
-CF__HIDDEN bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets);
+/* The number of buckets for `capacity` items, capacity / (b * load) rounded up to an even
+ * number, and the table's bytes; false if it does not fit the limits. */
+CF__HIDDEN bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets,
+                                size_t *bytes);
 
 static inline uint64_t cf__slot_bit(const cf__shape *s, uint64_t bucket, unsigned slot)
 {
@@ -351,9 +352,8 @@ struct cf_filter {
     unsigned tables_cap; /* entries allocated in `tables` */
     cf__table *tables;   /* oldest first; tables[ntables - 1] is the newest */
     cf__node *queue;     /* max_kicks + 2 nodes */
-    cf__mark *marks;     /* mark_mask + 1 entries, a power of two >= 2 * queue size */
-    uint64_t mark_mask;
-    unsigned mark_shift; /* 64 - log2(mark_mask + 1): the visited set's hash takes top bits */
+    cf__mark *marks;     /* 2^(64 - mark_shift) entries, >= 2 * queue size */
+    unsigned mark_shift; /* the visited set's hash takes the top 64 - mark_shift bits */
     uint32_t mark_gen;
     unsigned stash_n;
     cf__stash stash[CF__STASH_SLOTS];

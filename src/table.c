@@ -142,7 +142,7 @@ static uint64_t cf__sizing_load_for(const cf__shape *s, uint64_t capacity)
     return lo;
 }
 
-bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets)
+bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets, size_t *bytes)
 {
     uint64_t load = cf__sizing_load_for(s, capacity);
     uint64_t scaled, m;
@@ -157,8 +157,7 @@ bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets)
     m += m & 1u;
     if (m < 2)
         m = 2;
-    size_t bytes;
-    if (!cf__table_bytes(s, m, &bytes))
+    if (!cf__table_bytes(s, m, bytes))
         return false;
     *buckets = m;
     return true;

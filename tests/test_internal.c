@@ -192,7 +192,8 @@ static void test_sizing(void)
             uint64_t prev = 0;
             for (uint64_t c = 1; c < (UINT64_C(1) << 40); c = c * 3 / 2 + 1) {
                 uint64_t m;
-                if (!cf__buckets_for(&s, c, &m))
+                size_t bytes;
+                if (!cf__buckets_for(&s, c, &m, &bytes))
                     break; /* too big for this shape; larger ones must be too */
                 CHECK(m % 2 == 0 && m >= 2);
                 CHECK(m * s.b >= c); /* room for every key */
