@@ -9,6 +9,7 @@
 #include <cuckoofilter.h>
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,53 @@ static inline double bench_two_reads_ns(size_t bytes, uint64_t n, uint64_t seed)
     (void)sink;
     free(a);
     return (t1 - t0) * 1e9 / (double)n;
+}
+
+/* The false-positive rate a filter of f-bit fingerprints and b-slot buckets should show
+ * at a load: 1 - (1 - 1/(2^f - 1))^(2 b load). */
+static inline double bench_fpr_bound(unsigned fbits, unsigned b, double load)
+{
+    return 1.0 - pow(1.0 - 1.0 / (ldexp(1.0, (int)fbits) - 1.0), 2.0 * b * load);
+}
+
+/* One speed run: n random 8-byte keys from `seed` added to an empty f (cf_add), looked up
+ * again (cf_contains), then n absent keys from another stream looked up, and the two-reads
+ * limit for an array of f's size. Times are ns per key. */
+typedef struct bench_speed {
+    double insert_ns, hit_ns, miss_ns, limit_ns;
+    uint64_t missed;    /* present keys not found: a false negative, must be 0 */
+    uint64_t positives; /* absent keys found: false positives */
+} bench_speed;
+
+static inline bench_speed bench_measure(cf_filter *f, uint64_t n, uint64_t seed)
+{
+    bench_speed r = {0};
+    uint64_t st = seed, key;
+    double t0 = bench_now();
+    for (uint64_t i = 0; i < n; i++) {
+        key = bench_next(&st);
+        bench_check(cf_add(f, &key, sizeof key), "cf_add");
+    }
+    r.insert_ns = (bench_now() - t0) * 1e9 / (double)n;
+    st = seed;
+    t0 = bench_now();
+    for (uint64_t i = 0; i < n; i++) {
+        key = bench_next(&st);
+        r.missed += !cf_contains(f, &key, sizeof key);
+    }
+    r.hit_ns = (bench_now() - t0) * 1e9 / (double)n;
+    /* A 64-bit collision with a present key has probability ~n^2 / 2^64: negligible. */
+    st = ~seed;
+    t0 = bench_now();
+    for (uint64_t i = 0; i < n; i++) {
+        key = bench_next(&st);
+        r.positives += cf_contains(f, &key, sizeof key);
+    }
+    r.miss_ns = (bench_now() - t0) * 1e9 / (double)n;
+    cf_stats s;
+    cf_get_stats(f, &s);
+    r.limit_ns = bench_two_reads_ns((size_t)s.bytes, n, seed);
+    return r;
 }
 
 #endif /* CF_BENCH_COMMON_H */

@@ -93,7 +93,7 @@ static void fpr_at_full_load(uint64_t queries)
         for (uint64_t q = 0; q < queries; q++)
             hits += cf_contains_hash(f, bench_next(&absent));
         double measured = (double)hits / (double)queries;
-        double bound = 1.0 - pow(1.0 - 1.0 / (ldexp(1.0, (int)widths[i]) - 1.0), 8.0 * load);
+        double bound = bench_fpr_bound(widths[i], 4, load);
         printf("| %u | %.4f | %.6f%% | %.6f%% | %.3f |\n", widths[i], load, measured * 100.0,
                bound * 100.0, measured / bound);
         cf_free(f);
@@ -130,39 +130,17 @@ static void speed(uint64_t n)
            "keys)\n\n",
            n);
     cf_filter *f = new_filter(n, 4, 12, 9);
-    uint64_t st = 11, key;
-    double t0 = bench_now();
-    for (uint64_t i = 0; i < n; i++) {
-        key = bench_next(&st);
-        bench_check(cf_add(f, &key, sizeof key), "cf_add");
-    }
-    double ins = (bench_now() - t0) * 1e9 / (double)n;
-    st = 11;
-    uint64_t found = 0;
-    t0 = bench_now();
-    for (uint64_t i = 0; i < n; i++) {
-        key = bench_next(&st);
-        found += cf_contains(f, &key, sizeof key);
-    }
-    double hit = (bench_now() - t0) * 1e9 / (double)n;
-    st = 13;
-    t0 = bench_now();
-    for (uint64_t i = 0; i < n; i++) {
-        key = bench_next(&st) ^ UINT64_C(0x5555555555555555);
-        found += cf_contains(f, &key, sizeof key);
-    }
-    double miss = (bench_now() - t0) * 1e9 / (double)n;
+    bench_speed r = bench_measure(f, n, 11);
     cf_stats s;
     cf_get_stats(f, &s);
-    double limit = bench_two_reads_ns((size_t)s.bytes, n, 5);
     printf("| operation | ns/key | x limit |\n|---|---|---|\n");
-    printf("| insert, empty to capacity | %.1f | %.2f |\n", ins, ins / limit);
-    printf("| lookup, present keys | %.1f | %.2f |\n", hit, hit / limit);
-    printf("| lookup, absent keys | %.1f | %.2f |\n", miss, miss / limit);
+    printf("| insert, empty to capacity | %.1f | %.2f |\n", r.insert_ns, r.insert_ns / r.limit_ns);
+    printf("| lookup, present keys | %.1f | %.2f |\n", r.hit_ns, r.hit_ns / r.limit_ns);
+    printf("| lookup, absent keys | %.1f | %.2f |\n", r.miss_ns, r.miss_ns / r.limit_ns);
     printf("| limit: two random 8-byte reads per key, array of %.1f MB | %.1f | 1.00 |\n\n",
-           (double)s.bytes / 1e6, limit);
-    if (found < n)
-        printf("ERROR: %" PRIu64 " false negatives\n", n - found);
+           (double)s.bytes / 1e6, r.limit_ns);
+    if (r.missed)
+        printf("ERROR: %" PRIu64 " false negatives\n", r.missed);
     cf_free(f);
 }
 
