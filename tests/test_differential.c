@@ -195,6 +195,16 @@ static size_t key_of(const run *r, uint64_t id, uint8_t *buf)
     return cft_key_var(buf, r->stream, id);
 }
 
+/* A random key of the multiset: its id in *id and its bytes in buf; false if it is empty. */
+static bool pick_live(run *r, uint64_t *id, uint8_t *buf, size_t *len)
+{
+    if (r->ms.nlive == 0)
+        return false;
+    *id = r->ms.live[cft_below(&r->rng, r->ms.nlive)];
+    *len = key_of(r, *id, buf);
+    return true;
+}
+
 /* Every key in the multiset is found and counted at least as often as it was added. */
 static void sweep(run *r)
 {
@@ -239,9 +249,9 @@ static void sweep(run *r)
 static void spot_check(run *r, unsigned n)
 {
     uint8_t k[CFT_KEY_MAX];
-    for (unsigned i = 0; i < n && r->ms.nlive > 0; i++) {
-        uint64_t id = r->ms.live[cft_below(&r->rng, r->ms.nlive)];
-        size_t len = key_of(r, id, k);
+    uint64_t id;
+    size_t len;
+    for (unsigned i = 0; i < n && pick_live(r, &id, k, &len); i++) {
         CHECK_MSG(cf_contains(r->f, k, len), "op %llu: present key id %llu not found",
                   (unsigned long long)r->ops, (unsigned long long)id);
     }
@@ -332,11 +342,11 @@ static void op_add_unique(run *r, uint64_t id)
 
 static void op_delete(run *r)
 {
-    if (r->ms.nlive == 0)
-        return;
-    uint64_t id = r->ms.live[cft_below(&r->rng, r->ms.nlive)];
     uint8_t k[CFT_KEY_MAX];
-    size_t len = key_of(r, id, k);
+    uint64_t id;
+    size_t len;
+    if (!pick_live(r, &id, k, &len))
+        return;
     uint64_t items = cft_stats(r->f).items;
     cf_status rc;
     if (cft_below(&r->rng, 2) == 0)
@@ -363,17 +373,17 @@ static void op_delete(run *r)
 static void op_contains(run *r, bool present)
 {
     uint8_t k[CFT_KEY_MAX];
-    if (present && r->ms.nlive > 0) {
-        uint64_t id = r->ms.live[cft_below(&r->rng, r->ms.nlive)];
-        size_t len = key_of(r, id, k);
+    uint64_t id;
+    size_t len;
+    if (present && pick_live(r, &id, k, &len)) {
         bool a = cf_contains(r->f, k, len);
         bool b = cf_contains_hash(r->f, cf_hash(r->f, k, len));
         CHECK_MSG(a && b, "present key id %llu (multiplicity %u): contains %d, contains_hash %d",
                   (unsigned long long)id, ms_count(&r->ms, id), a, b);
     } else {
         /* A key never added: any answer is allowed, but both paths must agree. */
-        uint64_t id = r->next_id++;
-        size_t len = key_of(r, id, k);
+        id = r->next_id++;
+        len = key_of(r, id, k);
         bool a = cf_contains(r->f, k, len);
         CHECK(cf_contains_hash(r->f, cf_hash(r->f, k, len)) == a);
         r->probes++;
@@ -383,11 +393,11 @@ static void op_contains(run *r, bool present)
 
 static void op_count(run *r)
 {
-    if (r->ms.nlive == 0)
-        return;
-    uint64_t id = r->ms.live[cft_below(&r->rng, r->ms.nlive)];
     uint8_t k[CFT_KEY_MAX];
-    size_t len = key_of(r, id, k);
+    uint64_t id;
+    size_t len;
+    if (!pick_live(r, &id, k, &len))
+        return;
     uint64_t c = cf_count(r->f, k, len);
     CHECK_EQ_U(cf_count_hash(r->f, cf_hash(r->f, k, len)), c);
     uint32_t mult = ms_count(&r->ms, id);
