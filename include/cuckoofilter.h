@@ -80,7 +80,11 @@ typedef enum cf_status {
     CF_EINVAL,    /* invalid argument or configuration */
     CF_ENOMEM,    /* allocation failed; the filter is exactly as it was before */
     CF_ECORRUPT,  /* serialized input failed validation */
-    CF_EIO,       /* a read, write or sync failed */
+    CF_EIO,       /* a read, write or sync failed (errno says why) */
+    CF_EVERSION,  /* serialized by a newer format version, or with a feature this library
+                     does not know: upgrade the library */
+    CF_EREADONLY, /* the filter cannot change: it is memory-mapped (cf_open_mapped) or
+                     still being loaded chunk by chunk (cf_load_chunk) */
 } cf_status;
 
 /* A custom allocator, used for every allocation the filter makes. "Try" semantics:
@@ -120,6 +124,7 @@ typedef struct cf_stats {
     uint64_t stashed;   /* items (counted in `items`) held in the overflow stash: a fixed
                            filter keeps up to 8 fingerprints that found no slot there;
                            non-zero means the tables are at their limit */
+    uint64_t capacity;  /* the capacity the filter was created with */
 } cf_stats;
 
 /* ------------------------------------------------------------------------------------ */
@@ -206,6 +211,11 @@ CF_API void cf_clear(cf_filter *f);
 /* Fill *out with the filter's figures. Does nothing if either pointer is NULL. */
 CF_API void cf_get_stats(const cf_filter *f, cf_stats *out);
 
+/* The settings the filter runs with: the config it was created with (or that its file
+ * carried), defaults applied, so that cf_new(out) makes an empty filter of the same first
+ * size and seed. out->allocator is set to NULL. Does nothing if either pointer is NULL. */
+CF_API void cf_get_config(const cf_filter *f, cf_config *out);
+
 /* A static, one-line English description of a status ("filter is full", ...). Never
  * NULL, also for values outside the enum. */
 CF_API const char *cf_strerror(cf_status s);
@@ -230,6 +240,160 @@ CF_API uint64_t cf_count_hash(const cf_filter *f, uint64_t h);
 /* out[i] = cf_contains_hash(f, hashes[i]) for i < n. Does nothing if a pointer is NULL.
  * Thread safety: concurrent with other const calls. */
 CF_API void cf_contains_many(const cf_filter *f, const uint64_t *hashes, size_t n, bool *out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Saving and loading                                                                   */
+/* ------------------------------------------------------------------------------------ */
+/* The serialized form is the file format of docs/FORMAT.md: little-endian on every host,
+ * versioned, every parameter included (seed too), checksummed with XXH3-64, and with the
+ * tables 64-byte aligned so that a file can be memory-mapped and queried in place. The
+ * same filter always serializes to the same bytes.
+ *
+ * Everything that reads serialized bytes checks the magic number, the version, the range
+ * of every field, the exact total length and the checksums before it allocates anything.
+ * Bad input gets CF_ECORRUPT (or CF_EVERSION), never a crash and never a half-built
+ * filter. A filter loaded from its bytes answers exactly as the one that was saved. */
+
+/* The format version this library writes; it reads this one and every older one. */
+#define CF_FORMAT_VERSION 1u
+
+/* The exact number of bytes cf_serialize writes for f; 0 if f is NULL or still loading. */
+CF_API size_t cf_serialized_size(const cf_filter *f);
+
+/* Write f into buf[0 .. cf_serialized_size(f)).
+ * written: receives the byte count on CF_OK (may be NULL).
+ * Returns CF_OK; CF_EINVAL for NULL arguments, a buffer smaller than cf_serialized_size
+ * (nothing written), or a filter still being loaded by chunks.
+ * Thread safety: concurrent with other const calls. */
+CF_API cf_status cf_serialize(const cf_filter *f, void *buf, size_t cap, size_t *written);
+
+/* Make a filter from the `len` bytes at buf, which must be exactly one serialized filter.
+ * Every byte is validated first (see above); the filter is then built with `allocator`
+ * (NULL = malloc/free), independent of buf.
+ * Returns CF_OK and sets *out; CF_ECORRUPT for any malformed or damaged input;
+ * CF_EVERSION for a newer format; CF_ENOMEM; CF_EINVAL for NULL arguments (buf may be
+ * NULL only with len 0, which is CF_ECORRUPT). *out is untouched on failure.
+ * Thread safety: reentrant. */
+CF_API cf_status cf_deserialize(const void *buf, size_t len, const cf_allocator *allocator,
+                                cf_filter **out);
+
+/* Check serialized bytes completely, as cf_deserialize would, without allocating.
+ * reason: if not NULL, receives a static one-line English description of the first
+ * problem found ("checksum mismatch", "truncated: ...") or NULL when the bytes are good.
+ * Returns CF_OK, CF_ECORRUPT, CF_EVERSION, or CF_EINVAL (buf NULL with len > 0).
+ * Thread safety: reentrant. */
+CF_API cf_status cf_validate(const void *buf, size_t len, const char **reason);
+
+/* Save f to the file at `path`, atomically: the bytes go to a new temporary file in the
+ * same directory, which is flushed to disk (fsync) and renamed over `path`; then the
+ * directory is synced. A crash at any moment leaves either the old file or the new one.
+ * A file that already exists keeps its permission bits; a new one gets 0666 minus the
+ * umask. Memory: the tables are written from the filter, with no copy.
+ * Returns CF_OK; CF_EIO if any step failed (errno says why; the temporary file is
+ * removed and `path` is untouched); CF_EINVAL for NULL arguments or a filter still being
+ * loaded by chunks; CF_ENOMEM.
+ * Thread safety: concurrent with other const calls on f; two saves to the same path
+ * race (the last rename wins, each file is whole). */
+CF_API cf_status cf_save(const cf_filter *f, const char *path);
+
+/* Load the filter saved at `path`, validated completely (as cf_deserialize).
+ * Returns CF_OK and sets *out; CF_EIO if the file cannot be opened or read (errno says
+ * why: ENOENT, EACCES, ...); CF_ECORRUPT, CF_EVERSION, CF_ENOMEM, CF_EINVAL as
+ * cf_deserialize. cf_validate_file tells what is wrong with a corrupt file.
+ * Thread safety: reentrant. */
+CF_API cf_status cf_load(const char *path, const cf_allocator *allocator, cf_filter **out);
+
+/* cf_validate for a file: reads it (memory-mapped, nothing allocated) and checks it
+ * completely. reason as for cf_validate. Returns as cf_validate, or CF_EIO. */
+CF_API cf_status cf_validate_file(const char *path, const char **reason);
+
+/* Flags of cf_open_mapped. */
+#define CF_MAP_VERIFY                                                                              \
+    1u /* also check the tables' checksum and contents (reads the whole                            \
+          file once) before returning */
+
+/* Open the filter saved at `path` read-only, answering lookups straight from the file's
+ * pages (mmap): no copy and no load time, and the page cache is shared by every process
+ * that maps the same file. The header, every parameter and the layout are validated at
+ * once; the tables themselves only with CF_MAP_VERIFY (without it, a damaged table can
+ * give wrong answers but never a crash or a read outside the file).
+ *
+ * The result is a normal filter for every const call (cf_contains, cf_count,
+ * cf_contains_many, cf_get_stats, cf_serialize, cf_save, ...). cf_add, cf_add_unique,
+ * cf_delete and their _hash forms return CF_EREADONLY; cf_clear does nothing. cf_free
+ * unmaps the file. Files written by cf_save are replaced by rename, so a mapped reader
+ * keeps seeing the old file until it reopens; truncating a mapped file in place is not
+ * supported (the process would get SIGBUS, as with any mmap).
+ *
+ * flags: 0 or CF_MAP_VERIFY. allocator: for the small filter struct (NULL = malloc).
+ * Returns CF_OK and sets *out; CF_EIO (errno says why); CF_ECORRUPT; CF_EVERSION;
+ * CF_ENOMEM; CF_EINVAL for NULL arguments or unknown flags.
+ * Thread safety: reentrant; the filter it returns is safe for concurrent lookups. */
+CF_API cf_status cf_open_mapped(const char *path, unsigned flags, const cf_allocator *allocator,
+                                cf_filter **out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Saving and loading in chunks                                                         */
+/* ------------------------------------------------------------------------------------ */
+/* For protocols that move a filter in bounded pieces (the Redis module's CF.SCANDUMP and
+ * CF.LOADCHUNK sit on these). The first chunk is the header: the file format's header,
+ * descriptors and stash, with their checksum. Each later chunk is at most
+ * CF_CHUNK_DATA_MAX bytes of one table followed by an 8-byte tag that binds it to its
+ * position and to the header, so a damaged, foreign, repeated, reordered or missing chunk
+ * is refused. A cursor is an opaque 64-bit position (in fact the chunk's offset in the
+ * file format); 0 starts a dump and ends it.
+ *
+ *     uint64_t cursor = 0;                         // dump
+ *     do {
+ *         cf_dump_chunk(f, &cursor, buf, cap, &len);  // cap >= cf_dump_chunk_max(f)
+ *         if (len) send(cursor, buf, len);         // the cursor goes with the chunk
+ *     } while (cursor != 0);
+ *
+ *     cf_filter *g = NULL;                          // load, in the same order
+ *     while (receive(&cursor, &data, &len))
+ *         if (cf_load_chunk(&g, cursor, data, len, NULL) != CF_OK) ... refuse, cf_free(g)
+ *     // cf_is_loading(g) is false once the last chunk is in
+ *
+ * The chunks of one filter are always the same bytes: a filter rebuilt from them is
+ * identical to the original, bit for bit. If the filter changes during a dump, the later
+ * chunks no longer match the header already sent, and the loader refuses them. */
+
+/* Table bytes in one data chunk, at most (RedisBloom uses the same bound). */
+#define CF_CHUNK_DATA_MAX ((size_t)16 << 20)
+
+/* The largest chunk cf_dump_chunk produces for f: a buffer this big fits any of them.
+ * 0 if f is NULL or still loading. */
+CF_API size_t cf_dump_chunk_max(const cf_filter *f);
+
+/* Write the chunk at *cursor into buf and advance *cursor to the next chunk.
+ * cursor: 0 for the first chunk (the header); afterwards the value the previous call
+ *         left. When the dump is over, returns CF_OK with *len = 0 and *cursor = 0.
+ * len:    receives the chunk's size.
+ * Pass the advanced *cursor to cf_load_chunk together with the chunk.
+ * Returns CF_OK; CF_EINVAL for NULL arguments, a cursor that is not a chunk position of
+ * this filter, a buffer too small for the chunk, or a filter still loading.
+ * Thread safety: concurrent with other const calls. */
+CF_API cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap,
+                               size_t *len);
+
+/* Take the next chunk of a dump.
+ * f:      *f == NULL for the header chunk: it is validated like a file header and, when
+ *         good, an empty filter of that shape is allocated into *f, in the loading state.
+ *         Afterwards *f is that filter and each data chunk must be the next in order.
+ * cursor: the cursor cf_dump_chunk returned with this chunk.
+ * allocator: used for the header chunk (NULL = malloc/free); ignored afterwards.
+ * While loading, the filter is read-only (adds and deletes return CF_EREADONLY; lookups
+ * see only the tables loaded so far). After the last chunk it is complete and identical to
+ * the one dumped.
+ * Returns CF_OK; CF_ECORRUPT for a chunk that is damaged, foreign, out of order or not
+ * the expected one (the filter is unchanged and still expects the same chunk);
+ * CF_EVERSION; CF_ENOMEM; CF_EINVAL for NULL arguments or a filter that is not loading.
+ * Thread safety: needs exclusive access to *f. */
+CF_API cf_status cf_load_chunk(cf_filter **f, uint64_t cursor, const void *data, size_t len,
+                               const cf_allocator *allocator);
+
+/* true while a filter made by cf_load_chunk still expects chunks; false otherwise. */
+CF_API bool cf_is_loading(const cf_filter *f);
 
 #ifdef __cplusplus
 }

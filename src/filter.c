@@ -31,31 +31,19 @@ static void cf__libc_free(void *ctx, void *ptr)
     free(ptr);
 }
 
-static const cf_allocator cf__default_allocator = {cf__malloc, cf__libc_free, NULL};
+const cf_allocator cf__default_allocator = {cf__malloc, cf__libc_free, NULL};
 
 /* ------------------------------------------------------------------------------------ */
 /* Configuration                                                                        */
 /* ------------------------------------------------------------------------------------ */
-
-/* A config with its defaults applied, checked, and turned into sizes. */
-typedef struct cf__layout {
-    cf__shape shape;
-    unsigned max_kicks, expansion, max_tables, tables_cap;
-    uint64_t buckets;
-    size_t table_bytes;
-    size_t queue_len;   /* nodes in the eviction search */
-    size_t marks_len;   /* entries in its visited set, a power of two */
-    unsigned mark_bits; /* log2(marks_len) */
-    size_t head_bytes;  /* the filter struct, the search queue and the visited set */
-    size_t total_bytes;
-} cf__layout;
 
 static unsigned cf__or_default(unsigned v, unsigned def)
 {
     return v ? v : def;
 }
 
-static cf_status cf__resolve(const cf_config *c, cf__layout *L)
+/* A config with its defaults applied and checked; no sizing yet. */
+static cf_status cf__resolve(const cf_config *c, cf__params *p)
 {
     if (!c || c->capacity == 0)
         return CF_EINVAL;
@@ -63,48 +51,67 @@ static cf_status cf__resolve(const cf_config *c, cf__layout *L)
         return CF_EINVAL;
     unsigned f = cf__or_default(c->fingerprint_bits, CF_DEFAULT_FINGERPRINT_BITS);
     unsigned b = cf__or_default(c->bucket_size, CF_DEFAULT_BUCKET_SIZE);
-    L->max_kicks = cf__or_default(c->max_kicks, CF_DEFAULT_MAX_KICKS);
-    L->max_tables = cf__or_default(c->max_sub_filters, CF_DEFAULT_MAX_SUB_FILTERS);
-    L->expansion = c->expansion;
+    p->capacity = c->capacity;
+    p->seed = c->seed;
+    p->max_kicks = cf__or_default(c->max_kicks, CF_DEFAULT_MAX_KICKS);
+    p->max_tables = cf__or_default(c->max_sub_filters, CF_DEFAULT_MAX_SUB_FILTERS);
+    p->expansion = c->expansion;
     if (f < CF_MIN_FINGERPRINT_BITS || f > CF_MAX_FINGERPRINT_BITS || b > CF_MAX_BUCKET_SIZE ||
-        L->max_kicks > CF_MAX_MAX_KICKS || L->max_tables > CF_MAX_SUB_FILTERS ||
-        L->expansion > CF_MAX_EXPANSION)
+        p->max_kicks > CF_MAX_MAX_KICKS || p->max_tables > CF_MAX_SUB_FILTERS ||
+        p->expansion > CF_MAX_EXPANSION)
         return CF_EINVAL;
-    cf__shape_init(&L->shape, f, b);
-    if (!cf__buckets_for(&L->shape, c->capacity, &L->buckets, &L->table_bytes))
-        return CF_EINVAL;
-
-    /* Everything below is bounded by max_kicks <= 65535 and max_tables <= 65536, so these
-     * sums cannot overflow even a 32-bit size_t; the table size was checked above. */
-    L->queue_len = (size_t)L->max_kicks + 2;
-    L->mark_bits = 1;
-    while (((size_t)1 << L->mark_bits) < 2 * L->queue_len)
-        L->mark_bits++;
-    L->marks_len = (size_t)1 << L->mark_bits;
-    L->tables_cap = L->max_tables < CF__INITIAL_TABLES ? L->max_tables : CF__INITIAL_TABLES;
-    L->head_bytes =
-        sizeof(cf_filter) + L->queue_len * sizeof(cf__node) + L->marks_len * sizeof(cf__mark);
-    size_t fixed = L->head_bytes + L->tables_cap * sizeof(cf__table);
-    if (L->table_bytes > SIZE_MAX - fixed)
-        return CF_EINVAL;
-    L->total_bytes = fixed + L->table_bytes;
+    cf__shape_init(&p->shape, f, b);
     return CF_OK;
+}
+
+/* How the memory of a filter with `ntables` sub-filters is laid out, tables aside. */
+typedef struct cf__head {
+    size_t queue_len;   /* nodes in the eviction search */
+    unsigned mark_bits; /* log2 of the entries in its visited set */
+    size_t head_bytes;  /* the filter struct, the search queue and the visited set */
+    unsigned tables_cap;
+} cf__head;
+
+static void cf__head_layout(const cf__params *p, unsigned ntables, cf__head *h)
+{
+    /* Everything here is bounded by max_kicks <= 65535 and max_tables <= 65536, so these
+     * sums cannot overflow even a 32-bit size_t. */
+    h->queue_len = (size_t)p->max_kicks + 2;
+    h->mark_bits = 1;
+    while (((size_t)1 << h->mark_bits) < 2 * h->queue_len)
+        h->mark_bits++;
+    h->head_bytes = sizeof(cf_filter) + h->queue_len * sizeof(cf__node) +
+                    ((size_t)1 << h->mark_bits) * sizeof(cf__mark);
+    h->tables_cap = p->max_tables < CF__INITIAL_TABLES ? p->max_tables : CF__INITIAL_TABLES;
+    if (h->tables_cap < ntables)
+        h->tables_cap = ntables;
 }
 
 cf_status cf_bytes_needed(const cf_config *config, size_t *bytes)
 {
-    cf__layout L;
+    cf__params p;
+    cf__head h;
+    uint64_t buckets;
+    size_t table_bytes;
     if (!bytes)
         return CF_EINVAL;
-    cf_status st = cf__resolve(config, &L);
-    if (st == CF_OK)
-        *bytes = L.total_bytes;
-    return st;
+    cf_status st = cf__resolve(config, &p);
+    if (st != CF_OK)
+        return st;
+    if (!cf__buckets_for(&p.shape, p.capacity, &buckets, &table_bytes))
+        return CF_EINVAL;
+    cf__head_layout(&p, 1, &h);
+    size_t fixed = h.head_bytes + h.tables_cap * sizeof(cf__table);
+    if (table_bytes > SIZE_MAX - fixed)
+        return CF_EINVAL;
+    *bytes = fixed + table_bytes;
+    return CF_OK;
 }
 
 static void cf__table_setup(cf__table *t, uint8_t *data, uint64_t buckets, size_t bytes)
 {
-    memset(data, 0, bytes);
+    if (data)
+        memset(data, 0, bytes);
     t->data = data;
     t->buckets = buckets;
     t->items = 0;
@@ -112,66 +119,98 @@ static void cf__table_setup(cf__table *t, uint8_t *data, uint64_t buckets, size_
     cf__divisor_init(&t->div, buckets);
 }
 
-cf_status cf_new(const cf_config *config, cf_filter **out)
+/* Free what cf__filter_make allocated: the tables that have data, the array, the head. */
+static void cf__release(cf_filter *f, unsigned ntables)
 {
-    cf__layout L;
-    if (!out)
-        return CF_EINVAL;
-    cf_status st = cf__resolve(config, &L);
-    if (st != CF_OK)
-        return st;
-    const cf_allocator *a = config->allocator ? config->allocator : &cf__default_allocator;
+    cf_allocator a = f->alloc;
+    if (!f->map)
+        for (unsigned i = 0; i < ntables; i++)
+            if (f->tables[i].data)
+                a.free(a.ctx, f->tables[i].data);
+    a.free(a.ctx, f->tables);
+    a.free(a.ctx, f);
+}
+
+cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned ntables,
+                          uint64_t buckets0, bool with_data, cf_filter **out)
+{
+    cf__head h;
+    if (!a)
+        a = &cf__default_allocator;
+    cf__head_layout(p, ntables, &h);
 
     /* The struct, the search queue and the visited set share one block (all 8-byte
-     * aligned: each element size is a multiple of 8); the sub-filter array and the table
+     * aligned: each element size is a multiple of 8); the sub-filter array and the tables
      * are separate because they change when the filter grows. */
-    uint8_t *head = a->alloc(a->ctx, L.head_bytes);
-    cf__table *tables = a->alloc(a->ctx, L.tables_cap * sizeof(cf__table));
-    uint8_t *data = a->alloc(a->ctx, L.table_bytes);
-    if (!head || !tables || !data) {
+    uint8_t *head = a->alloc(a->ctx, h.head_bytes);
+    cf__table *tables = head ? a->alloc(a->ctx, h.tables_cap * sizeof(cf__table)) : NULL;
+    if (!tables) {
         if (head)
             a->free(a->ctx, head);
-        if (tables)
-            a->free(a->ctx, tables);
-        if (data)
-            a->free(a->ctx, data);
         return CF_ENOMEM;
     }
     cf_filter *f = (cf_filter *)(void *)head;
     memset(f, 0, sizeof *f);
     f->alloc = *a;
-    f->shape = L.shape;
-    f->seed = config->seed;
-    f->max_kicks = L.max_kicks;
-    f->expansion = L.expansion;
-    f->max_tables = L.max_tables;
-    f->tables_cap = L.tables_cap;
+    f->shape = p->shape;
+    f->capacity = p->capacity;
+    f->seed = p->seed;
+    f->max_kicks = p->max_kicks;
+    f->expansion = p->expansion;
+    f->max_tables = p->max_tables;
+    f->tables_cap = h.tables_cap;
     f->tables = tables;
     f->queue = (cf__node *)(void *)(head + sizeof(cf_filter));
-    f->marks = (cf__mark *)(void *)(head + sizeof(cf_filter) + L.queue_len * sizeof(cf__node));
-    memset(f->marks, 0, L.marks_len * sizeof(cf__mark));
-    f->mark_shift = 64u - L.mark_bits;
-    f->mark_gen = 0;
-    cf__table_setup(&tables[0], data, L.buckets, L.table_bytes);
-    f->ntables = 1;
+    f->marks = (cf__mark *)(void *)(head + sizeof(cf_filter) + h.queue_len * sizeof(cf__node));
+    memset(f->marks, 0, ((size_t)1 << h.mark_bits) * sizeof(cf__mark));
+    f->mark_shift = 64u - h.mark_bits;
+    uint64_t buckets = buckets0;
+    for (unsigned i = 0; i < ntables; i++) {
+        size_t bytes;
+        uint8_t *data = NULL;
+        /* The caller checked every size (cf_new through cf__buckets_for, a loader through
+         * the file's layout), so neither of these can fail. */
+        if (i > 0)
+            cf__mul_u64(buckets, p->expansion, &buckets);
+        cf__table_bytes(&p->shape, buckets, &bytes);
+        if (with_data && !(data = a->alloc(a->ctx, bytes))) {
+            cf__release(f, i);
+            return CF_ENOMEM;
+        }
+        cf__table_setup(&tables[i], data, buckets, bytes);
+    }
+    f->ntables = ntables;
     *out = f;
     return CF_OK;
+}
+
+cf_status cf_new(const cf_config *config, cf_filter **out)
+{
+    cf__params p;
+    uint64_t buckets;
+    size_t bytes;
+    if (!out)
+        return CF_EINVAL;
+    cf_status st = cf__resolve(config, &p);
+    if (st != CF_OK)
+        return st;
+    if (!cf__buckets_for(&p.shape, p.capacity, &buckets, &bytes))
+        return CF_EINVAL;
+    return cf__filter_make(&p, config->allocator, 1, buckets, true, out);
 }
 
 void cf_free(cf_filter *f)
 {
     if (!f)
         return;
-    cf_allocator a = f->alloc;
-    for (unsigned i = 0; i < f->ntables; i++)
-        a.free(a.ctx, f->tables[i].data);
-    a.free(a.ctx, f->tables);
-    a.free(a.ctx, f);
+    if (f->map)
+        cf__unmap(f->map, f->map_len);
+    cf__release(f, f->ntables);
 }
 
 void cf_clear(cf_filter *f)
 {
-    if (!f)
+    if (!f || cf__read_only(f))
         return;
     for (unsigned i = 0; i < f->ntables; i++) {
         memset(f->tables[i].data, 0, f->tables[i].bytes);
@@ -465,6 +504,8 @@ cf_status cf_add_hash(cf_filter *f, uint64_t h)
 {
     if (!f)
         return CF_EINVAL;
+    if (cf__read_only(f))
+        return CF_EREADONLY;
     cf__key k = cf__key_of(&f->shape, h);
     return cf__insert(f, &k);
 }
@@ -481,6 +522,8 @@ cf_status cf_delete_hash(cf_filter *f, uint64_t h)
 {
     if (!f)
         return CF_EINVAL;
+    if (cf__read_only(f))
+        return CF_EREADONLY;
     cf__key k = cf__key_of(&f->shape, h);
     return cf__delete_key(f, &k);
 }
@@ -512,6 +555,8 @@ cf_status cf_add_unique(cf_filter *f, const void *key, size_t len)
 {
     if (!f || (!key && len))
         return CF_EINVAL;
+    if (cf__read_only(f))
+        return CF_EREADONLY;
     uint64_t h = cf_hash(f, key, len);
     if (cf_contains_hash(f, h))
         return CF_EXISTS;
@@ -565,8 +610,24 @@ void cf_get_stats(const cf_filter *f, cf_stats *out)
     out->sub_filters = f->ntables;
     out->fingerprint_bits = s->f;
     out->bucket_size = s->b;
+    out->capacity = f->capacity;
     out->load_factor = (double)out->items / (double)out->slots;
     out->fpr = -expm1(log_miss);
+}
+
+void cf_get_config(const cf_filter *f, cf_config *out)
+{
+    if (!f || !out)
+        return;
+    memset(out, 0, sizeof *out);
+    out->capacity = f->capacity;
+    out->fingerprint_bits = f->shape.f;
+    out->bucket_size = f->shape.b;
+    out->max_kicks = f->max_kicks;
+    out->expansion = f->expansion;
+    out->seed = f->seed;
+    out->allocator = NULL;
+    out->max_sub_filters = f->max_tables;
 }
 
 const char *cf_strerror(cf_status s)
@@ -588,6 +649,10 @@ const char *cf_strerror(cf_status s)
         return "corrupt or invalid serialized filter";
     case CF_EIO:
         return "input/output error";
+    case CF_EVERSION:
+        return "unsupported format version (written by a newer library)";
+    case CF_EREADONLY:
+        return "filter is read-only (memory-mapped or still loading)";
     }
     return "unknown status";
 }

@@ -344,6 +344,7 @@ typedef struct cf__mark {
 struct cf_filter {
     cf_allocator alloc;
     cf__shape shape;
+    uint64_t capacity; /* as configured; kept for cf_get_config and the file */
     uint64_t seed;
     unsigned max_kicks;
     unsigned expansion;
@@ -357,6 +358,41 @@ struct cf_filter {
     uint32_t mark_gen;
     unsigned stash_n;
     cf__stash stash[CF__STASH_SLOTS];
+    /* Memory-mapped (cf_open_mapped): the mapping, which the tables point into. */
+    void *map;
+    size_t map_len;
+    /* Loading chunk by chunk (cf_load_chunk): the file position of the next chunk (0 once
+     * complete), the header's checksum that each chunk's tag is bound to, and the whole
+     * file's checksum that the loaded filter must reproduce. */
+    uint64_t load_pos;
+    uint64_t load_meta_sum;
+    uint64_t load_file_sum;
 };
+
+/* Mapped and loading filters take no adds, deletes or clears. */
+static inline bool cf__read_only(const cf_filter *f)
+{
+    return f->map != NULL || f->load_pos != 0;
+}
+
+/* Settings shared by every sub-filter: a config with its defaults applied, or a file's
+ * header, checked. */
+typedef struct cf__params {
+    cf__shape shape;
+    uint64_t capacity, seed;
+    unsigned max_kicks, expansion, max_tables;
+} cf__params;
+
+/* A filter with `ntables` sub-filters, the first of buckets0 buckets, each next one
+ * `expansion` times larger, all empty. Without with_data, the tables get no memory (data
+ * NULL) and the caller points them somewhere. Every size must have been checked. */
+CF__HIDDEN cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned ntables,
+                                     uint64_t buckets0, bool with_data, cf_filter **out);
+
+/* malloc and free, for filters made without an allocator. */
+CF__HIDDEN extern const cf_allocator cf__default_allocator;
+
+/* Release a mapping made by cf_open_mapped (persist.c). */
+CF__HIDDEN void cf__unmap(void *map, size_t len);
 
 #endif /* CF_INTERNAL_H */

@@ -291,8 +291,8 @@ static void test_clear(void)
 static void test_strerror_version(void)
 {
     cft_context("strerror/version");
-    const cf_status all[] = {CF_OK,     CF_NOT_FOUND, CF_FULL,     CF_EXISTS,
-                             CF_EINVAL, CF_ENOMEM,    CF_ECORRUPT, CF_EIO};
+    const cf_status all[] = {CF_OK,     CF_NOT_FOUND, CF_FULL, CF_EXISTS,   CF_EINVAL,
+                             CF_ENOMEM, CF_ECORRUPT,  CF_EIO,  CF_EVERSION, CF_EREADONLY};
     const size_t n = sizeof all / sizeof all[0];
     for (size_t i = 0; i < n; i++) {
         const char *m = cf_strerror(all[i]);

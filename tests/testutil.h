@@ -324,6 +324,10 @@ static inline const char *cft_status_name(cf_status s)
         return "CF_ECORRUPT";
     case CF_EIO:
         return "CF_EIO";
+    case CF_EVERSION:
+        return "CF_EVERSION";
+    case CF_EREADONLY:
+        return "CF_EREADONLY";
     }
     return "(not a cf_status)";
 }

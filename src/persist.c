@@ -1,0 +1,978 @@
+/*
+ * persist.c - the file format (docs/FORMAT.md is its specification): serializing into a
+ * buffer, validating and deserializing, atomic saves, loads, read-only memory-mapped
+ * filters, and the chunked dump and load that the Redis module's SCANDUMP and LOADCHUNK
+ * use.
+ *
+ * A file is
+ *
+ *   header (64 B) | descriptor per sub-filter (32 B) | stash entry (16 B each) | meta sum
+ *   | zeros to a multiple of 64 | table 0 | zeros to 64 | ... | table n-1 | zeros to 64
+ *   | file sum (8 B)
+ *
+ * The meta sum covers everything before it, so the header can be trusted (and the whole
+ * layout computed from it) without reading the tables; the file sum covers everything
+ * before it. Validation never trusts a field before checking it: lengths are compared
+ * with the bytes actually present, every size is computed with overflow checks, and
+ * nothing is allocated until every check has passed.
+ */
+#define _POSIX_C_SOURCE 200809L
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* "\x89CUCKOO\n": the high byte catches 7-bit transfers, the newline catches text-mode
+ * conversions, and the letters make `head -c 8` readable. */
+static const uint8_t cf__magic[8] = {0x89, 'C', 'U', 'C', 'K', 'O', 'O', '\n'};
+
+#define CF__HEADER_BYTES 64u /* fixed header; a multiple of 8 so fields stay aligned */
+#define CF__DESC_BYTES   32u /* per sub-filter: buckets, items, table offset, table bytes */
+#define CF__ENTRY_BYTES  16u /* per stash entry: bucket, fingerprint, sub-filter */
+#define CF__SUM_BYTES    8u  /* an XXH3-64 checksum */
+#define CF__ALIGN        64u /* table alignment in the file: a cache line, for mmap */
+#define CF__HASH_XXH3    1u  /* hash id: XXH3-64 of the key with the seed, split as in v1 */
+
+/* Header field offsets (docs/FORMAT.md, "Header"). */
+enum {
+    CF__H_MAGIC = 0,
+    CF__H_VERSION = 8,
+    CF__H_HEADER_BYTES = 10,
+    CF__H_FLAGS = 12,
+    CF__H_TOTAL = 16,
+    CF__H_SEED = 24,
+    CF__H_CAPACITY = 32,
+    CF__H_FP_BITS = 40,
+    CF__H_BUCKET = 41,
+    CF__H_HASH = 42,
+    CF__H_STASH = 43,
+    CF__H_KICKS = 44,
+    CF__H_RESERVED1 = 46,
+    CF__H_EXPANSION = 48,
+    CF__H_MAX_TABLES = 52,
+    CF__H_TABLES = 56,
+    CF__H_RESERVED2 = 60,
+};
+
+/* Writes to a file go through a buffer of this size, so that a filter of many small
+ * sub-filters does not cost a system call per descriptor. */
+#define CF__STAGE_BYTES 16384u
+
+/* Attempts at a fresh temporary name before cf_save gives up (each collision means
+ * another process picked the same name in the same nanosecond). */
+#define CF__TMP_ATTEMPTS 64u
+
+/* ------------------------------------------------------------------------------------ */
+/* Little-endian fields                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+static uint16_t cf__get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (unsigned)p[1] << 8);
+}
+
+static uint32_t cf__get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t cf__get64(const uint8_t *p)
+{
+    return (uint64_t)cf__get32(p) | (uint64_t)cf__get32(p + 4) << 32;
+}
+
+static void cf__put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void cf__put32(uint8_t *p, uint32_t v)
+{
+    for (unsigned i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void cf__put64(uint8_t *p, uint64_t v)
+{
+    cf__put32(p, (uint32_t)v);
+    cf__put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint64_t cf__align_up(uint64_t x)
+{
+    return (x + CF__ALIGN - 1) & ~(uint64_t)(CF__ALIGN - 1);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Layout                                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+/* Bytes of a table in the file: its bits rounded up to whole bytes, no padding. */
+static uint64_t cf__data_bytes(const cf__shape *s, uint64_t buckets)
+{
+    uint64_t bits = buckets * s->bucket_bits; /* checked by cf__table_bytes beforehand */
+    return bits / 8 + (bits % 8 != 0);
+}
+
+static uint64_t cf__meta_len(unsigned ntables, unsigned nstash)
+{
+    return CF__HEADER_BYTES + (uint64_t)ntables * CF__DESC_BYTES +
+           (uint64_t)nstash * CF__ENTRY_BYTES + CF__SUM_BYTES;
+}
+
+/* Where the tables of a live filter sit in its file: table k starts at the returned
+ * offset; *end receives the offset of the file sum. */
+static uint64_t cf__table_offset(const cf_filter *f, unsigned k)
+{
+    uint64_t pos = cf__align_up(cf__meta_len(f->ntables, f->stash_n));
+    for (unsigned i = 0; i < k; i++)
+        pos = cf__align_up(pos + cf__data_bytes(&f->shape, f->tables[i].buckets));
+    return pos;
+}
+
+static uint64_t cf__file_len(const cf_filter *f)
+{
+    return cf__table_offset(f, f->ntables) + CF__SUM_BYTES;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Writing: one routine emits the bytes, into a buffer, a file or only a checksum        */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct cf__sink {
+    uint8_t *out;   /* buffer mode: write here */
+    int fd;         /* file mode (out NULL, fd >= 0); neither: checksums only */
+    uint8_t *stage; /* file mode: CF__STAGE_BYTES of buffer */
+    size_t staged;
+    int err;            /* errno of the first failed write, 0 if none */
+    bool in_meta;       /* still in the meta section, which has its own checksum */
+    XXH3_state_t meta;  /* of the meta section so far */
+    XXH3_state_t whole; /* of the file so far */
+} cf__sink;
+
+static void cf__sink_init(cf__sink *k, uint8_t *out, int fd, uint8_t *stage)
+{
+    k->out = out;
+    k->fd = fd;
+    k->stage = stage;
+    k->staged = 0;
+    k->err = 0;
+    k->in_meta = true;
+    XXH3_64bits_reset(&k->meta);
+    XXH3_64bits_reset(&k->whole);
+}
+
+static int cf__write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void cf__flush(cf__sink *k)
+{
+    if (k->staged && !k->err)
+        k->err = cf__write_all(k->fd, k->stage, k->staged);
+    k->staged = 0;
+}
+
+static void cf__emit(cf__sink *k, const void *p, size_t n)
+{
+    if (n == 0)
+        return;
+    if (k->in_meta)
+        XXH3_64bits_update(&k->meta, p, n);
+    XXH3_64bits_update(&k->whole, p, n);
+    if (k->out) {
+        memcpy(k->out, p, n);
+        k->out += n;
+    } else if (k->fd >= 0 && !k->err) {
+        if (k->staged + n > CF__STAGE_BYTES)
+            cf__flush(k);
+        if (n >= CF__STAGE_BYTES) {
+            if (!k->err)
+                k->err = cf__write_all(k->fd, p, n);
+        } else {
+            memcpy(k->stage + k->staged, p, n);
+            k->staged += n;
+        }
+    }
+}
+
+static void cf__emit_zeros(cf__sink *k, uint64_t n)
+{
+    static const uint8_t zeros[CF__ALIGN];
+    while (n > 0) {
+        size_t step = n < sizeof zeros ? (size_t)n : sizeof zeros;
+        cf__emit(k, zeros, step);
+        n -= step;
+    }
+}
+
+/* The meta section: header, descriptors, stash, meta sum. Returns the meta sum. */
+static uint64_t cf__emit_meta(cf__sink *k, const cf_filter *f)
+{
+    const cf__shape *s = &f->shape;
+    uint8_t h[CF__HEADER_BYTES] = {0};
+    memcpy(h + CF__H_MAGIC, cf__magic, sizeof cf__magic);
+    cf__put16(h + CF__H_VERSION, CF_FORMAT_VERSION);
+    cf__put16(h + CF__H_HEADER_BYTES, CF__HEADER_BYTES);
+    cf__put64(h + CF__H_TOTAL, cf__file_len(f));
+    cf__put64(h + CF__H_SEED, f->seed);
+    cf__put64(h + CF__H_CAPACITY, f->capacity);
+    h[CF__H_FP_BITS] = (uint8_t)s->f;
+    h[CF__H_BUCKET] = (uint8_t)s->b;
+    h[CF__H_HASH] = CF__HASH_XXH3;
+    h[CF__H_STASH] = (uint8_t)f->stash_n;
+    cf__put16(h + CF__H_KICKS, (uint16_t)f->max_kicks);
+    cf__put32(h + CF__H_EXPANSION, f->expansion);
+    cf__put32(h + CF__H_MAX_TABLES, f->max_tables);
+    cf__put32(h + CF__H_TABLES, f->ntables);
+    cf__emit(k, h, sizeof h);
+
+    uint64_t pos = cf__align_up(cf__meta_len(f->ntables, f->stash_n));
+    for (unsigned i = 0; i < f->ntables; i++) {
+        const cf__table *t = &f->tables[i];
+        uint8_t d[CF__DESC_BYTES];
+        uint64_t len = cf__data_bytes(s, t->buckets);
+        cf__put64(d, t->buckets);
+        cf__put64(d + 8, t->items);
+        cf__put64(d + 16, pos);
+        cf__put64(d + 24, len);
+        cf__emit(k, d, sizeof d);
+        pos = cf__align_up(pos + len);
+    }
+    for (unsigned e = 0; e < f->stash_n; e++) {
+        uint8_t x[CF__ENTRY_BYTES];
+        cf__put64(x, f->stash[e].bucket);
+        cf__put32(x + 8, f->stash[e].fp);
+        cf__put32(x + 12, f->stash[e].table);
+        cf__emit(k, x, sizeof x);
+    }
+    uint64_t sum = XXH3_64bits_digest(&k->meta);
+    uint8_t b[CF__SUM_BYTES];
+    cf__put64(b, sum);
+    cf__emit(k, b, sizeof b);
+    k->in_meta = false;
+    return sum;
+}
+
+/* Everything after the meta section. Returns the file sum. */
+static uint64_t cf__emit_body(cf__sink *k, const cf_filter *f)
+{
+    uint64_t pos = cf__meta_len(f->ntables, f->stash_n);
+    for (unsigned i = 0; i < f->ntables; i++) {
+        uint64_t start = cf__align_up(pos);
+        uint64_t len = cf__data_bytes(&f->shape, f->tables[i].buckets);
+        cf__emit_zeros(k, start - pos);
+        cf__emit(k, f->tables[i].data, (size_t)len);
+        pos = start + len;
+    }
+    cf__emit_zeros(k, cf__align_up(pos) - pos);
+    uint64_t sum = XXH3_64bits_digest(&k->whole);
+    uint8_t b[CF__SUM_BYTES];
+    cf__put64(b, sum);
+    cf__emit(k, b, sizeof b);
+    return sum;
+}
+
+size_t cf_serialized_size(const cf_filter *f)
+{
+    if (!f || f->load_pos)
+        return 0;
+    uint64_t n = cf__file_len(f);
+    return n > SIZE_MAX ? 0 : (size_t)n;
+}
+
+cf_status cf_serialize(const cf_filter *f, void *buf, size_t cap, size_t *written)
+{
+    if (!f || !buf || f->load_pos)
+        return CF_EINVAL;
+    size_t n = cf_serialized_size(f);
+    if (n == 0 || cap < n)
+        return CF_EINVAL;
+    cf__sink k;
+    cf__sink_init(&k, buf, -1, NULL);
+    cf__emit_meta(&k, f);
+    cf__emit_body(&k, f);
+    if (written)
+        *written = n;
+    return CF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Reading: validation before anything else                                             */
+/* ------------------------------------------------------------------------------------ */
+
+/* What a checked meta section says. */
+typedef struct cf__meta {
+    cf__params p;
+    unsigned ntables, nstash;
+    uint64_t buckets0;
+    uint64_t meta_len; /* header, descriptors, stash and meta sum */
+    uint64_t total;    /* the file's length */
+    uint64_t meta_sum;
+    const uint8_t *base;
+} cf__meta;
+
+/* How much of a file a buffer holds: all of it, or only the meta section followed by the
+ * file sum (the header chunk of a dump). */
+typedef enum { CF__WHOLE, CF__HEADER_CHUNK } cf__extent;
+
+static cf_status cf__bad(const char **why, const char *text)
+{
+    *why = text;
+    return CF_ECORRUPT;
+}
+
+static const uint8_t *cf__desc(const cf__meta *m, unsigned k)
+{
+    return m->base + CF__HEADER_BYTES + (size_t)k * CF__DESC_BYTES;
+}
+
+static const uint8_t *cf__entry(const cf__meta *m, unsigned e)
+{
+    return m->base + CF__HEADER_BYTES + (size_t)m->ntables * CF__DESC_BYTES +
+           (size_t)e * CF__ENTRY_BYTES;
+}
+
+static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent, cf__meta *m,
+                                const char **why)
+{
+    if (len < sizeof cf__magic || memcmp(b, cf__magic, sizeof cf__magic) != 0)
+        return cf__bad(why, len == 0 ? "empty" : "not a cuckoo filter (bad magic number)");
+    if (len < CF__HEADER_BYTES)
+        return cf__bad(why, "truncated: shorter than the 64-byte header");
+    unsigned version = cf__get16(b + CF__H_VERSION);
+    if (version == 0)
+        return cf__bad(why, "bad format version 0");
+    if (version > CF_FORMAT_VERSION) {
+        *why = "written by a newer format version";
+        return CF_EVERSION;
+    }
+    if (cf__get16(b + CF__H_HEADER_BYTES) != CF__HEADER_BYTES)
+        return cf__bad(why, "bad header length");
+    m->total = cf__get64(b + CF__H_TOTAL);
+    if (extent == CF__WHOLE && m->total != len)
+        return cf__bad(why, m->total > len ? "truncated: shorter than its header says"
+                                           : "longer than its header says");
+    m->ntables = cf__get32(b + CF__H_TABLES);
+    m->nstash = b[CF__H_STASH];
+    if (m->ntables == 0 || m->ntables > CF_MAX_SUB_FILTERS)
+        return cf__bad(why, "bad sub-filter count");
+    if (m->nstash > CF__STASH_SLOTS)
+        return cf__bad(why, "bad stash count");
+    m->meta_len = cf__meta_len(m->ntables, m->nstash);
+    if (extent == CF__WHOLE ? m->meta_len > len : m->meta_len + CF__SUM_BYTES != len)
+        return cf__bad(why, extent == CF__WHOLE ? "truncated: shorter than its header"
+                                                : "header chunk of the wrong length");
+    /* From here on, the meta section is all present: check its sum before reading more. */
+    m->base = b;
+    m->meta_sum = XXH3_64bits(b, (size_t)m->meta_len - CF__SUM_BYTES);
+    if (m->meta_sum != cf__get64(b + m->meta_len - CF__SUM_BYTES))
+        return cf__bad(why, "header checksum mismatch");
+    /* A sound header with unknown flags or hash comes from a newer writer. */
+    if (cf__get32(b + CF__H_FLAGS) != 0 || b[CF__H_HASH] != CF__HASH_XXH3) {
+        *why = "uses a feature or hash this library does not know";
+        return CF_EVERSION;
+    }
+    if (cf__get16(b + CF__H_RESERVED1) != 0 || cf__get32(b + CF__H_RESERVED2) != 0)
+        return cf__bad(why, "reserved header field is not zero");
+
+    cf__params *p = &m->p;
+    unsigned f = b[CF__H_FP_BITS], bsize = b[CF__H_BUCKET];
+    p->seed = cf__get64(b + CF__H_SEED);
+    p->capacity = cf__get64(b + CF__H_CAPACITY);
+    p->max_kicks = cf__get16(b + CF__H_KICKS);
+    p->expansion = cf__get32(b + CF__H_EXPANSION);
+    p->max_tables = cf__get32(b + CF__H_MAX_TABLES);
+    if (f < CF_MIN_FINGERPRINT_BITS || f > CF_MAX_FINGERPRINT_BITS || bsize == 0 ||
+        p->capacity == 0 || p->max_kicks == 0 || p->expansion > CF_MAX_EXPANSION ||
+        p->max_tables == 0 || p->max_tables > CF_MAX_SUB_FILTERS || m->ntables > p->max_tables ||
+        (p->expansion == 0 && m->ntables != 1))
+        return cf__bad(why, "parameter out of range");
+    cf__shape_init(&p->shape, f, bsize);
+
+    /* The tables: sizes nested as growth makes them, placed where the layout says. */
+    uint64_t pos = cf__align_up(m->meta_len), buckets = 0;
+    for (unsigned k = 0; k < m->ntables; k++) {
+        const uint8_t *d = cf__desc(m, k);
+        uint64_t want = buckets, slots = 0;
+        size_t bytes;
+        if (k == 0)
+            want = m->buckets0 = cf__get64(d);
+        else if (!cf__mul_u64(buckets, p->expansion, &want))
+            return cf__bad(why, "sub-filter size out of range");
+        buckets = cf__get64(d);
+        if (buckets != want || buckets < 2 || buckets % 2 != 0 ||
+            !cf__table_bytes(&p->shape, buckets, &bytes))
+            return cf__bad(why, "bad sub-filter size");
+        cf__mul_u64(buckets, bsize, &slots); /* cannot overflow: bounded by the table size */
+        if (cf__get64(d + 8) > slots)
+            return cf__bad(why, "more items than slots");
+        uint64_t len_k = cf__data_bytes(&p->shape, buckets);
+        if (cf__get64(d + 16) != pos || cf__get64(d + 24) != len_k)
+            return cf__bad(why, "bad table offset or length");
+        pos = cf__align_up(pos + len_k); /* < 2^63: 65536 tables of at most 2^46 bytes */
+    }
+    if (pos + CF__SUM_BYTES != m->total)
+        return cf__bad(why, "total length disagrees with the tables");
+    for (unsigned e = 0; e < m->nstash; e++) {
+        const uint8_t *x = cf__entry(m, e);
+        uint64_t bucket = cf__get64(x);
+        uint32_t fp = cf__get32(x + 8), table = cf__get32(x + 12);
+        if (table >= m->ntables || fp == 0 || fp > p->shape.fp_mask ||
+            bucket >= cf__get64(cf__desc(m, table)))
+            return cf__bad(why, "bad stash entry");
+    }
+    return CF_OK;
+}
+
+/* Occupied slots of a table, and whether the bits past its last slot are zero. */
+static bool cf__table_sound(const cf__shape *s, const uint8_t *data, uint64_t buckets,
+                            uint64_t items)
+{
+    uint64_t bits = buckets * s->bucket_bits;
+    if (bits % 8 && (data[bits / 8] >> (bits % 8)) != 0)
+        return false;
+    /* data may be a mapped file: probes must not read past the table's last byte plus
+     * the 8 that follow in the file (the next table, zeros or the file sum). */
+    cf__table t = {0};
+    t.data = (uint8_t *)(uintptr_t)data;
+    uint64_t used = 0;
+    for (uint64_t i = 0; i < buckets; i++)
+        used += s->b - cf__bucket_count(&t, s, i, 0);
+    return used == items;
+}
+
+/* The part of validation that reads the tables: the file sum, the padding and every
+ * table's item count. m came from cf__parse_meta over the whole file. */
+static cf_status cf__check_body(const cf__meta *m, const char **why)
+{
+    const uint8_t *b = m->base;
+    if (XXH3_64bits(b, (size_t)m->total - CF__SUM_BYTES) != cf__get64(b + m->total - CF__SUM_BYTES))
+        return cf__bad(why, "checksum mismatch");
+    uint64_t pos = m->meta_len;
+    for (unsigned k = 0; k <= m->ntables; k++) {
+        uint64_t start = k < m->ntables ? cf__get64(cf__desc(m, k) + 16) : m->total - 8;
+        for (; pos < start; pos++)
+            if (b[pos] != 0)
+                return cf__bad(why, "padding is not zero");
+        if (k == m->ntables)
+            break;
+        const uint8_t *d = cf__desc(m, k);
+        if (!cf__table_sound(&m->p.shape, b + start, cf__get64(d), cf__get64(d + 8)))
+            return cf__bad(why, "table contents disagree with the header");
+        pos = start + cf__get64(d + 24);
+    }
+    return CF_OK;
+}
+
+static cf_status cf__validate_all(const uint8_t *b, size_t len, cf__meta *m, const char **why)
+{
+    cf_status st = cf__parse_meta(b, len, CF__WHOLE, m, why);
+    return st == CF_OK ? cf__check_body(m, why) : st;
+}
+
+cf_status cf_validate(const void *buf, size_t len, const char **reason)
+{
+    const char *why = NULL;
+    cf__meta m;
+    cf_status st =
+        !buf && len ? CF_EINVAL : cf__validate_all(buf ? buf : cf__magic, buf ? len : 0, &m, &why);
+    if (st == CF_EINVAL)
+        why = "invalid argument";
+    if (reason)
+        *reason = why;
+    return st;
+}
+
+/* A filter for a checked meta section: tables allocated and empty (with_data) or left
+ * for the caller to point at; items and stash filled in. */
+static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bool with_data,
+                                    cf_filter **out)
+{
+    cf_filter *f;
+    if (a && (!a->alloc || !a->free))
+        return CF_EINVAL;
+    cf_status st = cf__filter_make(&m->p, a, m->ntables, m->buckets0, with_data, &f);
+    if (st != CF_OK)
+        return st;
+    for (unsigned k = 0; k < m->ntables; k++)
+        f->tables[k].items = cf__get64(cf__desc(m, k) + 8);
+    for (unsigned e = 0; e < m->nstash; e++) {
+        const uint8_t *x = cf__entry(m, e);
+        f->stash[e] = (cf__stash){cf__get64(x), cf__get32(x + 8), cf__get32(x + 12)};
+    }
+    f->stash_n = m->nstash;
+    *out = f;
+    return CF_OK;
+}
+
+static void cf__copy_tables(cf_filter *f, const cf__meta *m)
+{
+    for (unsigned k = 0; k < m->ntables; k++) {
+        const uint8_t *d = cf__desc(m, k);
+        memcpy(f->tables[k].data, m->base + cf__get64(d + 16), (size_t)cf__get64(d + 24));
+    }
+}
+
+cf_status cf_deserialize(const void *buf, size_t len, const cf_allocator *allocator,
+                         cf_filter **out)
+{
+    const char *why;
+    cf__meta m;
+    if (!out || (!buf && len))
+        return CF_EINVAL;
+    cf_status st = cf__validate_all(buf ? buf : cf__magic, buf ? len : 0, &m, &why);
+    if (st != CF_OK)
+        return st;
+    cf_filter *f;
+    st = cf__make_from_meta(&m, allocator, true, &f);
+    if (st != CF_OK)
+        return st;
+    cf__copy_tables(f, &m);
+    *out = f;
+    return CF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Files                                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+void cf__unmap(void *map, size_t len)
+{
+    munmap(map, len);
+}
+
+/* A whole file in memory: mapped when it is a regular file, read otherwise (a pipe). */
+typedef struct cf__view {
+    const uint8_t *data;
+    size_t len;
+    void *map;      /* the mapping to release, or NULL */
+    uint8_t *owned; /* the buffer to release, or NULL */
+    const cf_allocator *alloc;
+} cf__view;
+
+static void cf__view_release(cf__view *v)
+{
+    if (v->map)
+        munmap(v->map, v->len);
+    if (v->owned)
+        v->alloc->free(v->alloc->ctx, v->owned);
+}
+
+/* Read what remains of fd into a buffer that doubles as it fills. */
+static cf_status cf__slurp(int fd, cf__view *v)
+{
+    size_t cap = 0, len = 0;
+    uint8_t *buf = NULL;
+    for (;;) {
+        if (len == cap) {
+            size_t bigger = cap ? cap * 2 : CF__STAGE_BYTES;
+            uint8_t *nb = bigger > cap ? v->alloc->alloc(v->alloc->ctx, bigger) : NULL;
+            if (!nb) {
+                if (buf)
+                    v->alloc->free(v->alloc->ctx, buf);
+                return CF_ENOMEM;
+            }
+            if (buf) {
+                memcpy(nb, buf, len);
+                v->alloc->free(v->alloc->ctx, buf);
+            }
+            buf = nb;
+            cap = bigger;
+        }
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            v->alloc->free(v->alloc->ctx, buf);
+            errno = e;
+            return CF_EIO;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    v->data = v->owned = buf;
+    v->len = len;
+    return CF_OK;
+}
+
+static cf_status cf__view_open(const char *path, const cf_allocator *a, cf__view *v)
+{
+    static const uint8_t nothing[1];
+    struct stat st;
+    memset(v, 0, sizeof *v);
+    v->alloc = a;
+    v->data = nothing;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return CF_EIO;
+    cf_status status = CF_OK;
+    if (fstat(fd, &st) != 0) {
+        status = CF_EIO;
+    } else if (S_ISDIR(st.st_mode)) {
+        errno = EISDIR;
+        status = CF_EIO;
+    } else if (!S_ISREG(st.st_mode)) {
+        status = cf__slurp(fd, v);
+    } else if ((uint64_t)st.st_size > SIZE_MAX) {
+        errno = EFBIG;
+        status = CF_EIO;
+    } else if (st.st_size > 0) {
+        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) {
+            status = CF_EIO;
+        } else {
+            v->map = map;
+            v->data = map;
+            v->len = (size_t)st.st_size;
+        }
+    }
+    int e = errno;
+    close(fd);
+    errno = e;
+    return status;
+}
+
+cf_status cf_validate_file(const char *path, const char **reason)
+{
+    cf__view v;
+    cf__meta m;
+    const char *why = NULL;
+    if (!path)
+        return CF_EINVAL;
+    cf_status st = cf__view_open(path, &cf__default_allocator, &v);
+    if (st == CF_OK) {
+        st = cf__validate_all(v.data, v.len, &m, &why);
+        cf__view_release(&v);
+    }
+    if (reason)
+        *reason = why;
+    return st;
+}
+
+cf_status cf_load(const char *path, const cf_allocator *allocator, cf_filter **out)
+{
+    cf__view v;
+    cf__meta m;
+    const char *why;
+    if (!path || !out || (allocator && (!allocator->alloc || !allocator->free)))
+        return CF_EINVAL;
+    cf_status st = cf__view_open(path, allocator ? allocator : &cf__default_allocator, &v);
+    if (st != CF_OK)
+        return st;
+    st = cf__validate_all(v.data, v.len, &m, &why);
+    cf_filter *f = NULL;
+    if (st == CF_OK)
+        st = cf__make_from_meta(&m, allocator, true, &f);
+    if (st == CF_OK) {
+        cf__copy_tables(f, &m);
+        *out = f;
+    }
+    cf__view_release(&v);
+    return st;
+}
+
+cf_status cf_open_mapped(const char *path, unsigned flags, const cf_allocator *allocator,
+                         cf_filter **out)
+{
+    cf__view v;
+    cf__meta m;
+    const char *why;
+    if (!path || !out || (flags & ~CF_MAP_VERIFY) != 0 ||
+        (allocator && (!allocator->alloc || !allocator->free)))
+        return CF_EINVAL;
+    cf_status st = cf__view_open(path, allocator ? allocator : &cf__default_allocator, &v);
+    if (st != CF_OK)
+        return st;
+    if (!v.map) { /* not a regular file, or empty: nothing to map */
+        cf__view_release(&v);
+        if (v.len > 0 || v.owned) {
+            errno = ENODEV;
+            return CF_EIO;
+        }
+        return CF_ECORRUPT;
+    }
+    st = cf__parse_meta(v.data, v.len, CF__WHOLE, &m, &why);
+    if (st == CF_OK && (flags & CF_MAP_VERIFY))
+        st = cf__check_body(&m, &why);
+    cf_filter *f = NULL;
+    if (st == CF_OK)
+        st = cf__make_from_meta(&m, allocator, false, &f);
+    if (st != CF_OK) {
+        cf__view_release(&v);
+        return st;
+    }
+    for (unsigned k = 0; k < m.ntables; k++)
+        f->tables[k].data = (uint8_t *)(uintptr_t)(v.data + cf__get64(cf__desc(&m, k) + 16));
+    f->map = v.map;
+    f->map_len = v.len;
+    *out = f;
+    return CF_OK;
+}
+
+/* The directory holding `path`, written into dir (at least strlen(path) + 2 bytes). */
+static void cf__dirname(const char *path, char *dir)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+    if (n == 0)
+        memcpy(dir, ".", 2);
+    else {
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+}
+
+/* Create a new temporary file next to `path`, named into tmp; its descriptor or -1. */
+static int cf__create_temp(const char *path, char *tmp, size_t tmp_size)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t nonce = (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+    for (unsigned attempt = 0; attempt < CF__TMP_ATTEMPTS; attempt++) {
+        nonce = nonce * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+        snprintf(tmp, tmp_size, "%s.tmp-%ld-%016llx", path, (long)getpid(),
+                 (unsigned long long)nonce);
+        /* 0666: the umask applies, as for any new file. */
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
+/* Bytes the temporary name adds to the path: ".tmp-", a pid, "-", 16 hex digits, NUL. */
+#define CF__TMP_SUFFIX 48u
+
+cf_status cf_save(const cf_filter *f, const char *path)
+{
+    if (!f || !path || !*path || f->load_pos)
+        return CF_EINVAL;
+    size_t plen = strlen(path);
+    if (plen > SIZE_MAX - CF__STAGE_BYTES - CF__TMP_SUFFIX)
+        return CF_EINVAL;
+    /* One block: the write buffer, then the temporary name. */
+    uint8_t *block = f->alloc.alloc(f->alloc.ctx, CF__STAGE_BYTES + plen + CF__TMP_SUFFIX);
+    if (!block)
+        return CF_ENOMEM;
+    char *tmp = (char *)(block + CF__STAGE_BYTES);
+    int err = 0;
+    bool created = false, renamed = false;
+    int fd = cf__create_temp(path, tmp, plen + CF__TMP_SUFFIX);
+    if (fd < 0) {
+        err = errno;
+    } else {
+        created = true;
+        struct stat old;
+        /* Replacing a file: keep its permissions (a 0640 file stays 0640). */
+        if (stat(path, &old) == 0 && S_ISREG(old.st_mode) && fchmod(fd, old.st_mode & 07777) != 0)
+            err = errno;
+        if (!err) {
+            cf__sink k;
+            cf__sink_init(&k, NULL, fd, block);
+            cf__emit_meta(&k, f);
+            cf__emit_body(&k, f);
+            cf__flush(&k);
+            err = k.err;
+        }
+        if (!err && fsync(fd) != 0)
+            err = errno;
+        if (close(fd) != 0 && !err)
+            err = errno;
+        if (!err && rename(tmp, path) != 0)
+            err = errno;
+        renamed = !err;
+    }
+    if (renamed) {
+        /* The rename is durable only once the directory is synced. Some file systems
+         * cannot sync a directory (EINVAL); there is nothing more to do on those. */
+        cf__dirname(path, tmp);
+        int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL))
+            err = errno;
+        if (dfd >= 0)
+            close(dfd);
+    } else if (created) {
+        unlink(tmp);
+    }
+    f->alloc.free(f->alloc.ctx, block);
+    errno = err;
+    return err ? CF_EIO : CF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Chunks                                                                               */
+/* ------------------------------------------------------------------------------------ */
+/* A cursor is a file position. The header chunk is the meta section followed by the file
+ * sum (so that the loader can check the finished filter against it); data chunk j of
+ * table k is bytes [j * CF_CHUNK_DATA_MAX, ...) of that table, followed by a tag: XXH3-64
+ * of the bytes seeded with (meta sum XOR the chunk's file position). */
+
+/* The data chunk starting at file position pos: its table, its length and the position
+ * of the chunk after it (the file sum's position after the last). false if no data chunk
+ * of f starts at pos. */
+static bool cf__chunk_at(const cf_filter *f, uint64_t pos, unsigned *table, uint64_t *start,
+                         uint64_t *len, uint64_t *next)
+{
+    uint64_t t = cf__align_up(cf__meta_len(f->ntables, f->stash_n));
+    for (unsigned k = 0; k < f->ntables; k++) {
+        uint64_t n = cf__data_bytes(&f->shape, f->tables[k].buckets);
+        if (pos >= t && pos < t + n) {
+            if ((pos - t) % CF_CHUNK_DATA_MAX != 0)
+                return false;
+            *table = k;
+            *start = t;
+            *len = t + n - pos < CF_CHUNK_DATA_MAX ? t + n - pos : CF_CHUNK_DATA_MAX;
+            *next = pos + *len == t + n ? cf__align_up(t + n) : pos + *len;
+            return true;
+        }
+        t = cf__align_up(t + n);
+    }
+    return false;
+}
+
+static uint64_t cf__chunk_tag(const uint8_t *p, size_t n, uint64_t meta_sum, uint64_t pos)
+{
+    return XXH3_64bits_withSeed(p, n, meta_sum ^ pos);
+}
+
+size_t cf_dump_chunk_max(const cf_filter *f)
+{
+    if (!f || f->load_pos)
+        return 0;
+    uint64_t most = cf__meta_len(f->ntables, f->stash_n) + CF__SUM_BYTES;
+    for (unsigned k = 0; k < f->ntables; k++) {
+        uint64_t n = cf__data_bytes(&f->shape, f->tables[k].buckets);
+        n = (n < CF_CHUNK_DATA_MAX ? n : CF_CHUNK_DATA_MAX) + CF__SUM_BYTES;
+        most = n > most ? n : most;
+    }
+    return (size_t)most;
+}
+
+cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap, size_t *len)
+{
+    if (!f || !cursor || !len || f->load_pos)
+        return CF_EINVAL;
+    uint64_t pos = *cursor;
+    cf__sink k;
+    if (pos == cf__table_offset(f, f->ntables)) { /* past the last chunk */
+        *len = 0;
+        *cursor = 0;
+        return CF_OK;
+    }
+    if (pos == 0) {
+        uint64_t meta_len = cf__meta_len(f->ntables, f->stash_n);
+        if (!buf || cap < meta_len + CF__SUM_BYTES)
+            return CF_EINVAL;
+        cf__sink_init(&k, buf, -1, NULL);
+        cf__emit_meta(&k, f);
+        k.out = NULL; /* the tables are only hashed, for the file sum */
+        cf__put64((uint8_t *)buf + meta_len, cf__emit_body(&k, f));
+        *len = (size_t)(meta_len + CF__SUM_BYTES);
+        *cursor = cf__align_up(meta_len);
+        return CF_OK;
+    }
+    unsigned t;
+    uint64_t start, n, next;
+    if (!cf__chunk_at(f, pos, &t, &start, &n, &next))
+        return CF_EINVAL;
+    if (!buf || cap < n + CF__SUM_BYTES)
+        return CF_EINVAL;
+    memcpy(buf, f->tables[t].data + (pos - start), (size_t)n);
+    cf__sink_init(&k, NULL, -1, NULL);
+    uint64_t meta_sum = cf__emit_meta(&k, f);
+    cf__put64((uint8_t *)buf + n, cf__chunk_tag(buf, (size_t)n, meta_sum, pos));
+    *len = (size_t)(n + CF__SUM_BYTES);
+    *cursor = next;
+    return CF_OK;
+}
+
+/* The header chunk: check it as a file header, then make the empty filter it describes. */
+static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t *d, size_t len,
+                                 const cf_allocator *a)
+{
+    cf__meta m;
+    const char *why;
+    cf_status st = cf__parse_meta(d, len, CF__HEADER_CHUNK, &m, &why);
+    if (st != CF_OK)
+        return st;
+    if (cursor != cf__align_up(m.meta_len))
+        return CF_ECORRUPT;
+    cf_filter *f;
+    st = cf__make_from_meta(&m, a, true, &f);
+    if (st != CF_OK)
+        return st;
+    f->load_pos = cursor;
+    f->load_meta_sum = m.meta_sum;
+    f->load_file_sum = cf__get64(d + m.meta_len);
+    *out = f;
+    return CF_OK;
+}
+
+cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_t len,
+                        const cf_allocator *allocator)
+{
+    if (!fp || (!data && len))
+        return CF_EINVAL;
+    const uint8_t *d = data ? data : cf__magic;
+    if (!*fp)
+        return cf__load_header(fp, cursor, d, len, allocator);
+    cf_filter *f = *fp;
+    if (!f->load_pos)
+        return CF_EINVAL;
+    unsigned k;
+    uint64_t pos = f->load_pos, start, n, next;
+    cf__chunk_at(f, pos, &k, &start, &n, &next); /* load_pos is always a chunk position */
+    if (len != n + CF__SUM_BYTES || cursor != next ||
+        cf__chunk_tag(d, (size_t)n, f->load_meta_sum, pos) != cf__get64(d + n))
+        return CF_ECORRUPT;
+    cf__table *t = &f->tables[k];
+    uint8_t *dst = t->data + (pos - start);
+    memcpy(dst, d, (size_t)n);
+    bool ok = true;
+    /* A finished table must hold as many fingerprints as the header says, and a finished
+     * filter must be the very one dumped: its file sum must match the header chunk's. A
+     * dump of a filter that changed midway fails here. */
+    if (pos + n == start + cf__data_bytes(&f->shape, t->buckets))
+        ok = cf__table_sound(&f->shape, t->data, t->buckets, t->items);
+    if (ok && next == cf__table_offset(f, f->ntables)) {
+        cf__sink k2;
+        cf__sink_init(&k2, NULL, -1, NULL);
+        cf__emit_meta(&k2, f);
+        ok = cf__emit_body(&k2, f) == f->load_file_sum;
+    }
+    if (!ok) {
+        memset(dst, 0, (size_t)n); /* as it was: every table starts zeroed */
+        return CF_ECORRUPT;
+    }
+    f->load_pos = next == cf__table_offset(f, f->ntables) ? 0 : next;
+    return CF_OK;
+}
+
+bool cf_is_loading(const cf_filter *f)
+{
+    return f && f->load_pos != 0;
+}
