@@ -179,7 +179,8 @@ CF_API void cf_free(cf_filter *f);
  * fill both its buckets (a hot key never grows the filter) or max_sub_filters is reached.
  *
  * Returns CF_OK; CF_FULL (nothing changed); CF_ENOMEM while growing (nothing changed);
- * CF_EINVAL for NULL arguments. Thread safety: needs exclusive access to f. */
+ * CF_EINVAL for NULL arguments; CF_EREADONLY for a mapped or loading filter.
+ * Thread safety: needs exclusive access to f. */
 CF_API cf_status cf_add(cf_filter *f, const void *key, size_t len);
 
 /* Add a key unless cf_contains already says it is there.
@@ -196,7 +197,8 @@ CF_API bool cf_contains(const cf_filter *f, const void *key, size_t len);
  * Only delete keys that were added. Deleting a key that was never added can remove the
  * fingerprint of another key that shares its fingerprint and buckets, and that other key
  * would then be missed: the filter cannot tell the two apart.
- * Returns CF_OK; CF_NOT_FOUND (no matching fingerprint; nothing changed); CF_EINVAL.
+ * Returns CF_OK; CF_NOT_FOUND (no matching fingerprint; nothing changed); CF_EINVAL;
+ * CF_EREADONLY for a mapped or loading filter.
  * Thread safety: needs exclusive access to f. */
 CF_API cf_status cf_delete(cf_filter *f, const void *key, size_t len);
 
@@ -205,7 +207,8 @@ CF_API cf_status cf_delete(cf_filter *f, const void *key, size_t len);
 CF_API uint64_t cf_count(const cf_filter *f, const void *key, size_t len);
 
 /* Remove every key. The filter keeps its size (every sub-filter), settings and seed.
- * NULL is fine. Thread safety: needs exclusive access to f. */
+ * NULL is fine, and a mapped or loading filter is left as it is. Thread safety: needs exclusive
+ * access to f. */
 CF_API void cf_clear(cf_filter *f);
 
 /* Fill *out with the filter's figures. Does nothing if either pointer is NULL. */
@@ -289,9 +292,10 @@ CF_API cf_status cf_validate(const void *buf, size_t len, const char **reason);
  * directory is synced. A crash at any moment leaves either the old file or the new one.
  * A file that already exists keeps its permission bits; a new one gets 0666 minus the
  * umask. Memory: the tables are written from the filter, with no copy.
- * Returns CF_OK; CF_EIO if any step failed (errno says why; the temporary file is
- * removed and `path` is untouched); CF_EINVAL for NULL arguments or a filter still being
- * loaded by chunks; CF_ENOMEM.
+ * Returns CF_OK; CF_EIO if a step failed (errno says why): before the rename, the
+ * temporary file is removed and `path` is untouched; if only the final directory sync
+ * failed, the new file is in place but may not survive a crash. CF_EINVAL for NULL
+ * arguments or a filter still being loaded by chunks; CF_ENOMEM.
  * Thread safety: concurrent with other const calls on f; two saves to the same path
  * race (the last rename wins, each file is whole). */
 CF_API cf_status cf_save(const cf_filter *f, const char *path);

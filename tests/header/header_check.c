@@ -51,13 +51,30 @@ struct cf_header_check_api {
     cf_status (*delete_hash)(cf_filter *, uint64_t);
     uint64_t (*count_hash)(const cf_filter *, uint64_t);
     void (*contains_many)(const cf_filter *, const uint64_t *, size_t, bool *);
+    void (*get_config)(const cf_filter *, cf_config *);
+    size_t (*serialized_size)(const cf_filter *);
+    cf_status (*serialize)(const cf_filter *, void *, size_t, size_t *);
+    cf_status (*deserialize)(const void *, size_t, const cf_allocator *, cf_filter **);
+    cf_status (*validate)(const void *, size_t, const char **);
+    cf_status (*save)(const cf_filter *, const char *);
+    cf_status (*load)(const char *, const cf_allocator *, cf_filter **);
+    cf_status (*validate_file)(const char *, const char **);
+    cf_status (*open_mapped)(const char *, unsigned, const cf_allocator *, cf_filter **);
+    size_t (*dump_chunk_max)(const cf_filter *);
+    cf_status (*dump_chunk)(const cf_filter *, uint64_t *, void *, size_t, size_t *);
+    cf_status (*load_chunk)(cf_filter **, uint64_t, const void *, size_t, const cf_allocator *);
+    bool (*is_loading)(const cf_filter *);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
 const struct cf_header_check_api cf_header_check_table = {
-    cf_new,    cf_bytes_needed, cf_free,          cf_add,         cf_add_unique, cf_contains,
-    cf_delete, cf_count,        cf_clear,         cf_get_stats,   cf_strerror,   cf_version,
-    cf_hash,   cf_add_hash,     cf_contains_hash, cf_delete_hash, cf_count_hash, cf_contains_many,
+    cf_new,           cf_bytes_needed, cf_free,           cf_add,        cf_add_unique,
+    cf_contains,      cf_delete,       cf_count,          cf_clear,      cf_get_stats,
+    cf_strerror,      cf_version,      cf_hash,           cf_add_hash,   cf_contains_hash,
+    cf_delete_hash,   cf_count_hash,   cf_contains_many,  cf_get_config, cf_serialized_size,
+    cf_serialize,     cf_deserialize,  cf_validate,       cf_save,       cf_load,
+    cf_validate_file, cf_open_mapped,  cf_dump_chunk_max, cf_dump_chunk, cf_load_chunk,
+    cf_is_loading,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and
@@ -102,8 +119,8 @@ static bool version_matches(const char *v)
 int main(void)
 {
     const struct cf_header_check_api *api = &cf_header_check_table;
-    const cf_status statuses[] = {CF_OK,     CF_NOT_FOUND, CF_FULL,     CF_EXISTS,
-                                  CF_EINVAL, CF_ENOMEM,    CF_ECORRUPT, CF_EIO};
+    const cf_status statuses[] = {CF_OK,     CF_NOT_FOUND, CF_FULL, CF_EXISTS,   CF_EINVAL,
+                                  CF_ENOMEM, CF_ECORRUPT,  CF_EIO,  CF_EVERSION, CF_EREADONLY};
     const cf_allocator allocator = {check_alloc, check_free, NULL};
     cf_config config = zero_config;
     cf_stats stats = zero_stats;
