@@ -1,0 +1,161 @@
+/*
+ * fuzz_common.h - what fuzz_deserialize.c and fuzz_chunks.c share: the failure macro, a
+ * tracking allocator that can fail on demand, little-endian fields and a mixer. Header
+ * only (static inline), so each target stays one translation unit plus replay.c.
+ */
+#ifndef CF_FUZZ_COMMON_H
+#define CF_FUZZ_COMMON_H
+
+#include <cuckoofilter.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------ */
+/* Failing: a broken property aborts, which is how libFuzzer (and ctest) learns of it    */
+/* ------------------------------------------------------------------------------------ */
+
+static inline _Noreturn void fz_violation(const char *file, int line, const char *what)
+{
+    fprintf(stderr, "%s:%d: contract violated: %s\n", file, line, what);
+    fflush(stderr);
+    abort();
+}
+
+#define FZ_REQUIRE(cond) ((cond) ? (void)0 : fz_violation(__FILE__, __LINE__, #cond))
+
+/* ------------------------------------------------------------------------------------ */
+/* Little-endian fields and a mixer                                                     */
+/* ------------------------------------------------------------------------------------ */
+
+static inline uint32_t fz_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t fz_get64(const uint8_t *p)
+{
+    return (uint64_t)fz_get32(p) | (uint64_t)fz_get32(p + 4) << 32;
+}
+
+static inline void fz_put64(uint8_t *p, uint64_t v)
+{
+    for (unsigned i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* splitmix64's output function: a bijection with good avalanche. */
+static inline uint64_t fz_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* A tracking allocator that can fail on demand                                         */
+/* ------------------------------------------------------------------------------------ */
+/* Every block carries a header with its size and a magic number, so that a pointer freed
+ * twice or never handed out is caught (ASan catches both too; this also works in the
+ * uninstrumented replay build), and the live count tells a leak at once. Requests above
+ * `limit` live bytes fail like an allocation failure, so that a header that describes a
+ * huge filter costs nothing (libFuzzer would otherwise stop at its malloc limit). */
+
+#define FZ_ALLOC_HDR   16u /* keeps the block 16-byte aligned, like malloc's */
+#define FZ_ALLOC_MAGIC UINT64_C(0x6675a770c5b10c4e)
+
+typedef struct fz_alloc {
+    cf_allocator a;
+    uint64_t calls;      /* alloc calls, failed ones included */
+    uint64_t failures;   /* alloc calls that returned NULL */
+    uint64_t live;       /* blocks handed out and not freed */
+    uint64_t live_bytes; /* their sizes */
+    uint64_t fail_at;    /* the call number that fails; 0 = none */
+    uint64_t limit;      /* live bytes beyond which a request fails */
+} fz_alloc;
+
+static inline void *fz_alloc_fn(void *ctx, size_t size)
+{
+    fz_alloc *t = (fz_alloc *)ctx;
+    t->calls++;
+    if ((t->fail_at != 0 && t->calls == t->fail_at) || size > t->limit ||
+        t->live_bytes > t->limit - size) {
+        t->failures++;
+        return NULL;
+    }
+    unsigned char *p = (unsigned char *)malloc(size + FZ_ALLOC_HDR);
+    if (p == NULL) {
+        t->failures++;
+        return NULL;
+    }
+    uint64_t sz = size, magic = FZ_ALLOC_MAGIC;
+    memcpy(p, &sz, sizeof sz);
+    memcpy(p + 8, &magic, sizeof magic);
+    t->live++;
+    t->live_bytes += size;
+    return p + FZ_ALLOC_HDR;
+}
+
+static inline void fz_free_fn(void *ctx, void *ptr)
+{
+    fz_alloc *t = (fz_alloc *)ctx;
+    FZ_REQUIRE(ptr != NULL); /* the library never frees NULL through an allocator */
+    unsigned char *p = (unsigned char *)ptr - FZ_ALLOC_HDR;
+    uint64_t sz, magic;
+    memcpy(&sz, p, sizeof sz);
+    memcpy(&magic, p + 8, sizeof magic);
+    /* A pointer we did not hand out, or one freed twice. */
+    FZ_REQUIRE(magic == FZ_ALLOC_MAGIC && t->live > 0 && sz <= t->live_bytes);
+    magic = 0;
+    memcpy(p + 8, &magic, sizeof magic);
+    t->live--;
+    t->live_bytes -= sz;
+    free(p);
+}
+
+static inline void fz_alloc_init(fz_alloc *t, uint64_t limit)
+{
+    memset(t, 0, sizeof *t);
+    t->a.alloc = fz_alloc_fn;
+    t->a.free = fz_free_fn;
+    t->a.ctx = t;
+    t->limit = limit;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Stats                                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+static inline bool fz_stats_equal(const cf_stats *a, const cf_stats *b)
+{
+    return a->items == b->items && a->slots == b->slots && a->buckets == b->buckets &&
+           a->bytes == b->bytes && a->sub_filters == b->sub_filters &&
+           a->fingerprint_bits == b->fingerprint_bits && a->bucket_size == b->bucket_size &&
+           a->stashed == b->stashed && a->capacity == b->capacity &&
+           !(a->load_factor < b->load_factor || a->load_factor > b->load_factor) &&
+           !(a->fpr < b->fpr || a->fpr > b->fpr);
+}
+
+/* What every filter's figures must satisfy, whatever its contents. */
+static inline void fz_stats_sane(const cf_stats *s)
+{
+    FZ_REQUIRE(s->sub_filters >= 1 && s->buckets >= 2 * (uint64_t)s->sub_filters);
+    FZ_REQUIRE(s->fingerprint_bits >= CF_MIN_FINGERPRINT_BITS &&
+               s->fingerprint_bits <= CF_MAX_FINGERPRINT_BITS);
+    FZ_REQUIRE(s->bucket_size >= 1 && s->bucket_size <= CF_MAX_BUCKET_SIZE);
+    FZ_REQUIRE(s->slots == s->buckets * s->bucket_size);
+    FZ_REQUIRE(s->bytes * 8 >= s->slots * s->fingerprint_bits);
+    FZ_REQUIRE(s->stashed <= 8 && s->stashed <= s->items);
+    FZ_REQUIRE(s->items <= s->slots + s->stashed);
+    FZ_REQUIRE(s->capacity >= 1);
+    double want = (double)s->items / (double)s->slots;
+    double diff = s->load_factor - want;
+    FZ_REQUIRE(diff <= 1e-12 * want && -diff <= 1e-12 * want);
+    FZ_REQUIRE(s->fpr >= 0.0 && s->fpr <= 1.0); /* also false for NaN */
+    FZ_REQUIRE(s->items != 0 || s->fpr == 0.0);
+}
+
+#endif /* CF_FUZZ_COMMON_H */

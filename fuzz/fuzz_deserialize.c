@@ -1,0 +1,552 @@
+/*
+ * fuzz_deserialize.c - libFuzzer target: candidate serialized filters through
+ * cf_validate, cf_deserialize and (on Linux) cf_open_mapped. Any broken promise of
+ * include/cuckoofilter.h or docs/FORMAT.md aborts.
+ *
+ * Input: a mode byte, then the candidate file (the rest of the input, any bytes).
+ *
+ *   mode bit 0   set the total-length field (u64 at offset 16) to the file's length
+ *        bit 1   fix the meta checksum: XXH3-64 of [0, meta_len - 8) at meta_len - 8, where
+ *                meta_len = 64 + 32 * ntables + 16 * nstash + 8 (ntables: u32 at 56,
+ *                nstash: byte 43), when that is in range
+ *        bit 2   fix the file checksum: XXH3-64 of [0, size - 8) at size - 8
+ *        bit 3   also write the file to a memfd and open it with cf_open_mapped
+ *        bits 4-7 the tracking allocator fails its Nth call in cf_deserialize (0 = never)
+ *
+ * The fix-ups (in that order) let random mutations get past the checksums, which they
+ * would otherwise never do, to the range checks behind them.
+ *
+ * Checks:
+ * - cf_validate: CF_OK, CF_ECORRUPT or CF_EVERSION; reason is NULL iff CF_OK; the same
+ *   with a NULL reason.
+ * - cf_deserialize agrees: the same status as cf_validate, except CF_ENOMEM, which it
+ *   returns iff an allocation failed (leaking nothing); a refused input allocates nothing
+ *   and leaves *out alone.
+ * - An accepted file is canonical: cf_serialized_size is its length and cf_serialize
+ *   gives it back byte for byte. Its stats and config are what its header and descriptors
+ *   say; each table holds as many non-zero slots as its descriptor's items, with zero
+ *   bits after its last slot.
+ * - Lookups agree exactly with a reference reader written from docs/FORMAT.md (for
+ *   hashes that hit stored fingerprints and stash entries, and random ones): cf_count_hash
+ *   is the reference count, cf_contains_hash and cf_contains_many are count > 0, and
+ *   cf_hash is XXH3-64 with the file's seed.
+ * - The loaded filter works: a few adds each raise the added hash's count by exactly one
+ *   (or fail with CF_FULL/CF_ENOMEM and change nothing), deleting them lowers it by one
+ *   each and gives the item count back; the result serializes to a file that validates
+ *   and round-trips; cf_clear empties it.
+ * - With mode bit 3, on Linux (the file is a memfd, named by its /proc/self/fd path):
+ *   cf_validate_file gives cf_validate's status and reason; cf_load loads what
+ *   cf_deserialize does, to the same bytes; cf_open_mapped with CF_MAP_VERIFY returns
+ *   what cf_validate does; without it, every file cf_validate accepts opens, and one it
+ *   refuses either fails with the same status or (bad tables only) opens and answers
+ *   lookups, stats, serialize and a dump without crashing. A mapped good file answers
+ *   like the deserialized one and is read-only.
+ */
+#if defined(__linux__)
+#define _GNU_SOURCE /* memfd_create */
+#endif
+
+#include "fuzz_common.h"
+#include "fuzz_target.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+#define FZ_MODE_TOTAL   0x01u
+#define FZ_MODE_META    0x02u
+#define FZ_MODE_FILE    0x04u
+#define FZ_MODE_MAPPED  0x08u
+#define FZ_ALLOC_LIMIT  (UINT64_C(64) << 20)
+#define FZ_HEADER_BYTES 64u
+#define FZ_MAX_PROBES   64u        /* hashes looked up per filter */
+#define FZ_HIT_PROBES   24u        /* of them, ones made from stored fingerprints */
+#define FZ_SCAN_SLOTS   (1u << 20) /* slots the reference reader scans at most */
+#define FZ_ADDS         8u
+#define FZ_DUMP_TABLES  64u /* dump mapped filters of at most this many tables */
+
+/* ------------------------------------------------------------------------------------ */
+/* Fix-ups                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+static void fz_fix(uint8_t *b, size_t n, unsigned mode)
+{
+    if ((mode & FZ_MODE_TOTAL) && n >= 24)
+        fz_put64(b + 16, n);
+    if ((mode & FZ_MODE_META) && n >= FZ_HEADER_BYTES) {
+        uint64_t meta_len = FZ_HEADER_BYTES + 32u * (uint64_t)fz_get32(b + 56) + 16u * b[43] + 8u;
+        if (meta_len <= n)
+            fz_put64(b + meta_len - 8, XXH3_64bits(b, (size_t)meta_len - 8));
+    }
+    if ((mode & FZ_MODE_FILE) && n >= 8)
+        fz_put64(b + n - 8, XXH3_64bits(b, n - 8));
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* A reference reader of a file cf_validate accepted, from docs/FORMAT.md alone          */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct fz_file {
+    const uint8_t *b;
+    size_t n;
+    unsigned f, bsize, ntables, nstash;
+    uint64_t fp_mask;
+} fz_file;
+
+static void fz_file_open(fz_file *x, const uint8_t *b, size_t n)
+{
+    x->b = b;
+    x->n = n;
+    x->f = b[40];
+    x->bsize = b[41];
+    x->nstash = b[43];
+    x->ntables = fz_get32(b + 56);
+    x->fp_mask = (UINT64_C(1) << x->f) - 1;
+}
+
+static const uint8_t *fz_desc(const fz_file *x, unsigned k)
+{
+    return x->b + FZ_HEADER_BYTES + 32u * (size_t)k;
+}
+
+static const uint8_t *fz_entry(const fz_file *x, unsigned e)
+{
+    return x->b + FZ_HEADER_BYTES + 32u * (size_t)x->ntables + 16u * (size_t)e;
+}
+
+static uint64_t fz_buckets(const fz_file *x, unsigned k)
+{
+    return fz_get64(fz_desc(x, k));
+}
+
+/* Slot j of bucket i of table k: f bits, least significant first. */
+static uint32_t fz_slot(const fz_file *x, unsigned k, uint64_t i, unsigned j)
+{
+    uint64_t bit = (i * x->bsize + j) * x->f;
+    uint64_t at = fz_get64(fz_desc(x, k) + 16) + bit / 8;
+    uint64_t v = 0;
+    for (unsigned q = 0; q < 5 && at + q < x->n; q++) /* bit % 8 + f <= 39 bits */
+        v |= (uint64_t)x->b[at + q] << (8 * q);
+    return (uint32_t)((v >> (bit % 8)) & x->fp_mask);
+}
+
+static uint64_t fz_fp_mix(uint32_t fp)
+{
+    uint64_t v = fp * UINT64_C(0x9e3779b97f4a7c15);
+    v ^= v >> 29;
+    v *= UINT64_C(0xbf58476d1ce4e5b9);
+    v ^= v >> 32;
+    return v | 1u;
+}
+
+/* The number of slots and stash entries that match h, as FORMAT.md defines a count. */
+static uint64_t fz_ref_count(const fz_file *x, uint64_t h)
+{
+    uint32_t fp = (uint32_t)(h >> (64u - x->f));
+    fp += fp == 0;
+    uint64_t index = h & (UINT64_MAX >> x->f), total = 0;
+    for (unsigned k = 0; k < x->ntables; k++) {
+        uint64_t m = fz_buckets(x, k);
+        uint64_t i1 = index % m, off = fz_fp_mix(fp) % m;
+        uint64_t i2 = off >= i1 ? off - i1 : off + m - i1;
+        for (unsigned j = 0; j < x->bsize; j++)
+            total += (uint64_t)(fz_slot(x, k, i1, j) == fp) + (fz_slot(x, k, i2, j) == fp);
+        for (unsigned e = 0; e < x->nstash; e++) {
+            const uint8_t *s = fz_entry(x, e);
+            uint64_t bucket = fz_get64(s);
+            if (fz_get32(s + 12) == k && fz_get32(s + 8) == fp && (bucket == i1 || bucket == i2))
+                total++;
+        }
+    }
+    return total;
+}
+
+typedef struct fz_probes {
+    uint64_t h[FZ_MAX_PROBES];
+    uint64_t ref[FZ_MAX_PROBES]; /* the reference count of each */
+    unsigned n;
+} fz_probes;
+
+/* Scan the tables (checking the counts and trailing bits the validator promised) and
+ * choose the hashes to look up: some that hit stored fingerprints (top f bits the
+ * fingerprint, low bits the bucket: i1 is that bucket in its table), the stash entries,
+ * and random ones. */
+static void fz_scan(const fz_file *x, fz_probes *p, uint64_t seed)
+{
+    uint64_t scanned = 0, stored = 0;
+    unsigned nprobes = x->ntables > 1024 ? 8u : FZ_MAX_PROBES; /* each costs ntables */
+    p->n = 0;
+    for (unsigned k = 0; k < x->ntables; k++) {
+        uint64_t m = fz_buckets(x, k), occupied = 0;
+        if (scanned + m * x->bsize > FZ_SCAN_SLOTS) {
+            scanned = FZ_SCAN_SLOTS;
+            break;
+        }
+        scanned += m * x->bsize;
+        for (uint64_t i = 0; i < m; i++) {
+            for (unsigned j = 0; j < x->bsize; j++) {
+                uint32_t v = fz_slot(x, k, i, j);
+                if (v == 0)
+                    continue;
+                occupied++;
+                stored++;
+                if (p->n < FZ_HIT_PROBES && p->n < nprobes && stored % 3 == 1)
+                    p->h[p->n++] = ((uint64_t)v << (64u - x->f)) | i;
+            }
+        }
+        FZ_REQUIRE(occupied == fz_get64(fz_desc(x, k) + 8)); /* as the descriptor says */
+        uint64_t bits = m * x->bsize * x->f, len = fz_get64(fz_desc(x, k) + 24);
+        FZ_REQUIRE(len == bits / 8 + (bits % 8 != 0));
+        if (bits % 8)
+            FZ_REQUIRE((x->b[fz_get64(fz_desc(x, k) + 16) + bits / 8] >> (bits % 8)) == 0);
+    }
+    for (unsigned e = 0; e < x->nstash && p->n < nprobes; e++) {
+        const uint8_t *s = fz_entry(x, e);
+        p->h[p->n++] = ((uint64_t)fz_get32(s + 8) << (64u - x->f)) | fz_get64(s);
+    }
+    for (uint64_t r = seed; p->n < nprobes; r++)
+        p->h[p->n++] = fz_mix64(r);
+    for (unsigned i = 0; i < p->n; i++)
+        p->ref[i] = fz_ref_count(x, p->h[i]);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Checks                                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+/* Every lookup form agrees with the reference. */
+static void fz_check_lookups(const cf_filter *f, const fz_probes *p)
+{
+    bool many[FZ_MAX_PROBES];
+    memset(many, 0, sizeof many);
+    cf_contains_many(f, p->h, p->n, many);
+    for (unsigned i = 0; i < p->n; i++) {
+        FZ_REQUIRE(cf_count_hash(f, p->h[i]) == p->ref[i]);
+        FZ_REQUIRE(cf_contains_hash(f, p->h[i]) == (p->ref[i] > 0));
+        FZ_REQUIRE(many[i] == (p->ref[i] > 0));
+    }
+}
+
+/* Stats and config are what the file says. */
+static void fz_check_figures(const cf_filter *f, const fz_file *x)
+{
+    const uint8_t *b = x->b;
+    cf_stats s;
+    cf_get_stats(f, &s);
+    fz_stats_sane(&s);
+    uint64_t items = x->nstash, buckets = 0;
+    for (unsigned k = 0; k < x->ntables; k++) {
+        items += fz_get64(fz_desc(x, k) + 8);
+        buckets += fz_buckets(x, k);
+    }
+    FZ_REQUIRE(s.items == items && s.buckets == buckets && s.stashed == x->nstash);
+    FZ_REQUIRE(s.sub_filters == x->ntables && s.fingerprint_bits == x->f &&
+               s.bucket_size == x->bsize && s.capacity == fz_get64(b + 32));
+    cf_config c;
+    memset(&c, 0xA5, sizeof c);
+    cf_get_config(f, &c);
+    FZ_REQUIRE(c.capacity == fz_get64(b + 32) && c.seed == fz_get64(b + 24));
+    FZ_REQUIRE(c.fingerprint_bits == x->f && c.bucket_size == x->bsize);
+    FZ_REQUIRE(c.max_kicks == (unsigned)(b[44] | b[45] << 8));
+    FZ_REQUIRE(c.expansion == fz_get32(b + 48) && c.max_sub_filters == fz_get32(b + 52));
+    FZ_REQUIRE(c.allocator == NULL);
+}
+
+/* cf_serialize gives exactly these bytes back. */
+static void fz_check_serializes_to(const cf_filter *f, const uint8_t *b, size_t n)
+{
+    FZ_REQUIRE(cf_serialized_size(f) == n);
+    uint8_t *out = malloc(n);
+    FZ_REQUIRE(out != NULL);
+    size_t written = 0;
+    FZ_REQUIRE(cf_serialize(f, out, n - 1, &written) == CF_EINVAL && written == 0);
+    FZ_REQUIRE(cf_serialize(f, out, n, &written) == CF_OK && written == n);
+    FZ_REQUIRE(memcmp(out, b, n) == 0);
+    free(out);
+}
+
+/* Serialize f: the result must validate, and load back to the same bytes. */
+static void fz_check_round_trip(const cf_filter *f)
+{
+    size_t n = cf_serialized_size(f);
+    FZ_REQUIRE(n > 0);
+    uint8_t *out = malloc(n);
+    FZ_REQUIRE(out != NULL);
+    FZ_REQUIRE(cf_serialize(f, out, n, NULL) == CF_OK);
+    const char *why = "unset";
+    FZ_REQUIRE(cf_validate(out, n, &why) == CF_OK && why == NULL);
+    cf_filter *g = NULL;
+    FZ_REQUIRE(cf_deserialize(out, n, NULL, &g) == CF_OK && g != NULL);
+    fz_check_serializes_to(g, out, n);
+    cf_free(g);
+    free(out);
+}
+
+/* Adds and deletes on a loaded filter. Counts move by exactly one per call: moves during
+ * an eviction keep a fingerprint within its bucket pair, and so does moving an entry out
+ * of the stash. */
+static void fz_check_updates(cf_filter *f, fz_alloc *ta, uint64_t seed)
+{
+    uint64_t added[FZ_ADDS];
+    unsigned nadded = 0;
+    cf_stats s0;
+    cf_get_stats(f, &s0);
+    for (unsigned i = 0; i < FZ_ADDS; i++) {
+        uint64_t h = fz_mix64(seed ^ (UINT64_C(0x5eed) + i));
+        uint64_t c0 = cf_count_hash(f, h), live = ta->live;
+        cf_stats before, after;
+        cf_get_stats(f, &before);
+        cf_status st = cf_add_hash(f, h);
+        cf_get_stats(f, &after);
+        fz_stats_sane(&after);
+        if (st == CF_OK) {
+            FZ_REQUIRE(cf_count_hash(f, h) == c0 + 1 && cf_contains_hash(f, h));
+            FZ_REQUIRE(after.items == before.items + 1);
+            FZ_REQUIRE(after.sub_filters >= before.sub_filters);
+            added[nadded++] = h;
+        } else {
+            FZ_REQUIRE(st == CF_FULL || st == CF_ENOMEM);
+            FZ_REQUIRE(fz_stats_equal(&before, &after) && ta->live == live);
+            FZ_REQUIRE(cf_count_hash(f, h) == c0);
+        }
+    }
+    for (unsigned i = 0; i < nadded; i++)
+        FZ_REQUIRE(cf_contains_hash(f, added[i]));
+    fz_check_round_trip(f);
+    while (nadded > 0) {
+        uint64_t h = added[--nadded];
+        uint64_t c0 = cf_count_hash(f, h);
+        cf_stats before, after;
+        cf_get_stats(f, &before);
+        FZ_REQUIRE(c0 >= 1 && cf_delete_hash(f, h) == CF_OK);
+        cf_get_stats(f, &after);
+        fz_stats_sane(&after);
+        FZ_REQUIRE(cf_count_hash(f, h) == c0 - 1 && after.items + 1 == before.items);
+        FZ_REQUIRE(after.slots == before.slots && after.sub_filters == before.sub_filters);
+    }
+    cf_stats s1;
+    cf_get_stats(f, &s1);
+    FZ_REQUIRE(s1.items == s0.items);
+    fz_check_round_trip(f);
+    cf_clear(f);
+    cf_get_stats(f, &s1);
+    fz_stats_sane(&s1);
+    FZ_REQUIRE(s1.items == 0 && s1.stashed == 0 && s1.load_factor == 0.0);
+    fz_check_round_trip(f);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The file paths (Linux: a memfd, opened by its /proc path)                            */
+/* ------------------------------------------------------------------------------------ */
+
+#if defined(__linux__)
+static int fz_memfd = -2;
+static char fz_memfd_path[64];
+
+/* The file holding exactly b[0, n); false if there is none (no memfd here). */
+static bool fz_memfd_write(const uint8_t *b, size_t n)
+{
+    if (fz_memfd == -2) {
+        fz_memfd = memfd_create("cf-fuzz-deserialize", MFD_CLOEXEC);
+        if (fz_memfd >= 0)
+            snprintf(fz_memfd_path, sizeof fz_memfd_path, "/proc/self/fd/%d", fz_memfd);
+    }
+    if (fz_memfd < 0 || ftruncate(fz_memfd, 0) != 0)
+        return false;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = pwrite(fz_memfd, b + done, n - done, (off_t)done);
+        if (w <= 0)
+            return false;
+        done += (size_t)w;
+    }
+    return true;
+}
+
+/* Whatever the tables hold, a mapped filter answers without crashing. */
+static void fz_exercise_mapped(const cf_filter *m, size_t n, const fz_probes *p)
+{
+    cf_stats s;
+    cf_get_stats(m, &s);
+    fz_stats_sane(&s);
+    bool many[FZ_MAX_PROBES];
+    cf_contains_many(m, p->h, p->n, many);
+    for (unsigned i = 0; i < p->n; i++)
+        FZ_REQUIRE(cf_contains_hash(m, p->h[i]) == (cf_count_hash(m, p->h[i]) > 0) &&
+                   many[i] == cf_contains_hash(m, p->h[i]));
+    FZ_REQUIRE(cf_serialized_size(m) == n);
+    uint8_t *out = malloc(n);
+    FZ_REQUIRE(out != NULL);
+    FZ_REQUIRE(cf_serialize(m, out, n, NULL) == CF_OK);
+    size_t cap = cf_dump_chunk_max(m);
+    uint8_t *chunk = malloc(cap);
+    FZ_REQUIRE(chunk != NULL && cap > 0);
+    /* The header and one chunk per table (each is < 16 MiB here), then the end. Each data
+     * chunk costs a pass over the metadata: only small filters go all the way. */
+    uint64_t cursor = 0;
+    size_t len = 1;
+    unsigned chunks = s.sub_filters <= FZ_DUMP_TABLES ? s.sub_filters + 2u : 2u;
+    for (unsigned i = 0; i < chunks && len > 0; i++) {
+        FZ_REQUIRE(cf_dump_chunk(m, &cursor, chunk, cap, &len) == CF_OK && len <= cap);
+        FZ_REQUIRE((len == 0) == (cursor == 0));
+    }
+    if (s.sub_filters <= FZ_DUMP_TABLES)
+        FZ_REQUIRE(len == 0);
+    free(chunk);
+    free(out);
+}
+
+static void fz_check_files(const uint8_t *b, size_t n, cf_status valid, const cf_filter *loaded,
+                           const fz_probes *p)
+{
+    if (!fz_memfd_write(b, n))
+        return;
+    cf_filter *const sentinel = (cf_filter *)(void *)&fz_memfd;
+    const char *why = "unset", *why_file = "unset";
+    FZ_REQUIRE(cf_validate(b, n, &why) == valid);
+    cf_status st = cf_validate_file(fz_memfd_path, &why_file);
+    if (st == CF_EIO)
+        return; /* no /proc here */
+    FZ_REQUIRE(st == valid && (why == NULL) == (why_file == NULL));
+    FZ_REQUIRE(why == NULL || strcmp(why, why_file) == 0);
+
+    /* cf_load: as cf_deserialize. */
+    fz_alloc ta;
+    fz_alloc_init(&ta, FZ_ALLOC_LIMIT);
+    cf_filter *m = sentinel;
+    st = cf_load(fz_memfd_path, &ta.a, &m);
+    FZ_REQUIRE(st == valid);
+    if (st == CF_OK) {
+        FZ_REQUIRE(m != sentinel && m != NULL);
+        fz_check_serializes_to(m, b, n);
+        fz_check_lookups(m, p);
+        cf_free(m);
+    } else {
+        FZ_REQUIRE(m == sentinel);
+    }
+    FZ_REQUIRE(ta.live == 0 && ta.live_bytes == 0);
+
+    m = sentinel;
+    st = cf_open_mapped(fz_memfd_path, CF_MAP_VERIFY, NULL, &m);
+    FZ_REQUIRE(st == valid);
+    if (st == CF_OK) {
+        FZ_REQUIRE(m != sentinel && m != NULL);
+        fz_check_serializes_to(m, b, n);
+        cf_stats sm, sl;
+        cf_get_stats(m, &sm);
+        if (loaded != NULL) {
+            cf_get_stats(loaded, &sl);
+            FZ_REQUIRE(fz_stats_equal(&sm, &sl));
+        }
+        fz_check_lookups(m, p);
+        FZ_REQUIRE(cf_add_hash(m, p->h[0]) == CF_EREADONLY);
+        FZ_REQUIRE(cf_add(m, "k", 1) == CF_EREADONLY);
+        FZ_REQUIRE(cf_add_unique(m, "k", 1) == CF_EREADONLY);
+        FZ_REQUIRE(cf_delete_hash(m, p->h[0]) == CF_EREADONLY);
+        FZ_REQUIRE(cf_delete(m, "k", 1) == CF_EREADONLY);
+        cf_clear(m);
+        cf_get_stats(m, &sl);
+        FZ_REQUIRE(fz_stats_equal(&sm, &sl));
+        fz_check_lookups(m, p);
+        cf_free(m);
+    } else {
+        FZ_REQUIRE(m == sentinel);
+    }
+
+    m = sentinel;
+    st = cf_open_mapped(fz_memfd_path, 0, NULL, &m);
+    if (valid == CF_OK)
+        FZ_REQUIRE(st == CF_OK);
+    if (st != CF_OK) {
+        FZ_REQUIRE(st == valid && m == sentinel);
+        return;
+    }
+    /* Accepted without its tables checked: they may be anything, even for a file that
+     * cf_validate refused. */
+    FZ_REQUIRE(m != sentinel && m != NULL);
+    fz_probes random;
+    random.n = 16;
+    for (unsigned i = 0; i < random.n; i++)
+        random.h[i] = fz_mix64(n + i);
+    fz_exercise_mapped(m, n, valid == CF_OK ? p : &random);
+    if (valid == CF_OK) {
+        fz_check_serializes_to(m, b, n);
+        fz_check_lookups(m, p);
+    }
+    cf_free(m);
+}
+#endif
+
+/* ------------------------------------------------------------------------------------ */
+/* The target                                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    unsigned mode = size > 0 ? data[0] : 0;
+    size_t n = size > 0 ? size - 1 : 0;
+    /* A buffer of exactly the file's size, so that ASan catches a read past its end. */
+    uint8_t *b = malloc(n > 0 ? n : 1);
+    FZ_REQUIRE(b != NULL);
+    if (n > 0)
+        memcpy(b, data + 1, n);
+    fz_fix(b, n, mode);
+
+    const char *reason = "unset";
+    cf_status valid = cf_validate(b, n, &reason);
+    FZ_REQUIRE(valid == CF_OK || valid == CF_ECORRUPT || valid == CF_EVERSION);
+    FZ_REQUIRE((valid == CF_OK) == (reason == NULL));
+    FZ_REQUIRE(reason == NULL || reason[0] != '\0');
+    FZ_REQUIRE(cf_validate(b, n, NULL) == valid);
+
+    fz_alloc ta;
+    fz_alloc_init(&ta, FZ_ALLOC_LIMIT);
+    ta.fail_at = mode >> 4;
+    cf_filter *const sentinel = (cf_filter *)(void *)&ta; /* never dereferenced */
+    cf_filter *f = sentinel;
+    FZ_REQUIRE(cf_deserialize(b, n, &ta.a, NULL) == CF_EINVAL && ta.calls == 0);
+    cf_status st = cf_deserialize(b, n, &ta.a, &f);
+    if (valid != CF_OK) {
+        /* Refused before anything was allocated. */
+        FZ_REQUIRE(st == valid && f == sentinel && ta.calls == 0);
+    } else if (ta.failures > 0) {
+        FZ_REQUIRE(st == CF_ENOMEM && f == sentinel);
+        FZ_REQUIRE(ta.live == 0 && ta.live_bytes == 0);
+    } else {
+        FZ_REQUIRE(st == CF_OK && f != sentinel && f != NULL);
+    }
+    ta.fail_at = 0;
+
+    fz_file x;
+    fz_probes p;
+    p.n = 0;
+    if (valid == CF_OK) {
+        fz_file_open(&x, b, n);
+        fz_scan(&x, &p, fz_get64(b + 24) ^ n);
+    }
+    if (st == CF_OK) {
+        fz_check_serializes_to(f, b, n);
+        fz_check_figures(f, &x);
+        fz_check_lookups(f, &p);
+        uint8_t key[3] = {(uint8_t)n, (uint8_t)mode, 0x5a};
+        uint64_t h = cf_hash(f, key, sizeof key);
+        FZ_REQUIRE(h == XXH3_64bits_withSeed(key, sizeof key, fz_get64(b + 24)));
+        FZ_REQUIRE(cf_contains(f, key, sizeof key) == cf_contains_hash(f, h));
+        FZ_REQUIRE(cf_count(f, key, sizeof key) == fz_ref_count(&x, h));
+    }
+#if defined(__linux__)
+    if (mode & FZ_MODE_MAPPED)
+        fz_check_files(b, n, valid, st == CF_OK ? f : NULL, &p);
+#endif
+    if (st == CF_OK) {
+        fz_check_updates(f, &ta, fz_get64(b + 24) ^ n);
+        cf_free(f);
+    }
+    FZ_REQUIRE(ta.live == 0 && ta.live_bytes == 0);
+    free(b);
+    return 0;
+}
