@@ -4,12 +4,13 @@
 #   make                 configure (first time) and build a release in $(BUILD_DIR)
 #   make test            dependencies, build, ctest; then the same under ASan+UBSan
 #                        (skip that second pass with CF_TEST_QUICK=1, make or env var)
-#   make demo            build and run the demo (bench/demo.c)
+#   make demo            build, then a tour of the cuckoo tool (scripts/demo.sh)
 #   make bench           build and run every benchmark (bench/*.c but demo.c)
-#   make fuzz            build fuzz/fuzz_ops with clang, libFuzzer, ASan and UBSan (in
-#                        $(FUZZ_BUILD_DIR)) and fuzz for FUZZ_SECONDS (60) over a scratch copy
-#                        of fuzz/corpus/ops; crashes go to $(FUZZ_BUILD_DIR)/artifacts/ (see
-#                        fuzz/README.md). `make test` replays the committed corpus.
+#   make fuzz            build fuzz/fuzz_$(FUZZ_TARGET) (ops, deserialize or chunks; default
+#                        ops) with clang, libFuzzer, ASan and UBSan (in $(FUZZ_BUILD_DIR)) and
+#                        fuzz for FUZZ_SECONDS (60) over a scratch copy of
+#                        fuzz/corpus/$(FUZZ_TARGET); crashes go to $(FUZZ_BUILD_DIR)/artifacts/
+#                        (see fuzz/README.md). `make test` replays the committed corpora.
 #   make install         install to $(PREFIX) (DESTDIR honoured); make uninstall undoes it
 #   make format          clang-format every C source in place; make format-check checks
 #   make deps            install the Debian packages the project needs
@@ -18,8 +19,8 @@
 # Variables: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan), BUILD_TYPE (Release),
 # PREFIX (/usr/local), DESTDIR, CC (compiler for the main build), ASAN_CC (compiler for
 # the sanitizer build: clang if present, else gcc), JOBS (parallel jobs), CMAKE_ARGS
-# (extra -D options), FUZZ_BUILD_DIR (build-fuzz), FUZZ_SECONDS (60), FUZZ_CC (clang),
-# FUZZ_ARGS (extra libFuzzer options, e.g. -fork=2). With CI=true in the
+# (extra -D options), FUZZ_BUILD_DIR (build-fuzz), FUZZ_TARGET (ops), FUZZ_SECONDS (60),
+# FUZZ_CC (clang), FUZZ_ARGS (extra libFuzzer options, e.g. -fork=2). With CI=true in the
 # environment, warnings are errors.
 
 BUILD_DIR      ?= build
@@ -33,6 +34,7 @@ CLANG_FORMAT   ?= clang-format
 CMAKE_ARGS     ?=
 CF_TEST_QUICK  ?=
 FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_TARGET    ?= ops
 FUZZ_SECONDS   ?= 60
 FUZZ_CC        ?= clang
 FUZZ_CXX       ?= clang++
@@ -79,7 +81,7 @@ CONFIGURE_ASAN = CC="$(ASAN_CC)" CXX="$(ASAN_CXX)" $(CMAKE) -S . -B $(ASAN_BUILD
 CONFIGURE_FUZZ = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(FUZZ_BUILD_DIR) \
 	-DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O2 -g" -DCMAKE_CXX_FLAGS_DEBUG="-O2 -g" \
 	-DCF_SANITIZE=address,undefined -DCF_FUZZ=ON -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
-FUZZ_CORPUS = $(FUZZ_BUILD_DIR)/corpus/ops
+FUZZ_CORPUS = $(FUZZ_BUILD_DIR)/corpus/$(FUZZ_TARGET)
 
 .PHONY: all build configure test test-asan demo bench fuzz install uninstall format \
 	format-check deps clean help
@@ -123,11 +125,7 @@ test-asan:
 	$(CTEST) --test-dir $(ASAN_BUILD_DIR) --output-on-failure -j$(JOBS)
 
 demo: deps build
-	@if [ ! -x $(BUILD_DIR)/cf-demo ]; then \
-		echo "make demo: $(BUILD_DIR)/cf-demo was not built (is there a bench/demo.c?)" >&2; \
-		exit 1; \
-	fi
-	$(BUILD_DIR)/cf-demo
+	scripts/demo.sh $(BUILD_DIR)
 
 bench: build
 	@found=0; status=0; \
@@ -141,17 +139,24 @@ bench: build
 	exit $$status
 
 # The fuzzer adds what it finds to the scratch corpus (kept between runs; the committed
-# seeds are copied in again each time) and writes a crashing input to artifacts/.
+# seeds are copied in again each time) and writes a crashing input to artifacts/, its
+# name prefixed with the target's (ops-crash-<sha1>, ...).
 fuzz: deps
-	@echo "== libFuzzer build ($(FUZZ_BUILD_DIR), $(FUZZ_CC))"
+	@if [ ! -f fuzz/fuzz_$(FUZZ_TARGET).c ] || [ ! -d fuzz/corpus/$(FUZZ_TARGET) ]; then \
+		echo "make fuzz: no fuzz target '$(FUZZ_TARGET)' (FUZZ_TARGET=ops, deserialize or" \
+		     "chunks: fuzz/fuzz_<target>.c and fuzz/corpus/<target>/)" >&2; \
+		exit 2; \
+	fi
+	@echo "== libFuzzer build ($(FUZZ_BUILD_DIR), $(FUZZ_CC)), target fuzz_$(FUZZ_TARGET)"
 	$(CONFIGURE_FUZZ)
-	$(CMAKE) --build $(FUZZ_BUILD_DIR) --parallel $(JOBS) --target fuzz_ops
+	$(CMAKE) --build $(FUZZ_BUILD_DIR) --parallel $(JOBS) --target fuzz_$(FUZZ_TARGET)
 	@mkdir -p $(FUZZ_CORPUS) $(FUZZ_BUILD_DIR)/artifacts
-	cp fuzz/corpus/ops/* $(FUZZ_CORPUS)/
+	cp fuzz/corpus/$(FUZZ_TARGET)/* $(FUZZ_CORPUS)/
 	@status=0; \
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		$(FUZZ_BUILD_DIR)/fuzz/fuzz_ops -max_total_time=$(FUZZ_SECONDS) -timeout=30 \
-		-print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD_DIR)/artifacts/ \
+		$(FUZZ_BUILD_DIR)/fuzz/fuzz_$(FUZZ_TARGET) -max_total_time=$(FUZZ_SECONDS) \
+		-timeout=30 -print_final_stats=1 \
+		-artifact_prefix=$(FUZZ_BUILD_DIR)/artifacts/$(FUZZ_TARGET)- \
 		$(FUZZ_ARGS) $(FUZZ_CORPUS) || status=$$?; \
 	if [ $$status -ne 0 ]; then \
 		echo "make fuzz: FAILED; the input is in $(FUZZ_BUILD_DIR)/artifacts/ (fuzz/README.md" \

@@ -1,0 +1,299 @@
+/*
+ * cli.h - what the source files of the `cuckoo` command-line tool share: exit statuses,
+ * error messages, option parsing, the key reader and the progress line.
+ *
+ * The tool uses nothing of the library but its public header, to prove the API suffices.
+ */
+#ifndef CUCKOO_CLI_H
+#define CUCKOO_CLI_H
+
+#include <cuckoofilter.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Exit statuses, documented in cuckoo(1). */
+#define CLI_EXIT_OK    0
+#define CLI_EXIT_USAGE 1 /* bad command line: no file was read or written */
+#define CLI_EXIT_FILE  2 /* missing, corrupt or unwritable file, read error, out of memory */
+#define CLI_EXIT_FULL  3 /* some keys did not fit; the ones that did were saved */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CLI_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define CLI_PRINTF(fmt, args)
+#endif
+
+/* ------------------------------------------------------------------------------------ */
+/* Messages (common.c)                                                                  */
+/* ------------------------------------------------------------------------------------ */
+
+/* "cuckoo: MESSAGE\n" on stderr: every error is one such line. */
+void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
+
+/* "cuckoo: SUB: MESSAGE (see 'cuckoo SUB --help')" on stderr, one line; returns
+ * CLI_EXIT_USAGE. sub is NULL for the top level. */
+int cli_usage(const char *sub, const char *fmt, ...) CLI_PRINTF(2, 3);
+
+/* Reports a failed library call on `path` as one line and returns CLI_EXIT_FILE.
+ * what:  "cannot save" and the like, or NULL when the path and the reason say it all.
+ * err:   errno right after the call, used for CF_EIO.
+ * A corrupt or too new file is named with the reason cf_validate_file gives. */
+int cli_fail(const char *path, const char *what, cf_status st, int err);
+
+/* As cli_fail, with the reason cf_validate or cf_validate_file gave (NULL if none). */
+int cli_fail_reason(const char *path, const char *what, cf_status st, int err, const char *reason);
+
+/* Flushes stdout; on a write error (disk full, closed descriptor) reports it and returns
+ * CLI_EXIT_FILE, else `status`. Every command that prints to stdout ends with this. */
+int cli_finish_stdout(int status);
+
+/* Opens `path` read-only and memory-mapped for lookups, reporting any failure.
+ * verify: check the tables' checksum first (CF_MAP_VERIFY). */
+int cli_open_mapped(const char *path, bool verify, cf_filter **out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Adding keys (common.c)                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+/* What happened to the keys of an add or a build. */
+typedef struct add_counts {
+    uint64_t added;
+    uint64_t present; /* already there: --unique adds, and repeated keys of build */
+    uint64_t full;    /* not added: CF_FULL */
+} add_counts;
+
+/* Counts the outcome of one add. Returns false for a status that stops the command
+ * (CF_ENOMEM or anything unexpected); CF_FULL is counted and the command goes on. */
+bool cli_count_add(add_counts *c, cf_status st);
+
+/* After the filter was saved: the summary line on stderr (unless quiet) and, if some
+ * keys did not fit, the error line. Returns CLI_EXIT_OK or CLI_EXIT_FULL. */
+int cli_report_adds(const char *path, const add_counts *c, bool show_present, bool quiet);
+
+/* The expected false-positive rate of a lookup when every one of `sub_filters`
+ * sub-filters is full: a probe compares the fingerprint with 2b slots in each, and a
+ * stored and a probed fingerprint match with p = (2^f + 2) / 2^(2f) (the library's own
+ * figure), so the rate is 1 - (1 - p)^(2 b sub_filters). */
+double cli_full_load_fpr(unsigned fingerprint_bits, unsigned bucket_size, unsigned sub_filters);
+
+/* ------------------------------------------------------------------------------------ */
+/* Options (common.c)                                                                   */
+/* ------------------------------------------------------------------------------------ */
+
+/* Option identifiers, shared by every subcommand's table. */
+enum cli_opt_id {
+    OPT_HELP = 1,
+    OPT_NULL,
+    OPT_QUIET,
+    OPT_PROGRESS,
+    OPT_CAPACITY,
+    OPT_FPR,
+    OPT_FINGERPRINT_BITS,
+    OPT_BUCKET_SIZE,
+    OPT_MAX_KICKS,
+    OPT_EXPANSION,
+    OPT_MAX_SUB_FILTERS,
+    OPT_SEED,
+    OPT_FORCE,
+    OPT_UNIQUE,
+    OPT_PRESENT,
+    OPT_ABSENT,
+    OPT_JSON,
+    OPT_NO_VERIFY,
+};
+
+typedef struct cli_opt {
+    const char *name; /* long name, without the leading "--" */
+    char short_name;  /* one-letter alias ("-0"), or 0 */
+    bool has_value;   /* takes a value: "--name VALUE" or "--name=VALUE" */
+    int id;           /* an enum cli_opt_id */
+} cli_opt;
+
+/* Walks a subcommand's arguments. Options and operands may come in any order; "--" ends
+ * the options (for keys that begin with '-'), and "-" alone is an operand. Operands are
+ * moved to the front of argv as they are met, so when cli_next_option returns
+ * CLI_OPT_DONE, argv[0 .. operands) are the operands in their order. */
+typedef struct cli_parser {
+    const char *sub;     /* the subcommand, for messages */
+    const cli_opt *opts; /* its options */
+    size_t nopts;
+    char **argv; /* the arguments after the subcommand's name */
+    int argc;
+    int next;        /* index of the next argument to look at */
+    int operands;    /* operands found so far, at argv[0 .. operands) */
+    bool no_options; /* "--" was seen */
+} cli_parser;
+
+#define CLI_OPT_DONE (-1) /* no arguments left */
+#define CLI_OPT_BAD  (-2) /* a usage error, already reported */
+
+void cli_parser_init(cli_parser *p, const char *sub, const cli_opt *opts, size_t nopts, int argc,
+                     char **argv);
+
+/* The id of the next option, with its value in *value (NULL if it takes none), or
+ * CLI_OPT_DONE, or CLI_OPT_BAD. */
+int cli_next_option(cli_parser *p, const char **value);
+
+/* Strict unsigned parsing for option `opt` of subcommand `sub`: decimal digits only
+ * (no sign, no spaces), within [min, max]; with `suffixes`, one of k, M, G may follow
+ * (times 10^3, 10^6, 10^9). On a bad value, reports a usage error and returns false. */
+bool cli_parse_uint(const char *sub, const char *opt, const char *text, uint64_t min, uint64_t max,
+                    bool suffixes, uint64_t *out);
+
+/* As cli_parse_uint, for a 64-bit seed: decimal, or hexadecimal with a 0x prefix. */
+bool cli_parse_seed(const char *sub, const char *opt, const char *text, uint64_t *out);
+
+/* A probability strictly between 0 and 1, such as 0.001 or 1e-4. */
+bool cli_parse_probability(const char *sub, const char *opt, const char *text, double *out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Keys (input.c)                                                                       */
+/* ------------------------------------------------------------------------------------ */
+
+/* Reads keys from a descriptor (lines or NUL-separated records) or from a list of
+ * command-line arguments, without copying them: a key stays valid until the next call.
+ * A line's trailing "\n" or "\r\n" is not part of the key; an empty line is the empty key;
+ * a last line without "\n" is a key; nothing follows a final "\n". */
+typedef struct key_reader {
+    const char *name; /* for messages: the input file's name or "stdin" */
+    int fd;           /* -1 when reading `args` */
+    char sep;         /* '\n' (lines) or '\0' (-0) */
+    char *buf;
+    size_t cap;     /* bytes allocated at buf */
+    size_t pos;     /* start of the first key not yet returned */
+    size_t scanned; /* bytes from pos known to hold no separator */
+    size_t end;     /* bytes of data at buf */
+    bool eof;
+    char **args; /* keys from the command line, when fd is -1 */
+    size_t nargs;
+    size_t next_arg;
+} key_reader;
+
+/* Keys from `fd` (not closed by the reader). Returns false with errno ENOMEM. */
+bool key_reader_open(key_reader *r, int fd, const char *name, bool nul_separated);
+
+/* Keys from args[0 .. n), each taken as-is. */
+void key_reader_args(key_reader *r, char **args, size_t n);
+
+/* 1 and the next key in *key, *len; 0 at the end; -1 on a read error or when a key does
+ * not fit in memory (errno says which). */
+int key_reader_next(key_reader *r, const char **key, size_t *len);
+
+/* Reads the rest of the input and counts its keys, as key_reader_next would return
+ * them. Returns false on a read error (errno set). The reader is then at the end. */
+bool key_reader_count(key_reader *r, uint64_t *keys);
+
+/* Repositions the descriptor at `offset` and forgets everything buffered. Returns false
+ * with errno set if the descriptor cannot seek. */
+bool key_reader_rewind(key_reader *r, off_t offset);
+
+void key_reader_close(key_reader *r);
+
+/* ------------------------------------------------------------------------------------ */
+/* Progress line (input.c)                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* A progress line on stderr for long key streams: shown after about a second when stderr
+ * is a terminal (rewritten in place with '\r'), from the start with --progress (as
+ * ordinary lines on a non-terminal), never with --quiet. */
+typedef struct progress {
+    const char *label;   /* "build x.cf" */
+    uint64_t total;      /* keys expected, 0 if unknown */
+    uint64_t next_check; /* the count at which to look at the clock again */
+    double start;        /* seconds, monotonic */
+    double next_print;   /* when the next line may be printed */
+    bool enabled;        /* may print at all */
+    bool forced;         /* --progress */
+    bool tty;            /* stderr is a terminal: rewrite one line */
+    bool shown;          /* something was printed */
+    int width;           /* characters of the last line printed on the terminal */
+} progress;
+
+/* writes_stdout: the command prints results on stdout; if that is the same terminal, an
+ * automatic progress line would garble them, so it stays off (unless forced). */
+void progress_start(progress *p, const char *label, bool quiet, bool forced, bool writes_stdout,
+                    uint64_t total);
+
+/* Looks at the clock (rarely) and prints when it is time. */
+void progress_update(progress *p, uint64_t done);
+
+static inline void progress_tick(progress *p, uint64_t done)
+{
+    if (done >= p->next_check)
+        progress_update(p, done);
+}
+
+/* Prints the final count if anything was shown (or --progress) and ends the line. */
+void progress_finish(progress *p, uint64_t done);
+
+/* ------------------------------------------------------------------------------------ */
+/* New filters (create.c), for create and build                                         */
+/* ------------------------------------------------------------------------------------ */
+
+/* The options that shape a new filter, for a subcommand's option table. */
+/* clang-format off */
+#define SHAPE_OPTIONS                                                                       \
+    {"fpr", 0, true, OPT_FPR},                                                              \
+    {"fingerprint-bits", 0, true, OPT_FINGERPRINT_BITS},                                    \
+    {"bucket-size", 0, true, OPT_BUCKET_SIZE},                                              \
+    {"max-kicks", 0, true, OPT_MAX_KICKS},                                                  \
+    {"expansion", 0, true, OPT_EXPANSION},                                                  \
+    {"max-sub-filters", 0, true, OPT_MAX_SUB_FILTERS},                                      \
+    {"seed", 0, true, OPT_SEED},                                                            \
+    {"force", 0, false, OPT_FORCE},                                                         \
+    {"quiet", 'q', false, OPT_QUIET},                                                       \
+    {"help", 'h', false, OPT_HELP}
+/* clang-format on */
+
+typedef struct shape_opts {
+    cf_config cfg; /* what the command line set; zero fields take the library's defaults */
+    double fpr;    /* --fpr, or 0 */
+    bool seed_given;
+    bool force;
+    bool quiet;
+} shape_opts;
+
+enum shape_result { SHAPE_TAKEN, SHAPE_NOT_MINE, SHAPE_BAD };
+
+/* Takes option `id` into *o if it is one of SHAPE_OPTIONS but --help (reporting a bad
+ * value as a usage error). */
+enum shape_result cli_shape_option(const char *sub, int id, const char *value, shape_opts *o);
+
+/* Turns --fpr into the narrowest fingerprint width that meets it at full load; a usage
+ * error if --fingerprint-bits was given too, or if no width is enough. */
+int cli_resolve_fpr(const char *sub, shape_opts *o);
+
+/* A secret random seed from /dev/urandom. */
+int cli_random_seed(uint64_t *seed);
+
+/* Refuses an existing `path` (a symbolic link too, even a dangling one) unless force. */
+int cli_check_new_file(const char *path, bool force);
+
+/* cf_new, telling a shape that cannot hold the capacity (a usage error) from a lack of
+ * memory. */
+int cli_new_filter(const char *sub, const char *path, const cf_config *cfg, cf_filter **out);
+
+/* cf_save, atomic, with the error reported. */
+int cli_save_filter(const cf_filter *f, const char *path);
+
+/* "FILE: WHAT: capacity ..., 12-bit fingerprints, ..." on stderr. */
+void cli_describe(const char *path, const char *what, const cf_filter *f);
+
+/* ------------------------------------------------------------------------------------ */
+/* Subcommands                                                                          */
+/* ------------------------------------------------------------------------------------ */
+/* Each takes the arguments after its own name and returns an exit status. */
+
+int cmd_create(int argc, char **argv); /* create.c */
+int cmd_build(int argc, char **argv);  /* build.c */
+int cmd_add(int argc, char **argv);    /* keys.c */
+int cmd_delete(int argc, char **argv); /* keys.c */
+int cmd_query(int argc, char **argv);  /* keys.c */
+int cmd_count(int argc, char **argv);  /* keys.c */
+int cmd_info(int argc, char **argv);   /* inspect.c */
+int cmd_verify(int argc, char **argv); /* inspect.c */
+
+#endif /* CUCKOO_CLI_H */

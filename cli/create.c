@@ -1,0 +1,249 @@
+/*
+ * create.c - `cuckoo create` (an empty filter file), and what it shares with
+ * `cuckoo build`: the options that shape a new filter, the seed, making and saving it.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Where a secret seed comes from when --seed is not given. */
+#define RANDOM_SOURCE "/dev/urandom"
+
+/* ------------------------------------------------------------------------------------ */
+/* New filters, for create and build (declared in cli.h)                                */
+/* ------------------------------------------------------------------------------------ */
+
+enum shape_result cli_shape_option(const char *sub, int id, const char *value, shape_opts *o)
+{
+    uint64_t v = 0;
+    bool ok = true;
+    switch (id) {
+    case OPT_FPR:
+        ok = cli_parse_probability(sub, "fpr", value, &o->fpr);
+        break;
+    case OPT_FINGERPRINT_BITS:
+        ok = cli_parse_uint(sub, "fingerprint-bits", value, CF_MIN_FINGERPRINT_BITS,
+                            CF_MAX_FINGERPRINT_BITS, false, &v);
+        o->cfg.fingerprint_bits = (unsigned)v;
+        break;
+    case OPT_BUCKET_SIZE:
+        ok = cli_parse_uint(sub, "bucket-size", value, 1, CF_MAX_BUCKET_SIZE, false, &v);
+        o->cfg.bucket_size = (unsigned)v;
+        break;
+    case OPT_MAX_KICKS:
+        ok = cli_parse_uint(sub, "max-kicks", value, 1, CF_MAX_MAX_KICKS, false, &v);
+        o->cfg.max_kicks = (unsigned)v;
+        break;
+    case OPT_EXPANSION:
+        ok = cli_parse_uint(sub, "expansion", value, 0, CF_MAX_EXPANSION, false, &v);
+        o->cfg.expansion = (unsigned)v;
+        break;
+    case OPT_MAX_SUB_FILTERS:
+        ok = cli_parse_uint(sub, "max-sub-filters", value, 1, CF_MAX_SUB_FILTERS, false, &v);
+        o->cfg.max_sub_filters = (unsigned)v;
+        break;
+    case OPT_SEED:
+        ok = cli_parse_seed(sub, "seed", value, &o->cfg.seed);
+        o->seed_given = true;
+        break;
+    case OPT_FORCE:
+        o->force = true;
+        break;
+    case OPT_QUIET:
+        o->quiet = true;
+        break;
+    default:
+        return SHAPE_NOT_MINE;
+    }
+    return ok ? SHAPE_TAKEN : SHAPE_BAD;
+}
+
+static unsigned effective_bucket_size(const cf_config *cfg)
+{
+    return cfg->bucket_size ? cfg->bucket_size : CF_DEFAULT_BUCKET_SIZE;
+}
+
+static unsigned effective_fingerprint_bits(const cf_config *cfg)
+{
+    return cfg->fingerprint_bits ? cfg->fingerprint_bits : CF_DEFAULT_FINGERPRINT_BITS;
+}
+
+int cli_resolve_fpr(const char *sub, shape_opts *o)
+{
+    if (o->fpr == 0.0)
+        return CLI_EXIT_OK;
+    if (o->cfg.fingerprint_bits != 0)
+        return cli_usage(sub, "--fpr and --fingerprint-bits are alternatives: give one");
+    unsigned b = effective_bucket_size(&o->cfg);
+    for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++) {
+        if (cli_full_load_fpr(f, b, 1) <= o->fpr) {
+            o->cfg.fingerprint_bits = f;
+            return CLI_EXIT_OK;
+        }
+    }
+    return cli_usage(
+        sub, "--fpr %g is below what %u-bit fingerprints reach with %u-slot buckets (%g)", o->fpr,
+        CF_MAX_FINGERPRINT_BITS, b, cli_full_load_fpr(CF_MAX_FINGERPRINT_BITS, b, 1));
+}
+
+/* A secret seed: nobody who lacks the file can compute keys that collide in it. */
+int cli_random_seed(uint64_t *seed)
+{
+    unsigned char bytes[sizeof *seed];
+    size_t got = 0;
+    int fd = open(RANDOM_SOURCE, O_RDONLY | O_CLOEXEC);
+    while (fd >= 0 && got < sizeof bytes) {
+        ssize_t n = read(fd, bytes + got, sizeof bytes - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO; /* a random device that ends is broken */
+            break;
+        }
+        got += (size_t)n;
+    }
+    int err = errno;
+    if (fd >= 0)
+        close(fd);
+    if (got < sizeof bytes) {
+        cli_error("%s: %s (give --seed)", RANDOM_SOURCE, strerror(err));
+        return CLI_EXIT_FILE;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < sizeof bytes; i++)
+        v = v << 8 | bytes[i];
+    *seed = v;
+    return CLI_EXIT_OK;
+}
+
+int cli_check_new_file(const char *path, bool force)
+{
+    struct stat st;
+    if (!force && lstat(path, &st) == 0) {
+        cli_error("%s: exists (use --force to overwrite)", path);
+        return CLI_EXIT_FILE;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_new_filter(const char *sub, const char *path, const cf_config *cfg, cf_filter **out)
+{
+    size_t bytes;
+    if (cf_bytes_needed(cfg, &bytes) != CF_OK)
+        return cli_usage(sub,
+                         "%" PRIu64 " keys are too many for %u-bit fingerprints in %u-slot "
+                         "buckets",
+                         cfg->capacity, effective_fingerprint_bits(cfg),
+                         effective_bucket_size(cfg));
+    cf_status st = cf_new(cfg, out);
+    if (st == CF_ENOMEM) {
+        cli_error("%s: out of memory (the filter needs %zu bytes)", path, bytes);
+        return CLI_EXIT_FILE;
+    }
+    if (st != CF_OK)
+        return cli_fail(path, NULL, st, 0);
+    return CLI_EXIT_OK;
+}
+
+int cli_save_filter(const cf_filter *f, const char *path)
+{
+    cf_status st = cf_save(f, path);
+    if (st != CF_OK)
+        return cli_fail(path, "cannot save", st, errno);
+    return CLI_EXIT_OK;
+}
+
+void cli_describe(const char *path, const char *what, const cf_filter *f)
+{
+    cf_config cfg;
+    cf_stats s;
+    cf_get_config(f, &cfg);
+    cf_get_stats(f, &s);
+    fprintf(stderr,
+            "%s: %s: capacity %" PRIu64 ", %u-bit fingerprints, %u-slot buckets, %s, %" PRIu64
+            " table bytes, false-positive rate %.4g%% at full load\n",
+            path, what, cfg.capacity, s.fingerprint_bits, s.bucket_size,
+            cfg.expansion ? "growing" : "fixed size", s.bytes,
+            100.0 * cli_full_load_fpr(s.fingerprint_bits, s.bucket_size, s.sub_filters));
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* cuckoo create                                                                        */
+/* ------------------------------------------------------------------------------------ */
+
+static const char create_help[] =
+    "Usage: cuckoo create FILE --capacity N [OPTION...]\n"
+    "Create an empty filter file that holds N keys.\n"
+    "\n"
+    "  --capacity N            keys to hold (required); k, M, G multiply by 10^3, 10^6, 10^9\n"
+    "  --fpr P                 false-positive rate wanted at full load, such as 0.001 or\n"
+    "                          1e-4: picks the narrowest fingerprint that meets it\n"
+    "  --fingerprint-bits F    fingerprint width, 4 to 32 (default 12: about 0.19%)\n"
+    "  --bucket-size B         slots per bucket, 1 to 255 (default 4)\n"
+    "  --max-kicks K           eviction budget per insert, 1 to 65535 (default 500)\n"
+    "  --expansion X           0 (default): fixed size, adds fail when full; X >= 1: when\n"
+    "                          full, append a sub-filter X times larger\n"
+    "  --max-sub-filters M     growing filters stop at M sub-filters (default 32)\n"
+    "  --seed S                hash seed, decimal or 0x-hexadecimal (default: random)\n"
+    "  --force                 overwrite FILE if it exists\n"
+    "  -q, --quiet             no summary on stderr\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "Without --seed the seed is secret and random, so nobody can compute keys that collide\n"
+    "in the filter; give --seed for files that must come out the same every time.\n"
+    "The file is written atomically: an existing FILE is replaced whole or not at all.\n";
+
+int cmd_create(int argc, char **argv)
+{
+    static const cli_opt opts[] = {{"capacity", 0, true, OPT_CAPACITY}, SHAPE_OPTIONS};
+    shape_opts o = {0};
+    bool have_capacity = false;
+    cli_parser p;
+    cli_parser_init(&p, "create", opts, sizeof opts / sizeof opts[0], argc, argv);
+    const char *value;
+    int id;
+    while ((id = cli_next_option(&p, &value)) != CLI_OPT_DONE) {
+        if (id == CLI_OPT_BAD)
+            return CLI_EXIT_USAGE;
+        if (id == OPT_HELP) {
+            fputs(create_help, stdout);
+            return cli_finish_stdout(CLI_EXIT_OK);
+        }
+        if (id == OPT_CAPACITY) {
+            if (!cli_parse_uint("create", "capacity", value, 1, UINT64_MAX, true, &o.cfg.capacity))
+                return CLI_EXIT_USAGE;
+            have_capacity = true;
+        } else if (cli_shape_option("create", id, value, &o) == SHAPE_BAD) {
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (p.operands != 1)
+        return cli_usage("create", p.operands == 0 ? "missing FILE" : "one FILE only");
+    if (!have_capacity)
+        return cli_usage("create", "--capacity is required");
+    int status = cli_resolve_fpr("create", &o);
+    if (status != CLI_EXIT_OK)
+        return status;
+
+    const char *path = argv[0];
+    status = cli_check_new_file(path, o.force);
+    if (status == CLI_EXIT_OK && !o.seed_given)
+        status = cli_random_seed(&o.cfg.seed);
+    cf_filter *f = NULL;
+    if (status == CLI_EXIT_OK)
+        status = cli_new_filter("create", path, &o.cfg, &f);
+    if (status == CLI_EXIT_OK)
+        status = cli_save_filter(f, path);
+    if (status == CLI_EXIT_OK && !o.quiet)
+        cli_describe(path, "created", f);
+    cf_free(f);
+    return status;
+}

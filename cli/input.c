@@ -1,0 +1,260 @@
+/*
+ * input.c - reading keys fast (large read() calls, memchr, no copies) and the progress
+ * line that long key streams show.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Large enough that the read() calls cost nothing next to hashing the keys in them;
+ * small enough to stay in the L2 cache. A longer key grows the buffer. */
+#define READ_BUFFER_BYTES ((size_t)1 << 20)
+
+/* ------------------------------------------------------------------------------------ */
+/* Key reader                                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+bool key_reader_open(key_reader *r, int fd, const char *name, bool nul_separated)
+{
+    *r = (key_reader){.name = name, .fd = fd, .sep = nul_separated ? '\0' : '\n'};
+    r->buf = malloc(READ_BUFFER_BYTES);
+    if (!r->buf) {
+        errno = ENOMEM;
+        return false;
+    }
+    r->cap = READ_BUFFER_BYTES;
+    return true;
+}
+
+void key_reader_args(key_reader *r, char **args, size_t n)
+{
+    *r = (key_reader){.name = "arguments", .fd = -1, .args = args, .nargs = n};
+}
+
+void key_reader_close(key_reader *r)
+{
+    free(r->buf);
+    r->buf = NULL;
+}
+
+/* read() that retries when a signal interrupts it. */
+static ssize_t read_some(int fd, char *buf, size_t len)
+{
+    ssize_t got;
+    do
+        got = read(fd, buf, len);
+    while (got < 0 && errno == EINTR);
+    return got;
+}
+
+/* Makes room after the data for another read(): drops the keys already returned and,
+ * when a single key fills the whole buffer, doubles it. */
+static bool make_room(key_reader *r)
+{
+    if (r->pos > 0) {
+        memmove(r->buf, r->buf + r->pos, r->end - r->pos);
+        r->end -= r->pos;
+        r->pos = 0;
+    }
+    if (r->end < r->cap)
+        return true;
+    if (r->cap > SIZE_MAX / 2) {
+        errno = ENOMEM;
+        return false;
+    }
+    char *bigger = realloc(r->buf, r->cap * 2);
+    if (!bigger) {
+        errno = ENOMEM;
+        return false;
+    }
+    r->buf = bigger;
+    r->cap *= 2;
+    return true;
+}
+
+int key_reader_next(key_reader *r, const char **key, size_t *len)
+{
+    if (r->fd < 0) {
+        if (r->next_arg == r->nargs)
+            return 0;
+        const char *arg = r->args[r->next_arg++];
+        *key = arg;
+        *len = strlen(arg);
+        return 1;
+    }
+
+    for (;;) {
+        char *start = r->buf + r->pos;
+        size_t avail = r->end - r->pos;
+        char *hit = memchr(start + r->scanned, r->sep, avail - r->scanned);
+        if (hit) {
+            size_t n = (size_t)(hit - start);
+            r->pos += n + 1;
+            r->scanned = 0;
+            if (r->sep == '\n' && n > 0 && start[n - 1] == '\r')
+                n--;
+            *key = start;
+            *len = n;
+            return 1;
+        }
+        if (r->eof) {
+            if (avail == 0)
+                return 0;
+            /* A last line without a separator is still a key, taken as it is. */
+            r->pos = r->end;
+            r->scanned = 0;
+            *key = start;
+            *len = avail;
+            return 1;
+        }
+        r->scanned = avail;
+        if (!make_room(r))
+            return -1;
+        ssize_t got = read_some(r->fd, r->buf + r->end, r->cap - r->end);
+        if (got < 0)
+            return -1;
+        if (got == 0)
+            r->eof = true;
+        r->end += (size_t)got;
+    }
+}
+
+/* Adds the separators in buf[0 .. len) to *keys; *open_key tells whether the data so far
+ * ends inside a key (a last line without a separator, which counts too). */
+static void count_block(const char *buf, size_t len, char sep, uint64_t *keys, bool *open_key)
+{
+    if (len == 0)
+        return;
+    const char *p = buf, *end = buf + len;
+    const char *hit;
+    while ((hit = memchr(p, sep, (size_t)(end - p))) != NULL) {
+        (*keys)++;
+        p = hit + 1;
+    }
+    *open_key = end[-1] != sep;
+}
+
+bool key_reader_count(key_reader *r, uint64_t *keys)
+{
+    if (r->fd < 0) {
+        *keys = r->nargs - r->next_arg;
+        r->next_arg = r->nargs;
+        return true;
+    }
+    uint64_t n = 0;
+    bool open_key = false;
+    count_block(r->buf + r->pos, r->end - r->pos, r->sep, &n, &open_key);
+    r->pos = r->end = r->scanned = 0;
+    while (!r->eof) {
+        ssize_t got = read_some(r->fd, r->buf, r->cap);
+        if (got < 0)
+            return false;
+        if (got == 0)
+            r->eof = true;
+        count_block(r->buf, (size_t)got, r->sep, &n, &open_key);
+    }
+    *keys = n + (open_key ? 1u : 0u);
+    return true;
+}
+
+bool key_reader_rewind(key_reader *r, off_t offset)
+{
+    if (lseek(r->fd, offset, SEEK_SET) < 0)
+        return false;
+    r->pos = r->end = r->scanned = 0;
+    r->eof = false;
+    return true;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Progress line                                                                        */
+/* ------------------------------------------------------------------------------------ */
+
+/* Keys between two looks at the clock: a few milliseconds of work at the usual rates, so
+ * the clock costs nothing and the line still updates on time. */
+#define PROGRESS_CHECK_KEYS      16384u
+/* An automatic progress line appears only once a stream has taken this long. */
+#define PROGRESS_DELAY_S         1.0
+/* Rewriting the terminal line more often than this would just flicker. */
+#define PROGRESS_TTY_INTERVAL_S  0.25
+/* On a non-terminal each update is a new line, so fewer of them. */
+#define PROGRESS_LINE_INTERVAL_S 1.0
+/* Longest progress line, with room to spare for a long file name. */
+#define PROGRESS_LINE_MAX        512
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void progress_start(progress *p, const char *label, bool quiet, bool forced, bool writes_stdout,
+                    uint64_t total)
+{
+    bool tty = isatty(STDERR_FILENO) == 1;
+    bool shared_tty = writes_stdout && isatty(STDOUT_FILENO) == 1;
+    *p = (progress){.label = label, .total = total, .forced = forced, .tty = tty};
+    p->enabled = !quiet && (forced || (tty && !shared_tty));
+    p->start = now_seconds();
+    p->next_print = p->start + (forced ? (tty ? PROGRESS_TTY_INTERVAL_S : PROGRESS_LINE_INTERVAL_S)
+                                       : PROGRESS_DELAY_S);
+    p->next_check = p->enabled ? PROGRESS_CHECK_KEYS : UINT64_MAX;
+}
+
+static void print_progress(progress *p, uint64_t done, double now, bool final)
+{
+    char line[PROGRESS_LINE_MAX];
+    double elapsed = now - p->start;
+    double mrate = elapsed > 0.0 ? (double)done / elapsed / 1e6 : 0.0;
+    int len;
+    if (final)
+        len = snprintf(line, sizeof line, "%s: %" PRIu64 " keys in %.2f s, %.2fM keys/s", p->label,
+                       done, elapsed, mrate);
+    else if (p->total > 0)
+        len = snprintf(line, sizeof line,
+                       "%s: %" PRIu64 " of %" PRIu64 " keys (%.0f%%), %.2fM keys/s", p->label, done,
+                       p->total, 100.0 * (double)done / (double)p->total, mrate);
+    else
+        len = snprintf(line, sizeof line, "%s: %" PRIu64 " keys, %.2fM keys/s", p->label, done,
+                       mrate);
+    if (len < 0)
+        return;
+    if ((size_t)len >= sizeof line)
+        len = (int)sizeof line - 1; /* snprintf cut it there */
+    if (p->tty) {
+        /* Blanks over what is left of a longer previous line. */
+        int pad = p->width > len ? p->width - len : 0;
+        fprintf(stderr, "\r%s%*s", line, pad, "");
+        p->width = len;
+        if (final)
+            fputc('\n', stderr);
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
+    p->shown = true;
+}
+
+void progress_update(progress *p, uint64_t done)
+{
+    p->next_check = done + PROGRESS_CHECK_KEYS;
+    double now = now_seconds();
+    if (now < p->next_print)
+        return;
+    print_progress(p, done, now, false);
+    p->next_print = now + (p->tty ? PROGRESS_TTY_INTERVAL_S : PROGRESS_LINE_INTERVAL_S);
+}
+
+void progress_finish(progress *p, uint64_t done)
+{
+    if (p->enabled && (p->shown || p->forced))
+        print_progress(p, done, now_seconds(), true);
+}

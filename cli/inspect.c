@@ -1,0 +1,195 @@
+/*
+ * inspect.c - `cuckoo info` (every parameter and figure of a filter file) and
+ * `cuckoo verify` (a complete check of the file).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+/* ------------------------------------------------------------------------------------ */
+/* cuckoo info                                                                          */
+/* ------------------------------------------------------------------------------------ */
+
+static const char info_help[] =
+    "Usage: cuckoo info FILE [--json]\n"
+    "Print the parameters and figures of the filter in FILE.\n"
+    "\n"
+    "  --json          one JSON object with snake_case keys, for programs\n"
+    "  -h, --help      show this help\n"
+    "\n"
+    "The whole file is checked first; a damaged one is refused (see cuckoo verify).\n"
+    "The expected false-positive rate is given at the current load and at full load (every\n"
+    "current sub-filter full). Bits per item is table bits / items (\"-\" when empty).\n";
+
+/* Everything info prints, gathered once for both formats. */
+typedef struct filter_facts {
+    cf_config cfg;
+    cf_stats s;
+    size_t file_bytes;
+    double fpr_full; /* at full load of the current sub-filters */
+} filter_facts;
+
+static void print_text(const char *path, const filter_facts *x)
+{
+    const cf_config *c = &x->cfg;
+    const cf_stats *s = &x->s;
+    /* Label column wide enough for the longest label. */
+    const int w = 18;
+    printf("%-*s %s\n", w, "file", path);
+    printf("%-*s %u\n", w, "format version", CF_FORMAT_VERSION);
+    printf("%-*s %" PRIu64 "\n", w, "capacity", c->capacity);
+    printf("%-*s %u\n", w, "fingerprint bits", c->fingerprint_bits);
+    printf("%-*s %u\n", w, "bucket size", c->bucket_size);
+    printf("%-*s %u\n", w, "max kicks", c->max_kicks);
+    if (c->expansion == 0)
+        printf("%-*s 0 (fixed size)\n", w, "expansion");
+    else
+        printf("%-*s %u (growing: each new sub-filter %u times the last)\n", w, "expansion",
+               c->expansion, c->expansion);
+    printf("%-*s %u\n", w, "max sub-filters", c->max_sub_filters);
+    printf("%-*s 0x%016" PRIx64 "\n", w, "seed", c->seed);
+    printf("%-*s %u\n", w, "sub-filters", s->sub_filters);
+    printf("%-*s %" PRIu64 "\n", w, "buckets", s->buckets);
+    printf("%-*s %" PRIu64 "\n", w, "slots", s->slots);
+    printf("%-*s %" PRIu64 "\n", w, "items", s->items);
+    printf("%-*s %" PRIu64 "\n", w, "stashed", s->stashed);
+    printf("%-*s %.4f\n", w, "load factor", s->load_factor);
+    printf("%-*s %" PRIu64 "\n", w, "table bytes", s->bytes);
+    printf("%-*s %zu\n", w, "file bytes", x->file_bytes);
+    if (s->items == 0)
+        printf("%-*s -\n", w, "bits per item");
+    else
+        printf("%-*s %.2f\n", w, "bits per item", (double)s->bytes * 8.0 / (double)s->items);
+    printf("%-*s %.6f%%\n", w, "fpr now", s->fpr * 100.0);
+    printf("%-*s %.6f%%\n", w, "fpr at full load", x->fpr_full * 100.0);
+}
+
+static void print_json(const filter_facts *x)
+{
+    const cf_config *c = &x->cfg;
+    const cf_stats *s = &x->s;
+    /* %.9g: enough digits to tell any two rates apart that a filter can have, and always
+     * a valid JSON number (the values are finite). */
+    printf("{\n");
+    printf("  \"format_version\": %u,\n", CF_FORMAT_VERSION);
+    printf("  \"capacity\": %" PRIu64 ",\n", c->capacity);
+    printf("  \"fingerprint_bits\": %u,\n", c->fingerprint_bits);
+    printf("  \"bucket_size\": %u,\n", c->bucket_size);
+    printf("  \"max_kicks\": %u,\n", c->max_kicks);
+    printf("  \"expansion\": %u,\n", c->expansion);
+    printf("  \"max_sub_filters\": %u,\n", c->max_sub_filters);
+    /* A string: JSON numbers lose precision beyond 2^53 in most parsers. */
+    printf("  \"seed\": \"0x%016" PRIx64 "\",\n", c->seed);
+    printf("  \"sub_filters\": %u,\n", s->sub_filters);
+    printf("  \"buckets\": %" PRIu64 ",\n", s->buckets);
+    printf("  \"slots\": %" PRIu64 ",\n", s->slots);
+    printf("  \"items\": %" PRIu64 ",\n", s->items);
+    printf("  \"stashed\": %" PRIu64 ",\n", s->stashed);
+    printf("  \"load_factor\": %.9g,\n", s->load_factor);
+    printf("  \"table_bytes\": %" PRIu64 ",\n", s->bytes);
+    printf("  \"file_bytes\": %zu,\n", x->file_bytes);
+    if (s->items == 0)
+        printf("  \"bits_per_item\": null,\n");
+    else
+        printf("  \"bits_per_item\": %.9g,\n", (double)s->bytes * 8.0 / (double)s->items);
+    printf("  \"fpr\": %.9g,\n", s->fpr);
+    printf("  \"fpr_at_full_load\": %.9g\n", x->fpr_full);
+    printf("}\n");
+}
+
+int cmd_info(int argc, char **argv)
+{
+    static const cli_opt opts[] = {{"json", 0, false, OPT_JSON}, {"help", 'h', false, OPT_HELP}};
+    bool json = false;
+    cli_parser p;
+    cli_parser_init(&p, "info", opts, sizeof opts / sizeof opts[0], argc, argv);
+    const char *value;
+    int id;
+    while ((id = cli_next_option(&p, &value)) != CLI_OPT_DONE) {
+        if (id == CLI_OPT_BAD)
+            return CLI_EXIT_USAGE;
+        if (id == OPT_HELP) {
+            fputs(info_help, stdout);
+            return cli_finish_stdout(CLI_EXIT_OK);
+        }
+        json = json || id == OPT_JSON;
+    }
+    if (p.operands != 1)
+        return cli_usage("info", p.operands == 0 ? "missing FILE" : "one FILE only");
+
+    const char *path = argv[0];
+    cf_filter *f;
+    /* With the tables' checksum too: the figures of a damaged file would mislead, and one
+     * read of the file costs far less than loading it. */
+    int status = cli_open_mapped(path, true, &f);
+    if (status != CLI_EXIT_OK)
+        return status;
+    filter_facts x;
+    cf_get_config(f, &x.cfg);
+    cf_get_stats(f, &x.s);
+    x.file_bytes = cf_serialized_size(f);
+    x.fpr_full = cli_full_load_fpr(x.s.fingerprint_bits, x.s.bucket_size, x.s.sub_filters);
+    cf_free(f);
+    if (json)
+        print_json(&x);
+    else
+        print_text(path, &x);
+    return cli_finish_stdout(CLI_EXIT_OK);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* cuckoo verify                                                                        */
+/* ------------------------------------------------------------------------------------ */
+
+static const char verify_help[] =
+    "Usage: cuckoo verify FILE...\n"
+    "Check each FILE completely: magic number, format version, every parameter, the\n"
+    "layout, the exact length and the checksums of the header and of the tables.\n"
+    "Prints \"FILE: ok\" and a few figures for a good file; for a bad one, one line\n"
+    "naming the problem on stderr, and the exit status is 2.\n"
+    "\n"
+    "  -h, --help      show this help\n";
+
+static int verify_one(const char *path)
+{
+    const char *reason = NULL;
+    cf_status st = cf_validate_file(path, &reason);
+    if (st != CF_OK)
+        return cli_fail_reason(path, NULL, st, errno, reason);
+    /* Already checked in full: open without checking the tables again. */
+    cf_filter *f;
+    int status = cli_open_mapped(path, false, &f);
+    if (status != CLI_EXIT_OK)
+        return status;
+    cf_stats s;
+    cf_get_stats(f, &s);
+    printf("%s: ok (%" PRIu64 " items in %" PRIu64 " slots, %u sub-filter%s, %zu bytes)\n", path,
+           s.items, s.slots, s.sub_filters, s.sub_filters == 1 ? "" : "s", cf_serialized_size(f));
+    cf_free(f);
+    return CLI_EXIT_OK;
+}
+
+int cmd_verify(int argc, char **argv)
+{
+    static const cli_opt opts[] = {{"help", 'h', false, OPT_HELP}};
+    cli_parser p;
+    cli_parser_init(&p, "verify", opts, sizeof opts / sizeof opts[0], argc, argv);
+    const char *value;
+    int id;
+    while ((id = cli_next_option(&p, &value)) != CLI_OPT_DONE) {
+        if (id == CLI_OPT_BAD)
+            return CLI_EXIT_USAGE;
+        fputs(verify_help, stdout);
+        return cli_finish_stdout(CLI_EXIT_OK);
+    }
+    if (p.operands == 0)
+        return cli_usage("verify", "missing FILE");
+    int status = CLI_EXIT_OK;
+    for (int i = 0; i < p.operands; i++)
+        if (verify_one(argv[i]) != CLI_EXIT_OK)
+            status = CLI_EXIT_FILE;
+    return cli_finish_stdout(status);
+}

@@ -1,0 +1,450 @@
+/*
+ * keys.c - the subcommands that take keys: add, delete, query and count.
+ *
+ * Keys come from the command line when there are any after FILE, else from stdin.
+ * add and delete load the filter, change it and save it atomically; query and count map
+ * the file and answer from it in place.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Keys per cf_contains_many call: enough for the library to overlap their memory reads,
+ * few enough that the keys' copies stay in the L1 cache until they are printed. */
+#define QUERY_BATCH         256
+/* First size of the buffer holding a batch's keys; it grows for long keys. */
+#define BATCH_BYTES_INITIAL ((size_t)1 << 16)
+/* stdout buffer when it is not a terminal: one write() per many answers. */
+#define OUTPUT_BUFFER_BYTES ((size_t)1 << 16)
+/* Room for "query FILE" in a progress line; a longer name is cut. */
+#define LABEL_BYTES         256
+
+/* What a subcommand that takes keys was asked to do. */
+typedef struct key_cmd {
+    const char *sub;
+    const char *path;
+    char **keys; /* the keys on the command line, after FILE */
+    size_t nkeys;
+    char label[LABEL_BYTES]; /* "add FILE", for the progress line */
+    bool nul;
+    bool quiet;
+    bool progress;
+    bool unique;
+    bool present;
+    bool absent;
+    bool no_verify;
+} key_cmd;
+
+/* Returned by parse_key_cmd when the command should go on. */
+#define KEEP_GOING (-1)
+
+/* Reads the command line into *c. Returns KEEP_GOING, or the exit status of a command
+ * that is over (--help, a usage error). */
+static int parse_key_cmd(key_cmd *c, const char *sub, const cli_opt *opts, size_t nopts,
+                         const char *help, int argc, char **argv)
+{
+    *c = (key_cmd){.sub = sub};
+    cli_parser p;
+    cli_parser_init(&p, sub, opts, nopts, argc, argv);
+    const char *value;
+    int id;
+    while ((id = cli_next_option(&p, &value)) != CLI_OPT_DONE) {
+        switch (id) {
+        case CLI_OPT_BAD:
+            return CLI_EXIT_USAGE;
+        case OPT_HELP:
+            fputs(help, stdout);
+            return cli_finish_stdout(CLI_EXIT_OK);
+        case OPT_NULL:
+            c->nul = true;
+            break;
+        case OPT_QUIET:
+            c->quiet = true;
+            break;
+        case OPT_PROGRESS:
+            c->progress = true;
+            break;
+        case OPT_UNIQUE:
+            c->unique = true;
+            break;
+        case OPT_PRESENT:
+            c->present = true;
+            break;
+        case OPT_ABSENT:
+            c->absent = true;
+            break;
+        case OPT_NO_VERIFY:
+            c->no_verify = true;
+            break;
+        default:
+            break;
+        }
+    }
+    if (p.operands == 0)
+        return cli_usage(sub, "missing FILE");
+    if (c->present && c->absent)
+        return cli_usage(sub, "--present and --absent exclude each other");
+    c->path = argv[0];
+    c->keys = argv + 1;
+    c->nkeys = (size_t)p.operands - 1;
+    snprintf(c->label, sizeof c->label, "%s %s", sub, c->path);
+    return KEEP_GOING;
+}
+
+/* The keys of the command line, or stdin's when there are none. */
+static int open_keys(const key_cmd *c, key_reader *in)
+{
+    if (c->nkeys > 0) {
+        key_reader_args(in, c->keys, c->nkeys);
+        return CLI_EXIT_OK;
+    }
+    if (!key_reader_open(in, STDIN_FILENO, "stdin", c->nul)) {
+        cli_error("stdin: out of memory");
+        return CLI_EXIT_FILE;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* add and delete                                                                       */
+/* ------------------------------------------------------------------------------------ */
+
+static const char add_help[] =
+    "Usage: cuckoo add FILE [OPTION...] [KEY...]\n"
+    "Add the KEYs, or the keys read from stdin when there are none, to the filter in FILE.\n"
+    "Keys on stdin are lines without their \"\\n\" or \"\\r\\n\" (an empty line is the empty\n"
+    "key), or NUL-terminated with -0. Put -- before KEYs that begin with '-'.\n"
+    "\n"
+    "  --unique        add a key only if the filter does not (probably) hold it yet\n"
+    "  -0, --null      keys on stdin are terminated by NUL bytes, not newlines\n"
+    "  --progress      show progress even when stderr is not a terminal\n"
+    "  -q, --quiet     no progress, no summary\n"
+    "  -h, --help      show this help\n"
+    "\n"
+    "A key that does not fit (a fixed filter is full, a growing one has all its\n"
+    "sub-filters, or the key was added too often) is counted and skipped; the keys that\n"
+    "fit are saved, and the exit status is 3. FILE is replaced atomically: whatever\n"
+    "happens, it holds the old filter or the new one.\n";
+
+static const char delete_help[] =
+    "Usage: cuckoo delete FILE [OPTION...] [KEY...]\n"
+    "Delete one copy of each KEY, or of each key read from stdin when there are none (put\n"
+    "-- before KEYs that begin with '-').\n"
+    "Only delete keys that were added: deleting another key can remove the fingerprint of\n"
+    "an added key that shares it, which is then no longer found.\n"
+    "\n"
+    "  -0, --null      keys on stdin are terminated by NUL bytes, not newlines\n"
+    "  --progress      show progress even when stderr is not a terminal\n"
+    "  -q, --quiet     no progress, no summary\n"
+    "  -h, --help      show this help\n"
+    "\n"
+    "FILE is replaced atomically: whatever happens, it holds the old filter or the new one.\n";
+
+/* Load, apply every key, save: add (is_delete false) or delete. */
+static int change_filter(const key_cmd *c, bool is_delete)
+{
+    cf_filter *f;
+    cf_status st = cf_load(c->path, NULL, &f);
+    if (st != CF_OK)
+        return cli_fail(c->path, NULL, st, errno);
+    key_reader in;
+    int status = open_keys(c, &in);
+    if (status != CLI_EXIT_OK) {
+        cf_free(f);
+        return status;
+    }
+
+    add_counts added = {0};
+    uint64_t deleted = 0, not_found = 0, done = 0;
+    progress pr;
+    progress_start(&pr, c->label, c->quiet, c->progress, false, c->nkeys);
+    const char *key;
+    size_t len;
+    int got;
+    st = CF_OK;
+    while ((got = key_reader_next(&in, &key, &len)) > 0) {
+        if (is_delete) {
+            st = cf_delete(f, key, len);
+            if (st == CF_OK)
+                deleted++;
+            else if (st == CF_NOT_FOUND)
+                not_found++;
+            else
+                break;
+        } else {
+            st = c->unique ? cf_add_unique(f, key, len) : cf_add(f, key, len);
+            if (!cli_count_add(&added, st))
+                break;
+        }
+        progress_tick(&pr, ++done);
+    }
+    int err = errno;
+    progress_finish(&pr, done);
+    key_reader_close(&in);
+
+    /* A read error or a failed add leaves the file as it was, so that running the same
+     * command again gives what one successful run would have. */
+    if (got < 0) {
+        cli_error("%s: %s (nothing saved)", in.name, strerror(err));
+        status = CLI_EXIT_FILE;
+    } else if (got > 0) {
+        cli_error("%s: %s after %" PRIu64 " keys (nothing saved)", c->path, cf_strerror(st), done);
+        status = CLI_EXIT_FILE;
+    } else if (is_delete ? deleted > 0 : added.added > 0) {
+        st = cf_save(f, c->path);
+        if (st != CF_OK)
+            status = cli_fail(c->path, "cannot save", st, errno);
+    }
+    cf_free(f);
+    if (status != CLI_EXIT_OK)
+        return status;
+    if (!is_delete)
+        return cli_report_adds(c->path, &added, c->unique, c->quiet);
+    if (!c->quiet)
+        fprintf(stderr, "%s: deleted %" PRIu64 ", not found %" PRIu64 "\n", c->path, deleted,
+                not_found);
+    return CLI_EXIT_OK;
+}
+
+int cmd_add(int argc, char **argv)
+{
+    static const cli_opt opts[] = {
+        {"unique", 0, false, OPT_UNIQUE},     {"null", '0', false, OPT_NULL},
+        {"progress", 0, false, OPT_PROGRESS}, {"quiet", 'q', false, OPT_QUIET},
+        {"help", 'h', false, OPT_HELP},
+    };
+    key_cmd c;
+    int status = parse_key_cmd(&c, "add", opts, sizeof opts / sizeof opts[0], add_help, argc, argv);
+    return status == KEEP_GOING ? change_filter(&c, false) : status;
+}
+
+int cmd_delete(int argc, char **argv)
+{
+    static const cli_opt opts[] = {
+        {"null", '0', false, OPT_NULL},
+        {"progress", 0, false, OPT_PROGRESS},
+        {"quiet", 'q', false, OPT_QUIET},
+        {"help", 'h', false, OPT_HELP},
+    };
+    key_cmd c;
+    int status =
+        parse_key_cmd(&c, "delete", opts, sizeof opts / sizeof opts[0], delete_help, argc, argv);
+    return status == KEEP_GOING ? change_filter(&c, true) : status;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* query and count                                                                      */
+/* ------------------------------------------------------------------------------------ */
+
+static const char query_help[] =
+    "Usage: cuckoo query FILE [OPTION...] [KEY...]\n"
+    "Look up the KEYs, or the keys read from stdin when there are none, and print\n"
+    "KEY<TAB>yes or KEY<TAB>no for each, in order. yes is wrong with the filter's\n"
+    "false-positive rate; no is always right. Put -- before KEYs that begin with '-'.\n"
+    "\n"
+    "  --present       print only the keys that are (probably) present, one per line\n"
+    "  --absent        print only the keys that are certainly absent, one per line\n"
+    "  -0, --null      keys on stdin, and the records printed, end with NUL bytes\n"
+    "  --no-verify     skip the check of the whole file's checksum (for a very large\n"
+    "                  file; a damaged table then gives wrong answers, never a crash)\n"
+    "  --progress      show progress even when stderr is not a terminal\n"
+    "  -q, --quiet     no progress\n"
+    "  -h, --help      show this help\n"
+    "\n"
+    "Example: cat urls | cuckoo query blocklist.cf --absent\n";
+
+static const char count_help[] =
+    "Usage: cuckoo count FILE [OPTION...] [KEY...]\n"
+    "Print KEY<TAB>N for each KEY, or each key read from stdin when there are none: N is\n"
+    "how many stored fingerprints match the key, at least the times it was added minus\n"
+    "the times it was deleted (false positives can make it more). Put -- before KEYs\n"
+    "that begin with '-'.\n"
+    "\n"
+    "  -0, --null      keys on stdin, and the records printed, end with NUL bytes\n"
+    "  --no-verify     skip the check of the whole file's checksum\n"
+    "  --progress      show progress even when stderr is not a terminal\n"
+    "  -q, --quiet     no progress\n"
+    "  -h, --help      show this help\n";
+
+/* Keys waiting for one cf_contains_many call, copied: the reader reuses its buffer. */
+typedef struct query_batch {
+    uint64_t hashes[QUERY_BATCH];
+    bool found[QUERY_BATCH];
+    size_t offset[QUERY_BATCH]; /* of each key in bytes */
+    size_t len[QUERY_BATCH];
+    size_t n;
+    char *bytes;
+    size_t used;
+    size_t cap;
+} query_batch;
+
+static bool batch_push(query_batch *b, const cf_filter *f, const char *key, size_t len)
+{
+    if (!b->bytes || len > b->cap - b->used) {
+        size_t cap = b->cap ? b->cap : BATCH_BYTES_INITIAL;
+        while (cap - b->used < len) {
+            if (cap > SIZE_MAX / 2)
+                return false;
+            cap *= 2;
+        }
+        char *bytes = realloc(b->bytes, cap);
+        if (!bytes)
+            return false;
+        b->bytes = bytes;
+        b->cap = cap;
+    }
+    if (len > 0)
+        memcpy(b->bytes + b->used, key, len);
+    b->offset[b->n] = b->used;
+    b->len[b->n] = len;
+    b->hashes[b->n] = cf_hash(f, key, len);
+    b->used += len;
+    b->n++;
+    return true;
+}
+
+/* Answers the batch and prints it. Returns false once stdout has failed. */
+static bool batch_flush(query_batch *b, const cf_filter *f, const key_cmd *c)
+{
+    cf_contains_many(f, b->hashes, b->n, b->found);
+    char term = c->nul ? '\0' : '\n';
+    for (size_t i = 0; i < b->n; i++) {
+        bool wanted = c->present ? b->found[i] : c->absent ? !b->found[i] : true;
+        if (!wanted)
+            continue;
+        fwrite(b->bytes + b->offset[i], 1, b->len[i], stdout);
+        if (!c->present && !c->absent)
+            fputs(b->found[i] ? "\tyes" : "\tno", stdout);
+        putchar(term);
+    }
+    b->n = 0;
+    b->used = 0;
+    return !ferror(stdout);
+}
+
+/* Opens the filter and the keys for query and count. */
+static int start_lookups(const key_cmd *c, cf_filter **f, key_reader *in)
+{
+    int status = cli_open_mapped(c->path, !c->no_verify, f);
+    if (status != CLI_EXIT_OK)
+        return status;
+    status = open_keys(c, in);
+    if (status != CLI_EXIT_OK) {
+        cf_free(*f);
+        return status;
+    }
+    if (isatty(STDOUT_FILENO) != 1)
+        setvbuf(stdout, NULL, _IOFBF, OUTPUT_BUFFER_BYTES);
+    return CLI_EXIT_OK;
+}
+
+/* The status after the last key: a read error, else whatever stdout says. */
+static int end_lookups(int got, int err, const key_reader *in, cf_filter *f)
+{
+    cf_free(f);
+    int status = CLI_EXIT_OK;
+    if (got < 0) {
+        cli_error("%s: %s", in->name, strerror(err));
+        status = CLI_EXIT_FILE;
+    }
+    return cli_finish_stdout(status);
+}
+
+int cmd_query(int argc, char **argv)
+{
+    static const cli_opt opts[] = {
+        {"present", 0, false, OPT_PRESENT},     {"absent", 0, false, OPT_ABSENT},
+        {"null", '0', false, OPT_NULL},         {"progress", 0, false, OPT_PROGRESS},
+        {"no-verify", 0, false, OPT_NO_VERIFY}, {"quiet", 'q', false, OPT_QUIET},
+        {"help", 'h', false, OPT_HELP},
+    };
+    key_cmd c;
+    int status =
+        parse_key_cmd(&c, "query", opts, sizeof opts / sizeof opts[0], query_help, argc, argv);
+    if (status != KEEP_GOING)
+        return status;
+    cf_filter *f;
+    key_reader in;
+    status = start_lookups(&c, &f, &in);
+    if (status != CLI_EXIT_OK)
+        return status;
+
+    query_batch *b = calloc(1, sizeof *b);
+    if (!b) {
+        cli_error("out of memory");
+        key_reader_close(&in);
+        cf_free(f);
+        return CLI_EXIT_FILE;
+    }
+    progress pr;
+    progress_start(&pr, c.label, c.quiet, c.progress, true, c.nkeys);
+    uint64_t done = 0;
+    const char *key;
+    size_t len;
+    int got;
+    bool memory_ok = true;
+    while ((got = key_reader_next(&in, &key, &len)) > 0) {
+        if (!batch_push(b, f, key, len)) {
+            memory_ok = false;
+            break;
+        }
+        /* A failed write stops the loop; cli_finish_stdout reports it. */
+        if (b->n == QUERY_BATCH && !batch_flush(b, f, &c))
+            break;
+        progress_tick(&pr, ++done);
+    }
+    int err = memory_ok ? errno : ENOMEM;
+    if (got == 0)
+        batch_flush(b, f, &c);
+    progress_finish(&pr, done);
+    key_reader_close(&in);
+    free(b->bytes);
+    free(b);
+    if (!memory_ok)
+        got = -1;
+    return end_lookups(got, err, &in, f);
+}
+
+int cmd_count(int argc, char **argv)
+{
+    static const cli_opt opts[] = {
+        {"null", '0', false, OPT_NULL},         {"progress", 0, false, OPT_PROGRESS},
+        {"no-verify", 0, false, OPT_NO_VERIFY}, {"quiet", 'q', false, OPT_QUIET},
+        {"help", 'h', false, OPT_HELP},
+    };
+    key_cmd c;
+    int status =
+        parse_key_cmd(&c, "count", opts, sizeof opts / sizeof opts[0], count_help, argc, argv);
+    if (status != KEEP_GOING)
+        return status;
+    cf_filter *f;
+    key_reader in;
+    status = start_lookups(&c, &f, &in);
+    if (status != CLI_EXIT_OK)
+        return status;
+
+    progress pr;
+    progress_start(&pr, c.label, c.quiet, c.progress, true, c.nkeys);
+    char term = c.nul ? '\0' : '\n';
+    uint64_t done = 0;
+    const char *key;
+    size_t len;
+    int got;
+    while ((got = key_reader_next(&in, &key, &len)) > 0) {
+        fwrite(key, 1, len, stdout);
+        printf("\t%" PRIu64 "%c", cf_count(f, key, len), term);
+        if (ferror(stdout))
+            break;
+        progress_tick(&pr, ++done);
+    }
+    int err = errno;
+    progress_finish(&pr, done);
+    key_reader_close(&in);
+    return end_lookups(got, err, &in, f);
+}
