@@ -362,10 +362,10 @@ struct cf_filter {
     void *map;
     size_t map_len;
     /* Loading chunk by chunk (cf_load_chunk): the file position of the next chunk (0 once
-     * complete), the header's checksum that each chunk's tag is bound to, and the whole
-     * file's checksum that the loaded filter must reproduce. */
+     * complete), the hash of the 64-byte header that each chunk's tag is bound to, and the
+     * whole file's checksum that the loaded filter must reproduce. */
     uint64_t load_pos;
-    uint64_t load_meta_sum;
+    uint64_t load_header_sum;
     uint64_t load_file_sum;
 };
 

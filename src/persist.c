@@ -130,11 +130,15 @@ static uint64_t cf__meta_len(unsigned ntables, unsigned nstash)
            (uint64_t)nstash * CF__ENTRY_BYTES + CF__SUM_BYTES;
 }
 
-/* Where the tables of a live filter sit in its file: table k starts at the returned
- * offset; *end receives the offset of the file sum. */
+/* Where table k of a live filter starts in its file (k == ntables: where the file sum
+ * starts). Only a filter that grows by 1 can have many sub-filters (a factor of 2 or more
+ * reaches the table size limit within 58 steps), and its sub-filters are all the same
+ * size, so their offsets are computed directly rather than summed. */
 static uint64_t cf__table_offset(const cf_filter *f, unsigned k)
 {
     uint64_t pos = cf__align_up(cf__meta_len(f->ntables, f->stash_n));
+    if (f->expansion == 1)
+        return pos + k * cf__align_up(cf__data_bytes(&f->shape, f->tables[0].buckets));
     for (unsigned i = 0; i < k; i++)
         pos = cf__align_up(pos + cf__data_bytes(&f->shape, f->tables[i].buckets));
     return pos;
@@ -227,11 +231,11 @@ static void cf__emit_zeros(cf__sink *k, uint64_t n)
     }
 }
 
-/* The meta section: header, descriptors, stash, meta sum. Returns the meta sum. */
-static uint64_t cf__emit_meta(cf__sink *k, const cf_filter *f)
+/* The 64-byte header of f's file. */
+static void cf__header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
 {
     const cf__shape *s = &f->shape;
-    uint8_t h[CF__HEADER_BYTES] = {0};
+    memset(h, 0, CF__HEADER_BYTES);
     memcpy(h + CF__H_MAGIC, cf__magic, sizeof cf__magic);
     cf__put16(h + CF__H_VERSION, CF_FORMAT_VERSION);
     cf__put16(h + CF__H_HEADER_BYTES, CF__HEADER_BYTES);
@@ -246,6 +250,14 @@ static uint64_t cf__emit_meta(cf__sink *k, const cf_filter *f)
     cf__put32(h + CF__H_EXPANSION, f->expansion);
     cf__put32(h + CF__H_MAX_TABLES, f->max_tables);
     cf__put32(h + CF__H_TABLES, f->ntables);
+}
+
+/* The meta section: header, descriptors, stash, meta sum. Returns the meta sum. */
+static uint64_t cf__emit_meta(cf__sink *k, const cf_filter *f)
+{
+    const cf__shape *s = &f->shape;
+    uint8_t h[CF__HEADER_BYTES];
+    cf__header(f, h);
     cf__emit(k, h, sizeof h);
 
     uint64_t pos = cf__align_up(cf__meta_len(f->ntables, f->stash_n));
@@ -828,17 +840,24 @@ cf_status cf_save(const cf_filter *f, const char *path)
 /* ------------------------------------------------------------------------------------ */
 /* A cursor is a file position. The header chunk is the meta section followed by the file
  * sum (so that the loader can check the finished filter against it); data chunk j of
- * table k is bytes [j * CF_CHUNK_DATA_MAX, ...) of that table, followed by a tag: XXH3-64
- * of the bytes seeded with (meta sum XOR the chunk's file position). */
+ * table k is bytes [j * CF_CHUNK_DATA_MAX, ...) of that table, followed by a tag. */
 
-/* The data chunk starting at file position pos: its table, its length and the position
- * of the chunk after it (the file sum's position after the last). false if no data chunk
- * of f starts at pos. */
+/* The data chunk starting at file position pos: its table, the table's offset, the
+ * chunk's length and the position of the chunk after it (the file sum's position after
+ * the last). false if no data chunk of f starts at pos. */
 static bool cf__chunk_at(const cf_filter *f, uint64_t pos, unsigned *table, uint64_t *start,
                          uint64_t *len, uint64_t *next)
 {
-    uint64_t t = cf__align_up(cf__meta_len(f->ntables, f->stash_n));
-    for (unsigned k = 0; k < f->ntables; k++) {
+    unsigned first = 0;
+    if (f->expansion == 1) { /* equal tables: go straight to the one holding pos */
+        uint64_t t0 = cf__table_offset(f, 0);
+        uint64_t stride = cf__align_up(cf__data_bytes(&f->shape, f->tables[0].buckets));
+        if (pos < t0 || (pos - t0) / stride >= f->ntables)
+            return false;
+        first = (unsigned)((pos - t0) / stride);
+    }
+    uint64_t t = cf__table_offset(f, first);
+    for (unsigned k = first; k < f->ntables; k++) {
         uint64_t n = cf__data_bytes(&f->shape, f->tables[k].buckets);
         if (pos >= t && pos < t + n) {
             if ((pos - t) % CF_CHUNK_DATA_MAX != 0)
@@ -854,9 +873,14 @@ static bool cf__chunk_at(const cf_filter *f, uint64_t pos, unsigned *table, uint
     return false;
 }
 
-static uint64_t cf__chunk_tag(const uint8_t *p, size_t n, uint64_t meta_sum, uint64_t pos)
+/* A data chunk's tag: its bytes hashed with a seed made of its position and its filter's
+ * header (which holds the random seed, the shape and the total length), so that it
+ * costs the same for any number of sub-filters. Whatever the header does not cover
+ * (item counts, the stash, the contents of other chunks) the file sum checks once the
+ * last chunk is in. */
+static uint64_t cf__chunk_tag(const uint8_t *p, size_t n, uint64_t header_sum, uint64_t pos)
 {
-    return XXH3_64bits_withSeed(p, n, meta_sum ^ pos);
+    return XXH3_64bits_withSeed(p, n, header_sum ^ pos);
 }
 
 size_t cf_dump_chunk_max(const cf_filter *f)
@@ -902,9 +926,9 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
     if (!buf || cap < n + CF__SUM_BYTES)
         return CF_EINVAL;
     memcpy(buf, f->tables[t].data + (pos - start), (size_t)n);
-    cf__sink_init(&k, NULL, -1, NULL);
-    uint64_t meta_sum = cf__emit_meta(&k, f);
-    cf__put64((uint8_t *)buf + n, cf__chunk_tag(buf, (size_t)n, meta_sum, pos));
+    uint8_t h[CF__HEADER_BYTES];
+    cf__header(f, h);
+    cf__put64((uint8_t *)buf + n, cf__chunk_tag(buf, (size_t)n, XXH3_64bits(h, sizeof h), pos));
     *len = (size_t)(n + CF__SUM_BYTES);
     *cursor = next;
     return CF_OK;
@@ -926,7 +950,7 @@ static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t
     if (st != CF_OK)
         return st;
     f->load_pos = cursor;
-    f->load_meta_sum = m.meta_sum;
+    f->load_header_sum = XXH3_64bits(d, CF__HEADER_BYTES);
     f->load_file_sum = cf__get64(d + m.meta_len);
     *out = f;
     return CF_OK;
@@ -947,7 +971,7 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     uint64_t pos = f->load_pos, start, n, next;
     cf__chunk_at(f, pos, &k, &start, &n, &next); /* load_pos is always a chunk position */
     if (len != n + CF__SUM_BYTES || cursor != next ||
-        cf__chunk_tag(d, (size_t)n, f->load_meta_sum, pos) != cf__get64(d + n))
+        cf__chunk_tag(d, (size_t)n, f->load_header_sum, pos) != cf__get64(d + n))
         return CF_ECORRUPT;
     cf__table *t = &f->tables[k];
     uint8_t *dst = t->data + (pos - start);
