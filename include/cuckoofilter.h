@@ -343,9 +343,12 @@ CF_API cf_status cf_open_mapped(const char *path, unsigned flags, const cf_alloc
  * CF.LOADCHUNK sit on these). The first chunk is the header: the file format's header,
  * descriptors and stash, with their checksum. Each later chunk is at most
  * CF_CHUNK_DATA_MAX bytes of one table followed by an 8-byte tag that binds it to its
- * position and to the header, so a damaged, foreign, repeated, reordered or missing chunk
- * is refused. A cursor is an opaque 64-bit position (in fact the chunk's offset in the
- * file format); 0 starts a dump and ends it.
+ * position and to the header, so a damaged, repeated, reordered or missing chunk is
+ * refused at once, and so is a chunk of another filter unless both filters have the same
+ * 64-byte header (same seed, shape and size); the load of a mix of two filters then fails
+ * by its last chunk at the latest, which checks the whole filter against the header. A cursor is an
+ * opaque 64-bit position (in fact the chunk's offset in the file format); 0 starts a dump and ends
+ * it.
  *
  *     uint64_t cursor = 0;                         // dump
  *     do {
@@ -359,8 +362,9 @@ CF_API cf_status cf_open_mapped(const char *path, unsigned flags, const cf_alloc
  *     // cf_is_loading(g) is false once the last chunk is in
  *
  * The chunks of one filter are always the same bytes: a filter rebuilt from them is
- * identical to the original, bit for bit. If the filter changes during a dump, the later
- * chunks no longer match the header already sent, and the loader refuses them. */
+ * identical to the original, bit for bit. If the filter changes during a dump, the chunks
+ * no longer add up to the filter the header describes, and the loader refuses the dump
+ * by its last chunk at the latest. */
 
 /* Table bytes in one data chunk, at most (RedisBloom uses the same bound). */
 #define CF_CHUNK_DATA_MAX ((size_t)16 << 20)
@@ -390,7 +394,9 @@ CF_API cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, 
  * see only the tables loaded so far). After the last chunk it is complete and identical to
  * the one dumped.
  * Returns CF_OK; CF_ECORRUPT for a chunk that is damaged, foreign, out of order or not
- * the expected one (the filter is unchanged and still expects the same chunk);
+ * the expected one (the filter is unchanged and still expects the same chunk), or for a
+ * last chunk that leaves a filter other than the one dumped (the filter then stays
+ * loading: free it);
  * CF_EVERSION; CF_ENOMEM; CF_EINVAL for NULL arguments or a filter that is not loading.
  * Thread safety: needs exclusive access to *f. */
 CF_API cf_status cf_load_chunk(cf_filter **f, uint64_t cursor, const void *data, size_t len,

@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -758,16 +759,33 @@ static void cf__dirname(const char *path, char *dir)
     }
 }
 
-/* Create a new temporary file next to `path`, named into tmp; its descriptor or -1. */
+/* The longest file name Linux file systems take (NAME_MAX). */
+#define CF__NAME_MAX 255u
+
+/* What the temporary name adds to the file's name: ".tmp-", a pid of up to 10 digits,
+ * "-" and 16 hex digits. */
+#define CF__TMP_EXTRA 32u
+
+/* Bytes the temporary name may need beyond the path: CF__TMP_EXTRA and the NUL. */
+#define CF__TMP_SUFFIX (CF__TMP_EXTRA + 1u)
+
+/* Create a new temporary file next to `path`, named into tmp; its descriptor or -1. The
+ * name is the file's own name plus a suffix, the name cut short if the two would exceed
+ * NAME_MAX, so that any name that can be saved to has a temporary name too. */
 static int cf__create_temp(const char *path, char *tmp, size_t tmp_size)
 {
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+    size_t base_len = strlen(path) - dir_len;
+    if (base_len > CF__NAME_MAX - CF__TMP_EXTRA)
+        base_len = CF__NAME_MAX - CF__TMP_EXTRA;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t nonce = (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
     for (unsigned attempt = 0; attempt < CF__TMP_ATTEMPTS; attempt++) {
         nonce = nonce * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
-        snprintf(tmp, tmp_size, "%s.tmp-%ld-%016llx", path, (long)getpid(),
-                 (unsigned long long)nonce);
+        snprintf(tmp, tmp_size, "%.*s.tmp-%ld-%016llx", (int)(dir_len + base_len), path,
+                 (long)getpid(), (unsigned long long)nonce);
         /* 0666: the umask applies, as for any new file. */
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0 || errno != EEXIST)
@@ -776,15 +794,12 @@ static int cf__create_temp(const char *path, char *tmp, size_t tmp_size)
     return -1;
 }
 
-/* Bytes the temporary name adds to the path: ".tmp-", a pid, "-", 16 hex digits, NUL. */
-#define CF__TMP_SUFFIX 48u
-
 cf_status cf_save(const cf_filter *f, const char *path)
 {
     if (!f || !path || !*path || f->load_pos)
         return CF_EINVAL;
     size_t plen = strlen(path);
-    if (plen > SIZE_MAX - CF__STAGE_BYTES - CF__TMP_SUFFIX)
+    if (plen > (size_t)INT_MAX - CF__STAGE_BYTES - CF__TMP_SUFFIX) /* printf's %.*s */
         return CF_EINVAL;
     /* One block: the write buffer, then the temporary name. */
     uint8_t *block = f->alloc.alloc(f->alloc.ctx, CF__STAGE_BYTES + plen + CF__TMP_SUFFIX);

@@ -1,0 +1,519 @@
+/*
+ * test_golden.c - golden vectors: the exact bytes of a few small filters, so that the file
+ * format (docs/FORMAT.md) cannot change by accident.
+ *
+ * Each vector is a filter built by a fixed list of operations and its serialized bytes,
+ * embedded below as hex. The test
+ * - rebuilds the filter and compares cf_serialize's output with the bytes;
+ * - reads the header, descriptors, stash and checksums out of the bytes by hand, at the
+ *   offsets the specification gives, and checks them against the settings used;
+ * - deserializes the bytes (and loads them as a file would be: cf_validate) and checks
+ *   the answers for the keys that were added;
+ * - answers lookups straight from the bytes with an independent reader written from the
+ *   specification's "Hashing" section, and compares with the library, for these vectors
+ *   and for random filters of many shapes.
+ * A deliberate format change must bump the version and regenerate the vectors: run the
+ * test with CF_GOLDEN_PRINT=1 to print the current bytes in this file's syntax.
+ */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "testutil.h"
+
+static uint64_t rd(const uint8_t *p, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* An independent reader, from the specification                                        */
+/* ------------------------------------------------------------------------------------ */
+
+static uint64_t ref_mix(uint32_t fp)
+{
+    uint64_t x = (uint64_t)fp * UINT64_C(0x9e3779b97f4a7c15);
+    x ^= x >> 29;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 32;
+    return x | 1u;
+}
+
+static uint32_t ref_slot(const uint8_t *t, uint64_t s, unsigned f)
+{
+    uint64_t bit = s * f;
+    uint32_t v = 0;
+    for (unsigned i = 0; i < f; i++, bit++)
+        v |= (uint32_t)((t[bit / 8] >> (bit % 8)) & 1u) << i;
+    return v;
+}
+
+/* The count of a key, read from the serialized bytes b. */
+static uint64_t ref_count(const uint8_t *b, const void *key, size_t len)
+{
+    uint64_t seed = rd(b + 24, 8);
+    unsigned f = b[40], bs = b[41], ns = b[43];
+    unsigned nt = (unsigned)rd(b + 56, 4);
+    uint64_t h = XXH3_64bits_withSeed(key, len, seed);
+    uint32_t fp = (uint32_t)(h >> (64 - f));
+    if (fp == 0)
+        fp = 1;
+    uint64_t index = h & (UINT64_MAX >> f);
+    uint64_t total = 0;
+    for (unsigned k = 0; k < nt; k++) {
+        const uint8_t *d = b + 64 + 32 * k;
+        uint64_t m = rd(d, 8);
+        const uint8_t *t = b + rd(d + 16, 8);
+        uint64_t i1 = index % m, off = ref_mix(fp) % m;
+        uint64_t i2 = off >= i1 ? off - i1 : off + m - i1;
+        for (unsigned j = 0; j < bs; j++) {
+            total += ref_slot(t, i1 * bs + j, f) == fp;
+            total += ref_slot(t, i2 * bs + j, f) == fp;
+        }
+        for (unsigned e = 0; e < ns; e++) {
+            const uint8_t *x = b + 64 + 32 * nt + 16 * e;
+            uint64_t bucket = rd(x, 8);
+            total += rd(x + 12, 4) == k && rd(x + 8, 4) == fp && (bucket == i1 || bucket == i2);
+        }
+    }
+    return total;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The vectors                                                                          */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct op {
+    char kind; /* 'a' add, 'd' delete */
+    const char *key;
+} op;
+
+typedef struct vector {
+    const char *name;
+    cf_config config;
+    op ops[24];
+    const char *hex;
+    /* What the bytes must say. */
+    unsigned sub_filters, stashed;
+    uint64_t items;
+} vector;
+
+static const vector VECTORS[] = {
+    {"capacity 8, f 12, b 4, seed 1: a b c",
+     {.capacity = 8, .fingerprint_bits = 12, .bucket_size = 4, .seed = 1},
+     {{'a', "a"}, {'a', "b"}, {'a', "c"}},
+     /* 200 bytes */
+     "894355434b4f4f0a0100400000000000c8000000000000000100000000000000"
+     "08000000000000000c040100f401000000000000200000000100000000000000"
+     "0400000000000000030000000000000080000000000000001800000000000000"
+     "fd3863955a2c47f1000000000000000000000000000000000000000000000000"
+     "2f0d990000004e01000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "2c4d9f747663b7dd",
+     1,
+     0,
+     3},
+    {"capacity 8, f 12, b 4, seed 1: a b c a, b deleted",
+     {.capacity = 8, .fingerprint_bits = 12, .bucket_size = 4, .seed = 1},
+     {{'a', "a"}, {'a', "b"}, {'a', "c"}, {'a', "a"}, {'d', "b"}},
+     /* 200 bytes */
+     "894355434b4f4f0a0100400000000000c8000000000000000100000000000000"
+     "08000000000000000c040100f401000000000000200000000100000000000000"
+     "0400000000000000030000000000000080000000000000001800000000000000"
+     "fd3863955a2c47f1000000000000000000000000000000000000000000000000"
+     "2f0d002f0d004e01000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "17fc46137c4ded2b",
+     1,
+     0,
+     3},
+    {"growing: capacity 4, f 8, b 2, expansion 2, seed 2, 2 sub-filters",
+     {.capacity = 4, .fingerprint_bits = 8, .bucket_size = 2, .expansion = 2, .seed = 2},
+     {{'a', "g0"},
+      {'a', "g1"},
+      {'a', "g2"},
+      {'a', "g3"},
+      {'a', "g4"},
+      {'a', "g5"},
+      {'a', "g6"},
+      {'a', "g7"},
+      {'a', "g8"}},
+     /* 328 bytes */
+     "894355434b4f4f0a010040000000000048010000000000000200000000000000"
+     "040000000000000008020100f401000002000000200000000200000000000000"
+     "04000000000000000800000000000000c0000000000000000800000000000000"
+     "0800000000000000010000000000000000010000000000001000000000000000"
+     "9acc2e054bf4ee39000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "2544fe3f78f4de54000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "0000230000000000000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "a902b18a0d60b7e2",
+     2,
+     0,
+     9},
+    {"stash: capacity 1, f 8, b 1, seed 3, one stash entry",
+     {.capacity = 1, .fingerprint_bits = 8, .bucket_size = 1, .seed = 3},
+     {{'a', "s0"}, {'a', "s1"}, {'a', "s2"}, {'a', "s3"}, {'a', "s4"}},
+     /* 200 bytes */
+     "894355434b4f4f0a0100400000000000c8000000000000000300000000000000"
+     "010000000000000008010101f401000000000000200000000100000000000000"
+     "0400000000000000040000000000000080000000000000000400000000000000"
+     "0200000000000000eb00000000000000e4478b835e01a5fe0000000000000000"
+     "8af964ba00000000000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "570288953d9a41f4",
+     1,
+     1,
+     5},
+    {"f 32, b 1: capacity 4, seed 4",
+     {.capacity = 4, .fingerprint_bits = 32, .bucket_size = 1, .seed = 4},
+     {{'a', "w0"}, {'a', "w1"}, {'a', "w2"}},
+     /* 200 bytes */
+     "894355434b4f4f0a0100400000000000c8000000000000000400000000000000"
+     "040000000000000020010100f401000000000000200000000100000000000000"
+     "0a00000000000000030000000000000080000000000000002800000000000000"
+     "17a1e174f0fc783e000000000000000000000000000000000000000000000000"
+     "00000000954bdbf60000000019149f76000000000000000000000000a0e1abd6"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "f25bf04ed2173ba0",
+     1,
+     0,
+     3},
+    {"f 4, b 2: capacity 4, seed 5",
+     {.capacity = 4, .fingerprint_bits = 4, .bucket_size = 2, .seed = 5},
+     {{'a', "n0"}, {'a', "n1"}, {'a', "n2"}, {'a', "n3"}},
+     /* 200 bytes */
+     "894355434b4f4f0a0100400000000000c8000000000000000500000000000000"
+     "040000000000000004020100f401000000000000200000000100000000000000"
+     "0400000000000000040000000000000080000000000000000400000000000000"
+     "b88f03f764e02f54000000000000000000000000000000000000000000000000"
+     "001d0a0200000000000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "a19f9a829b583c49",
+     1,
+     0,
+     4},
+    {"empty, every setting: capacity 10, f 16, b 8, kicks 7, expansion 3, max 5, seed 2^64-1",
+     {.capacity = 10,
+      .fingerprint_bits = 16,
+      .bucket_size = 8,
+      .max_kicks = 7,
+      .expansion = 3,
+      .seed = UINT64_MAX,
+      .max_sub_filters = 5},
+     {{0, NULL}},
+     /* 200 bytes */
+     "894355434b4f4f0a0100400000000000c800000000000000ffffffffffffffff"
+     "0a00000000000000100801000700000003000000050000000100000000000000"
+     "0200000000000000000000000000000080000000000000002000000000000000"
+     "400a9471e0d9ccaa000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "9161082c2ab5579c",
+     1,
+     0,
+     0},
+    {"growing at its limit: capacity 2, f 6, b 1, expansion 1, max 2, seed 6, 2 stash entries",
+     {.capacity = 2,
+      .fingerprint_bits = 6,
+      .bucket_size = 1,
+      .expansion = 1,
+      .seed = 6,
+      .max_sub_filters = 2},
+     {{'a', "L0"},
+      {'a', "L1"},
+      {'a', "L2"},
+      {'a', "L3"},
+      {'a', "L4"},
+      {'a', "L5"},
+      {'a', "L6"},
+      {'a', "L7"},
+      {'a', "L8"},
+      {'a', "L9"},
+      {'a', "L10"},
+      {'a', "L11"},
+      {'a', "L12"},
+      {'a', "L13"}},
+     /* 328 bytes */
+     "894355434b4f4f0a010040000000000048010000000000000600000000000000"
+     "020000000000000006010102f401000001000000020000000200000000000000"
+     "06000000000000000600000000000000c0000000000000000500000000000000"
+     "0600000000000000060000000000000000010000000000000500000000000000"
+     "0200000000000000320000000100000005000000000000001c00000001000000"
+     "ee721819b4e91073000000000000000000000000000000000000000000000000"
+     "70ce67a202000000000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "88013db607000000000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "f75d14e863db2514",
+     2,
+     2,
+     14},
+};
+
+#define N_VECTORS (sizeof VECTORS / sizeof VECTORS[0])
+
+static cf_filter *build(const vector *v)
+{
+    cf_filter *f = NULL;
+    if (!CHECK_ST(cf_new(&v->config, &f), CF_OK))
+        return NULL;
+    for (size_t i = 0; i < sizeof v->ops / sizeof v->ops[0] && v->ops[i].key; i++) {
+        const char *k = v->ops[i].key;
+        cf_status st = v->ops[i].kind == 'a' ? cf_add(f, k, strlen(k)) : cf_delete(f, k, strlen(k));
+        CHECK_MSG(st == CF_OK, "%s: op %zu (%c %s): %s", v->name, i, v->ops[i].kind, k,
+                  cft_status_name(st));
+    }
+    return f;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* The bytes of a hex string (NULL if it is not one). */
+static uint8_t *unhex(const char *hex, size_t *n)
+{
+    size_t len = strlen(hex);
+    if (len % 2)
+        return NULL;
+    uint8_t *b = malloc(len / 2 + 1);
+    for (size_t i = 0; i < len / 2; i++) {
+        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            free(b);
+            return NULL;
+        }
+        b[i] = (uint8_t)(hi * 16 + lo);
+    }
+    *n = len / 2;
+    return b;
+}
+
+static void print_vector(const vector *v, const uint8_t *b, size_t n)
+{
+    printf("    /* %s: %zu bytes */\n", v->name, n);
+    for (size_t i = 0; i < n; i++) {
+        if (i % 32 == 0)
+            printf("     \"");
+        printf("%02x", b[i]);
+        if (i % 32 == 31 || i + 1 == n)
+            printf("\"\n");
+    }
+}
+
+/* The bytes, field by field, against the settings and the specification. */
+static void check_fields(const vector *v, const uint8_t *b, size_t n)
+{
+    static const uint8_t magic[8] = {0x89, 'C', 'U', 'C', 'K', 'O', 'O', '\n'};
+    const cf_config *c = &v->config;
+    unsigned f = c->fingerprint_bits ? c->fingerprint_bits : 12;
+    unsigned bs = c->bucket_size ? c->bucket_size : 4;
+    if (!CHECK(n >= 64 + 32 + 8 + 8))
+        return;
+    CHECK(memcmp(b, magic, 8) == 0);
+    CHECK_EQ_U(rd(b + 8, 2), 1);   /* version */
+    CHECK_EQ_U(rd(b + 10, 2), 64); /* header length */
+    CHECK_EQ_U(rd(b + 12, 4), 0);  /* flags */
+    CHECK_EQ_U(rd(b + 16, 8), n);  /* total length */
+    CHECK_EQ_U(rd(b + 24, 8), c->seed);
+    CHECK_EQ_U(rd(b + 32, 8), c->capacity);
+    CHECK_EQ_U(b[40], f);
+    CHECK_EQ_U(b[41], bs);
+    CHECK_EQ_U(b[42], 1); /* hash id */
+    CHECK_EQ_U(b[43], v->stashed);
+    CHECK_EQ_U(rd(b + 44, 2), c->max_kicks ? c->max_kicks : 500);
+    CHECK_EQ_U(rd(b + 46, 2), 0);
+    CHECK_EQ_U(rd(b + 48, 4), c->expansion);
+    CHECK_EQ_U(rd(b + 52, 4), c->max_sub_filters ? c->max_sub_filters : 32);
+    CHECK_EQ_U(rd(b + 56, 4), v->sub_filters);
+    CHECK_EQ_U(rd(b + 60, 4), 0);
+    unsigned nt = v->sub_filters, ns = v->stashed;
+    uint64_t meta = 64 + 32 * (uint64_t)nt + 16 * (uint64_t)ns + 8;
+    if (!CHECK(meta <= n))
+        return;
+    uint64_t pos = (meta + 63) / 64 * 64, items = ns, prev = 0;
+    for (unsigned k = 0; k < nt; k++) {
+        const uint8_t *d = b + 64 + 32 * k;
+        uint64_t m = rd(d, 8), len = (m * bs * f + 7) / 8;
+        CHECK(m >= 2 && m % 2 == 0);
+        if (k > 0)
+            CHECK_EQ_U(m, prev * c->expansion);
+        prev = m;
+        items += rd(d + 8, 8);
+        CHECK_EQ_U(rd(d + 16, 8), pos);
+        CHECK_EQ_U(rd(d + 24, 8), len);
+        if (!CHECK(pos + len <= n))
+            return;
+        uint64_t used = 0;
+        for (uint64_t s = 0; s < m * bs; s++)
+            used += ref_slot(b + pos, s, f) != 0;
+        CHECK_EQ_U(used, rd(d + 8, 8));
+        /* Zeros from the last slot to the next table (or the file sum). */
+        uint64_t end = (pos + len + 63) / 64 * 64;
+        uint64_t bits = m * bs * f;
+        if (bits % 8)
+            CHECK_EQ_U(b[pos + len - 1] >> (bits % 8), 0);
+        for (uint64_t i = pos + len; i < end && i < n; i++)
+            CHECK_EQ_U(b[i], 0);
+        pos = end;
+    }
+    CHECK_EQ_U(items, v->items);
+    for (uint64_t i = meta; i < (meta + 63) / 64 * 64; i++)
+        CHECK_EQ_U(b[i], 0);
+    for (unsigned e = 0; e < ns; e++) {
+        const uint8_t *x = b + 64 + 32 * nt + 16 * e;
+        uint32_t fp = (uint32_t)rd(x + 8, 4), t = (uint32_t)rd(x + 12, 4);
+        CHECK(fp >= 1 && fp < (UINT64_C(1) << f));
+        if (CHECK(t < nt))
+            CHECK(rd(x, 8) < rd(b + 64 + 32 * t, 8));
+    }
+    CHECK_EQ_U(pos + 8, n);
+    CHECK_EQ_U(rd(b + meta - 8, 8), XXH3_64bits(b, (size_t)meta - 8));
+    CHECK_EQ_U(rd(b + n - 8, 8), XXH3_64bits(b, n - 8));
+}
+
+/* The library and the reference reader agree on the filter g whose bytes are b, for the
+ * given keys (which must be found) and for many others. */
+static void check_answers(const cf_filter *g, const uint8_t *b, const char *const *keys,
+                          size_t nkeys, uint64_t stream, uint64_t others)
+{
+    uint64_t diff = 0, fn = 0;
+    for (size_t i = 0; i < nkeys; i++) {
+        size_t len = strlen(keys[i]);
+        uint64_t want = ref_count(b, keys[i], len);
+        fn += want == 0 || !cf_contains(g, keys[i], len);
+        diff += cf_count(g, keys[i], len) != want;
+    }
+    uint8_t k[CFT_KEY_MAX];
+    uint64_t hits = 0;
+    for (uint64_t i = 0; i < others; i++) {
+        size_t len = cft_key_var(k, stream, i);
+        uint64_t want = ref_count(b, k, len);
+        hits += want > 0;
+        diff += cf_count(g, k, len) != want || cf_contains(g, k, len) != (want > 0);
+    }
+    CHECK_EQ_U(fn, 0);
+    CHECK_MSG(diff == 0, "%llu answers differ from the reference reader", (unsigned long long)diff);
+    (void)hits;
+}
+
+static void test_vectors(bool print)
+{
+    for (size_t i = 0; i < N_VECTORS; i++) {
+        const vector *v = &VECTORS[i];
+        cft_context("golden vector %zu: %s", i, v->name);
+        cf_filter *f = build(v);
+        if (!f)
+            continue;
+        size_t n = cf_serialized_size(f);
+        uint8_t *got = malloc(n);
+        CHECK_ST(cf_serialize(f, got, n, NULL), CF_OK);
+        if (print)
+            print_vector(v, got, n);
+        size_t wn = 0;
+        uint8_t *want = unhex(v->hex, &wn);
+        if (CHECK_MSG(want != NULL, "bad hex")) {
+            CHECK_EQ_U(n, wn);
+            size_t first = 0;
+            while (first < n && first < wn && got[first] == want[first])
+                first++;
+            CHECK_MSG(n == wn && first == n, "the bytes differ from byte %zu on", first);
+            check_fields(v, want, wn);
+            const char *why = "(not set)";
+            CHECK_ST(cf_validate(want, wn, &why), CF_OK);
+            CHECK(why == NULL);
+            cf_filter *g = NULL;
+            if (CHECK_ST(cf_deserialize(want, wn, NULL, &g), CF_OK)) {
+                cf_stats s = cft_stats(g);
+                CHECK_EQ_U(s.items, v->items);
+                CHECK_EQ_U(s.sub_filters, v->sub_filters);
+                CHECK_EQ_U(s.stashed, v->stashed);
+                const char *keys[24];
+                size_t nk = 0;
+                for (size_t j = 0; j < 24 && v->ops[j].key; j++) {
+                    /* Keys with copies left: added more often than deleted. */
+                    int copies = 0;
+                    for (size_t l = 0; l < 24 && v->ops[l].key; l++)
+                        if (strcmp(v->ops[l].key, v->ops[j].key) == 0)
+                            copies += v->ops[l].kind == 'a' ? 1 : -1;
+                    if (copies > 0)
+                        keys[nk++] = v->ops[j].key;
+                    CHECK(cf_count(g, v->ops[j].key, strlen(v->ops[j].key)) >=
+                          (uint64_t)(copies > 0 ? copies : 0));
+                }
+                check_answers(g, want, keys, nk, 1000 + i, 20000);
+                check_answers(f, want, keys, nk, 2000 + i, 2000);
+                cf_free(g);
+            }
+        }
+        free(want);
+        free(got);
+        cf_free(f);
+    }
+}
+
+/* The reference reader against the library for random filters of many shapes. */
+static void test_reference_reader(void)
+{
+    static const unsigned fs[] = {4, 5, 7, 8, 11, 12, 13, 16, 17, 24, 31, 32};
+    static const unsigned bs[] = {1, 2, 3, 4, 6, 8, 16, 255};
+    uint64_t filters = 0;
+    for (size_t fi = 0; fi < sizeof fs / sizeof fs[0]; fi++)
+        for (size_t bi = 0; bi < sizeof bs / sizeof bs[0]; bi++)
+            for (unsigned e = 0; e <= 2; e += 2) {
+                uint64_t seed = cft_subseed(fi * 100 + bi * 10 + e);
+                cft_context("reference reader: f %u b %u e %u seed 0x%016llx", fs[fi], bs[bi], e,
+                            (unsigned long long)seed);
+                cf_config c = {.capacity = bs[bi] == 255 ? 600 : 150,
+                               .fingerprint_bits = fs[fi],
+                               .bucket_size = bs[bi],
+                               .expansion = e,
+                               .seed = seed};
+                cf_filter *f = NULL;
+                if (cf_new(&c, &f) != CF_OK) {
+                    c.capacity = 20;
+                    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+                        continue;
+                }
+                uint8_t k[CFT_KEY_MAX];
+                uint64_t n = e ? 4 * c.capacity : c.capacity + 20; /* grow, or use the stash */
+                for (uint64_t i = 0; i < n; i++)
+                    (void)cf_add(f, k, cft_key_var(k, seed, i));
+                for (uint64_t i = 0; i < n; i += 5)
+                    (void)cf_delete(f, k, cft_key_var(k, seed, i));
+                size_t len = cf_serialized_size(f);
+                uint8_t *b = malloc(len);
+                CHECK_ST(cf_serialize(f, b, len, NULL), CF_OK);
+                uint64_t diff = 0;
+                for (uint64_t i = 0; i < 2 * n; i++) {
+                    size_t kl = cft_key_var(k, i < n ? seed : seed + 1, i);
+                    uint64_t want = ref_count(b, k, kl);
+                    diff += cf_count(f, k, kl) != want || cf_contains(f, k, kl) != (want > 0);
+                }
+                CHECK_MSG(diff == 0, "%llu answers differ from the reference reader",
+                          (unsigned long long)diff);
+                free(b);
+                cf_free(f);
+                filters++;
+            }
+    printf("  reference reader: %llu filters agree\n", (unsigned long long)filters);
+}
+
+int main(void)
+{
+    cft_init("test_golden");
+    const char *p = getenv("CF_GOLDEN_PRINT");
+    test_vectors(p && *p && strcmp(p, "0") != 0);
+    test_reference_reader();
+    return cft_finish();
+}
