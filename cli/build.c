@@ -341,16 +341,10 @@ int cmd_build(int argc, char **argv)
     shape_opts o = {0};
     bool nul = false, show_progress = false;
     cli_parser p;
-    cli_parser_init(&p, "build", opts, sizeof opts / sizeof opts[0], argc, argv);
+    cli_parser_init(&p, "build", build_help, opts, sizeof opts / sizeof opts[0], argc, argv);
     const char *value;
     int id;
-    while ((id = cli_next_option(&p, &value)) != CLI_OPT_DONE) {
-        if (id == CLI_OPT_BAD)
-            return CLI_EXIT_USAGE;
-        if (id == OPT_HELP) {
-            fputs(build_help, stdout);
-            return cli_finish_stdout(CLI_EXIT_OK);
-        }
+    while ((id = cli_next_option(&p, &value)) >= 0) {
         if (id == OPT_NULL)
             nul = true;
         else if (id == OPT_PROGRESS)
@@ -358,6 +352,8 @@ int cmd_build(int argc, char **argv)
         else if (cli_shape_option("build", id, value, &o) == SHAPE_BAD)
             return CLI_EXIT_USAGE;
     }
+    if (id == CLI_OPT_STOP)
+        return p.status;
     if (p.operands < 1 || p.operands > 2)
         return cli_usage("build", p.operands == 0 ? "missing FILE" : "too many operands");
     int status = cli_resolve_fpr("build", &o);

@@ -118,6 +118,8 @@ typedef struct cli_opt {
  * CLI_OPT_DONE, argv[0 .. operands) are the operands in their order. */
 typedef struct cli_parser {
     const char *sub;     /* the subcommand, for messages */
+    const char *help;    /* its --help text */
+    int status;          /* the exit status once cli_next_option returned CLI_OPT_STOP */
     const cli_opt *opts; /* its options */
     size_t nopts;
     char **argv; /* the arguments after the subcommand's name */
@@ -128,13 +130,13 @@ typedef struct cli_parser {
 } cli_parser;
 
 #define CLI_OPT_DONE (-1) /* no arguments left */
-#define CLI_OPT_BAD  (-2) /* a usage error, already reported */
+#define CLI_OPT_STOP (-2) /* --help was answered or a usage error reported: exit p->status */
 
-void cli_parser_init(cli_parser *p, const char *sub, const cli_opt *opts, size_t nopts, int argc,
-                     char **argv);
+void cli_parser_init(cli_parser *p, const char *sub, const char *help, const cli_opt *opts,
+                     size_t nopts, int argc, char **argv);
 
 /* The id of the next option, with its value in *value (NULL if it takes none), or
- * CLI_OPT_DONE, or CLI_OPT_BAD. */
+ * CLI_OPT_DONE, or CLI_OPT_STOP. OPT_HELP is handled here: it prints the help text. */
 int cli_next_option(cli_parser *p, const char **value);
 
 /* Strict unsigned parsing for option `opt` of subcommand `sub`: decimal digits only

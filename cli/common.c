@@ -177,10 +177,17 @@ double cli_full_load_fpr(unsigned fingerprint_bits, unsigned bucket_size, unsign
 /* Options                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
-void cli_parser_init(cli_parser *p, const char *sub, const cli_opt *opts, size_t nopts, int argc,
-                     char **argv)
+void cli_parser_init(cli_parser *p, const char *sub, const char *help, const cli_opt *opts,
+                     size_t nopts, int argc, char **argv)
 {
-    *p = (cli_parser){.sub = sub, .opts = opts, .nopts = nopts, .argv = argv, .argc = argc};
+    *p = (cli_parser){
+        .sub = sub, .help = help, .opts = opts, .nopts = nopts, .argv = argv, .argc = argc};
+}
+
+static int stop_usage(cli_parser *p)
+{
+    p->status = CLI_EXIT_USAGE;
+    return CLI_OPT_STOP;
 }
 
 static const cli_opt *find_long(const cli_parser *p, const char *name, size_t len)
@@ -223,7 +230,7 @@ int cli_next_option(cli_parser *p, const char **value)
             o = find_long(p, name, len);
             if (!o) {
                 cli_usage(p->sub, "unknown option '--%.*s'", (int)len, name);
-                return CLI_OPT_BAD;
+                return stop_usage(p);
             }
             if (eq)
                 inline_value = eq + 1;
@@ -231,7 +238,7 @@ int cli_next_option(cli_parser *p, const char **value)
             o = arg[2] == '\0' ? find_short(p, arg[1]) : NULL;
             if (!o) {
                 cli_usage(p->sub, "unknown option '%s'", arg);
-                return CLI_OPT_BAD;
+                return stop_usage(p);
             }
         }
 
@@ -242,11 +249,16 @@ int cli_next_option(cli_parser *p, const char **value)
                 *value = p->argv[p->next++];
             } else {
                 cli_usage(p->sub, "option '--%s' needs a value", o->name);
-                return CLI_OPT_BAD;
+                return stop_usage(p);
             }
         } else if (inline_value) {
             cli_usage(p->sub, "option '--%s' takes no value", o->name);
-            return CLI_OPT_BAD;
+            return stop_usage(p);
+        }
+        if (o->id == OPT_HELP) {
+            fputs(p->help, stdout);
+            p->status = cli_finish_stdout(CLI_EXIT_OK);
+            return CLI_OPT_STOP;
         }
         return o->id;
     }

@@ -207,16 +207,10 @@ int cmd_create(int argc, char **argv)
     shape_opts o = {0};
     bool have_capacity = false;
     cli_parser p;
-    cli_parser_init(&p, "create", opts, sizeof opts / sizeof opts[0], argc, argv);
+    cli_parser_init(&p, "create", create_help, opts, sizeof opts / sizeof opts[0], argc, argv);
     const char *value;
     int id;
-    while ((id = cli_next_option(&p, &value)) != CLI_OPT_DONE) {
-        if (id == CLI_OPT_BAD)
-            return CLI_EXIT_USAGE;
-        if (id == OPT_HELP) {
-            fputs(create_help, stdout);
-            return cli_finish_stdout(CLI_EXIT_OK);
-        }
+    while ((id = cli_next_option(&p, &value)) >= 0) {
         if (id == OPT_CAPACITY) {
             if (!cli_parse_uint("create", "capacity", value, 1, UINT64_MAX, true, &o.cfg.capacity))
                 return CLI_EXIT_USAGE;
@@ -225,6 +219,8 @@ int cmd_create(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     }
+    if (id == CLI_OPT_STOP)
+        return p.status;
     if (p.operands != 1)
         return cli_usage("create", p.operands == 0 ? "missing FILE" : "one FILE only");
     if (!have_capacity)

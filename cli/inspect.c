@@ -105,18 +105,13 @@ int cmd_info(int argc, char **argv)
     static const cli_opt opts[] = {{"json", 0, false, OPT_JSON}, {"help", 'h', false, OPT_HELP}};
     bool json = false;
     cli_parser p;
-    cli_parser_init(&p, "info", opts, sizeof opts / sizeof opts[0], argc, argv);
+    cli_parser_init(&p, "info", info_help, opts, sizeof opts / sizeof opts[0], argc, argv);
     const char *value;
     int id;
-    while ((id = cli_next_option(&p, &value)) != CLI_OPT_DONE) {
-        if (id == CLI_OPT_BAD)
-            return CLI_EXIT_USAGE;
-        if (id == OPT_HELP) {
-            fputs(info_help, stdout);
-            return cli_finish_stdout(CLI_EXIT_OK);
-        }
+    while ((id = cli_next_option(&p, &value)) >= 0)
         json = json || id == OPT_JSON;
-    }
+    if (id == CLI_OPT_STOP)
+        return p.status;
     if (p.operands != 1)
         return cli_usage("info", p.operands == 0 ? "missing FILE" : "one FILE only");
 
@@ -176,15 +171,13 @@ int cmd_verify(int argc, char **argv)
 {
     static const cli_opt opts[] = {{"help", 'h', false, OPT_HELP}};
     cli_parser p;
-    cli_parser_init(&p, "verify", opts, sizeof opts / sizeof opts[0], argc, argv);
+    cli_parser_init(&p, "verify", verify_help, opts, sizeof opts / sizeof opts[0], argc, argv);
     const char *value;
     int id;
-    while ((id = cli_next_option(&p, &value)) != CLI_OPT_DONE) {
-        if (id == CLI_OPT_BAD)
-            return CLI_EXIT_USAGE;
-        fputs(verify_help, stdout);
-        return cli_finish_stdout(CLI_EXIT_OK);
-    }
+    while ((id = cli_next_option(&p, &value)) >= 0)
+        continue; /* --help is the only option */
+    if (id == CLI_OPT_STOP)
+        return p.status;
     if (p.operands == 0)
         return cli_usage("verify", "missing FILE");
     int status = CLI_EXIT_OK;

@@ -51,16 +51,11 @@ static int parse_key_cmd(key_cmd *c, const char *sub, const cli_opt *opts, size_
 {
     *c = (key_cmd){.sub = sub};
     cli_parser p;
-    cli_parser_init(&p, sub, opts, nopts, argc, argv);
+    cli_parser_init(&p, sub, help, opts, nopts, argc, argv);
     const char *value;
     int id;
-    while ((id = cli_next_option(&p, &value)) != CLI_OPT_DONE) {
+    while ((id = cli_next_option(&p, &value)) >= 0) {
         switch (id) {
-        case CLI_OPT_BAD:
-            return CLI_EXIT_USAGE;
-        case OPT_HELP:
-            fputs(help, stdout);
-            return cli_finish_stdout(CLI_EXIT_OK);
         case OPT_NULL:
             c->nul = true;
             break;
@@ -86,6 +81,8 @@ static int parse_key_cmd(key_cmd *c, const char *sub, const cli_opt *opts, size_
             break;
         }
     }
+    if (id == CLI_OPT_STOP)
+        return p.status;
     if (p.operands == 0)
         return cli_usage(sub, "missing FILE");
     if (c->present && c->absent)
