@@ -47,7 +47,7 @@ static cf_status cf__resolve(const cf_config *c, cf__params *p)
 {
     if (!c || c->capacity == 0)
         return CF_EINVAL;
-    if (c->allocator && (!c->allocator->alloc || !c->allocator->free))
+    if (!cf__allocator_ok(c->allocator))
         return CF_EINVAL;
     unsigned f = cf__or_default(c->fingerprint_bits, CF_DEFAULT_FINGERPRINT_BITS);
     unsigned b = cf__or_default(c->bucket_size, CF_DEFAULT_BUCKET_SIZE);

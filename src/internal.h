@@ -183,6 +183,14 @@ typedef struct cf__table {
 } cf__table;
 
 CF__HIDDEN void cf__shape_init(cf__shape *s, unsigned f, unsigned b);
+/* Bytes that hold the slots of `buckets` buckets: their bits rounded up to whole bytes,
+ * no padding (the length of a table in a file). The caller has checked the size. */
+static inline uint64_t cf__data_bytes(const cf__shape *s, uint64_t buckets)
+{
+    uint64_t bits = buckets * s->bucket_bits;
+    return bits / 8 + (bits % 8 != 0);
+}
+
 /* Bytes a table of `buckets` buckets needs (padding included), or false if it exceeds
  * CF__MAX_TABLE_BYTES or the index bias bound. */
 CF__HIDDEN bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes);
@@ -391,6 +399,12 @@ CF__HIDDEN cf_status cf__filter_make(const cf__params *p, const cf_allocator *a,
 
 /* malloc and free, for filters made without an allocator. */
 CF__HIDDEN extern const cf_allocator cf__default_allocator;
+
+/* NULL (the default) or an allocator with both functions set. */
+static inline bool cf__allocator_ok(const cf_allocator *a)
+{
+    return !a || (a->alloc && a->free);
+}
 
 /* Release a mapping made by cf_open_mapped (persist.c). */
 CF__HIDDEN void cf__unmap(void *map, size_t len);

@@ -118,13 +118,6 @@ static uint64_t cf__align_up(uint64_t x)
 /* Layout                                                                               */
 /* ------------------------------------------------------------------------------------ */
 
-/* Bytes of a table in the file: its bits rounded up to whole bytes, no padding. */
-static uint64_t cf__data_bytes(const cf__shape *s, uint64_t buckets)
-{
-    uint64_t bits = buckets * s->bucket_bits; /* checked by cf__table_bytes beforehand */
-    return bits / 8 + (bits % 8 != 0);
-}
-
 static uint64_t cf__meta_len(unsigned ntables, unsigned nstash)
 {
     return CF__HEADER_BYTES + (uint64_t)ntables * CF__DESC_BYTES +
@@ -261,17 +254,14 @@ static uint64_t cf__emit_meta(cf__sink *k, const cf_filter *f)
     cf__header(f, h);
     cf__emit(k, h, sizeof h);
 
-    uint64_t pos = cf__align_up(cf__meta_len(f->ntables, f->stash_n));
     for (unsigned i = 0; i < f->ntables; i++) {
         const cf__table *t = &f->tables[i];
         uint8_t d[CF__DESC_BYTES];
-        uint64_t len = cf__data_bytes(s, t->buckets);
         cf__put64(d, t->buckets);
         cf__put64(d + 8, t->items);
-        cf__put64(d + 16, pos);
-        cf__put64(d + 24, len);
+        cf__put64(d + 16, cf__table_offset(f, i));
+        cf__put64(d + 24, cf__data_bytes(s, t->buckets));
         cf__emit(k, d, sizeof d);
-        pos = cf__align_up(pos + len);
     }
     for (unsigned e = 0; e < f->stash_n; e++) {
         uint8_t x[CF__ENTRY_BYTES];
@@ -292,19 +282,29 @@ static uint64_t cf__emit_meta(cf__sink *k, const cf_filter *f)
 static uint64_t cf__emit_body(cf__sink *k, const cf_filter *f)
 {
     uint64_t pos = cf__meta_len(f->ntables, f->stash_n);
-    for (unsigned i = 0; i < f->ntables; i++) {
-        uint64_t start = cf__align_up(pos);
-        uint64_t len = cf__data_bytes(&f->shape, f->tables[i].buckets);
+    for (unsigned i = 0; i <= f->ntables; i++) {
+        uint64_t start = cf__table_offset(f, i);
         cf__emit_zeros(k, start - pos);
+        if (i == f->ntables)
+            break;
+        uint64_t len = cf__data_bytes(&f->shape, f->tables[i].buckets);
         cf__emit(k, f->tables[i].data, (size_t)len);
         pos = start + len;
     }
-    cf__emit_zeros(k, cf__align_up(pos) - pos);
     uint64_t sum = XXH3_64bits_digest(&k->whole);
     uint8_t b[CF__SUM_BYTES];
     cf__put64(b, sum);
     cf__emit(k, b, sizeof b);
     return sum;
+}
+
+/* The file sum of f, computed without writing anything. */
+static uint64_t cf__file_sum(const cf_filter *f)
+{
+    cf__sink k;
+    cf__sink_init(&k, NULL, -1, NULL);
+    cf__emit_meta(&k, f);
+    return cf__emit_body(&k, f);
 }
 
 size_t cf_serialized_size(const cf_filter *f)
@@ -342,7 +342,6 @@ typedef struct cf__meta {
     uint64_t buckets0;
     uint64_t meta_len; /* header, descriptors, stash and meta sum */
     uint64_t total;    /* the file's length */
-    uint64_t meta_sum;
     const uint8_t *base;
 } cf__meta;
 
@@ -399,8 +398,8 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
                                                 : "header chunk of the wrong length");
     /* From here on, the meta section is all present: check its sum before reading more. */
     m->base = b;
-    m->meta_sum = XXH3_64bits(b, (size_t)m->meta_len - CF__SUM_BYTES);
-    if (m->meta_sum != cf__get64(b + m->meta_len - CF__SUM_BYTES))
+    if (XXH3_64bits(b, (size_t)m->meta_len - CF__SUM_BYTES) !=
+        cf__get64(b + m->meta_len - CF__SUM_BYTES))
         return cf__bad(why, "header checksum mismatch");
     /* A sound header with unknown flags or hash comes from a newer writer. */
     if (cf__get32(b + CF__H_FLAGS) != 0 || b[CF__H_HASH] != CF__HASH_XXH3) {
@@ -485,7 +484,7 @@ static cf_status cf__check_body(const cf__meta *m, const char **why)
         return cf__bad(why, "checksum mismatch");
     uint64_t pos = m->meta_len;
     for (unsigned k = 0; k <= m->ntables; k++) {
-        uint64_t start = k < m->ntables ? cf__get64(cf__desc(m, k) + 16) : m->total - 8;
+        uint64_t start = k < m->ntables ? cf__get64(cf__desc(m, k) + 16) : m->total - CF__SUM_BYTES;
         for (; pos < start; pos++)
             if (b[pos] != 0)
                 return cf__bad(why, "padding is not zero");
@@ -509,8 +508,7 @@ cf_status cf_validate(const void *buf, size_t len, const char **reason)
 {
     const char *why = NULL;
     cf__meta m;
-    cf_status st =
-        !buf && len ? CF_EINVAL : cf__validate_all(buf ? buf : cf__magic, buf ? len : 0, &m, &why);
+    cf_status st = !buf && len ? CF_EINVAL : cf__validate_all(buf, len, &m, &why);
     if (st == CF_EINVAL)
         why = "invalid argument";
     if (reason)
@@ -524,7 +522,7 @@ static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bo
                                     cf_filter **out)
 {
     cf_filter *f;
-    if (a && (!a->alloc || !a->free))
+    if (!cf__allocator_ok(a))
         return CF_EINVAL;
     cf_status st = cf__filter_make(&m->p, a, m->ntables, m->buckets0, with_data, &f);
     if (st != CF_OK)
@@ -540,31 +538,31 @@ static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bo
     return CF_OK;
 }
 
-static void cf__copy_tables(cf_filter *f, const cf__meta *m)
+/* A filter built from a whole file's bytes, validated completely first. */
+static cf_status cf__build(const uint8_t *b, size_t len, const cf_allocator *a, cf_filter **out)
 {
-    for (unsigned k = 0; k < m->ntables; k++) {
-        const uint8_t *d = cf__desc(m, k);
-        memcpy(f->tables[k].data, m->base + cf__get64(d + 16), (size_t)cf__get64(d + 24));
+    const char *why;
+    cf__meta m;
+    cf_filter *f;
+    cf_status st = cf__validate_all(b, len, &m, &why);
+    if (st == CF_OK)
+        st = cf__make_from_meta(&m, a, true, &f);
+    if (st != CF_OK)
+        return st;
+    for (unsigned k = 0; k < m.ntables; k++) {
+        const uint8_t *d = cf__desc(&m, k);
+        memcpy(f->tables[k].data, b + cf__get64(d + 16), (size_t)cf__get64(d + 24));
     }
+    *out = f;
+    return CF_OK;
 }
 
 cf_status cf_deserialize(const void *buf, size_t len, const cf_allocator *allocator,
                          cf_filter **out)
 {
-    const char *why;
-    cf__meta m;
     if (!out || (!buf && len))
         return CF_EINVAL;
-    cf_status st = cf__validate_all(buf ? buf : cf__magic, buf ? len : 0, &m, &why);
-    if (st != CF_OK)
-        return st;
-    cf_filter *f;
-    st = cf__make_from_meta(&m, allocator, true, &f);
-    if (st != CF_OK)
-        return st;
-    cf__copy_tables(f, &m);
-    *out = f;
-    return CF_OK;
+    return cf__build(buf, len, allocator, out);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -632,13 +630,12 @@ static cf_status cf__slurp(int fd, cf__view *v)
     return CF_OK;
 }
 
-static cf_status cf__view_open(const char *path, const cf_allocator *a, cf__view *v)
+/* map_only: refuse what cannot be mapped (ENODEV) rather than read it. */
+static cf_status cf__view_open(const char *path, const cf_allocator *a, bool map_only, cf__view *v)
 {
-    static const uint8_t nothing[1];
     struct stat st;
     memset(v, 0, sizeof *v);
-    v->alloc = a;
-    v->data = nothing;
+    v->alloc = a ? a : &cf__default_allocator;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return CF_EIO;
@@ -649,7 +646,12 @@ static cf_status cf__view_open(const char *path, const cf_allocator *a, cf__view
         errno = EISDIR;
         status = CF_EIO;
     } else if (!S_ISREG(st.st_mode)) {
-        status = cf__slurp(fd, v);
+        if (map_only) {
+            errno = ENODEV;
+            status = CF_EIO;
+        } else {
+            status = cf__slurp(fd, v);
+        }
     } else if ((uint64_t)st.st_size > SIZE_MAX) {
         errno = EFBIG;
         status = CF_EIO;
@@ -676,7 +678,7 @@ cf_status cf_validate_file(const char *path, const char **reason)
     const char *why = NULL;
     if (!path)
         return CF_EINVAL;
-    cf_status st = cf__view_open(path, &cf__default_allocator, &v);
+    cf_status st = cf__view_open(path, NULL, false, &v);
     if (st == CF_OK) {
         st = cf__validate_all(v.data, v.len, &m, &why);
         cf__view_release(&v);
@@ -689,21 +691,12 @@ cf_status cf_validate_file(const char *path, const char **reason)
 cf_status cf_load(const char *path, const cf_allocator *allocator, cf_filter **out)
 {
     cf__view v;
-    cf__meta m;
-    const char *why;
-    if (!path || !out || (allocator && (!allocator->alloc || !allocator->free)))
+    if (!path || !out || !cf__allocator_ok(allocator))
         return CF_EINVAL;
-    cf_status st = cf__view_open(path, allocator ? allocator : &cf__default_allocator, &v);
+    cf_status st = cf__view_open(path, allocator, false, &v);
     if (st != CF_OK)
         return st;
-    st = cf__validate_all(v.data, v.len, &m, &why);
-    cf_filter *f = NULL;
-    if (st == CF_OK)
-        st = cf__make_from_meta(&m, allocator, true, &f);
-    if (st == CF_OK) {
-        cf__copy_tables(f, &m);
-        *out = f;
-    }
+    st = cf__build(v.data, v.len, allocator, out);
     cf__view_release(&v);
     return st;
 }
@@ -714,20 +707,11 @@ cf_status cf_open_mapped(const char *path, unsigned flags, const cf_allocator *a
     cf__view v;
     cf__meta m;
     const char *why;
-    if (!path || !out || (flags & ~CF_MAP_VERIFY) != 0 ||
-        (allocator && (!allocator->alloc || !allocator->free)))
+    if (!path || !out || (flags & ~CF_MAP_VERIFY) != 0 || !cf__allocator_ok(allocator))
         return CF_EINVAL;
-    cf_status st = cf__view_open(path, allocator ? allocator : &cf__default_allocator, &v);
+    cf_status st = cf__view_open(path, allocator, true, &v);
     if (st != CF_OK)
         return st;
-    if (!v.map) { /* not a regular file, or empty: nothing to map */
-        cf__view_release(&v);
-        if (v.len > 0 || v.owned) {
-            errno = ENODEV;
-            return CF_EIO;
-        }
-        return CF_ECORRUPT;
-    }
     st = cf__parse_meta(v.data, v.len, CF__WHOLE, &m, &why);
     if (st == CF_OK && (flags & CF_MAP_VERIFY))
         st = cf__check_body(&m, &why);
@@ -928,8 +912,7 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
             return CF_EINVAL;
         cf__sink_init(&k, buf, -1, NULL);
         cf__emit_meta(&k, f);
-        k.out = NULL; /* the tables are only hashed, for the file sum */
-        cf__put64((uint8_t *)buf + meta_len, cf__emit_body(&k, f));
+        cf__put64((uint8_t *)buf + meta_len, cf__file_sum(f));
         *len = (size_t)(meta_len + CF__SUM_BYTES);
         *cursor = cf__align_up(meta_len);
         return CF_OK;
@@ -976,7 +959,7 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
 {
     if (!fp || (!data && len))
         return CF_EINVAL;
-    const uint8_t *d = data ? data : cf__magic;
+    const uint8_t *d = data;
     if (!*fp)
         return cf__load_header(fp, cursor, d, len, allocator);
     cf_filter *f = *fp;
@@ -997,17 +980,14 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
      * dump of a filter that changed midway fails here. */
     if (pos + n == start + cf__data_bytes(&f->shape, t->buckets))
         ok = cf__table_sound(&f->shape, t->data, t->buckets, t->items);
-    if (ok && next == cf__table_offset(f, f->ntables)) {
-        cf__sink k2;
-        cf__sink_init(&k2, NULL, -1, NULL);
-        cf__emit_meta(&k2, f);
-        ok = cf__emit_body(&k2, f) == f->load_file_sum;
-    }
+    uint64_t end = cf__table_offset(f, f->ntables);
+    if (ok && next == end)
+        ok = cf__file_sum(f) == f->load_file_sum;
     if (!ok) {
         memset(dst, 0, (size_t)n); /* as it was: every table starts zeroed */
         return CF_ECORRUPT;
     }
-    f->load_pos = next == cf__table_offset(f, f->ntables) ? 0 : next;
+    f->load_pos = next == end ? 0 : next;
     return CF_OK;
 }
 

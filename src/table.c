@@ -170,7 +170,7 @@ bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes)
         return false;
     if (!cf__mul_u64(buckets, s->bucket_bits, &bits))
         return false;
-    total = bits / 8 + (bits % 8 != 0) + CF__TABLE_PAD;
+    total = cf__data_bytes(s, buckets) + CF__TABLE_PAD;
     if (total > CF__MAX_TABLE_BYTES || total > SIZE_MAX)
         return false;
     *bytes = (size_t)total;
