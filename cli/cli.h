@@ -73,12 +73,6 @@ bool cli_count_add(add_counts *c, cf_status st);
  * keys did not fit, the error line. Returns CLI_EXIT_OK or CLI_EXIT_FULL. */
 int cli_report_adds(const char *path, const add_counts *c, bool show_present, bool quiet);
 
-/* The expected false-positive rate of a lookup when every one of `sub_filters`
- * sub-filters is full: a probe compares the fingerprint with 2b slots in each, and a
- * stored and a probed fingerprint match with p = (2^f + 2) / 2^(2f) (the library's own
- * figure), so the rate is 1 - (1 - p)^(2 b sub_filters). */
-double cli_full_load_fpr(unsigned fingerprint_bits, unsigned bucket_size, unsigned sub_filters);
-
 /* ------------------------------------------------------------------------------------ */
 /* Options (common.c)                                                                   */
 /* ------------------------------------------------------------------------------------ */

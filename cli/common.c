@@ -166,13 +166,6 @@ int cli_report_adds(const char *path, const add_counts *c, bool show_present, bo
     return CLI_EXIT_FULL;
 }
 
-double cli_full_load_fpr(unsigned fingerprint_bits, unsigned bucket_size, unsigned sub_filters)
-{
-    int f = (int)fingerprint_bits;
-    double p = ldexp(ldexp(1.0, f) + 2.0, -2 * f);
-    return -expm1(2.0 * (double)bucket_size * (double)sub_filters * log1p(-p));
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* Options                                                                              */
 /* ------------------------------------------------------------------------------------ */

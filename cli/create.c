@@ -83,14 +83,14 @@ int cli_resolve_fpr(const char *sub, shape_opts *o)
         return cli_usage(sub, "--fpr and --fingerprint-bits are alternatives: give one");
     unsigned b = effective_bucket_size(&o->cfg);
     for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++) {
-        if (cli_full_load_fpr(f, b, 1) <= o->fpr) {
+        if (cf_expected_fpr(f, b, 1.0) <= o->fpr) {
             o->cfg.fingerprint_bits = f;
             return CLI_EXIT_OK;
         }
     }
     return cli_usage(
         sub, "--fpr %g is below what %u-bit fingerprints reach with %u-slot buckets (%g)", o->fpr,
-        CF_MAX_FINGERPRINT_BITS, b, cli_full_load_fpr(CF_MAX_FINGERPRINT_BITS, b, 1));
+        CF_MAX_FINGERPRINT_BITS, b, cf_expected_fpr(CF_MAX_FINGERPRINT_BITS, b, 1.0));
 }
 
 /* A secret seed: nobody who lacks the file can compute keys that collide in it. */
@@ -172,7 +172,7 @@ void cli_describe(const char *path, const char *what, const cf_filter *f)
             " table bytes, false-positive rate %.4g%% at full load\n",
             path, what, cfg.capacity, s.fingerprint_bits, s.bucket_size,
             cfg.expansion ? "growing" : "fixed size", s.bytes,
-            100.0 * cli_full_load_fpr(s.fingerprint_bits, s.bucket_size, s.sub_filters));
+            100.0 * cf_expected_fpr(s.fingerprint_bits, s.bucket_size, s.sub_filters));
 }
 
 /* ------------------------------------------------------------------------------------ */

@@ -126,7 +126,7 @@ int cmd_info(int argc, char **argv)
     cf_get_config(f, &x.cfg);
     cf_get_stats(f, &x.s);
     x.file_bytes = cf_serialized_size(f);
-    x.fpr_full = cli_full_load_fpr(x.s.fingerprint_bits, x.s.bucket_size, x.s.sub_filters);
+    x.fpr_full = cf_expected_fpr(x.s.fingerprint_bits, x.s.bucket_size, x.s.sub_filters);
     cf_free(f);
     if (json)
         print_json(&x);

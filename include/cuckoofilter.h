@@ -214,6 +214,14 @@ CF_API void cf_clear(cf_filter *f);
 /* Fill *out with the filter's figures. Does nothing if either pointer is NULL. */
 CF_API void cf_get_stats(const cf_filter *f, cf_stats *out);
 
+/* The expected false-positive rate of a lookup in a filter of `fingerprint_bits`-bit
+ * fingerprints in buckets of `bucket_size` slots, whose sub-filters' load factors add up
+ * to `loads` (one sub-filter at full load: 1.0; three full ones: 3.0). It is what
+ * cf_stats.fpr reports for a filter, and it sizes one: the smallest width whose
+ * cf_expected_fpr(f, b, 1.0) meets a target rate. Returns 1.0 for arguments out of range.
+ * Thread safety: reentrant. */
+CF_API double cf_expected_fpr(unsigned fingerprint_bits, unsigned bucket_size, double loads);
+
 /* The settings the filter runs with: the config it was created with (or that its file
  * carried), defaults applied, so that cf_new(out) makes an empty filter of the same first
  * size and seed. out->allocator is set to NULL. Does nothing if either pointer is NULL. */

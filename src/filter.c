@@ -590,12 +590,7 @@ void cf_get_stats(const cf_filter *f, cf_stats *out)
         return;
     const cf__shape *s = &f->shape;
     memset(out, 0, sizeof *out);
-    /* A stored and a probed fingerprint match with probability p = (2^f + 2) / 2^(2f):
-     * the value 1 is twice as likely as the others (it also stands for 0). A probe
-     * compares against the 2b slots of two buckets in every sub-filter, each occupied
-     * with that sub-filter's load, so it misses all with prob. prod (1 - p)^(2 b load). */
-    double p = ldexp(ldexp(1.0, (int)s->f) + 2.0, -2 * (int)s->f);
-    double log_miss = 0.0;
+    double loads = 0.0; /* the sum of the sub-filters' loads, for cf_expected_fpr */
     for (unsigned n = 0; n < f->ntables; n++) {
         const cf__table *t = &f->tables[n];
         uint64_t slots = t->buckets * s->b;
@@ -603,7 +598,7 @@ void cf_get_stats(const cf_filter *f, cf_stats *out)
         out->buckets += t->buckets;
         out->slots += slots;
         out->bytes += t->bytes;
-        log_miss += 2.0 * s->b * ((double)t->items / (double)slots) * log1p(-p);
+        loads += (double)t->items / (double)slots;
     }
     out->items += f->stash_n;
     out->stashed = f->stash_n;
@@ -612,7 +607,22 @@ void cf_get_stats(const cf_filter *f, cf_stats *out)
     out->bucket_size = s->b;
     out->capacity = f->capacity;
     out->load_factor = (double)out->items / (double)out->slots;
-    out->fpr = -expm1(log_miss);
+    out->fpr = cf_expected_fpr(s->f, s->b, loads);
+}
+
+double cf_expected_fpr(unsigned fingerprint_bits, unsigned bucket_size, double loads)
+{
+    if (fingerprint_bits < CF_MIN_FINGERPRINT_BITS || fingerprint_bits > CF_MAX_FINGERPRINT_BITS ||
+        bucket_size == 0 || bucket_size > CF_MAX_BUCKET_SIZE || !(loads >= 0.0))
+        return 1.0;
+    /* A stored and a probed fingerprint match with probability p = (2^f + 2) / 2^(2f):
+     * the value 1 is twice as likely as the others (it also stands for 0). A lookup
+     * compares against the 2b slots of two buckets in every sub-filter, each occupied with
+     * that sub-filter's load, so it misses them all with probability
+     * prod (1 - p)^(2 b load) = (1 - p)^(2 b loads). */
+    int f = (int)fingerprint_bits;
+    double p = ldexp(ldexp(1.0, f) + 2.0, -2 * f);
+    return -expm1(2.0 * (double)bucket_size * loads * log1p(-p));
 }
 
 void cf_get_config(const cf_filter *f, cf_config *out)

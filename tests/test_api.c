@@ -629,6 +629,47 @@ static void test_stats(void)
 }
 
 /* The smallest filter and the extreme shapes still behave. */
+/* cf_expected_fpr: the formula, independently written; what cf_stats.fpr reports; the
+ * range guard. */
+static void test_expected_fpr(void)
+{
+    cft_context("expected fpr");
+    for (unsigned fb = CF_MIN_FINGERPRINT_BITS; fb <= CF_MAX_FINGERPRINT_BITS; fb++)
+        for (unsigned b = 1; b <= 16; b *= 2) {
+            double two_f = (double)(UINT64_C(1) << fb);
+            double p = (two_f + 2.0) / (two_f * two_f);
+            /* 1 - pow(1 - p, n) cancels at small p: good to about 1e-16 / p relative. */
+            CHECK_NEAR(cf_expected_fpr(fb, b, 1.0), 1.0 - pow(1.0 - p, 2.0 * b), 1e-6);
+            CHECK_NEAR(cf_expected_fpr(fb, b, 2.5), 1.0 - pow(1.0 - p, 5.0 * b), 1e-6);
+            CHECK(cf_expected_fpr(fb, b, 0.0) == 0.0);
+            if (fb > CF_MIN_FINGERPRINT_BITS)
+                CHECK(cf_expected_fpr(fb, b, 1.0) < cf_expected_fpr(fb - 1, b, 1.0));
+        }
+    CHECK(cf_expected_fpr(3, 4, 1.0) == 1.0);
+    CHECK(cf_expected_fpr(33, 4, 1.0) == 1.0);
+    CHECK(cf_expected_fpr(12, 0, 1.0) == 1.0);
+    CHECK(cf_expected_fpr(12, 256, 1.0) == 1.0);
+    CHECK(cf_expected_fpr(12, 4, -0.5) == 1.0);
+
+    /* A growing filter: stats.fpr is the formula at the sum of its sub-filters' loads. */
+    cf_config cfg = {.capacity = 1000, .expansion = 2, .seed = cft_subseed(90)};
+    cf_filter *f;
+    if (!CHECK_ST(cf_new(&cfg, &f), CF_OK))
+        return;
+    uint8_t k[CFT_KEY_MAX];
+    for (uint64_t i = 0; i < 5000; i++)
+        CHECK_ST(cf_add(f, k, cft_key(k, 91, i)), CF_OK);
+    cf_stats s = cft_stats(f);
+    CHECK(s.sub_filters > 1);
+    /* The per-table loads are not in cf_stats, so bound instead: their sum is at least the
+     * overall load (items over all slots) and at most one per sub-filter, and above one
+     * since every older sub-filter filled up before the next was added. */
+    CHECK(s.fpr > cf_expected_fpr(12, 4, s.load_factor));
+    CHECK(s.fpr > cf_expected_fpr(12, 4, 1.0));
+    CHECK(s.fpr < cf_expected_fpr(12, 4, s.sub_filters));
+    cf_free(f);
+}
+
 static void test_tiny(void)
 {
     cft_context("capacity 1");
@@ -674,6 +715,7 @@ int main(void)
     test_hash();
     test_prehashed();
     test_stats();
+    test_expected_fpr();
     test_tiny();
     return cft_finish();
 }

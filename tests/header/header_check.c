@@ -64,6 +64,7 @@ struct cf_header_check_api {
     cf_status (*dump_chunk)(const cf_filter *, uint64_t *, void *, size_t, size_t *);
     cf_status (*load_chunk)(cf_filter **, uint64_t, const void *, size_t, const cf_allocator *);
     bool (*is_loading)(const cf_filter *);
+    double (*expected_fpr)(unsigned, unsigned, double);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
@@ -74,7 +75,7 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_delete_hash,   cf_count_hash,   cf_contains_many,  cf_get_config, cf_serialized_size,
     cf_serialize,     cf_deserialize,  cf_validate,       cf_save,       cf_load,
     cf_validate_file, cf_open_mapped,  cf_dump_chunk_max, cf_dump_chunk, cf_load_chunk,
-    cf_is_loading,
+    cf_is_loading,    cf_expected_fpr,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and
