@@ -29,85 +29,16 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "testutil.h"
+#include "format_util.h"
 
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { HDR = 64, DESC = 32, ENTRY = 16, SUM = 8, H_STASH = 43, H_NT = 56, H_VERSION = 8 };
-
-static uint64_t rd(const uint8_t *p, unsigned n)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static void wr(uint8_t *p, unsigned n, uint64_t v)
-{
-    for (unsigned i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* The seed of a data chunk's tag, less its position: XXH3-64 of the file's header. */
 static uint64_t tag_key(const uint8_t *file)
 {
     return XXH3_64bits(file, HDR);
-}
-
-static uint64_t meta_len_of(const uint8_t *b)
-{
-    return HDR + DESC * rd(b + H_NT, 4) + ENTRY * (uint64_t)b[H_STASH] + SUM;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
-
-typedef struct buf {
-    uint8_t *p;
-    size_t n;
-} buf;
-
-static buf buf_copy(const uint8_t *p, size_t n)
-{
-    buf b = {xmalloc(n), n};
-    if (n)
-        memcpy(b.p, p, n);
-    return b;
-}
-
-static bool buf_eq(buf a, buf b)
-{
-    return a.p && b.p && a.n == b.n && memcmp(a.p, b.p, a.n) == 0;
-}
-
-static void buf_free(buf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->n = 0;
-}
-
-static buf ser(const cf_filter *f)
-{
-    buf b = {NULL, 0};
-    size_t n = cf_serialized_size(f);
-    if (!CHECK(n > 0))
-        return b;
-    b.p = xmalloc(n);
-    b.n = n;
-    if (!CHECK_ST(cf_serialize(f, b.p, n, NULL), CF_OK))
-        buf_free(&b);
-    return b;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -608,11 +539,6 @@ static void test_hidden_damage(const cf_filter *f, const char *label)
 /* ------------------------------------------------------------------------------------ */
 /* Chunks made here, from file bytes, as docs/FORMAT.md describes them                  */
 /* ------------------------------------------------------------------------------------ */
-
-static uint64_t align64(uint64_t x)
-{
-    return (x + 63) & ~(uint64_t)63;
-}
 
 static dump chunks_from_file(const buf file)
 {

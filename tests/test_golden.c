@@ -18,15 +18,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "testutil.h"
-
-static uint64_t rd(const uint8_t *p, unsigned n)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
+#include "format_util.h"
 
 /* ------------------------------------------------------------------------------------ */
 /* An independent reader, from the specification                                        */

@@ -33,7 +33,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "testutil.h"
+#include "format_util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -53,56 +53,7 @@ static const char *const NOT_SET = "(reason not set)";
 /* The format, as docs/FORMAT.md describes it (independent of src/persist.c)            */
 /* ------------------------------------------------------------------------------------ */
 
-enum {
-    H_MAGIC = 0,
-    H_VERSION = 8,
-    H_HLEN = 10,
-    H_FLAGS = 12,
-    H_TOTAL = 16,
-    H_SEED = 24,
-    H_CAP = 32,
-    H_F = 40,
-    H_B = 41,
-    H_HASH = 42,
-    H_STASH = 43,
-    H_KICKS = 44,
-    H_RES1 = 46,
-    H_EXP = 48,
-    H_MAXT = 52,
-    H_NT = 56,
-    H_RES2 = 60,
-    HDR = 64,
-    DESC = 32,
-    ENTRY = 16,
-    SUM = 8,
-};
-
 static const uint8_t MAGIC[8] = {0x89, 'C', 'U', 'C', 'K', 'O', 'O', '\n'};
-
-static uint64_t rd(const uint8_t *p, unsigned n)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static void wr(uint8_t *p, unsigned n, uint64_t v)
-{
-    for (unsigned i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t align64(uint64_t x)
-{
-    return (x + 63) & ~(uint64_t)63;
-}
-
-/* meta_len as the header's counts say. */
-static uint64_t meta_len_of(const uint8_t *b)
-{
-    return HDR + DESC * rd(b + H_NT, 4) + ENTRY * (uint64_t)b[H_STASH] + SUM;
-}
 
 /* Recompute both checksums: the meta sum where the header's counts put it (if that is
  * inside the buffer), then the file sum over everything but the last 8 bytes. */
@@ -114,52 +65,6 @@ static void resum(uint8_t *b, size_t n)
     if (meta <= n - SUM)
         wr(b + meta - SUM, 8, XXH3_64bits(b, (size_t)meta - SUM));
     wr(b + n - SUM, 8, XXH3_64bits(b, n - SUM));
-}
-
-/* A byte buffer with its exact length (heap-allocated with exactly n bytes, so that ASan
- * catches a reader going past the end). */
-typedef struct buf {
-    uint8_t *p;
-    size_t n;
-} buf;
-
-static buf buf_copy(const uint8_t *p, size_t n)
-{
-    buf b = {malloc(n ? n : 1), n};
-    if (!b.p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    if (n)
-        memcpy(b.p, p, n);
-    return b;
-}
-
-static bool buf_eq(buf a, buf b)
-{
-    return a.p && b.p && a.n == b.n && memcmp(a.p, b.p, a.n) == 0;
-}
-
-static void buf_free(buf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->n = 0;
-}
-
-/* cf_serialize into an exact-size buffer (p NULL on failure). */
-static buf ser(const cf_filter *f)
-{
-    buf b = {NULL, 0};
-    size_t n = cf_serialized_size(f);
-    if (!CHECK(n > 0))
-        return b;
-    b.p = malloc(n);
-    b.n = n;
-    size_t written = 0;
-    if (!CHECK_ST(cf_serialize(f, b.p, n, &written), CF_OK) || !CHECK_EQ_U(written, n))
-        buf_free(&b);
-    return b;
 }
 
 /* An independent writer: a file taken apart into its fields, and put back together with
