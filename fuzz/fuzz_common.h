@@ -1,5 +1,5 @@
 /*
- * fuzz_common.h - what fuzz_deserialize.c and fuzz_chunks.c share: the failure macro, a
+ * fuzz_common.h - what the fuzz targets share: the failure macro, a
  * tracking allocator that can fail on demand, little-endian fields and a mixer. Header
  * only (static inline), so each target stays one translation unit plus replay.c.
  */
@@ -69,20 +69,23 @@ static inline uint64_t fz_mix64(uint64_t z)
 
 typedef struct fz_alloc {
     cf_allocator a;
-    uint64_t calls;      /* alloc calls, failed ones included */
-    uint64_t failures;   /* alloc calls that returned NULL */
-    uint64_t live;       /* blocks handed out and not freed */
-    uint64_t live_bytes; /* their sizes */
-    uint64_t fail_at;    /* the call number that fails; 0 = none */
-    uint64_t limit;      /* live bytes beyond which a request fails */
+    uint64_t calls;       /* alloc calls, failed ones included */
+    uint64_t failures;    /* alloc calls that returned NULL */
+    uint64_t live;        /* blocks handed out and not freed */
+    uint64_t live_bytes;  /* their sizes */
+    uint64_t total_bytes; /* every successful request */
+    uint64_t fail_at;     /* the call number that fails; 0 = none */
+    bool persist;         /* and every call after it */
+    uint64_t limit;       /* live bytes beyond which a request fails */
 } fz_alloc;
 
 static inline void *fz_alloc_fn(void *ctx, size_t size)
 {
     fz_alloc *t = (fz_alloc *)ctx;
     t->calls++;
-    if ((t->fail_at != 0 && t->calls == t->fail_at) || size > t->limit ||
-        t->live_bytes > t->limit - size) {
+    bool fail =
+        t->fail_at != 0 && (t->calls == t->fail_at || (t->persist && t->calls > t->fail_at));
+    if (fail || size > t->limit || t->live_bytes > t->limit - size) {
         t->failures++;
         return NULL;
     }
@@ -94,8 +97,10 @@ static inline void *fz_alloc_fn(void *ctx, size_t size)
     uint64_t sz = size, magic = FZ_ALLOC_MAGIC;
     memcpy(p, &sz, sizeof sz);
     memcpy(p + 8, &magic, sizeof magic);
+    memset(p + FZ_ALLOC_HDR, 0xA5, size); /* cf_allocator: alloc need not zero memory */
     t->live++;
     t->live_bytes += size;
+    t->total_bytes += size;
     return p + FZ_ALLOC_HDR;
 }
 

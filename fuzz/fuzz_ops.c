@@ -67,6 +67,7 @@
  * path; once it is spent, adds are skipped); and one for checking every model key after
  * failures and deletes (the final check always runs).
  */
+#include "fuzz_common.h"
 #include "fuzz_target.h"
 
 #include <cuckoofilter.h>
@@ -90,19 +91,6 @@
 #define FZ_ALLOC_LIMIT     ((size_t)64 << 20)  /* the tracking allocator refuses more */
 #define FZ_STASH_SLOTS     8u                  /* the header: a fixed filter keeps up to 8 */
 #define FZ_SMALL_EXPANSION 5u /* above this, growth may hit the table size limit (CF_FULL) */
-
-/* ------------------------------------------------------------------------------------ */
-/* Failing                                                                              */
-/* ------------------------------------------------------------------------------------ */
-
-static _Noreturn void fz_violation(const char *what, int line)
-{
-    fprintf(stderr, "fuzz_ops.c:%d: contract violated: %s\n", line, what);
-    fflush(stderr);
-    abort();
-}
-
-#define FZ_REQUIRE(cond) ((cond) ? (void)0 : fz_violation(#cond, __LINE__))
 
 /* ------------------------------------------------------------------------------------ */
 /* Input                                                                                */
@@ -140,14 +128,6 @@ static const uint8_t *fz_take(fz_input *in, size_t *len)
     return p;
 }
 
-/* splitmix64's output function: a bijection with good avalanche. */
-static uint64_t fz_mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 typedef struct fz_key {
     const uint8_t *p; /* NULL only when len is 0 */
     size_t len;
@@ -172,67 +152,6 @@ static void fz_read_key(fz_input *in, unsigned arg, fz_key *k)
         if (k->len == 0 && (arg & 8u))
             k->p = NULL;
     }
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* A tracking allocator that can fail on demand                                         */
-/* ------------------------------------------------------------------------------------ */
-
-#define FZ_ALLOC_HDR   16u /* keeps the block 16-byte aligned, like malloc's */
-#define FZ_ALLOC_MAGIC UINT64_C(0x6675a770c5b10c4e)
-
-typedef struct fz_alloc {
-    cf_allocator a;
-    uint64_t calls;       /* alloc calls, failed ones included */
-    uint64_t failures;    /* alloc calls that returned NULL */
-    uint64_t live;        /* blocks handed out and not freed */
-    uint64_t live_bytes;  /* their sizes */
-    uint64_t total_bytes; /* every successful request */
-    uint64_t fail_at;     /* the call number that fails; 0 = none */
-    bool persist;         /* and every call after it */
-} fz_alloc;
-
-static void *fz_alloc_fn(void *ctx, size_t size)
-{
-    fz_alloc *t = (fz_alloc *)ctx;
-    t->calls++;
-    bool fail =
-        t->fail_at != 0 && (t->calls == t->fail_at || (t->persist && t->calls > t->fail_at));
-    if (fail || size > FZ_ALLOC_LIMIT) {
-        t->failures++;
-        return NULL;
-    }
-    unsigned char *p = (unsigned char *)malloc(size + FZ_ALLOC_HDR);
-    if (p == NULL) {
-        t->failures++;
-        return NULL;
-    }
-    uint64_t sz = (uint64_t)size, magic = FZ_ALLOC_MAGIC;
-    memcpy(p, &sz, sizeof sz);
-    memcpy(p + 8, &magic, sizeof magic);
-    memset(p + FZ_ALLOC_HDR, 0xA5, size); /* the header: alloc need not zero memory */
-    t->live++;
-    t->live_bytes += sz;
-    t->total_bytes += sz;
-    return p + FZ_ALLOC_HDR;
-}
-
-static void fz_free_fn(void *ctx, void *ptr)
-{
-    fz_alloc *t = (fz_alloc *)ctx;
-    if (ptr == NULL)
-        return;
-    unsigned char *p = (unsigned char *)ptr - FZ_ALLOC_HDR;
-    uint64_t sz, magic;
-    memcpy(&sz, p, sizeof sz);
-    memcpy(&magic, p + 8, sizeof magic);
-    /* A pointer we did not hand out, or one freed twice. */
-    FZ_REQUIRE(magic == FZ_ALLOC_MAGIC && t->live > 0 && sz <= t->live_bytes);
-    magic = 0;
-    memcpy(p + 8, &magic, sizeof magic);
-    t->live--;
-    t->live_bytes -= sz;
-    free(p);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -372,14 +291,6 @@ typedef struct fz_ctx {
     unsigned ops;
     uint64_t many_next;
 } fz_ctx;
-
-static bool fz_stats_equal(const cf_stats *a, const cf_stats *b)
-{
-    return a->items == b->items && a->slots == b->slots && a->buckets == b->buckets &&
-           a->bytes == b->bytes && a->sub_filters == b->sub_filters &&
-           a->fingerprint_bits == b->fingerprint_bits && a->bucket_size == b->bucket_size &&
-           a->load_factor == b->load_factor && a->fpr == b->fpr && a->stashed == b->stashed;
-}
 
 static cf_stats fz_raw_stats(const fz_ctx *x)
 {
@@ -691,10 +602,7 @@ static bool fz_config(fz_input *in, fz_ctx *x, cf_config *c, cf_allocator *broke
     c->seed = seed * UINT64_C(0x9e3779b97f4a7c15);
 
     x->tracking = (flags & (FZ_FLAG_TRACKING | FZ_FLAG_EXP_BIG)) != 0;
-    memset(&x->ta, 0, sizeof x->ta);
-    x->ta.a.alloc = fz_alloc_fn;
-    x->ta.a.free = fz_free_fn;
-    x->ta.a.ctx = &x->ta;
+    fz_alloc_init(&x->ta, FZ_ALLOC_LIMIT);
     x->ta.fail_at = h[11];
     x->ta.persist = (flags & FZ_FLAG_PERSIST) != 0;
     if (x->tracking)
