@@ -211,6 +211,16 @@ CF_API uint64_t cf_count(const cf_filter *f, const void *key, size_t len);
  * access to f. */
 CF_API void cf_clear(cf_filter *f);
 
+/* Move fingerprints from newer sub-filters into free slots of older ones, then free the
+ * newest sub-filters that are left empty. After many deletes this gives memory back and
+ * makes lookups cheaper (fewer sub-filters to probe); a fixed filter (one sub-filter) is
+ * left as it is. No key is lost: every fingerprint moves into the pair of buckets its key
+ * hashes to, and deletes stay safe afterwards. Deterministic: the same filter always
+ * compacts to the same filter. Cost: one pass over every sub-filter but the oldest.
+ * Returns CF_OK; CF_EINVAL for NULL; CF_EREADONLY for a mapped or loading filter.
+ * Thread safety: needs exclusive access to f. */
+CF_API cf_status cf_compact(cf_filter *f);
+
 /* Fill *out with the filter's figures. Does nothing if either pointer is NULL. */
 CF_API void cf_get_stats(const cf_filter *f, cf_stats *out);
 
@@ -372,13 +382,18 @@ CF_API cf_status cf_open_mapped(const char *path, unsigned flags, const cf_alloc
  * The chunks of one filter are always the same bytes: a filter rebuilt from them is
  * identical to the original, bit for bit. If the filter changes during a dump, the chunks
  * no longer add up to the filter the header describes, and the loader refuses the dump
- * by its last chunk at the latest. */
+ * by its last chunk at the latest.
+ *
+ * A filter that is still loading can be dumped too: the dump is its header chunk and the
+ * data chunks it has taken so far, and loading that dump gives a filter in the same
+ * loading state, which then takes the rest of the original dump. (A server saving its
+ * data in the middle of a chunked load relies on this.) */
 
 /* Table bytes in one data chunk, at most (RedisBloom uses the same bound). */
 #define CF_CHUNK_DATA_MAX ((size_t)16 << 20)
 
 /* The largest chunk cf_dump_chunk produces for f: a buffer this big fits any of them.
- * 0 if f is NULL or still loading. */
+ * 0 if f is NULL. */
 CF_API size_t cf_dump_chunk_max(const cf_filter *f);
 
 /* Write the chunk at *cursor into buf and advance *cursor to the next chunk.
@@ -386,8 +401,9 @@ CF_API size_t cf_dump_chunk_max(const cf_filter *f);
  *         left. When the dump is over, returns CF_OK with *len = 0 and *cursor = 0.
  * len:    receives the chunk's size.
  * Pass the advanced *cursor to cf_load_chunk together with the chunk.
+ * On a loading filter, the dump ends before the chunk the filter expects next.
  * Returns CF_OK; CF_EINVAL for NULL arguments, a cursor that is not a chunk position of
- * this filter, a buffer too small for the chunk, or a filter still loading.
+ * this filter, or a buffer too small for the chunk.
  * Thread safety: concurrent with other const calls. */
 CF_API cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap,
                                size_t *len);

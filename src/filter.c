@@ -390,6 +390,63 @@ static cf_status cf__insert(cf_filter *f, const cf__key *k)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Compaction                                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+/* Put fp, which sits in bucket x of sub-filter k, into a free slot of its pair in an
+ * older sub-filter (newest first, as an insert would). Bucket indices are nested, so its
+ * pair there is x reduced mod that sub-filter's size and that bucket's alternate: the
+ * pair its key hashes to. */
+static bool cf__move_older(cf_filter *f, unsigned k, uint64_t x, uint32_t fp)
+{
+    for (unsigned n = k; n-- > 0;) {
+        cf__table *t = &f->tables[n];
+        uint64_t i1 = cf__mod(x, &t->div);
+        if (cf__put_if_free(t, &f->shape, i1, fp) ||
+            cf__put_if_free(t, &f->shape, cf__alt_of(t, i1, fp), fp))
+            return true;
+    }
+    return false;
+}
+
+static bool cf__stash_uses(const cf_filter *f, unsigned table)
+{
+    for (unsigned e = 0; e < f->stash_n; e++)
+        if (f->stash[e].table == table)
+            return true;
+    return false;
+}
+
+cf_status cf_compact(cf_filter *f)
+{
+    if (!f)
+        return CF_EINVAL;
+    if (cf__read_only(f))
+        return CF_EREADONLY;
+    const cf__shape *s = &f->shape;
+    /* A moved fingerprint keeps the delete rule safe: a key whose pair coincides with
+     * its pair in the newer sub-filter coincides with it in the older one too. */
+    for (unsigned k = f->ntables; k-- > 1;) {
+        cf__table *t = &f->tables[k];
+        for (uint64_t x = 0; x < t->buckets && t->items; x++)
+            for (unsigned j = 0; j < s->b; j++) {
+                uint32_t fp = cf__slot_get(t, s, x, j);
+                if (fp && cf__move_older(f, k, x, fp)) {
+                    cf__slot_set(t, s, x, j, 0);
+                    t->items--;
+                }
+            }
+    }
+    while (f->ntables > 1 && f->tables[f->ntables - 1].items == 0 &&
+           !cf__stash_uses(f, f->ntables - 1)) {
+        f->ntables--;
+        f->alloc.free(f->alloc.ctx, f->tables[f->ntables].data);
+        f->tables[f->ntables].data = NULL;
+    }
+    return CF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Lookup and delete                                                                    */
 /* ------------------------------------------------------------------------------------ */
 /* Sub-filters are searched newest first. For delete this is what keeps other keys safe:

@@ -884,7 +884,7 @@ static uint64_t cf__chunk_tag(const uint8_t *p, size_t n, uint64_t header_sum, u
 
 size_t cf_dump_chunk_max(const cf_filter *f)
 {
-    if (!f || f->load_pos)
+    if (!f)
         return 0;
     uint64_t most = cf__meta_len(f->ntables, f->stash_n) + CF__SUM_BYTES;
     for (unsigned k = 0; k < f->ntables; k++) {
@@ -897,11 +897,13 @@ size_t cf_dump_chunk_max(const cf_filter *f)
 
 cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap, size_t *len)
 {
-    if (!f || !cursor || !len || f->load_pos)
+    if (!f || !cursor || !len)
         return CF_EINVAL;
-    uint64_t pos = *cursor;
+    /* A loading filter dumps what it has received: its header, then the data chunks
+     * before the one it expects. Loading those gives a filter in the same state. */
+    uint64_t pos = *cursor, end = f->load_pos ? f->load_pos : cf__table_offset(f, f->ntables);
     cf__sink k;
-    if (pos == cf__table_offset(f, f->ntables)) { /* past the last chunk */
+    if (pos == end) { /* past the last chunk */
         *len = 0;
         *cursor = 0;
         return CF_OK;
@@ -912,14 +914,14 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
             return CF_EINVAL;
         cf__sink_init(&k, buf, -1, NULL);
         cf__emit_meta(&k, f);
-        cf__put64((uint8_t *)buf + meta_len, cf__file_sum(f));
+        cf__put64((uint8_t *)buf + meta_len, f->load_pos ? f->load_file_sum : cf__file_sum(f));
         *len = (size_t)(meta_len + CF__SUM_BYTES);
         *cursor = cf__align_up(meta_len);
         return CF_OK;
     }
     unsigned t;
     uint64_t start, n, next;
-    if (!cf__chunk_at(f, pos, &t, &start, &n, &next))
+    if (pos > end || !cf__chunk_at(f, pos, &t, &start, &n, &next))
         return CF_EINVAL;
     if (!buf || cap < n + CF__SUM_BYTES)
         return CF_EINVAL;
