@@ -1,0 +1,144 @@
+/*
+ * module_abi.h - the part of the Redis / Valkey module ABI that this module uses, declared
+ * by this project (no server header is included or copied).
+ *
+ * How the ABI works: the server calls the module's exported RedisModule_OnLoad(ctx, argv,
+ * argc). The first pointer-sized word of that context is the server's lookup function,
+ * int lookup(const char *name, void *slot), which stores the address of the API function
+ * called `name` ("RedisModule_ReplyWithError", ...) into *slot and returns 0, or returns
+ * non-zero when the server does not have it. cf_rm_init() looks up every function below
+ * that way, so a server that lacks one refuses to load the module instead of crashing
+ * later. The numeric constants are the server's documented values.
+ *
+ * Every function used here exists in Redis 7.0 and in Valkey.
+ */
+#ifndef CF_REDIS_MODULE_ABI_H
+#define CF_REDIS_MODULE_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Opaque server objects: the module only ever holds pointers to them. */
+typedef struct cf_rm_ctx cf_rm_ctx;               /* a call's context */
+typedef struct cf_rm_string cf_rm_string;         /* a server string (an argument, a key) */
+typedef struct cf_rm_key cf_rm_key;               /* an open key */
+typedef struct cf_rm_type cf_rm_type;             /* a registered data type */
+typedef struct cf_rm_io cf_rm_io;                 /* RDB or AOF stream of a type callback */
+typedef struct cf_rm_digest cf_rm_digest;         /* DEBUG DIGEST accumulator */
+typedef struct cf_rm_info cf_rm_info;             /* result of GetServerInfo */
+typedef struct cf_rm_defrag_ctx cf_rm_defrag_ctx; /* only named in the methods table */
+
+/* Status values. */
+#define CF_RM_OK  0
+#define CF_RM_ERR 1
+
+/* The API version this module is written against (the only one that exists). */
+#define CF_RM_APIVER_1 1
+
+/* OpenKey modes. */
+#define CF_RM_READ  (1 << 0)
+#define CF_RM_WRITE (1 << 1)
+
+/* KeyType results that matter here. */
+#define CF_RM_KEYTYPE_EMPTY  0
+#define CF_RM_KEYTYPE_MODULE 6
+
+/* GetContextFlags bits. */
+#define CF_RM_CTX_FLAGS_REPLICATED (1 << 12) /* the command came from the primary */
+#define CF_RM_CTX_FLAGS_LOADING    (1 << 13) /* the server is loading (AOF replay) */
+#define CF_RM_CTX_FLAGS_RESP3      (1 << 22) /* the client speaks RESP3 */
+
+/* SetModuleOptions: the module checks IsIOError after every load call, so the server may
+ * load its data from a stream that can fail (diskless replication). */
+#define CF_RM_OPTIONS_HANDLE_IO_ERRORS (1 << 0)
+
+/* Version 3 of the data type methods table (has copy; understood by Redis 6.2 and later
+ * and by Valkey, which ignore fields past the version they are told). */
+#define CF_RM_TYPE_METHOD_VERSION 3
+
+typedef int (*cf_rm_cmd_fn)(cf_rm_ctx *ctx, cf_rm_string **argv, int argc);
+
+typedef struct cf_rm_type_methods {
+    uint64_t version;
+    void *(*rdb_load)(cf_rm_io *rdb, int encver);
+    void (*rdb_save)(cf_rm_io *rdb, void *value);
+    void (*aof_rewrite)(cf_rm_io *aof, cf_rm_string *key, void *value);
+    size_t (*mem_usage)(const void *value);
+    void (*digest)(cf_rm_digest *md, void *value);
+    void (*free)(void *value);
+    int (*aux_load)(cf_rm_io *rdb, int encver, int when);
+    void (*aux_save)(cf_rm_io *rdb, int when);
+    int aux_save_triggers;
+    size_t (*free_effort)(cf_rm_string *key, const void *value);
+    void (*unlink)(cf_rm_string *key, const void *value);
+    void *(*copy)(cf_rm_string *fromkey, cf_rm_string *tokey, const void *value);
+    int (*defrag)(cf_rm_defrag_ctx *ctx, cf_rm_string *key, void **value);
+} cf_rm_type_methods;
+
+/* The API functions, filled in by cf_rm_init. Names are the server's without the
+ * "RedisModule_" prefix. */
+typedef struct cf_rm_api {
+    void (*SetModuleAttribs)(cf_rm_ctx *ctx, const char *name, int ver, int apiver);
+    int (*CreateCommand)(cf_rm_ctx *ctx, const char *name, cf_rm_cmd_fn fn, const char *flags,
+                         int firstkey, int lastkey, int keystep);
+    cf_rm_type *(*CreateDataType)(cf_rm_ctx *ctx, const char *name, int encver,
+                                  cf_rm_type_methods *methods);
+    void (*SetModuleOptions)(cf_rm_ctx *ctx, int options);
+    int (*GetContextFlags)(cf_rm_ctx *ctx);
+    void (*Log)(cf_rm_ctx *ctx, const char *level, const char *fmt, ...);
+    void (*LogIOError)(cf_rm_io *io, const char *level, const char *fmt, ...);
+
+    void *(*Alloc)(size_t bytes); /* the server's own policy: never NULL, aborts when out */
+    void *(*TryAlloc)(size_t bytes);
+    void (*Free)(void *ptr);
+    void (*GetRandomBytes)(unsigned char *dst, size_t len);
+    cf_rm_info *(*GetServerInfo)(cf_rm_ctx *ctx, const char *section);
+    void (*FreeServerInfo)(cf_rm_ctx *ctx, cf_rm_info *data);
+    unsigned long long (*ServerInfoGetFieldUnsigned)(cf_rm_info *data, const char *field,
+                                                     int *out_err);
+
+    const char *(*StringPtrLen)(const cf_rm_string *str, size_t *len);
+    int (*StringToLongLong)(const cf_rm_string *str, long long *ll);
+
+    cf_rm_key *(*OpenKey)(cf_rm_ctx *ctx, cf_rm_string *name, int mode);
+    void (*CloseKey)(cf_rm_key *key);
+    int (*KeyType)(cf_rm_key *key);
+    int (*DeleteKey)(cf_rm_key *key);
+    int (*ModuleTypeSetValue)(cf_rm_key *key, cf_rm_type *type, void *value);
+    cf_rm_type *(*ModuleTypeGetType)(cf_rm_key *key);
+    void *(*ModuleTypeGetValue)(cf_rm_key *key);
+
+    int (*WrongArity)(cf_rm_ctx *ctx);
+    int (*ReplyWithError)(cf_rm_ctx *ctx, const char *err);
+    int (*ReplyWithSimpleString)(cf_rm_ctx *ctx, const char *msg);
+    int (*ReplyWithLongLong)(cf_rm_ctx *ctx, long long ll);
+    int (*ReplyWithBool)(cf_rm_ctx *ctx, int b);
+    int (*ReplyWithArray)(cf_rm_ctx *ctx, long len);
+    int (*ReplyWithMap)(cf_rm_ctx *ctx, long len);
+    int (*ReplyWithStringBuffer)(cf_rm_ctx *ctx, const char *buf, size_t len);
+    int (*ReplyWithNull)(cf_rm_ctx *ctx);
+
+    int (*ReplicateVerbatim)(cf_rm_ctx *ctx);
+    int (*Replicate)(cf_rm_ctx *ctx, const char *cmd, const char *fmt, ...);
+    void (*EmitAOF)(cf_rm_io *io, const char *cmd, const char *fmt, ...);
+
+    void (*SaveUnsigned)(cf_rm_io *io, uint64_t value);
+    uint64_t (*LoadUnsigned)(cf_rm_io *io);
+    void (*SaveStringBuffer)(cf_rm_io *io, const char *buf, size_t len);
+    char *(*LoadStringBuffer)(cf_rm_io *io, size_t *len);
+    int (*IsIOError)(cf_rm_io *io);
+    cf_rm_ctx *(*GetContextFromIO)(cf_rm_io *io);
+
+    void (*DigestAddStringBuffer)(cf_rm_digest *md, const char *buf, size_t len);
+    void (*DigestAddLongLong)(cf_rm_digest *md, long long ll);
+    void (*DigestEndSequence)(cf_rm_digest *md);
+} cf_rm_api;
+
+/* The table every file of the module calls through. */
+extern cf_rm_api cf_rm;
+
+/* Look up every function of cf_rm from the server and register the module's name and
+ * version. Returns CF_RM_OK, or CF_RM_ERR naming the missing function in *missing. */
+int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missing);
+
+#endif /* CF_REDIS_MODULE_ABI_H */
