@@ -4,7 +4,8 @@
 #   make                 configure (first time) and build a release in $(BUILD_DIR)
 #   make test            dependencies, build, ctest; then the same under ASan+UBSan
 #                        (skip that second pass with CF_TEST_QUICK=1, make or env var)
-#   make demo            build, then a tour of the cuckoo tool (scripts/demo.sh)
+#   make demo            build, then a tour of the cuckoo tool (scripts/demo.sh) and of
+#                        the Redis module on a private redis-server (scripts/demo-redis.sh)
 #   make bench           build and run every benchmark (bench/*.c but demo.c)
 #   make fuzz            build fuzz/fuzz_$(FUZZ_TARGET) (ops, deserialize or chunks; default
 #                        ops) with clang, libFuzzer, ASan and UBSan (in $(FUZZ_BUILD_DIR)) and
@@ -126,6 +127,7 @@ test-asan:
 
 demo: deps build
 	scripts/demo.sh $(BUILD_DIR)
+	scripts/demo-redis.sh $(BUILD_DIR)
 
 bench: build
 	@found=0; status=0; \

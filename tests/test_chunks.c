@@ -140,6 +140,72 @@ static cf_status load_one(cf_filter **g, const chunk *c, const cf_allocator *a)
     return cf_load_chunk(g, c->cursor, c->b.p, c->b.n, a);
 }
 
+/* The chunks cf_dump_chunk gives for f from cursor 0 until it says the dump is over (len
+ * 0, cursor 0), at most `limit` of them; f may be loading, so nothing is checked against
+ * a file. *end: the cursor that ended the dump. */
+static dump dump_raw(const cf_filter *f, size_t limit, uint64_t *end)
+{
+    dump d = {xmalloc((limit + 1) * sizeof(chunk)), 0};
+    size_t cap = cf_dump_chunk_max(f);
+    uint8_t *tmp = xmalloc(cap);
+    uint64_t cursor = 0;
+    *end = UINT64_MAX;
+    for (;;) {
+        size_t len = 999;
+        uint64_t pos = cursor;
+        if (!CHECK_ST(cf_dump_chunk(f, &cursor, tmp, cap, &len), CF_OK))
+            break;
+        if (len == 0) {
+            CHECK_EQ_U(cursor, 0);
+            *end = pos;
+            break;
+        }
+        if (!CHECK_MSG(d.n < limit, "more than %zu chunks", limit))
+            break;
+        d.c[d.n].pos = pos;
+        d.c[d.n].cursor = cursor;
+        d.c[d.n].b = buf_copy(tmp, len);
+        d.n++;
+    }
+    free(tmp);
+    return d;
+}
+
+/* p is exactly the first k chunks of d: positions, cursors and bytes. */
+static bool dump_is_prefix(const dump *p, const dump *d, size_t k)
+{
+    bool same = p->n == k && k <= d->n;
+    for (size_t i = 0; same && i < k; i++)
+        same = p->c[i].pos == d->c[i].pos && p->c[i].cursor == d->c[i].cursor &&
+               buf_eq(p->c[i].b, d->c[i].b);
+    return same;
+}
+
+/* The largest chunk of a dump. */
+static size_t dump_largest(const dump *d)
+{
+    size_t most = 0;
+    for (size_t i = 0; i < d->n; i++)
+        most = d->c[i].b.n > most ? d->c[i].b.n : most;
+    return most;
+}
+
+/* A loading filter that has taken the first `taken` chunks of d dumps exactly those (the
+ * header chunk and the data chunks so far), then ends where it expects the next one. */
+static void check_loading_dump(const cf_filter *g, const dump *d, size_t taken, const char *what)
+{
+    CHECK_EQ_U(cf_dump_chunk_max(g), dump_largest(d));
+    uint64_t end;
+    dump p = dump_raw(g, d->n + 1, &end);
+    CHECK_MSG(dump_is_prefix(&p, d, taken),
+              "%s: a filter loaded from %zu of %zu chunks dumps %zu chunks, not those", what,
+              taken, d->n, p.n);
+    uint64_t want_end = taken < d->n ? d->c[taken].pos : d->c[d->n - 1].cursor;
+    CHECK_MSG(end == want_end, "%s: the dump ended at %llu, want %llu", what,
+              (unsigned long long)end, (unsigned long long)want_end);
+    dump_free(&p);
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Filters                                                                              */
 /* ------------------------------------------------------------------------------------ */
@@ -276,7 +342,8 @@ static void roundtrip(const made *m, const char *what)
 /* While loading                                                                        */
 /* ------------------------------------------------------------------------------------ */
 
-static void check_loading_state(cf_filter *g, const cf_stats *want, const char *dir)
+static void check_loading_state(cf_filter *g, const cf_stats *want, const dump *d, size_t taken,
+                                const char *dir)
 {
     if (!CHECK(g != NULL) || !CHECK(cf_is_loading(g)))
         return;
@@ -288,19 +355,17 @@ static void check_loading_state(cf_filter *g, const cf_stats *want, const char *
     CHECK_ST(cf_delete(g, k, len), CF_EREADONLY);
     CHECK_ST(cf_add_hash(g, h), CF_EREADONLY);
     CHECK_ST(cf_delete_hash(g, h), CF_EREADONLY);
+    CHECK_ST(cf_compact(g), CF_EREADONLY);
     cf_clear(g);
     cf_stats s = cft_stats(g);
     CHECK_STATS_EQ(s, *want);
     CHECK_EQ_U(s.capacity, want->capacity);
     CHECK_EQ_U(cf_serialized_size(g), 0);
-    CHECK_EQ_U(cf_dump_chunk_max(g), 0);
     uint8_t out[4096];
     size_t w = 77;
     CHECK_ST(cf_serialize(g, out, sizeof out, &w), CF_EINVAL);
     CHECK_EQ_U(w, 77);
-    uint64_t cursor = 0;
-    size_t len2 = 0;
-    CHECK_ST(cf_dump_chunk(g, &cursor, out, sizeof out, &len2), CF_EINVAL);
+    check_loading_dump(g, d, taken, "while loading");
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/loading.cf", dir);
     CHECK_ST(cf_save(g, path), CF_EINVAL);
@@ -310,6 +375,87 @@ static void check_loading_state(cf_filter *g, const cf_stats *want, const char *
     cf_contains_many(g, hs, 4, many); /* allowed: sees what is loaded so far */
     (void)cf_contains(g, k, len);
     (void)cf_count(g, k, len);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Dumps of a loading filter                                                            */
+/* ------------------------------------------------------------------------------------ */
+
+static uint64_t g_partial_loads; /* loads resumed from the dump of a loading filter */
+
+/* For k = 1 .. all chunks of f's dump: a filter that has taken the first k dumps exactly
+ * those k chunks (bytes and cursors), refuses a cursor at or past the chunk it expects
+ * (other than that chunk's own position, where its dump ends), reports the same
+ * cf_dump_chunk_max as f; a fresh load of its dump is in the same state (loading or not,
+ * same stats, same dump), takes the rest of f's dump and ends identical to f, and so does
+ * the filter itself. */
+static void test_loading_dumps(const cf_filter *f, const char *label)
+{
+    cft_context("dumps of a loading filter: %s", label);
+    dump d = dump_all(f);
+    if (d.n == 0)
+        return;
+    buf file = ser(f);
+    size_t cap = cf_dump_chunk_max(f);
+    uint8_t *tmp = xmalloc(cap);
+    for (size_t k = 1; k <= d.n; k++) {
+        cf_filter *g = NULL;
+        bool ok = true;
+        for (size_t i = 0; i < k && ok; i++)
+            ok = CHECK_ST(load_one(&g, &d.c[i], NULL), CF_OK);
+        if (!ok) {
+            cf_free(g);
+            break;
+        }
+        CHECK(cf_is_loading(g) == (k < d.n));
+        cf_stats sg = cft_stats(g);
+        check_loading_dump(g, &d, k, label);
+        /* Past the end of what it has: chunk positions of f after the expected one, and
+         * f's end. */
+        for (size_t j = k + 1; k < d.n && j <= d.n; j++) {
+            uint64_t at = j < d.n ? d.c[j].pos : d.c[d.n - 1].cursor;
+            uint64_t cursor = at;
+            size_t len = 999;
+            CHECK_MSG(cf_dump_chunk(g, &cursor, tmp, cap, &len) == CF_EINVAL,
+                      "%zu of %zu chunks in: cursor %llu (chunk %zu) accepted", k, d.n,
+                      (unsigned long long)at, j);
+            CHECK_EQ_U(cursor, at);
+        }
+        /* Its dump, loaded afresh: the same state, and the same dump again. */
+        uint64_t end;
+        dump p = dump_raw(g, d.n + 1, &end);
+        cf_filter *h = NULL;
+        ok = p.n == k;
+        for (size_t i = 0; i < p.n && ok; i++)
+            ok = CHECK_ST(load_one(&h, &p.c[i], NULL), CF_OK);
+        if (ok && CHECK(h != NULL)) {
+            CHECK(cf_is_loading(h) == cf_is_loading(g));
+            cf_stats sh = cft_stats(h);
+            CHECK_STATS_EQ(sh, sg);
+            CHECK_EQ_U(cf_dump_chunk_max(h), cf_dump_chunk_max(f));
+            check_loading_dump(h, &d, k, label);
+            /* The rest of f's dump: both end as f. */
+            for (size_t i = k; i < d.n && ok; i++)
+                ok = CHECK_MSG(load_one(&h, &d.c[i], NULL) == CF_OK,
+                               "resumed after %zu chunks: chunk %zu refused", k, i) &&
+                     CHECK_ST(load_one(&g, &d.c[i], NULL), CF_OK);
+            if (ok) {
+                CHECK(!cf_is_loading(h) && !cf_is_loading(g));
+                buf bh = ser(h), bg = ser(g);
+                CHECK_MSG(buf_eq(file, bh), "resumed after %zu of %zu chunks: differs", k, d.n);
+                CHECK_MSG(buf_eq(file, bg), "dumped after %zu of %zu chunks: differs", k, d.n);
+                buf_free(&bh);
+                buf_free(&bg);
+                g_partial_loads++;
+            }
+        }
+        cf_free(h);
+        dump_free(&p);
+        cf_free(g);
+    }
+    free(tmp);
+    buf_free(&file);
+    dump_free(&d);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -392,7 +538,7 @@ static void refusal_suite(const cf_filter *f, const dump *foreign, const char *d
         dump_free(&d);
         return;
     }
-    check_loading_state(g, &want, dir);
+    check_loading_state(g, &want, &d, 1, dir);
     /* The filter is loading: another header is not the next chunk. */
     refuse(&g, hc->cursor, hc->b.p, hc->b.n, CF_ECORRUPT, "the header again", 0);
     bool any_foreign = false;
@@ -450,7 +596,7 @@ static void refusal_suite(const cf_filter *f, const dump *foreign, const char *d
             any_foreign = true;
             refuse(&g, c->cursor, foreign->c[i].b.p, n, CF_ECORRUPT, "foreign chunk", i);
         }
-        check_loading_state(g, &want, dir);
+        check_loading_state(g, &want, &d, i, dir);
         /* And now the right one. */
         if (!CHECK_MSG(load_one(&g, c, NULL) == CF_OK, "step %zu: the right chunk refused", i))
             break;
@@ -1020,6 +1166,7 @@ int main(void)
         refusal_suite(f, foreign.n ? &foreign : NULL, g_dir, cases[i].name);
         test_hidden_damage(f, cases[i].name);
         test_forged_dumps(f, cases[i].name);
+        test_loading_dumps(f, cases[i].name);
         if (i < 3)
             test_alloc_failures(f, cases[i].name);
         if (i == 0)
