@@ -28,8 +28,9 @@
  *   with CF_ENOMEM iff an allocation failed; a refused one leaves *f NULL and leaks
  *   nothing.
  * - While loading, the filter is read-only: adds and deletes give CF_EREADONLY,
- *   cf_clear does nothing, cf_serialize and cf_dump_chunk give CF_EINVAL and the sizes 0,
- *   a NULL chunk with a length gives CF_EINVAL.
+ *   cf_clear does nothing, cf_serialize gives CF_EINVAL and cf_serialized_size 0, its dump
+ *   is the header chunk it took, exactly, then the end (a buffer one byte short:
+ *   CF_EINVAL), a NULL chunk with a length gives CF_EINVAL.
  * - A data chunk allocates nothing. A refused one (CF_ECORRUPT) leaves the filter loading
  *   and unchanged: the same stats and the same counts for a set of probe hashes. An
  *   accepted one changes no stats (they come from the header).
@@ -156,12 +157,19 @@ static void fz_check_loading(fz_load *L, uint64_t cursor, const uint8_t *d, size
                s.stashed == nstash && s.fingerprint_bits == d[40] && s.bucket_size == d[41] &&
                s.capacity == fz_get64(d + 32));
 
-    FZ_REQUIRE(cf_serialized_size(f) == 0 && cf_dump_chunk_max(f) == 0);
+    FZ_REQUIRE(cf_serialized_size(f) == 0 && cf_dump_chunk_max(f) >= len);
     uint8_t buf[64];
     size_t n = 1;
     uint64_t c = 0;
     FZ_REQUIRE(cf_serialize(f, buf, sizeof buf, &n) == CF_EINVAL);
-    FZ_REQUIRE(cf_dump_chunk(f, &c, buf, sizeof buf, &n) == CF_EINVAL);
+    /* Its dump so far: this header chunk, exactly, then the end. */
+    uint8_t *hc = malloc(len);
+    FZ_REQUIRE(hc != NULL);
+    FZ_REQUIRE(cf_dump_chunk(f, &c, hc, len - 1, &n) == CF_EINVAL && c == 0);
+    FZ_REQUIRE(cf_dump_chunk(f, &c, hc, len, &n) == CF_OK && n == len && c == cursor &&
+               memcmp(hc, d, len) == 0);
+    FZ_REQUIRE(cf_dump_chunk(f, &c, hc, len, &n) == CF_OK && n == 0 && c == 0);
+    free(hc);
     FZ_REQUIRE(cf_add_hash(f, L->probes[0]) == CF_EREADONLY);
     FZ_REQUIRE(cf_add(f, "k", 1) == CF_EREADONLY);
     FZ_REQUIRE(cf_add_unique(f, "k", 1) == CF_EREADONLY);

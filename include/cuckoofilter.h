@@ -211,14 +211,14 @@ CF_API uint64_t cf_count(const cf_filter *f, const void *key, size_t len);
  * access to f. */
 CF_API void cf_clear(cf_filter *f);
 
-/* Move fingerprints from newer sub-filters into free slots of older ones, then free the
- * newest sub-filters that are left empty. After many deletes this gives memory back and
- * makes lookups cheaper (fewer sub-filters to probe); a fixed filter (one sub-filter) is
- * left as it is. No key is lost: every fingerprint moves into the pair of buckets its key
- * hashes to, and deletes stay safe afterwards. Deterministic: the same filter always
- * compacts to the same filter. Cost: one pass over every sub-filter but the oldest.
- * Returns CF_OK; CF_EINVAL for NULL; CF_EREADONLY for a mapped or loading filter.
- * Thread safety: needs exclusive access to f. */
+/* Move stashed fingerprints back into the tables and fingerprints from newer sub-filters
+ * into free slots of older ones, then free the newest sub-filters that are left empty. After many
+ * deletes this gives memory back and makes lookups cheaper (fewer sub-filters to probe); a fixed
+ * filter (one sub-filter) is left as it is. No key is lost: every fingerprint moves into the pair
+ * of buckets its key hashes to, and deletes stay safe afterwards. Deterministic: the same filter
+ * always compacts to the same filter. Cost: one pass over every sub-filter but the oldest. Returns
+ * CF_OK; CF_EINVAL for NULL; CF_EREADONLY for a mapped or loading filter. Thread safety: needs
+ * exclusive access to f. */
 CF_API cf_status cf_compact(cf_filter *f);
 
 /* Fill *out with the filter's figures. Does nothing if either pointer is NULL. */

@@ -393,10 +393,15 @@ static cf_status cf__insert(cf_filter *f, const cf__key *k)
 /* Compaction                                                                           */
 /* ------------------------------------------------------------------------------------ */
 
-/* Put fp, which sits in bucket x of sub-filter k, into a free slot of its pair in an
- * older sub-filter (newest first, as an insert would). Bucket indices are nested, so its
- * pair there is x reduced mod that sub-filter's size and that bucket's alternate: the
- * pair its key hashes to. */
+static void cf__stash_remove(cf_filter *f, unsigned e)
+{
+    f->stash[e] = f->stash[--f->stash_n];
+}
+
+/* Put fp, which sits in bucket x of sub-filter k (or of sub-filter k - 1's stash), into
+ * a free slot of its pair in sub-filter k - 1 or an older one (newest first, as an insert
+ * would). Bucket indices are nested, so its pair there is x reduced mod that sub-filter's
+ * size and that bucket's alternate: the pair its key hashes to. */
 static bool cf__move_older(cf_filter *f, unsigned k, uint64_t x, uint32_t fp)
 {
     for (unsigned n = k; n-- > 0;) {
@@ -424,6 +429,13 @@ cf_status cf_compact(cf_filter *f)
     if (cf__read_only(f))
         return CF_EREADONLY;
     const cf__shape *s = &f->shape;
+    /* Stashed fingerprints first: back into their sub-filter or an older one, where
+     * lookups find them without the stash and where they no longer pin a sub-filter. */
+    for (unsigned e = f->stash_n; e-- > 0;) {
+        cf__stash x = f->stash[e];
+        if (cf__move_older(f, x.table + 1, x.bucket, x.fp))
+            cf__stash_remove(f, e);
+    }
     /* A moved fingerprint keeps the delete rule safe: a key whose pair coincides with
      * its pair in the newer sub-filter coincides with it in the older one too. */
     for (unsigned k = f->ntables; k-- > 1;) {
@@ -467,11 +479,6 @@ static unsigned cf__stash_match(const cf_filter *f, unsigned table, const cf__ke
             hits |= 1u << e;
     }
     return hits;
-}
-
-static void cf__stash_remove(cf_filter *f, unsigned e)
-{
-    f->stash[e] = f->stash[--f->stash_n];
 }
 
 /* A delete freed a slot in sub-filter `table`: move back the stash entries that now fit,

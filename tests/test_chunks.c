@@ -21,8 +21,16 @@
  *   during its dump: refused when the table is complete or by the last chunk.
  * - A chunk of another filter with the same 64-byte header (same settings, seed 0, as
  *   many keys), in a table of two chunks: cuckoofilter.h promises CF_ECORRUPT at once.
- * - While loading: read-only, not serializable, not dumpable, not saved; lookups see the
- *   empty tables until their chunks come.
+ * - While loading: read-only (cf_compact too), not serializable, not saved; lookups see
+ *   the empty tables until their chunks come. Its dump is the header chunk and the data
+ *   chunks it has taken, exactly (bytes and cursors), ending where it expects the next
+ *   one; cf_dump_chunk_max is the original's.
+ * - Dumps of a loading filter, after each k chunks (k = 1 .. all; shapes of one and of
+ *   several sub-filters, and a sub-filter of two chunks): a cursor at or past the chunk it
+ *   expects (but that chunk's own, where its dump ends) or inside a chunk is CF_EINVAL;
+ *   its dump loads into a filter in the same state (loading or not, stats, dump), which
+ *   takes the rest of the original dump and ends identical to the original, bit for bit;
+ *   so does the filter that was dumped.
  * - Allocation failures of the header chunk; data chunks allocate nothing.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -198,8 +206,8 @@ static void check_loading_dump(const cf_filter *g, const dump *d, size_t taken, 
     uint64_t end;
     dump p = dump_raw(g, d->n + 1, &end);
     CHECK_MSG(dump_is_prefix(&p, d, taken),
-              "%s: a filter loaded from %zu of %zu chunks dumps %zu chunks, not those", what,
-              taken, d->n, p.n);
+              "%s: a filter loaded from %zu of %zu chunks dumps %zu chunks, not those", what, taken,
+              d->n, p.n);
     uint64_t want_end = taken < d->n ? d->c[taken].pos : d->c[d->n - 1].cursor;
     CHECK_MSG(end == want_end, "%s: the dump ended at %llu, want %llu", what,
               (unsigned long long)end, (unsigned long long)want_end);
@@ -421,6 +429,13 @@ static void test_loading_dumps(const cf_filter *f, const char *label)
                       (unsigned long long)at, j);
             CHECK_EQ_U(cursor, at);
         }
+        /* Positions inside chunks it has: no chunk starts there. */
+        for (size_t j = 1; j < k; j++) {
+            uint64_t cursor = d.c[j].pos + 1;
+            size_t len = 999;
+            CHECK_ST(cf_dump_chunk(g, &cursor, tmp, cap, &len), CF_EINVAL);
+            CHECK_EQ_U(cursor, d.c[j].pos + 1);
+        }
         /* Its dump, loaded afresh: the same state, and the same dump again. */
         uint64_t end;
         dump p = dump_raw(g, d.n + 1, &end);
@@ -633,11 +648,20 @@ static size_t load_until_refused(const dump *d, size_t at, const buf *x)
         }
     }
     if (i < d->n && g) {
-        /* Refused and stuck: the loader still waits, and is still safe to query. */
+        /* Refused and stuck: the loader still waits, and is still safe to query. Its dump
+         * is the chunks it took (the replaced one as it came). */
         CHECK(cf_is_loading(g));
         uint8_t k[CFT_KEY_MAX];
         for (uint64_t j = 0; j < 100; j++)
             (void)cf_contains(g, k, cft_key(k, 3, j));
+        uint64_t end;
+        dump p = dump_raw(g, d->n + 1, &end);
+        bool same = p.n == i && end == d->c[i].pos;
+        for (size_t j = 0; same && j < i; j++)
+            same = p.c[j].pos == d->c[j].pos && p.c[j].cursor == d->c[j].cursor &&
+                   buf_eq(p.c[j].b, j == at && x ? *x : d->c[j].b);
+        CHECK_MSG(same, "stuck at chunk %zu: it dumps %zu other chunks", i, p.n);
+        dump_free(&p);
     }
     cf_free(g);
     return i;
@@ -1211,6 +1235,32 @@ int main(void)
     }
     made_free(&bm);
     printf("  big filter: %.2f s\n", cft_now() - t0);
+
+    /* A growing filter whose second sub-filter is two chunks: 264 buckets, then 264 *
+     * 16384 (26 MB). Header, table 0, two chunks of table 1: a loading filter that stops
+     * between sub-filters, and one that stops inside one. */
+    t0 = cft_now();
+    cf_config wide = {
+        .capacity = 1000, .expansion = 16384, .max_sub_filters = 2, .seed = cft_subseed(15)};
+    made wm = make(wide, 310, 100000, 2);
+    if (wm.f) {
+        cft_context("growing, two chunks in sub-filter 1");
+        uint8_t k[CFT_KEY_MAX];
+        for (uint64_t i = 0; i < 20000; i++)
+            CHECK_ST(cf_add(wm.f, k, cft_key(k, 311, i)), CF_OK);
+        cf_stats ws = cft_stats(wm.f);
+        CHECK_EQ_U(ws.sub_filters, 2);
+        CHECK(ws.bytes > CF_CHUNK_DATA_MAX);
+        dump wd = dump_all(wm.f);
+        CHECK_EQ_U(wd.n, 4);
+        dump_free(&wd);
+        test_dump_arguments(wm.f, "growing, big sub-filter 1");
+        test_loading_dumps(wm.f, "growing, big sub-filter 1");
+    }
+    made_free(&wm);
+    printf("  growing filter with a sub-filter of two chunks: %.2f s; %llu loads resumed from "
+           "the dump of a loading filter\n",
+           cft_now() - t0, (unsigned long long)g_partial_loads);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/loading.cf", g_dir); /* only if cf_save wrongly saved */
     unlink(path);

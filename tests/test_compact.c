@@ -27,8 +27,12 @@
  *    filter of one sub-filter keep their bytes; NULL: CF_EINVAL; a filter still loading
  *    (after its header, after a data chunk) and a memory-mapped one: CF_EREADONLY and
  *    unchanged (the loading one then completes identical to its original).
- * 5. Stash entries of a growing filter at its limit: a compaction never frees the
- *    sub-filter a stash entry belongs to, and the stashed keys stay found.
+ * 5. Stash entries of a growing filter at its limit (two equal sub-filters, 8 stash
+ *    entries of the second): with the keys of the first deleted, a compaction moves the
+ *    stashed fingerprints into the room that made (the stash empties, in all of 30
+ *    filters: checked), so no stash entry pins an emptied sub-filter; the stashed keys
+ *    stay found; then every other key out, each delete followed by a compaction, down to
+ *    one sub-filter.
  * 6. Growth after compaction: many more keys, the new sub-filters sized from the
  *    remaining newest one, no false negatives; then everything out, back to one.
  * 7. Compaction never allocates: with every allocation failing it still returns CF_OK,
@@ -111,8 +115,14 @@ static uint64_t bag_fresh(bag *b, const cf_filter *f)
 /* Ids 0..HOT_IDS-1 are the hot keys. */
 static bag bag_make(const cf_filter *f, uint64_t stream, uint64_t cap, size_t max)
 {
-    bag b = {stream, calloc(cap, sizeof(uint32_t)), xmalloc(cap * sizeof(uint64_t)), cap, 0,
-             xmalloc(max * sizeof(uint64_t)), 0, max};
+    bag b = {stream,
+             calloc(cap, sizeof(uint32_t)),
+             xmalloc(cap * sizeof(uint64_t)),
+             cap,
+             0,
+             xmalloc(max * sizeof(uint64_t)),
+             0,
+             max};
     if (!b.count)
         exit(2);
     while (b.next_id < HOT_IDS)
@@ -193,7 +203,7 @@ static uint64_t compact_checked(cf_filter *f, const bag *b, cft_alloc *ta, tally
     fails += !CHECK_MSG(ta->calls == calls, "%s: the compaction called alloc %llu times", when,
                         (unsigned long long)(ta->calls - calls));
     fails += !CHECK_EQ_U(s1.items, s0.items);
-    fails += !CHECK_EQ_U(s1.stashed, s0.stashed);
+    fails += !CHECK(s1.stashed <= s0.stashed); /* stashed fingerprints may find room */
     fails += !CHECK(s1.sub_filters >= 1 && s1.sub_filters <= s0.sub_filters);
     fails += !CHECK(s1.bytes <= s0.bytes && s1.buckets <= s0.buckets && s1.slots <= s0.slots);
     fails += !CHECK((s1.sub_filters < s0.sub_filters) == (s1.bytes < s0.bytes));
@@ -351,9 +361,10 @@ static void test_differential(cf_config c, uint64_t tag, uint64_t live_max, bool
     d.max_subs = c.max_sub_filters ? c.max_sub_filters : CF_DEFAULT_MAX_SUB_FILTERS;
     const unsigned cycles = 3;
     for (unsigned cy = 0; cy < cycles && d.fails < 20; cy++) {
-        /* Grow to hi keys (or as far as 4 * hi adds get), shrink to lo, compact. */
-        uint64_t hi = live_max / 3 + cft_below(&d.r, live_max - live_max / 3);
-        uint64_t lo = cft_below(&d.r, live_max / 6 + 1);
+        /* Grow to hi keys (or as far as 4 * hi adds get: all of live_max the first time),
+         * shrink to lo, compact. */
+        uint64_t hi = cy == 0 ? live_max : live_max / 3 + cft_below(&d.r, live_max - live_max / 3);
+        uint64_t lo = cft_below(&d.r, live_max / 20 + 1);
         for (uint64_t ops = 0; d.b.n < hi && ops < 4 * hi && d.fails < 20; ops++)
             diff_step(&d, 0.8);
         d.fails += check_bag(d.f, &d.b, "after growing");
@@ -368,6 +379,7 @@ static void test_differential(cf_config c, uint64_t tag, uint64_t live_max, bool
     CHECK_EQ_U(s.items, 0);
     CHECK_EQ_U(s.stashed, 0);
     unsigned subs_at_end = s.sub_filters;
+    uint64_t shrank = d.t.shrank;
     d.fails += compact_checked(d.f, &d.b, &ta, &d.t, "everything deleted");
     s = cft_stats(d.f);
     CHECK_EQ_U(s.sub_filters, 1);
@@ -385,10 +397,9 @@ static void test_differential(cf_config c, uint64_t tag, uint64_t live_max, bool
     }
     if (cft_full_scale()) {
         /* The run did what it is for. */
-        CHECK_MSG(d.t.most_subs >= (c.expansion == 1 ? 6u : 3u), "at most %u sub-filters",
+        CHECK_MSG(d.t.most_subs >= (c.expansion == 1 ? 4u : 3u), "at most %u sub-filters",
                   d.t.most_subs);
-        CHECK_MSG(d.t.shrank >= 2, "only %llu compactions freed sub-filters",
-                  (unsigned long long)d.t.shrank);
+        CHECK_MSG(shrank >= 1, "no compaction freed a sub-filter before the last");
         CHECK(d.t.compactions >= 10);
         if (at_limit)
             CHECK_MSG(d.stash_seen > 0, "the stash was never used");
@@ -474,7 +485,7 @@ static void test_really_compacts(unsigned e, unsigned b, unsigned fb, uint64_t n
     if (cft_full_scale())
         CHECK_MSG(s0.sub_filters >= 4, "only %u sub-filters", s0.sub_filters);
 
-    /* Compacting a filter where every sub-filter is in use frees nothing. */
+    /* 95 % of the keys out, then a compaction. */
     uint64_t deleted = delete_some(f, tag, in, n, 0.95, &r);
     cf_stats s1 = cft_stats(f);
     CHECK_EQ_U(s1.items, n - deleted);
@@ -774,11 +785,10 @@ static bool bag_delete_at(bag *b, cf_filter *f, size_t at)
 /* A growing filter at its limit of 2 equal sub-filters (expansion 1), with 8 stash
  * entries: they belong to sub-filter 1. The keys added before the growth sit in
  * sub-filter 0; deleting them frees room there and leaves the stash as it is (deletes in
- * sub-filter 0 cannot drain entries of sub-filter 1), and a compaction then often moves
- * every fingerprint of sub-filter 1 into sub-filter 0: sub-filter 1 is empty, but the
- * stash entries still belong to it, so it must stay. Then the rest of the keys, one by
- * one, each delete followed by a compaction. Returns the compactions that kept an empty
- * sub-filter. */
+ * sub-filter 0 cannot drain entries of sub-filter 1). A compaction then moves the stashed
+ * fingerprints into sub-filter 0, so none is left to pin an emptied sub-filter 1. Then
+ * the rest of the keys, one by one, each delete followed by a compaction. Returns the
+ * stash entries left after that compaction. */
 static uint64_t test_stash_at_limit(uint64_t tag)
 {
     cft_alloc ta;
@@ -822,12 +832,8 @@ static uint64_t test_stash_at_limit(uint64_t tag)
         if (b.copies[i] < grown_at)
             bag_delete_at(&b, f, i);
     compact_checked(f, &b, &ta, &t, "the keys of sub-filter 0 deleted");
-    uint64_t pinned = t.pinned;
-    if (pinned) {
-        CHECK_EQ_U(cft_stats(f).sub_filters, 2);
-        CHECK(cft_stats(f).stashed > 0);
-        compact_checked(f, &b, &ta, &t, "again");
-    }
+    uint64_t left = cft_stats(f).stashed;
+    CHECK_EQ_U(t.pinned, 0);
     /* The rest in random order, a compaction after each delete. */
     cft_rng r = cft_rng_make(c.seed);
     while (b.n > 0) {
@@ -841,7 +847,7 @@ static uint64_t test_stash_at_limit(uint64_t tag)
     cf_free(f);
     CHECK_ALLOC_CLEAN(&ta);
     bag_free(&b);
-    return pinned;
+    return left;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -944,7 +950,7 @@ static void test_no_allocation(unsigned e, uint64_t tag)
     CHECK_EQ_U(ta.frees - frees, s0.sub_filters - s1.sub_filters);
     CHECK_EQ_U(live - ta.live_bytes, s0.bytes - s1.bytes);
     CHECK_EQ_U(missing_in(f, tag, in, n), 0);
-    /* Still failing: a compaction with nothing to do, and adds that fit without growing. */
+    /* Still failing: a second compaction (with less or nothing to do) allocates nothing. */
     CHECK_ST(cf_compact(f), CF_OK);
     CHECK_EQ_U(ta.calls, calls);
     cft_alloc_disarm(&ta);
@@ -1004,15 +1010,14 @@ int main(void)
     test_determinism(1, 300);
     test_determinism(2, 301);
     test_noops_and_refusals(dir);
-    uint64_t pinned = 0, stash_runs = 30;
+    uint64_t stash_left = 0, stash_runs = 30;
     for (uint64_t i = 0; i < stash_runs; i++)
-        pinned += test_stash_at_limit(400 + i) > 0;
+        stash_left += test_stash_at_limit(400 + i);
     cft_context("stash at the limit");
-    printf("  stash at the limit: %llu of %llu filters kept an empty sub-filter for its stash "
-           "entries\n",
-           (unsigned long long)pinned, (unsigned long long)stash_runs);
-    /* About a third do (the chance that none of 30 does is about 1e-6). */
-    CHECK(pinned > 0);
+    printf("  stash at the limit: %llu stash entries left in %llu filters after the compaction\n",
+           (unsigned long long)stash_left, (unsigned long long)stash_runs);
+    /* Sub-filter 0 lost every key it had before the growth: there is room for all 8. */
+    CHECK_EQ_U(stash_left, 0);
     test_grow_after(1, 4, 500);
     test_grow_after(2, 2, 501);
     test_grow_after(3, 4, 502);

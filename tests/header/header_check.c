@@ -42,6 +42,7 @@ struct cf_header_check_api {
     cf_status (*delete_key)(cf_filter *, const void *, size_t);
     uint64_t (*count)(const cf_filter *, const void *, size_t);
     void (*clear)(cf_filter *);
+    cf_status (*compact)(cf_filter *);
     void (*get_stats)(const cf_filter *, cf_stats *);
     const char *(*describe)(cf_status);
     const char *(*version)(void);
@@ -69,13 +70,17 @@ struct cf_header_check_api {
 
 extern const struct cf_header_check_api cf_header_check_table;
 const struct cf_header_check_api cf_header_check_table = {
-    cf_new,           cf_bytes_needed, cf_free,           cf_add,        cf_add_unique,
-    cf_contains,      cf_delete,       cf_count,          cf_clear,      cf_get_stats,
-    cf_strerror,      cf_version,      cf_hash,           cf_add_hash,   cf_contains_hash,
-    cf_delete_hash,   cf_count_hash,   cf_contains_many,  cf_get_config, cf_serialized_size,
-    cf_serialize,     cf_deserialize,  cf_validate,       cf_save,       cf_load,
-    cf_validate_file, cf_open_mapped,  cf_dump_chunk_max, cf_dump_chunk, cf_load_chunk,
-    cf_is_loading,    cf_expected_fpr,
+    cf_new,           cf_bytes_needed,   cf_free,
+    cf_add,           cf_add_unique,     cf_contains,
+    cf_delete,        cf_count,          cf_clear,
+    cf_compact,       cf_get_stats,      cf_strerror,
+    cf_version,       cf_hash,           cf_add_hash,
+    cf_contains_hash, cf_delete_hash,    cf_count_hash,
+    cf_contains_many, cf_get_config,     cf_serialized_size,
+    cf_serialize,     cf_deserialize,    cf_validate,
+    cf_save,          cf_load,           cf_validate_file,
+    cf_open_mapped,   cf_dump_chunk_max, cf_dump_chunk,
+    cf_load_chunk,    cf_is_loading,     cf_expected_fpr,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and
@@ -176,6 +181,8 @@ int main(void)
     api->get_stats(filter, &stats);
     if (stats.items != 0 || stats.slots == 0)
         return 13;
+    if (api->compact(filter) != CF_OK || api->compact(NULL) != CF_EINVAL)
+        return 14;
     api->clear(filter);
     api->free_filter(filter);
     api->free_filter(NULL);
