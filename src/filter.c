@@ -19,6 +19,18 @@
 /* Multiplier that spreads bucket numbers over the visited-set (2^64 / golden ratio). */
 #define CF__MARK_MULT UINT64_C(0x9e3779b97f4a7c15)
 
+/* Eviction searches of up to this many nodes run in memory on the stack (16 KB), so a
+ * filter with the default budget (500 kicks) holds no search memory of its own: many
+ * small filters (one per key in Redis) stay small. Larger budgets get a block with the
+ * filter. */
+#define CF__STACK_NODES 512u
+
+/* A search on the stack first tries with this many nodes, checking for a visited bucket by
+ * scanning its queue, which needs no visited set to clear; most evictions need fewer
+ * nodes. If that is not enough it starts over with the whole budget and a visited set,
+ * which finds the same path a single search would. */
+#define CF__FIRST_NODES 16u
+
 static void *cf__malloc(void *ctx, size_t size)
 {
     (void)ctx;
@@ -64,11 +76,20 @@ static cf_status cf__resolve(const cf_config *c, cf__params *p)
     return CF_OK;
 }
 
+/* log2 of the visited-set entries for a search of `nodes` nodes: at least twice as many. */
+static unsigned cf__mark_bits(size_t nodes)
+{
+    unsigned bits = 1;
+    while (((size_t)1 << bits) < 2 * nodes)
+        bits++;
+    return bits;
+}
+
 /* How the memory of a filter with `ntables` sub-filters is laid out, tables aside. */
 typedef struct cf__head {
-    size_t queue_len;   /* nodes in the eviction search */
+    size_t queue_len;   /* nodes of the filter's own search memory; 0: none (stack) */
     unsigned mark_bits; /* log2 of the entries in its visited set */
-    size_t head_bytes;  /* the filter struct, the search queue and the visited set */
+    size_t head_bytes;  /* the filter struct, and its search memory if it has one */
     unsigned tables_cap;
 } cf__head;
 
@@ -76,15 +97,20 @@ static void cf__head_layout(const cf__params *p, unsigned ntables, cf__head *h)
 {
     /* Everything here is bounded by max_kicks <= 65535 and max_tables <= 65536, so these
      * sums cannot overflow even a 32-bit size_t. */
-    h->queue_len = (size_t)p->max_kicks + 2;
-    h->mark_bits = 1;
-    while (((size_t)1 << h->mark_bits) < 2 * h->queue_len)
-        h->mark_bits++;
-    h->head_bytes = sizeof(cf_filter) + h->queue_len * sizeof(cf__node) +
-                    ((size_t)1 << h->mark_bits) * sizeof(cf__mark);
-    h->tables_cap = p->max_tables < CF__INITIAL_TABLES ? p->max_tables : CF__INITIAL_TABLES;
-    if (h->tables_cap < ntables)
-        h->tables_cap = ntables;
+    size_t budget = (size_t)p->max_kicks + 2;
+    h->queue_len = budget > CF__STACK_NODES ? budget : 0;
+    h->mark_bits = h->queue_len ? cf__mark_bits(h->queue_len) : 0;
+    h->head_bytes = sizeof(cf_filter);
+    if (h->queue_len)
+        h->head_bytes +=
+            h->queue_len * sizeof(cf__node) + ((size_t)1 << h->mark_bits) * sizeof(cf__mark);
+    /* The sub-filter array doubles as the filter grows; a loaded filter gets the size the
+     * growth would have given it, so that a copy holds what its original holds. */
+    h->tables_cap = CF__INITIAL_TABLES;
+    while (h->tables_cap < ntables)
+        h->tables_cap *= 2;
+    if (h->tables_cap > p->max_tables)
+        h->tables_cap = p->max_tables;
 }
 
 cf_status cf_bytes_needed(const cf_config *config, size_t *bytes)
@@ -139,9 +165,9 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
         a = &cf__default_allocator;
     cf__head_layout(p, ntables, &h);
 
-    /* The struct, the search queue and the visited set share one block (all 8-byte
-     * aligned: each element size is a multiple of 8); the sub-filter array and the tables
-     * are separate because they change when the filter grows. */
+    /* The struct and its search memory, if any, share one block (all 8-byte aligned:
+     * each element size is a multiple of 8); the sub-filter array and the tables are
+     * separate because they change when the filter grows. */
     uint8_t *head = a->alloc(a->ctx, h.head_bytes);
     cf__table *tables = head ? a->alloc(a->ctx, h.tables_cap * sizeof(cf__table)) : NULL;
     if (!tables) {
@@ -160,10 +186,14 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
     f->max_tables = p->max_tables;
     f->tables_cap = h.tables_cap;
     f->tables = tables;
-    f->queue = (cf__node *)(void *)(head + sizeof(cf_filter));
-    f->marks = (cf__mark *)(void *)(head + sizeof(cf_filter) + h.queue_len * sizeof(cf__node));
-    memset(f->marks, 0, ((size_t)1 << h.mark_bits) * sizeof(cf__mark));
-    f->mark_shift = 64u - h.mark_bits;
+    if (h.queue_len) {
+        cf__search *z = &f->search;
+        z->queue = (cf__node *)(void *)(head + sizeof(cf_filter));
+        z->marks = (cf__mark *)(void *)(head + sizeof(cf_filter) + h.queue_len * sizeof(cf__node));
+        memset(z->marks, 0, ((size_t)1 << h.mark_bits) * sizeof(cf__mark));
+        z->cap = (uint32_t)h.queue_len;
+        z->shift = 64u - h.mark_bits;
+    }
     uint64_t buckets = buckets0;
     for (unsigned i = 0; i < ntables; i++) {
         size_t bytes;
@@ -223,37 +253,35 @@ void cf_clear(cf_filter *f)
 /* Insert                                                                               */
 /* ------------------------------------------------------------------------------------ */
 
-/* Add `bucket` to the visited set of the current search; false if it was there. */
-static bool cf__visit(cf_filter *f, uint64_t bucket)
+/* Add `bucket` to the visited set of search z; false if it was there. */
+static bool cf__visit(cf__search *z, uint64_t bucket)
 {
-    uint64_t i = (bucket * CF__MARK_MULT) >> f->mark_shift;
+    if (!z->marks) { /* a small search: the visited buckets are the n queued ones */
+        for (uint32_t i = 0; i < z->n; i++)
+            if (z->queue[i].bucket == bucket)
+                return false;
+        return true;
+    }
+    uint32_t tag = (uint32_t)(bucket ^ (bucket >> 32));
+    uint64_t i = (bucket * CF__MARK_MULT) >> z->shift;
     for (;;) {
-        cf__mark *m = &f->marks[i];
-        if (m->gen != f->mark_gen) {
-            m->gen = f->mark_gen;
-            m->bucket = bucket;
+        cf__mark *m = &z->marks[i];
+        if (m->gen != z->gen) {
+            m->gen = z->gen;
+            m->tag = tag;
             return true;
         }
-        if (m->bucket == bucket)
+        if (m->tag == tag)
             return false;
-        i = (i + 1) & (UINT64_MAX >> f->mark_shift);
-    }
-}
-
-static void cf__visit_reset(cf_filter *f)
-{
-    if (++f->mark_gen == 0) { /* wrapped: stale entries could look current */
-        memset(f->marks, 0, ((size_t)1 << (64u - f->mark_shift)) * sizeof(cf__mark));
-        f->mark_gen = 1;
+        i = (i + 1) & (UINT64_MAX >> z->shift);
     }
 }
 
 /* Make the moves of a found path, from its free end back to a root: each fingerprint
  * steps into the slot its successor just left, and `fp` takes the root's slot. */
-static void cf__apply_path(cf_filter *f, cf__table *t, uint32_t end, unsigned slot, uint32_t fp)
+static void cf__apply_path(const cf__shape *s, const cf__node *q, cf__table *t, uint32_t end,
+                           unsigned slot, uint32_t fp)
 {
-    const cf__shape *s = &f->shape;
-    const cf__node *q = f->queue;
     uint32_t cur = end;
     while (q[cur].parent != CF__ROOT) {
         const cf__node *parent = &q[q[cur].parent];
@@ -265,41 +293,68 @@ static void cf__apply_path(cf_filter *f, cf__table *t, uint32_t end, unsigned sl
     cf__slot_set(t, s, q[cur].bucket, slot, fp);
 }
 
-/* Find room for fp in the full buckets i1 and i2 of t by moving residents to their other
- * buckets. Breadth-first: every resident of a bucket on the frontier is a candidate, so
- * the path found is the shortest within the budget (max_kicks buckets examined), and it
+/* Results of one breadth-first search. */
+typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
+
+/* Search for room for fp in the full buckets i1 and i2 of t by moving residents to their
+ * other buckets, with z->cap nodes. Breadth-first: every resident of a bucket on the
+ * frontier is a candidate, so the path found is the shortest within the budget, and it
  * is planned completely before anything moves. A failed search therefore changes
  * nothing, and the result depends only on the table's contents: replaying the same
  * operations gives the same table. Each bucket enters the search once, so a path never
  * passes through a bucket twice. */
-static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
+static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
+                         uint32_t fp)
 {
-    const cf__shape *s = &f->shape;
-    cf__node *q = f->queue;
-    uint32_t cap = f->max_kicks + 2u, n = 0;
-    cf__visit_reset(f);
-    cf__visit(f, i1);
-    cf__visit(f, i2);
-    q[n++] = (cf__node){i1, CF__ROOT, 0};
-    q[n++] = (cf__node){i2, CF__ROOT, 0};
-    for (uint32_t head = 0; head < n; head++) {
+    cf__node *q = z->queue;
+    z->n = 0;
+    cf__visit(z, i1);
+    q[z->n++] = (cf__node){i1, CF__ROOT, 0};
+    cf__visit(z, i2);
+    q[z->n++] = (cf__node){i2, CF__ROOT, 0};
+    for (uint32_t head = 0; head < z->n; head++) {
         uint64_t bucket = q[head].bucket;
         for (unsigned j = 0; j < s->b; j++) {
             uint64_t next = cf__alt_of(t, bucket, cf__slot_get(t, s, bucket, j));
-            if (!cf__visit(f, next))
+            if (!cf__visit(z, next))
                 continue;
-            if (n == cap)
-                return false;
-            q[n] = (cf__node){next, head, j};
+            if (z->n == z->cap)
+                return CF__OUT_OF_NODES;
+            q[z->n] = (cf__node){next, head, j};
             int free_slot = cf__bucket_find(t, s, next, 0);
             if (free_slot >= 0) {
-                cf__apply_path(f, t, n, (unsigned)free_slot, fp);
-                return true;
+                cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp);
+                return CF__MOVED;
             }
-            n++;
+            z->n++;
         }
     }
-    return false;
+    return CF__NO_PATH;
+}
+
+/* Find room for fp in the full buckets i1 and i2 of t within the filter's budget
+ * (max_kicks buckets examined beyond the two), moving residents if a path exists. */
+static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
+{
+    uint32_t budget = f->max_kicks + 2u;
+    cf__search *own = &f->search;
+    if (own->queue) {
+        if (++own->gen == 0) { /* wrapped: stale entries could look current */
+            memset(own->marks, 0, ((size_t)1 << (64u - own->shift)) * sizeof(cf__mark));
+            own->gen = 1;
+        }
+        return cf__bfs(&f->shape, t, own, i1, i2, fp) == CF__MOVED;
+    }
+    cf__node queue[CF__STACK_NODES];
+    cf__mark marks[2 * CF__STACK_NODES];
+    cf__search z = {queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0};
+    cf__found r = cf__bfs(&f->shape, t, &z, i1, i2, fp);
+    if (r != CF__OUT_OF_NODES || z.cap == budget)
+        return r == CF__MOVED;
+    unsigned bits = cf__mark_bits(budget);
+    memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
+    z = (cf__search){queue, marks, budget, 64u - bits, 1, 0};
+    return cf__bfs(&f->shape, t, &z, i1, i2, fp) == CF__MOVED;
 }
 
 /* The key's two buckets in table t. */

@@ -343,11 +343,24 @@ typedef struct cf__stash {
     uint32_t table;
 } cf__stash;
 
-/* A visited-bucket set for that search, cleared in O(1) by bumping a generation. */
+/* An entry of that search's visited-bucket set: the bucket number folded to 32 bits
+ * (exact below 2^32 buckets; beyond, two buckets may share a tag and the second is then
+ * skipped: a search a little less thorough, still deterministic, never a wrong move) and
+ * the generation of the search that set it, so that the set clears by bumping it. */
 typedef struct cf__mark {
-    uint64_t bucket;
+    uint32_t tag;
     uint32_t gen;
 } cf__mark;
+
+/* The working memory of one eviction search. */
+typedef struct cf__search {
+    cf__node *queue;
+    cf__mark *marks; /* 2^(64 - shift) entries, >= 2 * cap; NULL: scan the queue instead */
+    uint32_t cap;    /* nodes the queue holds: the search's budget */
+    unsigned shift;  /* the visited set's hash takes the top 64 - shift bits */
+    uint32_t gen;
+    uint32_t n; /* nodes queued so far */
+} cf__search;
 
 struct cf_filter {
     cf_allocator alloc;
@@ -360,10 +373,9 @@ struct cf_filter {
     unsigned ntables;
     unsigned tables_cap; /* entries allocated in `tables` */
     cf__table *tables;   /* oldest first; tables[ntables - 1] is the newest */
-    cf__node *queue;     /* max_kicks + 2 nodes */
-    cf__mark *marks;     /* 2^(64 - mark_shift) entries, >= 2 * queue size */
-    unsigned mark_shift; /* the visited set's hash takes the top 64 - mark_shift bits */
-    uint32_t mark_gen;
+    /* Search memory for budgets too big for the stack (see cf__evict); queue NULL
+     * otherwise, and then the filter holds none. */
+    cf__search search;
     unsigned stash_n;
     cf__stash stash[CF__STASH_SLOTS];
     /* Memory-mapped (cf_open_mapped): the mapping, which the tables point into. */
