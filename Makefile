@@ -7,6 +7,8 @@
 #   make demo            build, then a tour of the cuckoo tool (scripts/demo.sh) and of
 #                        the Redis module on a private redis-server (scripts/demo-redis.sh)
 #   make bench           build and run every benchmark (bench/*.c but demo.c)
+#   make bench-redis     the Redis module against Redis sets: throughput (redis-benchmark),
+#                        memory per item, false positives (bench/redis_bench.py)
 #   make fuzz            build fuzz/fuzz_$(FUZZ_TARGET) (ops, deserialize or chunks; default
 #                        ops) with clang, libFuzzer, ASan and UBSan (in $(FUZZ_BUILD_DIR)) and
 #                        fuzz for FUZZ_SECONDS (60) over a scratch copy of
@@ -84,7 +86,7 @@ CONFIGURE_FUZZ = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(FUZZ_BUILD
 	-DCF_SANITIZE=address,undefined -DCF_FUZZ=ON -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
 FUZZ_CORPUS = $(FUZZ_BUILD_DIR)/corpus/$(FUZZ_TARGET)
 
-.PHONY: all build configure test test-asan demo bench fuzz install uninstall format \
+.PHONY: all build configure test test-asan demo bench bench-redis fuzz install uninstall format \
 	format-check deps clean help
 
 # Steps must run in order (deps, then build, then tests) even under `make -j`; the
@@ -139,6 +141,11 @@ bench: build
 	done; \
 	if [ $$found -eq 0 ]; then echo "make bench: no benchmarks built (bench/*.c other than demo.c)"; fi; \
 	exit $$status
+
+# The Redis module against Redis sets on a private redis-server (about 80 s; QUICK=1 for
+# a smoke run of a few seconds).
+bench-redis: deps build
+	/usr/bin/python3 bench/redis_bench.py --module $(BUILD_DIR)/redis-cuckoofilter.so $(if $(QUICK),--quick)
 
 # The fuzzer adds what it finds to the scratch corpus (kept between runs; the committed
 # seeds are copied in again each time) and writes a crashing input to artifacts/, its

@@ -218,9 +218,11 @@ CF_API void cf_clear(cf_filter *f);
  * deletes this gives memory back and makes lookups cheaper (fewer sub-filters to probe); a fixed
  * filter (one sub-filter) is left as it is. No key is lost: every fingerprint moves into the pair
  * of buckets its key hashes to, and deletes stay safe afterwards. Deterministic: the same filter
- * always compacts to the same filter. Cost: one pass over every sub-filter but the oldest. Returns
- * CF_OK; CF_EINVAL for NULL; CF_EREADONLY for a mapped or loading filter. Thread safety: needs
- * exclusive access to f. */
+ * always compacts to the same filter, and afterwards holds the same memory as a copy of it.
+ * Cost: one pass over every sub-filter but the oldest, and at most one small allocation (a
+ * smaller array of sub-filters; if it fails, the filter keeps the bigger one).
+ * Returns CF_OK; CF_EINVAL for NULL; CF_EREADONLY for a mapped or loading filter.
+ * Thread safety: needs exclusive access to f. */
 CF_API cf_status cf_compact(cf_filter *f);
 
 /* Fill *out with the filter's figures. Does nothing if either pointer is NULL. */

@@ -55,8 +55,10 @@
 #define CF__ALLOC_HEADER 16u
 
 /* Module fields in front of the library's header chunk in CF.SCANDUMP and in the AOF:
- * deletes since the last compaction and MAXITERATIONS, each a little-endian u64. */
-#define CF__PREFIX_BYTES 16u
+ * deletes since the last compaction and MAXITERATIONS, then a check of those 16 bytes
+ * (the filter's own seeded hash of them), each a little-endian u64. */
+#define CF__PREFIX_FIELDS 16u
+#define CF__PREFIX_BYTES  24u
 
 /* CF.MEXISTS hashes this many items per batched lookup. */
 #define CF__HASH_BATCH 128
@@ -295,8 +297,8 @@ static const char *cf__create(cf_rm_ctx *ctx, cf_rm_key *key, long long capacity
     return NULL;
 }
 
-/* The error for an add that found no room. */
-static const char *cf__add_error(const cf__value *v, cf_status st)
+/* The error for an add of `item` that found no room. */
+static const char *cf__add_error(const cf__value *v, cf_status st, const char *item, size_t len)
 {
     if (st == CF_ENOMEM)
         return "ERR Insufficient memory";
@@ -304,6 +306,11 @@ static const char *cf__add_error(const cf__value *v, cf_status st)
     cf_stats s;
     cf_get_config(v->f, &c);
     cf_get_stats(v->f, &s);
+    /* One item can hold at most 2 * b slots of a sub-filter (its two buckets); the filter
+     * does not grow for it. Say so, rather than let "full" suggest a lack of capacity. */
+    if (cf_count(v->f, item, len) >= 2u * s.bucket_size)
+        return "Filter is full for this item: its copies fill both of its buckets "
+               "(CF.ADDNX adds an item once)";
     if (c.expansion > 0 && s.sub_filters >= c.max_sub_filters)
         return "Maximum expansions reached";
     return "Filter is full";
@@ -444,7 +451,7 @@ static int cf__add_command(cf_rm_ctx *ctx, cf_rm_string **argv, int argc, bool n
     const char *item = cf_rm.StringPtrLen(argv[2], &len);
     cf_status st = nx ? cf_add_unique(v->f, item, len) : cf_add(v->f, item, len);
     if (st != CF_OK && st != CF_EXISTS) {
-        const char *err = cf__add_error(v, st);
+        const char *err = cf__add_error(v, st, item, len);
         if (created) /* cannot happen (a new filter has room), but never leave it half-made */
             cf_rm.DeleteKey(key);
         return cf__fail(ctx, key, created ? NULL : v, err);
@@ -494,7 +501,14 @@ static int cf__insert_command(cf_rm_ctx *ctx, cf_rm_string **argv, int argc, boo
     }
     if (items >= argc)
         return cf_rm.WrongArity(ctx);
-    if (has_capacity && (capacity < 2 * cf__defaults.bucket_size || capacity > CF__MAX_CAPACITY))
+    /* The range depends on this server's cf-bucket-size. A command from the primary or the
+     * AOF was checked when it ran there, and the filter it may create arrives as an explicit
+     * CF.RESERVE first: refusing it here, under other module arguments, would drop its
+     * items on this side only. */
+    bool replayed =
+        cf_rm.GetContextFlags(ctx) & (CF_RM_CTX_FLAGS_REPLICATED | CF_RM_CTX_FLAGS_LOADING);
+    if (has_capacity && !replayed &&
+        (capacity < 2 * cf__defaults.bucket_size || capacity > CF__MAX_CAPACITY))
         return cf_rm.ReplyWithError(
             ctx, "Capacity must be in the range [cf-bucket-size * 2, 1073741824]");
 
@@ -802,6 +816,7 @@ static cf_status cf__dump(const cf__value *v, uint64_t *cursor, unsigned char *b
     if (st == CF_OK && header) {
         cf__put_u64(buf, v->deletes);
         cf__put_u64(buf + 8, v->max_iterations);
+        cf__put_u64(buf + CF__PREFIX_FIELDS, cf_hash(v->f, buf, CF__PREFIX_FIELDS));
         *len += CF__PREFIX_BYTES;
     }
     return st;
@@ -815,7 +830,8 @@ static cf_status cf__load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned
     if (len < CF__PREFIX_BYTES)
         return CF_ECORRUPT;
     uint64_t iterations = cf__get_u64(data + 8);
-    if (iterations < 1 || iterations > CF_MAX_MAX_KICKS)
+    /* CF.INFO replies with the deletes as a signed 64-bit integer; no filter gets near. */
+    if (iterations < 1 || iterations > CF_MAX_MAX_KICKS || cf__get_u64(data) > INT64_MAX)
         return CF_ECORRUPT;
     cf__value *v = cf__value_alloc(ctx, (unsigned)iterations);
     if (!v)
@@ -823,6 +839,9 @@ static cf_status cf__load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned
     v->deletes = cf__get_u64(data);
     cf_status st =
         cf_load_chunk(&v->f, cursor, data + CF__PREFIX_BYTES, len - CF__PREFIX_BYTES, &v->alloc);
+    if (st == CF_OK &&
+        cf__get_u64(data + CF__PREFIX_FIELDS) != cf_hash(v->f, data, CF__PREFIX_FIELDS))
+        st = CF_ECORRUPT; /* the fields do not belong with this header */
     if (st != CF_OK) {
         cf__value_free(v);
         return st;
@@ -942,7 +961,7 @@ static void *cf__rdb_load(cf_rm_io *io, int encver)
         return NULL;
     const char *why = NULL;
     cf__value *v = NULL;
-    if (iterations < 1 || iterations > CF_MAX_MAX_KICKS || loading > 1)
+    if (iterations < 1 || iterations > CF_MAX_MAX_KICKS || loading > 1 || deletes > INT64_MAX)
         why = "bad module fields";
     else if (!(v = cf__value_alloc(cf_rm.GetContextFromIO(io), (unsigned)iterations)))
         why = "out of memory";
@@ -1003,21 +1022,17 @@ static void *cf__copy(cf_rm_string *from, cf_rm_string *to, const void *value)
     const cf__value *v = value;
     size_t cap, len;
     unsigned char *buf = cf__chunk_buffer(v, &cap, false);
-    cf__value *c = cf__value_alloc(NULL, v->max_iterations);
+    cf__value *c = NULL;
     uint64_t cursor = 0;
-    cf_status st = buf && c ? CF_OK : CF_ENOMEM;
-    while (st == CF_OK && (st = cf__dump(v, &cursor, buf, cap, &len)) == CF_OK && len) {
-        uint64_t at = cursor;
-        st = c->f ? cf_load_chunk(&c->f, at, buf, len, NULL)
-                  : cf_load_chunk(&c->f, at, buf + CF__PREFIX_BYTES, len - CF__PREFIX_BYTES,
-                                  &c->alloc);
-    }
+    cf_status st = buf ? CF_OK : CF_ENOMEM;
+    while (st == CF_OK && (st = cf__dump(v, &cursor, buf, cap, &len)) == CF_OK && len)
+        st = c ? cf_load_chunk(&c->f, cursor, buf, len, NULL)
+               : cf__load_header(NULL, cursor, buf, len, &c);
     cf_rm.Free(buf);
     if (st != CF_OK) {
         cf__value_free(c);
         return NULL;
     }
-    c->deletes = v->deletes;
     return c;
 }
 

@@ -85,6 +85,17 @@ static unsigned cf__mark_bits(size_t nodes)
     return bits;
 }
 
+/* Entries of the sub-filter array for `ntables` sub-filters: it doubles as the filter
+ * grows, and a loaded or compacted filter gets the size growth would have given it, so
+ * that a copy holds exactly what its original holds. */
+static unsigned cf__tables_cap(unsigned max_tables, unsigned ntables)
+{
+    unsigned cap = CF__INITIAL_TABLES;
+    while (cap < ntables)
+        cap *= 2;
+    return cap < max_tables ? cap : max_tables;
+}
+
 /* How the memory of a filter with `ntables` sub-filters is laid out, tables aside. */
 typedef struct cf__head {
     size_t queue_len;   /* nodes of the filter's own search memory; 0: none (stack) */
@@ -104,13 +115,7 @@ static void cf__head_layout(const cf__params *p, unsigned ntables, cf__head *h)
     if (h->queue_len)
         h->head_bytes +=
             h->queue_len * sizeof(cf__node) + ((size_t)1 << h->mark_bits) * sizeof(cf__mark);
-    /* The sub-filter array doubles as the filter grows; a loaded filter gets the size the
-     * growth would have given it, so that a copy holds what its original holds. */
-    h->tables_cap = CF__INITIAL_TABLES;
-    while (h->tables_cap < ntables)
-        h->tables_cap *= 2;
-    if (h->tables_cap > p->max_tables)
-        h->tables_cap = p->max_tables;
+    h->tables_cap = cf__tables_cap(p->max_tables, ntables);
 }
 
 cf_status cf_bytes_needed(const cf_config *config, size_t *bytes)
@@ -390,7 +395,7 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
     if (!data)
         return CF_ENOMEM;
     if (f->ntables == f->tables_cap) {
-        unsigned cap = f->tables_cap * 2 < f->max_tables ? f->tables_cap * 2 : f->max_tables;
+        unsigned cap = cf__tables_cap(f->max_tables, f->ntables + 1);
         cf__table *bigger = a->alloc(a->ctx, cap * sizeof(cf__table));
         if (!bigger) {
             a->free(a->ctx, data);
@@ -509,6 +514,17 @@ cf_status cf_compact(cf_filter *f)
         f->ntables--;
         f->alloc.free(f->alloc.ctx, f->tables[f->ntables].data);
         f->tables[f->ntables].data = NULL;
+    }
+    /* Shrink the sub-filter array to its canonical size; if that allocation fails, the
+     * bigger array is kept, which is only a few bytes more. */
+    unsigned cap = cf__tables_cap(f->max_tables, f->ntables);
+    cf__table *smaller =
+        cap < f->tables_cap ? f->alloc.alloc(f->alloc.ctx, cap * sizeof(cf__table)) : NULL;
+    if (smaller) {
+        memcpy(smaller, f->tables, f->ntables * sizeof(cf__table));
+        f->alloc.free(f->alloc.ctx, f->tables);
+        f->tables = smaller;
+        f->tables_cap = cap;
     }
     return CF_OK;
 }

@@ -200,15 +200,20 @@ static uint64_t compact_checked(cf_filter *f, const bag *b, cft_alloc *ta, tally
     fails += !CHECK_ST(cf_compact(f), CF_OK);
 
     cf_stats s1 = cft_stats(f);
-    fails += !CHECK_MSG(ta->calls == calls, "%s: the compaction called alloc %llu times", when,
-                        (unsigned long long)(ta->calls - calls));
+    /* Its one allocation: the sub-filter array, shrunk to what a copy would have. */
+    uint64_t allocs = ta->calls - calls;
+    fails += !CHECK_MSG(allocs <= 1, "%s: the compaction called alloc %llu times", when,
+                        (unsigned long long)allocs);
     fails += !CHECK_EQ_U(s1.items, s0.items);
     fails += !CHECK(s1.stashed <= s0.stashed); /* stashed fingerprints may find room */
     fails += !CHECK(s1.sub_filters >= 1 && s1.sub_filters <= s0.sub_filters);
     fails += !CHECK(s1.bytes <= s0.bytes && s1.buckets <= s0.buckets && s1.slots <= s0.slots);
     fails += !CHECK((s1.sub_filters < s0.sub_filters) == (s1.bytes < s0.bytes));
-    fails += !CHECK_EQ_U(ta->frees - frees, s0.sub_filters - s1.sub_filters);
-    fails += !CHECK_EQ_U(live_bytes - ta->live_bytes, s0.bytes - s1.bytes);
+    fails += !CHECK_EQ_U(ta->frees - frees, s0.sub_filters - s1.sub_filters + allocs);
+    if (allocs == 0)
+        fails += !CHECK_EQ_U(live_bytes - ta->live_bytes, s0.bytes - s1.bytes);
+    else
+        fails += !CHECK(live_bytes - ta->live_bytes > s0.bytes - s1.bytes);
 
     /* No key's count goes down, whether it was added or not. */
     uint64_t lower = 0;
@@ -230,6 +235,13 @@ static uint64_t compact_checked(cf_filter *f, const bag *b, cft_alloc *ta, tally
                             why ? why : "?");
         unsigned nt = file_tables(&after);
         fails += !CHECK_EQ_U(nt, s1.sub_filters);
+        /* It holds exactly what a copy of it holds (MEMORY USAGE of a replica in Redis). */
+        cft_alloc tc;
+        cft_alloc_init(&tc);
+        cf_filter *copy = NULL;
+        if (CHECK_ST(cf_deserialize(after.p, after.n, &tc.a, &copy), CF_OK))
+            fails += !CHECK_EQ_U(tc.live_bytes, ta->live_bytes);
+        cf_free(copy);
         for (unsigned i = 0; i < nt && i < file_tables(&before); i++)
             fails += !CHECK_EQ_U(desc_buckets(&after, i), desc_buckets(&before, i));
         fails += !CHECK(desc_items(&after, 0) >= desc_items(&before, 0)); /* it only gains */
@@ -490,8 +502,9 @@ static void test_really_compacts(unsigned e, unsigned b, unsigned fb, uint64_t n
     cf_stats s1 = cft_stats(f);
     CHECK_EQ_U(s1.items, n - deleted);
     CHECK_EQ_U(s1.sub_filters, s0.sub_filters); /* deleting never shrinks */
-    uint64_t frees = ta.frees, live = ta.live_bytes;
+    uint64_t frees = ta.frees, live = ta.live_bytes, calls = ta.calls;
     CHECK_ST(cf_compact(f), CF_OK);
+    uint64_t allocs = ta.calls - calls; /* the smaller sub-filter array, if it shrank */
     cf_stats s2 = cft_stats(f);
     CHECK_MSG(s2.sub_filters < s1.sub_filters, "%u sub-filters before, %u after", s1.sub_filters,
               s2.sub_filters);
@@ -499,8 +512,9 @@ static void test_really_compacts(unsigned e, unsigned b, unsigned fb, uint64_t n
               (unsigned long long)s2.bytes);
     CHECK(s2.load_factor > s1.load_factor);
     CHECK_EQ_U(s2.items, s1.items);
-    CHECK_EQ_U(ta.frees - frees, s1.sub_filters - s2.sub_filters);
-    CHECK_EQ_U(live - ta.live_bytes, s1.bytes - s2.bytes);
+    CHECK(allocs <= 1);
+    CHECK_EQ_U(ta.frees - frees, s1.sub_filters - s2.sub_filters + allocs);
+    CHECK(live - ta.live_bytes >= s1.bytes - s2.bytes);
     CHECK_EQ_U(missing_in(f, tag, in, n), 0);
     printf("  compaction compacts (e %u b %u f %2u): %llu keys in %u sub-filters (%llu bytes); "
            "%llu left: %u sub-filters (%llu bytes)\n",
@@ -942,17 +956,19 @@ static void test_no_allocation(unsigned e, uint64_t tag)
     uint64_t calls = ta.calls, frees = ta.frees, live = ta.live_bytes;
     cft_alloc_arm(&ta, 1, true); /* every allocation from now on fails */
     CHECK_ST(cf_compact(f), CF_OK);
-    CHECK_EQ_U(ta.calls, calls);
-    CHECK_EQ_U(ta.failures, 0);
+    /* At most the smaller sub-filter array was tried, and it failed: the old one stays. */
+    CHECK(ta.calls - calls <= 1);
+    CHECK_EQ_U(ta.failures, ta.calls - calls);
     cf_stats s1 = cft_stats(f);
     CHECK(s1.sub_filters < s0.sub_filters);
     CHECK_EQ_U(s1.items, s0.items);
     CHECK_EQ_U(ta.frees - frees, s0.sub_filters - s1.sub_filters);
     CHECK_EQ_U(live - ta.live_bytes, s0.bytes - s1.bytes);
     CHECK_EQ_U(missing_in(f, tag, in, n), 0);
-    /* Still failing: a second compaction (with less or nothing to do) allocates nothing. */
+    /* Still failing: a second compaction (with less or nothing to do) succeeds too. */
     CHECK_ST(cf_compact(f), CF_OK);
-    CHECK_EQ_U(ta.calls, calls);
+    CHECK_EQ_U(ta.failures, ta.calls - calls);
+    CHECK_EQ_U(missing_in(f, tag, in, n), 0);
     cft_alloc_disarm(&ta);
     /* The allocator back: growth works again. */
     bool more[8000];

@@ -1,0 +1,245 @@
+"""What the module's persistence/replication/cluster tests compare, and how they run.
+
+A filter's observable state is: CF.INFO (every field), DEBUG DIGEST-VALUE, its CF.SCANDUMP
+chunks (iterators and bytes), and the answers to membership queries. snapshot() captures
+all of it; assert_same() compares two captures field by field with a readable message.
+"""
+
+import os
+import shutil
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+from harness import RespError  # noqa: E402
+
+SKIP = 77
+
+
+class TestFailure(AssertionError):
+    pass
+
+
+# CF.INFO comparisons where nothing but Size differed (see assert_same).
+SIZE_MISMATCHES = []
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+def ok(reply, what):
+    """A command that must answer +OK."""
+    check(reply == "OK", f"{what}: expected +OK, got {reply!r}")
+
+
+def scandump(c, key):
+    """Every chunk of key as (iterator, bytes), walking from 0 until [0, nil]."""
+    chunks = []
+    it = 0
+    while True:
+        r = c.call("CF.SCANDUMP", key, it)
+        check(isinstance(r, list) and len(r) == 2 and isinstance(r[0], int),
+              f"CF.SCANDUMP {key} {it}: malformed reply {r!r:.200}")
+        nxt, data = r
+        if data is None:
+            check(nxt == 0, f"CF.SCANDUMP {key} {it}: end of dump with iterator {nxt}, not 0")
+            return chunks
+        check(isinstance(data, bytes) and len(data) > 0,
+              f"CF.SCANDUMP {key} {it}: chunk is {type(data).__name__} of length "
+              f"{len(data) if data else 0}")
+        check(nxt > 0, f"CF.SCANDUMP {key} {it}: a chunk came with iterator {nxt}")
+        check(len(chunks) < 100000, f"CF.SCANDUMP {key}: the walk does not end")
+        chunks.append((nxt, data))
+        it = nxt
+
+
+def loadchunks(c, key, chunks):
+    for it, data in chunks:
+        ok(c.call_raw("CF.LOADCHUNK", key, it, data), f"CF.LOADCHUNK {key} {it} <{len(data)} B>")
+
+
+def info(c, key):
+    r = c.call("CF.INFO", key)
+    check(isinstance(r, list) and len(r) % 2 == 0, f"CF.INFO {key}: malformed reply {r!r}")
+    return list(r)
+
+
+def info_dict(c, key):
+    r = info(c, key)
+    return {str(r[i]): r[i + 1] for i in range(0, len(r), 2)}
+
+
+def digest(c, key):
+    r = c.call("DEBUG", "DIGEST-VALUE", key)
+    check(isinstance(r, list) and len(r) == 1, f"DEBUG DIGEST-VALUE {key}: {r!r}")
+    return r[0]
+
+
+def mexists(c, key, items, batch=2000):
+    """CF.MEXISTS answers for items (0/1 list), pipelined in batches."""
+    cmds = [["CF.MEXISTS", key] + items[i:i + batch] for i in range(0, len(items), batch)]
+    out = []
+    for cmd, r in zip(cmds, c.pipeline(cmds)):
+        if isinstance(r, RespError):
+            raise TestFailure(f"CF.MEXISTS {key} ({len(cmd) - 2} items): error {r}")
+        check(isinstance(r, list) and len(r) == len(cmd) - 2,
+              f"CF.MEXISTS {key}: {len(r) if isinstance(r, list) else r!r} answers for "
+              f"{len(cmd) - 2} items")
+        out.extend(r)
+    return out
+
+
+def counts(c, key, items):
+    rs = c.pipeline([["CF.COUNT", key, x] for x in items])
+    for x, r in zip(items, rs):
+        check(isinstance(r, int), f"CF.COUNT {key} {x!r}: {r!r}")
+    return rs
+
+
+def snapshot(c, key, present=(), absent=(), counted=()):
+    """Everything observable about one filter key."""
+    s = {
+        "info": info(c, key),
+        "digest": digest(c, key),
+        "chunks": scandump(c, key),
+    }
+    complete = True
+    try:
+        c.call("CF.EXISTS", key, "probe")
+    except RespError as e:
+        check("incomplete" in str(e), f"CF.EXISTS {key}: unexpected error {e}")
+        complete = False
+    s["complete"] = complete
+    if complete:
+        s["present"] = mexists(c, key, list(present))
+        s["absent"] = mexists(c, key, list(absent))
+        s["count"] = counts(c, key, list(counted))
+        missing = [x for x, a in zip(present, s["present"]) if a != 1]
+        check(not missing, f"{key}: {len(missing)} added items not found (false negatives), "
+                           f"e.g. {missing[:3]}")
+    return s
+
+
+def describe_chunks(chunks):
+    return [(it, len(d)) for it, d in chunks]
+
+
+def assert_same(a, b, what):
+    """Two snapshots of what must be the same filter."""
+    if a["info"] != b["info"]:
+        if a["info"][:1] == ["Size"] and a["info"][2:] == b["info"][2:]:
+            # Only Size: a failure too, reported at the end so that the other checks run.
+            SIZE_MISMATCHES.append(f"{what}: Size {a['info'][1]} vs {b['info'][1]}")
+        else:
+            raise TestFailure(f"{what}: CF.INFO differs:\n  {a['info']}\n  {b['info']}")
+    if a["chunks"] != b["chunks"]:
+        ca, cb = a["chunks"], b["chunks"]
+        detail = f"{describe_chunks(ca)} vs {describe_chunks(cb)}"
+        for i, (x, y) in enumerate(zip(ca, cb)):
+            if x != y:
+                first = next((j for j in range(min(len(x[1]), len(y[1])))
+                              if x[1][j] != y[1][j]), None)
+                detail += f"; first difference in chunk {i} (iterators {x[0]}/{y[0]}), byte {first}"
+                break
+        raise TestFailure(f"{what}: CF.SCANDUMP chunks differ: {detail}")
+    check(a["digest"] == b["digest"],
+          f"{what}: DEBUG DIGEST-VALUE differs: {a['digest']!r} vs {b['digest']!r}")
+    check(a["complete"] == b["complete"],
+          f"{what}: complete {a['complete']} vs {b['complete']}")
+    if a["complete"]:
+        for field in ("present", "absent", "count"):
+            if a[field] != b[field]:
+                diff = sum(1 for x, y in zip(a[field], b[field]) if x != y)
+                raise TestFailure(f"{what}: answers differ on {diff} of {len(a[field])} "
+                                  f"{field} items")
+
+
+def keys_of(c):
+    return sorted(c.call("KEYS", "*"))
+
+
+def dataset_snapshot(c, extra=None, default=((), ())):
+    """Every key: its type, and a full snapshot for the filters (extra: key ->
+    (present, absent) item lists to query; default for the keys not in extra)."""
+    out = {}
+    extra = extra or {}
+    for k in keys_of(c):
+        t = c.call("TYPE", k)
+        if t == "cuckoo-cf":
+            present, absent = extra.get(k, default)
+            out[k] = ("cuckoo-cf", snapshot(c, k, present, absent))
+        else:
+            out[k] = (t, c.call("DUMP", k))
+    return out, c.call("DEBUG", "DIGEST")
+
+
+def assert_same_dataset(a, b, what):
+    (ka, da), (kb, db) = a, b
+    check(sorted(ka) == sorted(kb), f"{what}: keys differ: only in first "
+                                    f"{sorted(set(ka) - set(kb))[:10]}, only in second "
+                                    f"{sorted(set(kb) - set(ka))[:10]}")
+    for k in sorted(ka):
+        check(ka[k][0] == kb[k][0], f"{what}: key {k!r} has type {ka[k][0]} vs {kb[k][0]}")
+        if ka[k][0] == "cuckoo-cf":
+            assert_same(ka[k][1], kb[k][1], f"{what}, key {k!r}")
+        else:
+            check(ka[k][1] == kb[k][1], f"{what}: key {k!r} ({ka[k][0]}) differs")
+    check(da == db, f"{what}: DEBUG DIGEST of the whole dataset differs: {da!r} vs {db!r}")
+
+
+def require_tools(*tools, python_redis=False):
+    """Exit 77 (skip) when something the test needs is not installed."""
+    if not os.path.exists(harness.SERVER) and not shutil.which(harness.SERVER):
+        print(f"SKIP: {harness.SERVER} not found")
+        sys.exit(SKIP)
+    for t in tools:
+        if not shutil.which(t):
+            print(f"SKIP: {t} not found")
+            sys.exit(SKIP)
+    if python_redis:
+        try:
+            import redis.cluster  # noqa: F401  (only whether it imports)
+        except ImportError:
+            print(f"SKIP: the redis Python package is not installed for {sys.executable}")
+            sys.exit(SKIP)
+    if not os.path.exists(harness.MODULE):
+        print(f"FAIL: the module {harness.MODULE} does not exist (set CF_REDIS_MODULE)")
+        sys.exit(1)
+
+
+def run(name, body, servers):
+    """Run body(); print the seed on failure; always stop every server in `servers`
+    (a list the body appends to). Exits the process."""
+    seed = harness.test_seed()
+    code = 0
+    try:
+        body(seed)
+        if SIZE_MISMATCHES:
+            raise TestFailure(
+                f"CF.INFO Size differs between copies of the same filter (identical digest, "
+                f"chunks and every other field) in {len(SIZE_MISMATCHES)} comparisons; the "
+                f"same filter must report the same Size whatever its history (growth, "
+                f"compaction, load). First ones:\n  " + "\n  ".join(SIZE_MISMATCHES[:8]))
+    except Exception as e:  # noqa: BLE001 - every failure is reported the same way
+        code = 1
+        traceback.print_exc()
+        print(f"\nFAIL {name}: {e}\n(CF_TEST_SEED={seed:#x} reproduces the random parts)")
+        for s in servers:
+            if s.proc is not None and s.proc.poll() is not None:
+                print(f"server on port {s.port} died ({s.proc.returncode}); log tail:\n{s.log()}")
+            elif s.proc is not None:
+                tail = "\n".join(s.log().splitlines()[-12:])
+                print(f"--- server on port {s.port}, log tail:\n{tail}")
+    finally:
+        for s in servers:
+            try:
+                s.stop()
+            except Exception:  # noqa: BLE001
+                pass
+    if code == 0:
+        print(f"PASS {name} (CF_TEST_SEED={seed:#x})")
+    sys.exit(code)
