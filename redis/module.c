@@ -797,6 +797,15 @@ static uint64_t cf__get_u64(const unsigned char *p)
     return x;
 }
 
+/* The check of the module's two fields: the filter's own hash of them (little-endian). */
+static uint64_t cf__fields_check(const cf_filter *f, uint64_t deletes, uint64_t iterations)
+{
+    unsigned char b[CF__PREFIX_FIELDS];
+    cf__put_u64(b, deletes);
+    cf__put_u64(b + 8, iterations);
+    return cf_hash(f, b, sizeof b);
+}
+
 /* A buffer that holds any chunk of v, prefix included. Commands get NULL when memory is
  * short; saving (AOF, digest) treats that like the server's own allocations do. */
 static unsigned char *cf__chunk_buffer(const cf__value *v, size_t *cap, bool must)
@@ -816,7 +825,7 @@ static cf_status cf__dump(const cf__value *v, uint64_t *cursor, unsigned char *b
     if (st == CF_OK && header) {
         cf__put_u64(buf, v->deletes);
         cf__put_u64(buf + 8, v->max_iterations);
-        cf__put_u64(buf + CF__PREFIX_FIELDS, cf_hash(v->f, buf, CF__PREFIX_FIELDS));
+        cf__put_u64(buf + CF__PREFIX_FIELDS, cf__fields_check(v->f, v->deletes, v->max_iterations));
         *len += CF__PREFIX_BYTES;
     }
     return st;
@@ -839,8 +848,8 @@ static cf_status cf__load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned
     v->deletes = cf__get_u64(data);
     cf_status st =
         cf_load_chunk(&v->f, cursor, data + CF__PREFIX_BYTES, len - CF__PREFIX_BYTES, &v->alloc);
-    if (st == CF_OK &&
-        cf__get_u64(data + CF__PREFIX_FIELDS) != cf_hash(v->f, data, CF__PREFIX_FIELDS))
+    if (st == CF_OK && cf__get_u64(data + CF__PREFIX_FIELDS) !=
+                           cf__fields_check(v->f, v->deletes, v->max_iterations))
         st = CF_ECORRUPT; /* the fields do not belong with this header */
     if (st != CF_OK) {
         cf__value_free(v);
@@ -927,8 +936,8 @@ static int cf__cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     return cf_rm.ReplyWithSimpleString(ctx, "OK");
 }
 
-/* RDB: the module's fields, then (cursor, chunk) pairs, then a 0. Cursors after a chunk
- * are never 0, so the 0 ends the list. */
+/* RDB: the module's fields, then (cursor, chunk) pairs, then a 0, then the check of the
+ * fields. Cursors after a chunk are never 0, so the 0 ends the list. */
 static void cf__rdb_save(cf_rm_io *io, void *value)
 {
     const cf__value *v = value;
@@ -943,6 +952,7 @@ static void cf__rdb_save(cf_rm_io *io, void *value)
         cf_rm.SaveStringBuffer(io, (const char *)buf, len);
     }
     cf_rm.SaveUnsigned(io, 0);
+    cf_rm.SaveUnsigned(io, cf__fields_check(v->f, v->deletes, v->max_iterations));
     cf_rm.Free(buf);
 }
 
@@ -980,6 +990,9 @@ static void *cf__rdb_load(cf_rm_io *io, int encver)
     }
     if (!why && !cf_rm.IsIOError(io) && (!v->f || cf_is_loading(v->f) != (loading == 1)))
         why = "incomplete filter";
+    uint64_t check = why || cf_rm.IsIOError(io) ? 0 : cf_rm.LoadUnsigned(io);
+    if (!why && !cf_rm.IsIOError(io) && check != cf__fields_check(v->f, deletes, iterations))
+        why = "the module's fields fail their check";
     if (why || cf_rm.IsIOError(io)) {
         if (why)
             cf_rm.LogIOError(io, "warning", "cuckoo: refusing a filter in the RDB: %s", why);

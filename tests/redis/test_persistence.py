@@ -439,7 +439,8 @@ def part2_forged(a, F, rng):
         payload = c.call("DUMP", key)
         body, version = split_payload(payload)
         prefix, elems = parse_module_value(body)
-        # The record: deletes, MAXITERATIONS, loading flag, (cursor, chunk)..., 0, EOF.
+        # The record: deletes, MAXITERATIONS, loading flag, (cursor, chunk)..., 0, the
+        # check of the two fields (the same as in the SCANDUMP header's prefix), EOF.
         chunks = S.scandump(c, key)
         rest = S.scandump(c, "g1")[len(chunks):] if key.startswith("inc:") else None
         inf = S.info_dict(c, key)
@@ -447,7 +448,8 @@ def part2_forged(a, F, rng):
                 (OP_UINT, 1 if key.startswith("inc:") else 0)]
         for i, (it, data) in enumerate(chunks):
             want += [(OP_UINT, it), (OP_STRING, data[24:] if i == 0 else data)]
-        want += [(OP_UINT, 0), (OP_EOF, None)]
+        want += [(OP_UINT, 0), (OP_UINT, int.from_bytes(chunks[0][1][16:24], "little")),
+                 (OP_EOF, None)]
         check(elems == want, f"DUMP {key}: the module record is not the documented layout: "
               f"{[(o, v if isinstance(v, int) or v is None else len(v)) for o, v in elems]} vs "
               f"{[(o, v if isinstance(v, int) or v is None else len(v)) for o, v in want]}")
@@ -469,6 +471,10 @@ def part2_forged(a, F, rng):
             return e
 
         # Module fields.
+        # In range, but not what was saved: the check after the chunks refuses them.
+        forged(with_elem(0, elems[0][1] + 1), "the deletes + 1")
+        forged(with_elem(1, elems[1][1] % 65535 + 1), "another MAXITERATIONS in range")
+        forged(with_elem(len(elems) - 2, elems[-2][1] ^ 1), "the fields' check altered")
         forged(with_elem(1, 0), "MAXITERATIONS 0")
         forged(with_elem(1, 65536), "MAXITERATIONS 65536")
         forged(with_elem(2, 1 - elems[2][1]), "the loading flag inverted")
