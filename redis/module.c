@@ -78,8 +78,8 @@ typedef struct cf__spec {
     bool has_seed;
 } cf__spec;
 
-/* The defaults for filters created without CF.RESERVE, set once by the module's load
- * arguments. Never written after RedisModule_OnLoad. */
+/* The defaults for filters created without CF.RESERVE: the module's load arguments and
+ * configurations (cf__settings). Written only by them, on the server's main thread. */
 static cf__spec cf__defaults = {CF__DEFAULT_CAP,
                                 CF__DEFAULT_BUCKET,
                                 CF__DEFAULT_ITERS,
@@ -217,7 +217,7 @@ static bool cf__resp3(cf_rm_ctx *ctx)
     return (cf_rm.GetContextFlags(ctx) & CF_RM_CTX_FLAGS_RESP3) != 0;
 }
 
-/* Is the argument `word`, ignoring ASCII case? (`word` is upper case or has no letters.) */
+/* Is the argument `word`, ignoring ASCII case? */
 static bool cf__is(const cf_rm_string *arg, const char *word)
 {
     size_t len;
@@ -1064,28 +1064,61 @@ static void cf__free_value(void *value)
 /* Loading the module                                                                   */
 /* ------------------------------------------------------------------------------------ */
 
-/* Load arguments: name value pairs. RedisBloom's names are accepted, so that its
- * loadmodule line works here; its Bloom filter settings are accepted and ignored. */
+/* The module's settings: the defaults of filters that commands create on a missing key.
+ * Each is a load argument (NAME VALUE pairs on the loadmodule line; RedisBloom's names are
+ * accepted too, so that its loadmodule line works here, and its Bloom filter settings are
+ * accepted and ignored) and a configuration, cuckoo.<name>, for CONFIG GET and SET. */
 typedef struct cf__setting {
     const char *name, *alias;
     long long min, max;
     long long *target; /* NULL: a Bloom filter setting, ignored */
 } cf__setting;
 
+static const cf__setting cf__settings[] = {
+    {"cf-max-expansions", "CF_MAX_EXPANSIONS", 1, CF_MAX_SUB_FILTERS, &cf__defaults.max_filters},
+    {"cf-initial-size", NULL, 4, CF__MAX_CAPACITY, &cf__defaults.capacity},
+    {"cf-bucket-size", NULL, 1, CF_MAX_BUCKET_SIZE, &cf__defaults.bucket_size},
+    {"cf-max-iterations", NULL, 1, CF_MAX_MAX_KICKS, &cf__defaults.max_iterations},
+    {"cf-expansion-factor", NULL, 0, CF_MAX_EXPANSION, &cf__defaults.expansion},
+    {"cf-fingerprint-bits", NULL, CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS,
+     &cf__defaults.fpbits},
+    {"bf-initial-size", "INITIAL_SIZE", 0, 0, NULL},
+    {"bf-error-rate", "ERROR_RATE", 0, 0, NULL},
+};
+
+/* A created filter needs capacity >= 2 * bucket size: NULL if `value` for `s` keeps that
+ * true, else why not. */
+static const char *cf__setting_conflict(const cf__setting *s, long long value)
+{
+    if (s->target == &cf__defaults.capacity && value < 2 * cf__defaults.bucket_size)
+        return "cf-initial-size must be at least 2 * cf-bucket-size";
+    if (s->target == &cf__defaults.bucket_size && 2 * value > cf__defaults.capacity)
+        return "cf-bucket-size must be at most cf-initial-size / 2";
+    return NULL;
+}
+
+static long long cf__config_get(const char *name, void *privdata)
+{
+    (void)name;
+    return *((const cf__setting *)privdata)->target;
+}
+
+static int cf__config_set(const char *name, long long value, void *privdata, cf_rm_string **err)
+{
+    (void)name;
+    const cf__setting *s = privdata;
+    const char *why = cf__setting_conflict(s, value);
+    if (why) {
+        *err = cf_rm.CreateString(NULL, why, strlen(why));
+        return CF_RM_ERR;
+    }
+    *s->target = value;
+    return CF_RM_OK;
+}
+
 static int cf__configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
 {
-    const cf__setting settings[] = {
-        {"cf-max-expansions", "CF_MAX_EXPANSIONS", 1, CF_MAX_SUB_FILTERS,
-         &cf__defaults.max_filters},
-        {"cf-initial-size", NULL, 4, CF__MAX_CAPACITY, &cf__defaults.capacity},
-        {"cf-bucket-size", NULL, 1, CF_MAX_BUCKET_SIZE, &cf__defaults.bucket_size},
-        {"cf-max-iterations", NULL, 1, CF_MAX_MAX_KICKS, &cf__defaults.max_iterations},
-        {"cf-expansion-factor", NULL, 0, CF_MAX_EXPANSION, &cf__defaults.expansion},
-        {"cf-fingerprint-bits", NULL, CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS,
-         &cf__defaults.fpbits},
-        {"bf-initial-size", "INITIAL_SIZE", 0, 0, NULL},
-        {"bf-error-rate", "ERROR_RATE", 0, 0, NULL},
-    };
+    const size_t count = sizeof cf__settings / sizeof cf__settings[0];
     if (argc % 2) {
         cf_rm.Log(ctx, "warning", "cuckoo: module arguments come in pairs: NAME VALUE ...");
         return CF_RM_ERR;
@@ -1094,10 +1127,10 @@ static int cf__configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         size_t len;
         const char *name = cf_rm.StringPtrLen(argv[i], &len);
         const cf__setting *s = NULL;
-        for (size_t k = 0; k < sizeof settings / sizeof settings[0] && !s; k++)
-            if (cf__is(argv[i], settings[k].name) ||
-                (settings[k].alias && cf__is(argv[i], settings[k].alias)))
-                s = &settings[k];
+        for (size_t k = 0; k < count && !s; k++)
+            if (cf__is(argv[i], cf__settings[k].name) ||
+                (cf__settings[k].alias && cf__is(argv[i], cf__settings[k].alias)))
+                s = &cf__settings[k];
         if (!s) {
             cf_rm.Log(ctx, "warning", "cuckoo: Unrecognized option '%.*s'", (int)len, name);
             return CF_RM_ERR;
@@ -1118,7 +1151,17 @@ static int cf__configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         cf_rm.Log(ctx, "warning", "cuckoo: cf-initial-size must be at least 2 * cf-bucket-size");
         return CF_RM_ERR;
     }
-    return CF_RM_OK;
+    /* Then the configurations, starting from those values; LoadConfigs applies the
+     * server's config file (cuckoo.cf-bucket-size 4, ...) on top. */
+    for (size_t k = 0; k < count; k++) {
+        const cf__setting *s = &cf__settings[k];
+        if (s->target &&
+            cf_rm.RegisterNumericConfig(ctx, s->name, *s->target, CF_RM_CONFIG_DEFAULT, s->min,
+                                        s->max, cf__config_get, cf__config_set, NULL,
+                                        (void *)(uintptr_t)s /* only read back */) != CF_RM_OK)
+            return CF_RM_ERR;
+    }
+    return cf_rm.LoadConfigs(ctx);
 }
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(cf_rm_ctx *ctx, cf_rm_string **argv,

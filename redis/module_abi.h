@@ -58,6 +58,14 @@ typedef struct cf_rm_defrag_ctx cf_rm_defrag_ctx; /* only named in the methods t
 
 typedef int (*cf_rm_cmd_fn)(cf_rm_ctx *ctx, cf_rm_string **argv, int argc);
 
+/* A numeric module configuration (CONFIG GET / SET <module>.<name>). The setter returns
+ * CF_RM_OK, or CF_RM_ERR with *err set to a string the server frees. */
+#define CF_RM_CONFIG_DEFAULT 0
+typedef long long (*cf_rm_config_get_fn)(const char *name, void *privdata);
+typedef int (*cf_rm_config_set_fn)(const char *name, long long value, void *privdata,
+                                   cf_rm_string **err);
+typedef int (*cf_rm_config_apply_fn)(cf_rm_ctx *ctx, void *privdata, cf_rm_string **err);
+
 typedef struct cf_rm_type_methods {
     uint64_t version;
     void *(*rdb_load)(cf_rm_io *rdb, int encver);
@@ -97,6 +105,13 @@ typedef struct cf_rm_api {
     unsigned long long (*ServerInfoGetFieldUnsigned)(cf_rm_info *data, const char *field,
                                                      int *out_err);
 
+    int (*RegisterNumericConfig)(cf_rm_ctx *ctx, const char *name, long long default_value,
+                                 unsigned int flags, long long min, long long max,
+                                 cf_rm_config_get_fn get, cf_rm_config_set_fn set,
+                                 cf_rm_config_apply_fn apply, void *privdata);
+    int (*LoadConfigs)(cf_rm_ctx *ctx);
+
+    cf_rm_string *(*CreateString)(cf_rm_ctx *ctx, const char *ptr, size_t len);
     const char *(*StringPtrLen)(const cf_rm_string *str, size_t *len);
     int (*StringToLongLong)(const cf_rm_string *str, long long *ll);
 

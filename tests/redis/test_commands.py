@@ -884,6 +884,48 @@ def module_args(ctx):
 
 
 @section
+def configs(ctx):
+    """The settings as configurations: cuckoo.<name> for CONFIG GET / SET and in the
+    server's config file, starting from the load arguments."""
+    names = ["cf-max-expansions", "cf-initial-size", "cf-bucket-size", "cf-max-iterations",
+             "cf-expansion-factor", "cf-fingerprint-bits"]
+    with Server(module_args=["cf-bucket-size", "4"],
+                extra=[("cuckoo.cf-fingerprint-bits", "20")]) as s, s.client() as c:
+        got = c.call("CONFIG", "GET", "cuckoo.*")
+        got = {got[i].decode(): got[i + 1].decode() for i in range(0, len(got), 2)}
+        expect(got, {"cuckoo." + n: v for n, v in zip(names, ["32", "1024", "4", "20", "1",
+                                                                "20"])},
+               "CONFIG GET cuckoo.* (a load argument and a config-file line applied)")
+        expect(c.call_raw("CF.ADD", "a1", "x"), 1, "CF.ADD")
+        expect([info(c, "a1")[f] for f in ("Bucket size", "Fingerprint bits")], [4, 20],
+               "an auto-created filter takes the configured defaults")
+        for name, value, field in (("cf-bucket-size", 8, "Bucket size"),
+                                   ("cf-max-iterations", 7, "Max iterations"),
+                                   ("cf-expansion-factor", 0, "Expansion rate"),
+                                   ("cf-fingerprint-bits", 16, "Fingerprint bits")):
+            ok(c.call_raw("CONFIG", "SET", "cuckoo." + name, value), f"CONFIG SET {name}")
+            expect(c.call_raw("CF.ADD", "k:" + name, "x"), 1, f"CF.ADD after {name}")
+            expect(info(c, "k:" + name)[field], value, f"{name} {value} takes effect")
+        expect(info(c, "a1")["Bucket size"], 4, "an existing filter keeps its settings")
+        for name, value, why in (("cf-bucket-size", 256, "must be between 1 and 255"),
+                                 ("cf-bucket-size", 600, "must be between 1 and 255"),
+                                 ("cf-fingerprint-bits", 3, "must be between 4 and 32"),
+                                 ("cf-initial-size", 15,
+                                  "cf-initial-size must be at least 2 * cf-bucket-size"),
+                                 ("cf-max-expansions", 0, "must be between 1 and 65536")):
+            r = c.call_raw("CONFIG", "SET", "cuckoo." + name, value)
+            check(isinstance(r, RespError) and why in str(r),
+                  f"CONFIG SET {name} {value}: expected an error with {why!r}, got {r!r}")
+        ok(c.call_raw("CONFIG", "SET", "cuckoo.cf-initial-size", 16), "cf-initial-size 16")
+        r = c.call_raw("CONFIG", "SET", "cuckoo.cf-bucket-size", 9)
+        check(isinstance(r, RespError) and "at most cf-initial-size / 2" in str(r),
+              f"CONFIG SET cf-bucket-size 9 with cf-initial-size 16: {r!r}")
+        expect(c.call("CONFIG", "GET", "cuckoo.cf-bucket-size")[1], b"8",
+               "a refused CONFIG SET changes nothing")
+        alive(c, "after CONFIG SET")
+
+
+@section
 def bad_input(ctx):
     c = ctx.c2
     kinds = ctx.bad_kinds
