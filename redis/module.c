@@ -637,16 +637,31 @@ static int cf__cmd_count(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
 /* CF.DEL key item, CF.COMPACT key                                                      */
 /* ------------------------------------------------------------------------------------ */
 
+/* Open for writing a key that must hold a complete filter. Otherwise send `missing` (the
+ * key is missing or of another type) or the incomplete-filter error, and return NULL. */
+static cf__value *cf__open_complete(cf_rm_ctx *ctx, cf_rm_string *name, cf_rm_key **key,
+                                    const char *missing)
+{
+    cf__value *v;
+    if (cf__open(ctx, name, CF_RM_READ | CF_RM_WRITE, key, &v) != CF__OURS) {
+        cf__fail(ctx, *key, v, missing);
+        return NULL;
+    }
+    if (cf_is_loading(v->f)) {
+        cf__fail(ctx, *key, v, CF__ERR_LOADING);
+        return NULL;
+    }
+    return v;
+}
+
 static int cf__cmd_del(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
 {
     if (argc != 3)
         return cf_rm.WrongArity(ctx);
     cf_rm_key *key;
-    cf__value *v;
-    if (cf__open(ctx, argv[1], CF_RM_READ | CF_RM_WRITE, &key, &v) != CF__OURS)
-        return cf__fail(ctx, key, v, "Not found");
-    if (cf_is_loading(v->f))
-        return cf__fail(ctx, key, v, CF__ERR_LOADING);
+    cf__value *v = cf__open_complete(ctx, argv[1], &key, "Not found");
+    if (!v)
+        return CF_RM_OK;
     size_t len;
     const char *item = cf_rm.StringPtrLen(argv[2], &len);
     bool deleted = cf_delete(v->f, item, len) == CF_OK;
@@ -662,11 +677,9 @@ static int cf__cmd_compact(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     if (argc != 2)
         return cf_rm.WrongArity(ctx);
     cf_rm_key *key;
-    cf__value *v;
-    if (cf__open(ctx, argv[1], CF_RM_READ | CF_RM_WRITE, &key, &v) != CF__OURS)
-        return cf__fail(ctx, key, v, "Cuckoo filter was not found");
-    if (cf_is_loading(v->f))
-        return cf__fail(ctx, key, v, CF__ERR_LOADING);
+    cf__value *v = cf__open_complete(ctx, argv[1], &key, "Cuckoo filter was not found");
+    if (!v)
+        return CF_RM_OK;
     cf_compact(v->f);
     v->deletes = 0;
     cf_rm.ReplicateVerbatim(ctx);
