@@ -66,6 +66,15 @@ class Server:
         return lines
 
     def start(self, timeout=10.0):
+        """Start the server and wait until it answers; if it does not, it is stopped (its
+        directory kept for the log) and RuntimeError says why."""
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop(remove=False)
+            raise
+
+    def _start(self, timeout):
         conf = os.path.join(self.dir, f"redis-{self.port}.conf")
         with open(conf, "w") as f:
             f.write("\n".join(self.config_lines()) + "\n")
@@ -116,7 +125,11 @@ class Server:
         return Client(self.port, protocol=protocol)
 
     def __enter__(self):
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
 
     def __exit__(self, *exc):
         self.stop()
