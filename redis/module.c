@@ -104,12 +104,17 @@ typedef struct cf__value {
     cf_allocator alloc;      /* the server's allocator, with this value as context */
 } cf__value;
 
-/* Is there room for `size` more bytes: under maxmemory (if set) and under the machine's
- * RAM, both as the server reports them? Without a context there is nothing to ask. */
+/* Is there room for `size` more bytes: under the machine's RAM and, for a client's
+ * command, under maxmemory (if set), both as the server reports them? Loading (RDB, AOF,
+ * a full sync) and the primary's writes on a replica are not held to maxmemory, as the
+ * server does not hold them to it: a restart or a replica must end with the same data.
+ * Without a context there is nothing to ask. */
 static bool cf__room_for(cf_rm_ctx *ctx, size_t size)
 {
     if (!ctx)
         return true;
+    bool replaying =
+        cf_rm.GetContextFlags(ctx) & (CF_RM_CTX_FLAGS_LOADING | CF_RM_CTX_FLAGS_REPLICATED);
     cf_rm_info *info = cf_rm.GetServerInfo(ctx, "memory");
     if (!info)
         return true;
@@ -120,7 +125,7 @@ static bool cf__room_for(cf_rm_ctx *ctx, size_t size)
     cf_rm.FreeServerInfo(ctx, info);
     if (e1)
         return true;
-    if (!e2 && limit && (used >= limit || size > limit - used))
+    if (!replaying && !e2 && limit && (used >= limit || size > limit - used))
         return false;
     if (!e3 && ram && (used >= ram || size > ram - used))
         return false;

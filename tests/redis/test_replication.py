@@ -348,6 +348,32 @@ def check_readonly(replica):
         c.call("CF.COUNT", "k0", "x")
 
 
+def check_maxmemory_replica(primary, servers):
+    """A replica whose maxmemory is below its primary's data still takes every filter, by
+    full sync and from the stream: the server does not hold loading or the primary's
+    writes to maxmemory, and neither may the module (it did: the replica refused the RDB
+    and stopped)."""
+    cp = primary.client()
+    big = ["CF.RESERVE", "mm:big", 15000000, "FPBITS", 16, "BUCKETSIZE", 4]  # ~32 MB
+    ok(cp.call_raw(*big), "CF.RESERVE mm:big")
+    cp.pipeline([("CF.ADD", "mm:big", f"m{i}") for i in range(2000)])
+    r = Server(extra=[("replicaof", "127.0.0.1", primary.port), ("maxmemory", "20mb")])
+    servers.append(r)
+    r.start()
+    wait_for(lambda: link_up(r), 30, "the small replica's link (full sync)")
+    ok(cp.call_raw("CF.RESERVE", "mm:big2", *big[2:]), "CF.RESERVE mm:big2")
+    cp.pipeline([("CF.ADD", "mm:big2", f"m{i}") for i in range(2000)])
+    cp.call("WAIT", 1, 10000)
+    with r.client() as cr:
+        wait_for(lambda: cr.call("EXISTS", "mm:big2") == 1, 20, "mm:big2 on the small replica")
+        for key in ("mm:big", "mm:big2"):
+            check(S.digest(cr, key) == S.digest(cp, key),
+                  f"{key}: differs on the replica with maxmemory 20mb")
+    r.stop()
+    cp.call("DEL", "mm:big", "mm:big2")
+    cp.close()
+
+
 def main():
     S.require_tools()
     servers = []
@@ -420,6 +446,7 @@ def main():
         check(grown, "no filter grew")
         check_readonly(r1)
         check_readonly(r2)
+        check_maxmemory_replica(primary, servers)
         cp.close()
         print(f"{stream.writes} writes, {len(cf_keys)} filters ({len(grown)} grown), "
               f"{stream.created_by_add} auto-created, {stream.copies} chunked copies "
