@@ -51,6 +51,7 @@ sys.path.insert(0, HERE)
 
 import harness  # noqa: E402
 from harness import RespError, RespMap, Server, Simple  # noqa: E402
+import cf_state  # noqa: E402  (the chunk walk and batched lookups shared with the others)
 
 SKIP = 77
 SEED = harness.test_seed(20240622)
@@ -170,13 +171,7 @@ def add_all(c, key, items, cmd="CF.ADD"):
     return out
 
 
-def mexists(c, key, items):
-    out = []
-    for part in batches(items):
-        r = c.call_raw("CF.MEXISTS", key, *part)
-        check(isinstance(r, list), f"CF.MEXISTS {key}: {short(r)}")
-        out += r
-    return out
+mexists = cf_state.mexists
 
 
 def missing_of(c, key, items):
@@ -184,20 +179,7 @@ def missing_of(c, key, items):
     return [x for x, r in zip(items, mexists(c, key, items)) if r != 1]
 
 
-def dump(c, key):
-    """The [(iterator, chunk)] of CF.SCANDUMP, checking the reply types on the way."""
-    chunks, it = [], 0
-    for _ in range(100000):
-        r = c.call_raw("CF.SCANDUMP", key, it)
-        check(isinstance(r, list) and len(r) == 2 and type(r[0]) is int,
-              f"CF.SCANDUMP {key} {it}: {short(r)}")
-        if r[1] is None:
-            expect(r, [0, None], f"CF.SCANDUMP {key} {it} at the end")
-            return chunks
-        check(type(r[1]) is bytes and r[0] > 0, f"CF.SCANDUMP {key} {it}: {short(r)}")
-        chunks.append((r[0], r[1]))
-        it = r[0]
-    raise Failure(f"CF.SCANDUMP {key} never ended")
+dump = cf_state.scandump
 
 
 def load(c, key, chunks):
