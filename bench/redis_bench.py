@@ -17,6 +17,7 @@ Needs: make (build/redis-cuckoofilter.so), redis-server, redis-benchmark, python
 
 import argparse
 import csv
+import ctypes
 import io
 import math
 import os
@@ -29,6 +30,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULE_PATH = None  # the module under test; set by main(). libcuckoofilter.so sits next to it.
 sys.path.insert(0, os.path.join(ROOT, "tests", "redis"))
 
 import harness  # noqa: E402
@@ -79,15 +81,20 @@ def fmt_pct(x):
     return f"{100 * x:.3f} %"
 
 
-def expected_fpr(match_p, bucket_size, loads):
+def redisbloom_expected_fpr(match_p, bucket_size, loads):
     """Chance that a probe matches one of the 2 b slots of its two buckets in any
-    sub-filter, each slot occupied with its sub-filter's load (loads = sum of loads)."""
+    sub-filter of RedisBloom's layout, each slot occupied with its sub-filter's load
+    (loads = sum of loads)."""
     return -math.expm1(2.0 * bucket_size * loads * math.log1p(-match_p))
 
 
-def our_match_p(fpbits):
-    """As cf_expected_fpr in src/filter.c: fingerprint value 1 also stands for 0."""
-    return (2.0 ** fpbits + 2.0) / 2.0 ** (2 * fpbits)
+def our_expected_fpr(fpbits, bucket_size, loads):
+    """The library's own formula, cf_expected_fpr, from build/libcuckoofilter.so (next to
+    the module) rather than a copy of it."""
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(MODULE_PATH), "libcuckoofilter.so"))
+    lib.cf_expected_fpr.restype = ctypes.c_double
+    lib.cf_expected_fpr.argtypes = (ctypes.c_uint, ctypes.c_uint, ctypes.c_double)
+    return lib.cf_expected_fpr(fpbits, bucket_size, loads)
 
 
 # ------------------------------------------------------------------------------------
@@ -256,7 +263,7 @@ def redisbloom_layout(n, bucket_size=2, max_load=0.84):
     slots = buckets * bucket_size
     filters = max(1, math.ceil(n / (max_load * slots)))
     size = 40 + 16 * filters + filters * slots  # CF.INFO Size (sizeof(CuckooFilter) = 40)
-    fpr = expected_fpr(1 / 255, bucket_size, n / slots)
+    fpr = redisbloom_expected_fpr(1 / 255, bucket_size, n / slots)
     fpr_bound = 2 * bucket_size / 255 * filters
     return dict(buckets=buckets, slots=slots, filters=filters, size=size, fpr=fpr,
                 fpr_bound=fpr_bound)
@@ -286,7 +293,7 @@ def memory(r, prof):
             row[name] = dict(command=" ".join(map(str, args)), info=info, usage=usage,
                              delta=after - before, hits=hits, fpr=hits / len(absent),
                              slots=slots, load=n / slots,
-                             expected=expected_fpr(our_match_p(bits), b, n / slots))
+                             expected=our_expected_fpr(bits, b, n / slots))
         key = f"set:{n}"
         log(f"  SADD {key}: {n} items")
         before = used_memory(r)
@@ -444,8 +451,9 @@ def report(ctx, tp_rows, exists_info, mem_rows, probes, small, elapsed):
       f"CF.MEXISTS, {BATCH} per command)")
     w("")
     w("Expected: a probe compares with the 2 x b slots of its two buckets in every "
-      "sub-filter; 1 - (1 - p)^(2 b x sum of sub-filter loads), with p = (2^f + 2) / 2^2f "
-      "for ours (as cf_expected_fpr) and p = 1/255 for RedisBloom (fingerprints 1..255). "
+      "sub-filter; 1 - (1 - p)^(2 b x sum of sub-filter loads), with p the chance that one "
+      "slot matches: for ours, the library's cf_expected_fpr computes it (called from "
+      "libcuckoofilter.so), and p = 1/255 for RedisBloom (fingerprints 1..255). "
       "RedisBloom's bound is 2b/255 = 1.57 % per full sub-filter, adding up over "
       "sub-filters.")
     w("")
@@ -479,6 +487,8 @@ def main():
     args = ap.parse_args()
 
     module = os.path.abspath(args.module)
+    global MODULE_PATH
+    MODULE_PATH = module
     if not os.path.isfile(module):
         sys.exit(f"redis_bench: {module} not found (run make first)")
     for tool in ("redis-server", "redis-benchmark"):
