@@ -305,20 +305,20 @@ static const char *cf__create(cf_rm_ctx *ctx, cf_rm_key *key, long long capacity
 /* The error for an add of `item` that found no room. */
 static const char *cf__add_error(const cf__value *v, cf_status st, const char *item, size_t len)
 {
+    static const char hot[] = "Filter is full for this item: its copies fill both of its "
+                              "buckets (CF.ADDNX adds an item once)";
     if (st == CF_ENOMEM)
         return "ERR Insufficient memory";
     cf_config c;
     cf_stats s;
     cf_get_config(v->f, &c);
     cf_get_stats(v->f, &s);
-    /* One item can hold at most 2 * b slots of a sub-filter (its two buckets); the filter
-     * does not grow for it. Say so, rather than let "full" suggest a lack of capacity. */
-    if (cf_count(v->f, item, len) >= 2u * s.bucket_size)
-        return "Filter is full for this item: its copies fill both of its buckets "
-               "(CF.ADDNX adds an item once)";
-    if (c.expansion > 0 && s.sub_filters >= c.max_sub_filters)
-        return "Maximum expansions reached";
-    return "Filter is full";
+    /* A growing filter refuses an add only at its sub-filter limit or for an item whose
+     * copies fill both its buckets (it does not grow for one item). A fixed filter is
+     * also full when it has no room left at all. */
+    if (c.expansion > 0)
+        return s.sub_filters >= c.max_sub_filters ? "Maximum expansions reached" : hot;
+    return cf_count(v->f, item, len) >= 2u * s.bucket_size ? hot : "Filter is full";
 }
 
 /* After a delete: compact once deletes pass a tenth of the items (RedisBloom's rule), so
