@@ -195,6 +195,15 @@ CF_API cf_status cf_add_unique(cf_filter *f, const void *key, size_t len);
  * Returns false for NULL arguments. Thread safety: concurrent with other const calls. */
 CF_API bool cf_contains(const cf_filter *f, const void *key, size_t len);
 
+/* Many lookups at once: out[i] = cf_contains(f, keys[i], lens[i]) for i < n. On a filter
+ * larger than the caches this is several times faster than a loop of cf_contains: the
+ * buckets of the next keys are fetched while earlier ones are compared, so their memory
+ * reads overlap. Any n works; a few hundred keys or more per call amortise the start.
+ * Does nothing if a pointer is NULL; a NULL keys[i] with lens[i] > 0 answers false.
+ * Thread safety: concurrent with other const calls. */
+CF_API void cf_contains_keys(const cf_filter *f, const void *const *keys, const size_t *lens,
+                             size_t n, bool *out);
+
 /* Remove one copy of a key.
  * Only delete keys that were added. Deleting a key that was never added can remove the
  * fingerprint of another key that shares its fingerprint and buckets, and that other key
@@ -262,9 +271,26 @@ CF_API cf_status cf_add_hash(cf_filter *f, uint64_t h);
 CF_API bool cf_contains_hash(const cf_filter *f, uint64_t h);
 CF_API cf_status cf_delete_hash(cf_filter *f, uint64_t h);
 CF_API uint64_t cf_count_hash(const cf_filter *f, uint64_t h);
-/* out[i] = cf_contains_hash(f, hashes[i]) for i < n. Does nothing if a pointer is NULL.
- * Thread safety: concurrent with other const calls. */
+/* out[i] = cf_contains_hash(f, hashes[i]) for i < n, batched as cf_contains_keys is.
+ * Does nothing if a pointer is NULL. Thread safety: concurrent with other const calls. */
 CF_API void cf_contains_many(const cf_filter *f, const uint64_t *hashes, size_t n, bool *out);
+
+/* Flags of cf_add_many. */
+#define CF_ADD_UNIQUE 1u /* add a key only if cf_contains says it is absent (cf_add_unique) */
+
+/* Add n pre-hashed keys in order: exactly what n calls of cf_add_hash (with CF_ADD_UNIQUE,
+ * of cf_add_unique) would do, giving the same filter and the same statuses, but faster on
+ * a filter larger than the caches, because the buckets of the next keys are fetched while
+ * each key goes in. A failure (CF_FULL, CF_ENOMEM) does not stop the batch: the next keys
+ * are still tried, as with separate calls.
+ * status: NULL, or n entries that receive each key's status (CF_OK, CF_EXISTS, CF_FULL,
+ * CF_ENOMEM, or for every key CF_EINVAL / CF_EREADONLY if the call is refused).
+ * flags: 0 or CF_ADD_UNIQUE; other bits make the call CF_EINVAL.
+ * Returns the number of keys added (statuses CF_OK); 0 if the call is refused (f NULL,
+ * hashes NULL with n > 0, unknown flags, read-only filter).
+ * Thread safety: modifies f; needs exclusive access. */
+CF_API size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
+                          cf_status *status);
 
 /* ------------------------------------------------------------------------------------ */
 /* Saving and loading                                                                   */

@@ -363,9 +363,9 @@ static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint
 }
 
 /* The key's two buckets in table t. */
-static void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
+static inline void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
 {
-    *i1 = cf__mod(k->index, &t->div);
+    *i1 = cf__mod63(k->index, &t->div);
     *i2 = cf__alt(*i1, cf__mod(k->fp_mix, &t->div), t->buckets);
 }
 
@@ -415,14 +415,13 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
     return CF_OK;
 }
 
-static cf_status cf__insert(cf_filter *f, const cf__key *k)
+/* An insert whose buckets n1 and n2 in the newest sub-filter are both full: the older
+ * sub-filters, then an eviction search, then growth or the stash. Off the fast path. */
+static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, uint64_t n2)
 {
     const cf__shape *s = &f->shape;
     cf__table *newest = &f->tables[f->ntables - 1];
-    uint64_t n1, n2, i1, i2;
-    cf__buckets(newest, k, &n1, &n2);
-    if (cf__put_if_free(newest, s, n1, k->fp) || cf__put_if_free(newest, s, n2, k->fp))
-        return CF_OK;
+    uint64_t i1, i2;
     for (unsigned n = f->ntables - 1; n-- > 0;) {
         cf__table *t = &f->tables[n];
         cf__buckets(t, k, &i1, &i2);
@@ -568,19 +567,312 @@ static void cf__stash_drain(cf_filter *f, unsigned table)
     }
 }
 
-static bool cf__contains_key(const cf_filter *f, const cf__key *k)
+/* ------------------------------------------------------------------------------------ */
+/* The hot paths, compiled per shape                                                    */
+/* ------------------------------------------------------------------------------------ */
+/* Lookups and the first step of an insert are written once, as always-inline functions of
+ * the fingerprint width F and bucket size B. Called with constants (a shape of
+ * CF__FAST_SHAPES), every mask and width folds into the instructions; called with F = 0,
+ * they read the filter's shape and serve every other shape. Out of cache, a lookup waits
+ * for two memory reads, and the CPU overlaps those of consecutive lookups only as far as
+ * its out-of-order window reaches: the fewer instructions a lookup takes, and the fewer
+ * of them wait for the loaded bucket, the more lookups are in flight at once. */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CF__INLINE          inline __attribute__((always_inline))
+#define CF__PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
+#else
+#define CF__INLINE          inline
+#define CF__PREFETCH(p, rw) ((void)(p))
+#endif
+
+/* Keys whose buckets the batched calls keep in flight ahead of the one being probed:
+ * enough to cover a memory latency (~100 ns) at a few ns per key, and, at two reads per
+ * key, within the 20-odd misses a core tracks at once. */
+#ifndef CF__AHEAD
+#define CF__AHEAD 16u
+#endif
+
+/* Bit 0 of each of the B lanes of F bits. */
+static CF__INLINE uint64_t cf__lanes_lo_t(unsigned F, unsigned B)
+{
+    uint64_t lo = 0;
+    for (unsigned j = 0; j < B; j++)
+        lo |= UINT64_C(1) << (j * F);
+    return lo;
+}
+
+/* The first byte of bucket i (fast shapes start every bucket on a byte). */
+static CF__INLINE const uint8_t *cf__bucket_at_t(const cf__table *t, const cf__shape *s, uint64_t i,
+                                                 unsigned F, unsigned B)
+{
+    if (F)
+        return t->data + i * (F * B / 8);
+    return t->data + ((i * s->bucket_bits) >> 3);
+}
+
+/* The zero lanes of w, the B lanes of F bits of a bucket: nonzero iff a lane is zero, and
+ * its lowest set bit is the top bit of the first zero lane. (w - lo) & ~w sets the top bit
+ * of a lane that is 0, and of a lane that is 1 with a borrow from a zero lane below it,
+ * never of another: so the answer is exact as a whole and in its lowest bit. The bits
+ * above the bucket (the next bucket's, loaded with it) only borrow upward, out of it. */
+static CF__INLINE uint64_t cf__zero_lanes_t(uint64_t w, unsigned F, unsigned B)
+{
+    uint64_t lo = cf__lanes_lo_t(F, B);
+    return (w - lo) & ~w & (lo << (F - 1));
+}
+
+/* Bytes a fast shape loads for a bucket: the bucket's size rounded up to 2, 4 or 8. A
+ * bucket of 2, 4 or 8 bytes is then read with one aligned load that never straddles two
+ * cache lines (a wider load would, now and then, and cost a second memory read). */
+static CF__INLINE unsigned cf__load_bytes_t(unsigned F, unsigned B)
+{
+    unsigned bytes = F * B / 8;
+    return bytes <= 2 ? 2u : bytes <= 4 ? 4u : 8u;
+}
+
+static CF__INLINE uint64_t cf__load_t(const uint8_t *p, unsigned F, unsigned B)
+{
+    unsigned n = cf__load_bytes_t(F, B);
+    return n == 2 ? cf__load_le16(p) : n == 4 ? cf__load_le32(p) : cf__load_le64(p);
+}
+
+static CF__INLINE void cf__store_t(uint8_t *p, uint64_t w, unsigned F, unsigned B)
+{
+    unsigned n = cf__load_bytes_t(F, B);
+    if (n == 2)
+        cf__store_le16(p, (uint16_t)w);
+    else if (n == 4)
+        cf__store_le32(p, (uint32_t)w);
+    else
+        cf__store_le64(p, w);
+}
+
+/* Start fetching bucket i: its first cache line and, for a load that may straddle two
+ * lines (buckets of 3 and 6 bytes), the line of its last byte too. */
+static CF__INLINE void cf__prefetch_t(const cf__table *t, const cf__shape *s, uint64_t i, int rw,
+                                      unsigned F, unsigned B)
+{
+    const uint8_t *p = cf__bucket_at_t(t, s, i, F, B);
+    CF__PREFETCH(p, rw);
+    if (!F || F * B / 8 != cf__load_bytes_t(F, B))
+        CF__PREFETCH(p + (F ? cf__load_bytes_t(F, B) : 8u) - 1, rw);
+}
+
+/* Nonzero iff a slot of bucket i holds fp. */
+static CF__INLINE uint64_t cf__match_t(const cf__table *t, const cf__shape *s, uint64_t i,
+                                       uint32_t fp, unsigned F, unsigned B)
+{
+    if (!F)
+        return cf__bucket_has(t, s, i, fp);
+    uint64_t w = cf__load_t(cf__bucket_at_t(t, s, i, F, B), F, B);
+    return cf__zero_lanes_t(w ^ (cf__lanes_lo_t(F, B) * fp), F, B);
+}
+
+static CF__INLINE cf__key cf__key_t(const cf__shape *s, uint64_t h, unsigned F)
+{
+    return cf__key_bits(F ? F : s->f, h);
+}
+
+static CF__INLINE bool cf__contains_t(const cf_filter *f, const cf__key *k, unsigned F, unsigned B)
 {
     const cf__shape *s = &f->shape;
     for (unsigned n = f->ntables; n-- > 0;) {
         const cf__table *t = &f->tables[n];
         uint64_t i1, i2;
         cf__buckets(t, k, &i1, &i2);
-        if (cf__bucket_has(t, s, i1, k->fp) || cf__bucket_has(t, s, i2, k->fp))
+        /* Both buckets, with no branch between them: for present keys, which of the two
+         * holds the key is a coin toss, and a mispredicted branch would throw away the
+         * lookups in flight behind it. */
+        if (cf__match_t(t, s, i1, k->fp, F, B) | cf__match_t(t, s, i2, k->fp, F, B))
             return true;
         if (CF__UNLIKELY(f->stash_n) && cf__stash_match(f, n, k, i1, i2))
             return true;
     }
     return false;
+}
+
+/* Where a batched call takes its keys from: hashes, or keys to hash. */
+typedef struct cf__source {
+    const uint64_t *hashes;
+    const void *const *keys;
+    const size_t *lens;
+} cf__source;
+
+/* The hash of key j of src, and whether key j is valid (cf_contains answers false for a
+ * NULL key of nonzero length; so does the batch). */
+static CF__INLINE bool cf__source_hash(const cf_filter *f, const cf__source *src, size_t j,
+                                       uint64_t *h)
+{
+    if (src->hashes) {
+        *h = src->hashes[j];
+        return true;
+    }
+    if (!src->keys[j] && src->lens[j]) {
+        *h = 0;
+        return false;
+    }
+    *h = XXH3_64bits_withSeed(src->keys[j], src->lens[j], f->seed);
+    return true;
+}
+
+/* Batched lookups: while key p is probed, the buckets of key p + CF__AHEAD are already
+ * being fetched, so that up to 2 * CF__AHEAD reads overlap. Only the newest sub-filter's
+ * buckets are prefetched; a key not found there (or any key, if a stash is in use) is
+ * looked up completely, as cf_contains_hash would. */
+static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source *src, size_t n,
+                                           bool *out, unsigned F, unsigned B)
+{
+    const cf__shape *s = &f->shape;
+    const cf__table *t = &f->tables[f->ntables - 1];
+    bool rest = f->ntables > 1 || f->stash_n;
+    cf__key k[CF__AHEAD];
+    uint64_t i1[CF__AHEAD], i2[CF__AHEAD];
+    bool valid[CF__AHEAD];
+    for (size_t j = 0; j < n + CF__AHEAD; j++) {
+        size_t x = j % CF__AHEAD;
+        if (j >= CF__AHEAD) {
+            size_t p = j - CF__AHEAD;
+            bool hit = (cf__match_t(t, s, i1[x], k[x].fp, F, B) |
+                        cf__match_t(t, s, i2[x], k[x].fp, F, B)) != 0;
+            if (!hit && rest)
+                hit = cf__contains_t(f, &k[x], F, B);
+            out[p] = hit && valid[x];
+        }
+        if (j < n) {
+            uint64_t h;
+            valid[x] = cf__source_hash(f, src, j, &h);
+            k[x] = cf__key_t(s, h, F);
+            cf__buckets(t, &k[x], &i1[x], &i2[x]);
+            cf__prefetch_t(t, s, i1[x], 0, F, B);
+            cf__prefetch_t(t, s, i2[x], 0, F, B);
+        }
+    }
+}
+
+/* Insert: the first free slot of the key's first bucket in the newest sub-filter, else of
+ * its second, else the slow path. */
+static CF__INLINE cf_status cf__add_t(cf_filter *f, const cf__key *k, unsigned F, unsigned B)
+{
+    const cf__shape *s = &f->shape;
+    cf__table *t = &f->tables[f->ntables - 1];
+    uint64_t i[2];
+    cf__buckets(t, k, &i[0], &i[1]);
+    for (unsigned w = 0; w < 2; w++) {
+        if (F) {
+            uint8_t *p = t->data + i[w] * (F * B / 8);
+            uint64_t word = cf__load_t(p, F, B), empty = cf__zero_lanes_t(word, F, B);
+            if (empty) {
+                /* The slot is zero, so or-ing the fingerprint in sets it; the rest of the
+                 * word (the next bucket's bytes, if any) is written back unchanged. */
+                cf__store_t(p, word | (uint64_t)k->fp << (cf__ctz64(empty) - (F - 1)), F, B);
+                t->items++;
+                return CF_OK;
+            }
+        } else if (cf__put_if_free(t, s, i[w], k->fp)) {
+            return CF_OK;
+        }
+    }
+    return cf__insert_rest(f, k, i[0], i[1]);
+}
+
+/* Batched inserts, in order: the buckets of the next CF__AHEAD keys in the newest
+ * sub-filter are fetched (for writing) while each key goes in, exactly as cf_add_hash (or,
+ * with CF_ADD_UNIQUE, cf_add_unique) would put it. */
+static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, size_t n,
+                                        unsigned flags, cf_status *status, unsigned F, unsigned B)
+{
+    const cf__shape *s = &f->shape;
+    size_t added = 0;
+    cf__key k[CF__AHEAD];
+    for (size_t j = 0; j < n + CF__AHEAD; j++) {
+        size_t x = j % CF__AHEAD;
+        if (j >= CF__AHEAD) {
+            size_t p = j - CF__AHEAD;
+            cf_status st = (flags & CF_ADD_UNIQUE) && cf__contains_t(f, &k[x], F, B)
+                               ? CF_EXISTS
+                               : cf__add_t(f, &k[x], F, B);
+            added += st == CF_OK;
+            if (status)
+                status[p] = st;
+        }
+        if (j < n) {
+            /* The newest sub-filter now; a growth before this key's turn only makes the
+             * fetch useless, never wrong. */
+            const cf__table *t = &f->tables[f->ntables - 1];
+            uint64_t i1, i2;
+            k[x] = cf__key_t(s, hashes[j], F);
+            cf__buckets(t, &k[x], &i1, &i2);
+            cf__prefetch_t(t, s, i1, 1, F, B);
+            cf__prefetch_t(t, s, i2, 1, F, B);
+        }
+    }
+    return added;
+}
+
+/* The dispatchers: each runs its template with the constants of f's shape. */
+#define CF__CASE_CONTAINS(F, B)                                                                    \
+    case CF__KIND_##F##_##B: {                                                                     \
+        cf__key k = cf__key_t(&f->shape, h, F);                                                    \
+        return cf__contains_t(f, &k, F, B);                                                        \
+    }
+
+static bool cf__contains_h(const cf_filter *f, uint64_t h)
+{
+    switch (f->shape.kind) {
+        CF__FAST_SHAPES(CF__CASE_CONTAINS)
+    case CF__KIND_GENERIC:
+        break;
+    }
+    cf__key k = cf__key_t(&f->shape, h, 0);
+    return cf__contains_t(f, &k, 0, 0);
+}
+
+#define CF__CASE_ADD(F, B)                                                                         \
+    case CF__KIND_##F##_##B: {                                                                     \
+        cf__key k = cf__key_t(&f->shape, h, F);                                                    \
+        return cf__add_t(f, &k, F, B);                                                             \
+    }
+
+static cf_status cf__add_h(cf_filter *f, uint64_t h)
+{
+    switch (f->shape.kind) {
+        CF__FAST_SHAPES(CF__CASE_ADD)
+    case CF__KIND_GENERIC:
+        break;
+    }
+    cf__key k = cf__key_t(&f->shape, h, 0);
+    return cf__add_t(f, &k, 0, 0);
+}
+
+#define CF__CASE_MANY(F, B)                                                                        \
+    case CF__KIND_##F##_##B:                                                                       \
+        cf__contains_many_t(f, src, n, out, F, B);                                                 \
+        return;
+
+static void cf__contains_many_src(const cf_filter *f, const cf__source *src, size_t n, bool *out)
+{
+    switch (f->shape.kind) {
+        CF__FAST_SHAPES(CF__CASE_MANY)
+    case CF__KIND_GENERIC:
+        break;
+    }
+    cf__contains_many_t(f, src, n, out, 0, 0);
+}
+
+#define CF__CASE_ADD_MANY(F, B)                                                                    \
+    case CF__KIND_##F##_##B:                                                                       \
+        return cf__add_many_t(f, hashes, n, flags, status, F, B);
+
+static size_t cf__add_many_h(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
+                             cf_status *status)
+{
+    switch (f->shape.kind) {
+        CF__FAST_SHAPES(CF__CASE_ADD_MANY)
+    case CF__KIND_GENERIC:
+        break;
+    }
+    return cf__add_many_t(f, hashes, n, flags, status, 0, 0);
 }
 
 static cf_status cf__delete_key(cf_filter *f, const cf__key *k)
@@ -641,16 +933,14 @@ cf_status cf_add_hash(cf_filter *f, uint64_t h)
         return CF_EINVAL;
     if (cf__read_only(f))
         return CF_EREADONLY;
-    cf__key k = cf__key_of(&f->shape, h);
-    return cf__insert(f, &k);
+    return cf__add_h(f, h);
 }
 
 bool cf_contains_hash(const cf_filter *f, uint64_t h)
 {
     if (!f)
         return false;
-    cf__key k = cf__key_of(&f->shape, h);
-    return cf__contains_key(f, &k);
+    return cf__contains_h(f, h);
 }
 
 cf_status cf_delete_hash(cf_filter *f, uint64_t h)
@@ -675,15 +965,40 @@ void cf_contains_many(const cf_filter *f, const uint64_t *hashes, size_t n, bool
 {
     if (!f || !hashes || !out)
         return;
-    for (size_t i = 0; i < n; i++)
-        out[i] = cf_contains_hash(f, hashes[i]);
+    cf__source src = {hashes, NULL, NULL};
+    cf__contains_many_src(f, &src, n, out);
+}
+
+void cf_contains_keys(const cf_filter *f, const void *const *keys, const size_t *lens, size_t n,
+                      bool *out)
+{
+    if (!f || !keys || !lens || !out)
+        return;
+    cf__source src = {NULL, keys, lens};
+    cf__contains_many_src(f, &src, n, out);
+}
+
+size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
+                   cf_status *status)
+{
+    cf_status refused = !f || (!hashes && n) || (flags & ~(unsigned)CF_ADD_UNIQUE) ? CF_EINVAL
+                        : cf__read_only(f)                                         ? CF_EREADONLY
+                                                                                   : CF_OK;
+    if (refused != CF_OK) {
+        for (size_t i = 0; status && i < n; i++)
+            status[i] = refused;
+        return 0;
+    }
+    return cf__add_many_h(f, hashes, n, flags, status);
 }
 
 cf_status cf_add(cf_filter *f, const void *key, size_t len)
 {
     if (!f || (!key && len))
         return CF_EINVAL;
-    return cf_add_hash(f, cf_hash(f, key, len));
+    if (cf__read_only(f))
+        return CF_EREADONLY;
+    return cf__add_h(f, XXH3_64bits_withSeed(key, len, f->seed));
 }
 
 cf_status cf_add_unique(cf_filter *f, const void *key, size_t len)
@@ -693,16 +1008,16 @@ cf_status cf_add_unique(cf_filter *f, const void *key, size_t len)
     if (cf__read_only(f))
         return CF_EREADONLY;
     uint64_t h = cf_hash(f, key, len);
-    if (cf_contains_hash(f, h))
+    if (cf__contains_h(f, h))
         return CF_EXISTS;
-    return cf_add_hash(f, h);
+    return cf__add_h(f, h);
 }
 
 bool cf_contains(const cf_filter *f, const void *key, size_t len)
 {
     if (!f || (!key && len))
         return false;
-    return cf_contains_hash(f, cf_hash(f, key, len));
+    return cf__contains_h(f, XXH3_64bits_withSeed(key, len, f->seed));
 }
 
 cf_status cf_delete(cf_filter *f, const void *key, size_t len)

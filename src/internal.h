@@ -103,6 +103,35 @@ static inline uint64_t cf__load_le64(const uint8_t *p)
     return v;
 }
 
+static inline uint32_t cf__load_le32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return v;
+}
+
+static inline uint16_t cf__load_le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static inline void cf__store_le32(uint8_t *p, uint32_t v)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    memcpy(p, &v, sizeof v);
+}
+
+static inline void cf__store_le16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
 static inline void cf__store_le64(uint8_t *p, uint64_t v)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -131,28 +160,42 @@ static inline bool cf__add_u64(uint64_t a, uint64_t b, uint64_t *out)
 /* ------------------------------------------------------------------------------------ */
 /* Exact modulo without a hardware divide                                               */
 /* ------------------------------------------------------------------------------------ */
-/* For a divisor d >= 2, c = ceil(2^128 / d) turns a mod d into ((c * a mod 2^128) * d)
- * >> 128, exactly, for every 64-bit a (Lemire, Kaser and Kurz, "Faster remainder by
- * direct computation", 2019, with F = 128 >= 64 + 64 bits). That is four multiplies
- * instead of a 64-bit divide, which costs 15 to 90 cycles depending on the CPU. */
+/* A 64-bit divide costs 15 to 90 cycles depending on the CPU; every operation reduces two
+ * hashes mod the bucket count, so each reduction is two multiplies instead.
+ *
+ * For a divisor d >= 2, let L = ceil(log2 d) and M = ceil(2^(63 + L) / d). Then for every
+ * a < 2^63, floor(a / d) = floor(a * M / 2^(63 + L)), which is the high word of the
+ * 128-bit product a * M shifted right by L - 1. Proof: M = (2^(63+L) + e) / d with
+ * 0 <= e < d, so a M / 2^(63+L) = a / d + a e / (d 2^(63+L)), and the error term is below
+ * 2^63 / 2^(63+L) = 2^-L <= 1/d; a / d = q + r/d with r <= d - 1, so the sum stays below
+ * q + 1. And M fits 64 bits: d > 2^(L-1) gives M <= 2^64 - 1 (and d = 2^L gives 2^63).
+ * This is the method of Granlund and Montgomery, "Division by invariant integers using
+ * multiplication" (1994), with the precision chosen so that no correction step is needed. */
 typedef struct cf__divisor {
     uint64_t d;
-    uint64_t c_lo, c_hi; /* c = ceil(2^128 / d), split in two 64-bit halves */
+    uint64_t magic; /* M = ceil(2^(63 + L) / d) */
+    unsigned shift; /* L - 1 */
 } cf__divisor;
 
 CF__HIDDEN void cf__divisor_init(cf__divisor *dv, uint64_t d);
 
-static inline uint64_t cf__mod(uint64_t a, const cf__divisor *dv)
+/* a mod d, for a < 2^63 (bucket indices: at most 60 bits). */
+static inline uint64_t cf__mod63(uint64_t a, const cf__divisor *dv)
 {
 #if CF__HAVE_U128
-    cf__u128 c = ((cf__u128)dv->c_hi << 64) | dv->c_lo;
-    cf__u128 low = c * a; /* mod 2^128 */
-    cf__u128 top = ((cf__u128)(uint64_t)low * dv->d) >> 64;
-    top += (cf__u128)(uint64_t)(low >> 64) * dv->d;
-    return (uint64_t)(top >> 64);
+    uint64_t q = (uint64_t)(((cf__u128)a * dv->magic) >> 64) >> dv->shift;
+    return a - q * dv->d;
 #else
     return a % dv->d;
 #endif
+}
+
+/* a mod d for any 64-bit a: a = 2 (a >> 1) + (a & 1), and 2 r + 1 < 2 d needs at most
+ * one subtraction. */
+static inline uint64_t cf__mod(uint64_t a, const cf__divisor *dv)
+{
+    uint64_t r = 2 * cf__mod63(a >> 1, dv) + (a & 1u);
+    return r >= dv->d ? r - dv->d : r;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -160,7 +203,19 @@ static inline uint64_t cf__mod(uint64_t a, const cf__divisor *dv)
 /* ------------------------------------------------------------------------------------ */
 /* See table.c for the picture of the layout. A "shape" is what every table of one filter
  * shares: fingerprint width f, bucket size b and the masks derived from them. */
+/* The shapes whose probes are compiled with constant widths (filter.c): every bucket is a
+ * whole number of bytes, at most 8, so one unaligned 64-bit load at byte b * f / 8 * i
+ * holds bucket i with no shift. These are the paper's shapes, the library's default
+ * (b = 4, f = 12) and the Redis module's (b = 2, f = 12). Any other shape takes the same
+ * code with its widths read from the shape at run time. */
+#define CF__FAST_SHAPES(X) X(8, 4) X(12, 4) X(16, 4) X(8, 2) X(12, 2) X(16, 2) X(8, 8)
+
+#define CF__KIND_ENUM(F, B) CF__KIND_##F##_##B,
+enum cf__kind { CF__KIND_GENERIC = 0, CF__FAST_SHAPES(CF__KIND_ENUM) };
+#undef CF__KIND_ENUM
+
 typedef struct cf__shape {
+    enum cf__kind kind;   /* a fast shape, or CF__KIND_GENERIC */
     unsigned f;           /* fingerprint bits, 4..32 */
     unsigned b;           /* slots per bucket, 1..255 */
     unsigned bucket_bits; /* b * f */
@@ -297,14 +352,20 @@ static inline uint64_t cf__fp_mix(uint32_t fp)
     return x | 1u;
 }
 
-static inline cf__key cf__key_of(const cf__shape *s, uint64_t h)
+/* The key of hash h for f-bit fingerprints. */
+static inline cf__key cf__key_bits(unsigned f, uint64_t h)
 {
     cf__key k;
-    uint32_t fp = (uint32_t)(h >> (64u - s->f));
+    uint32_t fp = (uint32_t)(h >> (64u - f));
     k.fp = fp + (fp == 0);
-    k.index = h & (UINT64_MAX >> s->f);
+    k.index = h & (UINT64_MAX >> f);
     k.fp_mix = cf__fp_mix(k.fp);
     return k;
+}
+
+static inline cf__key cf__key_of(const cf__shape *s, uint64_t h)
+{
+    return cf__key_bits(s->f, h);
 }
 
 /* The other bucket of a fingerprint whose offset reduced mod m is `off` (odd). An
@@ -312,7 +373,9 @@ static inline cf__key cf__key_of(const cf__shape *s, uint64_t h)
  * every smaller sub-filter's m, it commutes with reducing to a smaller sub-filter. */
 static inline uint64_t cf__alt(uint64_t bucket, uint64_t off, uint64_t m)
 {
-    return off >= bucket ? off - bucket : off + m - bucket;
+    /* Arithmetic, not a conditional: compilers turn the conditional into a branch that
+     * goes either way at random, and each misprediction discards the lookups in flight. */
+    return off - bucket + (m & (UINT64_C(0) - (uint64_t)(off < bucket)));
 }
 
 static inline uint64_t cf__alt_of(const cf__table *t, uint64_t bucket, uint32_t fp)

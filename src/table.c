@@ -27,19 +27,25 @@
 void cf__divisor_init(cf__divisor *dv, uint64_t d)
 {
     dv->d = d;
+    dv->magic = 0;
+    dv->shift = 0;
 #if CF__HAVE_U128
-    /* ceil(2^128 / d) = floor((2^128 - 1) / d) + 1 for every d >= 2. */
-    cf__u128 c = ~(cf__u128)0 / d + 1;
-    dv->c_lo = (uint64_t)c;
-    dv->c_hi = (uint64_t)(c >> 64);
-#else
-    dv->c_lo = 0;
-    dv->c_hi = 0;
+    unsigned L = 64u - cf__clz64(d - 1); /* ceil(log2 d), d >= 2 */
+    /* ceil(2^(63+L) / d) = floor((2^(63+L) - 1) / d) + 1; 63 + L <= 127. */
+    cf__u128 top = ((cf__u128)1 << (63u + L)) - 1;
+    dv->magic = (uint64_t)(top / d + 1);
+    dv->shift = L - 1;
 #endif
 }
 
 void cf__shape_init(cf__shape *s, unsigned f, unsigned b)
 {
+    s->kind = CF__KIND_GENERIC;
+#define CF__KIND_CASE(F, B)                                                                        \
+    if (f == (F) && b == (B))                                                                      \
+        s->kind = CF__KIND_##F##_##B;
+    CF__FAST_SHAPES(CF__KIND_CASE)
+#undef CF__KIND_CASE
     s->f = f;
     s->b = b;
     s->bucket_bits = f * b;
