@@ -2,13 +2,26 @@
  * filter.c - the cuckoo filter: hashing keys, inserting with eviction, growth across
  * sub-filters, lookups, deletes and the public API around them.
  */
+#define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "internal.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CF__INLINE          inline __attribute__((always_inline))
+#define CF__PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
+#else
+#define CF__INLINE          inline
+#define CF__PREFETCH(p, rw) ((void)(p))
+#endif
 
 /* Parent of the two root nodes of an eviction search. */
 #define CF__ROOT UINT32_MAX
@@ -31,10 +44,27 @@
  * which finds the same path a single search would. */
 #define CF__FIRST_NODES 16u
 
+/* Transparent huge pages: a table spread over 4 KiB pages costs a TLB miss, and in a VM a
+ * two-level page walk, on nearly every lookup once it outgrows the TLB's reach (a few
+ * MiB); 2 MiB pages remove most of them (batched lookups ~15 % faster at 50M keys). The
+ * default allocator asks for them on blocks of at least this size, before they are first
+ * touched. It is a hint: kernels without THP, or set to "never", ignore it. */
+#define CF__HUGE_PAGE     ((size_t)2 << 20)
+#define CF__HUGE_MIN_SIZE ((size_t)4 << 20)
+
 static void *cf__malloc(void *ctx, size_t size)
 {
     (void)ctx;
-    return malloc(size);
+    void *p = malloc(size);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (p && size >= CF__HUGE_MIN_SIZE) {
+        uintptr_t start = ((uintptr_t)p + CF__HUGE_PAGE - 1) & ~(uintptr_t)(CF__HUGE_PAGE - 1);
+        uintptr_t end = ((uintptr_t)p + size) & ~(uintptr_t)(CF__HUGE_PAGE - 1);
+        if (end > start)
+            (void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+    }
+#endif
+    return p;
 }
 
 static void cf__libc_free(void *ctx, void *ptr)
@@ -578,14 +608,6 @@ static void cf__stash_drain(cf_filter *f, unsigned table)
  * its out-of-order window reaches: the fewer instructions a lookup takes, and the fewer
  * of them wait for the loaded bucket, the more lookups are in flight at once. */
 
-#if defined(__GNUC__) || defined(__clang__)
-#define CF__INLINE          inline __attribute__((always_inline))
-#define CF__PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
-#else
-#define CF__INLINE          inline
-#define CF__PREFETCH(p, rw) ((void)(p))
-#endif
-
 /* Keys whose buckets the batched calls keep in flight ahead of the one being probed:
  * enough to cover a memory latency (~100 ns) at a few ns per key, and, at two reads per
  * key, within the 20-odd misses a core tracks at once. */
@@ -674,22 +696,47 @@ static CF__INLINE cf__key cf__key_t(const cf__shape *s, uint64_t h, unsigned F)
     return cf__key_bits(F ? F : s->f, h);
 }
 
-static CF__INLINE bool cf__contains_t(const cf_filter *f, const cf__key *k, unsigned F, unsigned B)
+/* A lookup in every sub-filter and the stash, any shape: what a lookup does when the
+ * filter has grown or stashed. Out of line, and taking the hash rather than the key, so
+ * that the common case below stays a short function with nothing to save or spill. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static bool
+cf__contains_all(const cf_filter *f, uint64_t h)
 {
     const cf__shape *s = &f->shape;
+    cf__key k = cf__key_of(s, h);
     for (unsigned n = f->ntables; n-- > 0;) {
         const cf__table *t = &f->tables[n];
         uint64_t i1, i2;
-        cf__buckets(t, k, &i1, &i2);
-        /* Both buckets, with no branch between them: for present keys, which of the two
-         * holds the key is a coin toss, and a mispredicted branch would throw away the
-         * lookups in flight behind it. */
-        if (cf__match_t(t, s, i1, k->fp, F, B) | cf__match_t(t, s, i2, k->fp, F, B))
+        cf__buckets(t, &k, &i1, &i2);
+        if (cf__bucket_has(t, s, i1, k.fp) || cf__bucket_has(t, s, i2, k.fp))
             return true;
-        if (CF__UNLIKELY(f->stash_n) && cf__stash_match(f, n, k, i1, i2))
+        if (CF__UNLIKELY(f->stash_n) && cf__stash_match(f, n, &k, i1, i2))
             return true;
     }
     return false;
+}
+
+/* One sub-filter and an empty stash: the common case. */
+static CF__INLINE bool cf__contains_one(const cf_filter *f)
+{
+    return CF__LIKELY(f->ntables == 1 && !f->stash_n);
+}
+
+static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
+{
+    if (!cf__contains_one(f))
+        return cf__contains_all(f, h);
+    cf__key k = cf__key_t(&f->shape, h, F);
+    uint64_t i1, i2;
+    cf__buckets(f->tables, &k, &i1, &i2);
+    /* Both buckets, with no branch between them: for present keys, which of the two holds
+     * the key is a coin toss, and a mispredicted branch would throw away the lookups in
+     * flight behind it. */
+    return (cf__match_t(f->tables, &f->shape, i1, k.fp, F, B) |
+            cf__match_t(f->tables, &f->shape, i2, k.fp, F, B)) != 0;
 }
 
 /* Where a batched call takes its keys from: hashes, or keys to hash. */
@@ -718,46 +765,52 @@ static CF__INLINE bool cf__source_hash(const cf_filter *f, const cf__source *src
 
 /* Batched lookups: while key p is probed, the buckets of key p + CF__AHEAD are already
  * being fetched, so that up to 2 * CF__AHEAD reads overlap. Only the newest sub-filter's
- * buckets are prefetched; a key not found there (or any key, if a stash is in use) is
- * looked up completely, as cf_contains_hash would. */
+ * buckets are prefetched; with more sub-filters or a stash in use, a key not found there
+ * is looked up completely, as cf_contains_hash would. */
 static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source *src, size_t n,
                                            bool *out, unsigned F, unsigned B)
 {
     const cf__shape *s = &f->shape;
     const cf__table *t = &f->tables[f->ntables - 1];
-    bool rest = f->ntables > 1 || f->stash_n;
-    cf__key k[CF__AHEAD];
-    uint64_t i1[CF__AHEAD], i2[CF__AHEAD];
+    bool rest = !cf__contains_one(f);
+    uint64_t hs[CF__AHEAD], i1[CF__AHEAD], i2[CF__AHEAD];
     bool valid[CF__AHEAD];
     for (size_t j = 0; j < n + CF__AHEAD; j++) {
         size_t x = j % CF__AHEAD;
         if (j >= CF__AHEAD) {
-            size_t p = j - CF__AHEAD;
-            bool hit = (cf__match_t(t, s, i1[x], k[x].fp, F, B) |
-                        cf__match_t(t, s, i2[x], k[x].fp, F, B)) != 0;
+            uint32_t fp = cf__key_t(s, hs[x], F).fp;
+            bool hit =
+                (cf__match_t(t, s, i1[x], fp, F, B) | cf__match_t(t, s, i2[x], fp, F, B)) != 0;
             if (!hit && rest)
-                hit = cf__contains_t(f, &k[x], F, B);
-            out[p] = hit && valid[x];
+                hit = cf__contains_all(f, hs[x]);
+            out[j - CF__AHEAD] = hit && valid[x];
         }
         if (j < n) {
-            uint64_t h;
-            valid[x] = cf__source_hash(f, src, j, &h);
-            k[x] = cf__key_t(s, h, F);
-            cf__buckets(t, &k[x], &i1[x], &i2[x]);
+            valid[x] = cf__source_hash(f, src, j, &hs[x]);
+            cf__key k = cf__key_t(s, hs[x], F);
+            cf__buckets(t, &k, &i1[x], &i2[x]);
             cf__prefetch_t(t, s, i1[x], 0, F, B);
             cf__prefetch_t(t, s, i2[x], 0, F, B);
         }
     }
 }
 
+/* An insert whose buckets n1 and n2 in the newest sub-filter are full, from its hash. */
+static cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
+{
+    cf__key k = cf__key_of(&f->shape, h);
+    return cf__insert_rest(f, &k, n1, n2);
+}
+
 /* Insert: the first free slot of the key's first bucket in the newest sub-filter, else of
  * its second, else the slow path. */
-static CF__INLINE cf_status cf__add_t(cf_filter *f, const cf__key *k, unsigned F, unsigned B)
+static CF__INLINE cf_status cf__add_t(cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
     const cf__shape *s = &f->shape;
     cf__table *t = &f->tables[f->ntables - 1];
+    cf__key k = cf__key_t(s, h, F);
     uint64_t i[2];
-    cf__buckets(t, k, &i[0], &i[1]);
+    cf__buckets(t, &k, &i[0], &i[1]);
     for (unsigned w = 0; w < 2; w++) {
         if (F) {
             uint8_t *p = t->data + i[w] * (F * B / 8);
@@ -765,15 +818,15 @@ static CF__INLINE cf_status cf__add_t(cf_filter *f, const cf__key *k, unsigned F
             if (empty) {
                 /* The slot is zero, so or-ing the fingerprint in sets it; the rest of the
                  * word (the next bucket's bytes, if any) is written back unchanged. */
-                cf__store_t(p, word | (uint64_t)k->fp << (cf__ctz64(empty) - (F - 1)), F, B);
+                cf__store_t(p, word | (uint64_t)k.fp << (cf__ctz64(empty) - (F - 1)), F, B);
                 t->items++;
                 return CF_OK;
             }
-        } else if (cf__put_if_free(t, s, i[w], k->fp)) {
+        } else if (cf__put_if_free(t, s, i[w], k.fp)) {
             return CF_OK;
         }
     }
-    return cf__insert_rest(f, k, i[0], i[1]);
+    return cf__insert_rest_h(f, h, i[0], i[1]);
 }
 
 /* Batched inserts, in order: the buckets of the next CF__AHEAD keys in the newest
@@ -784,14 +837,12 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
 {
     const cf__shape *s = &f->shape;
     size_t added = 0;
-    cf__key k[CF__AHEAD];
     for (size_t j = 0; j < n + CF__AHEAD; j++) {
-        size_t x = j % CF__AHEAD;
         if (j >= CF__AHEAD) {
             size_t p = j - CF__AHEAD;
-            cf_status st = (flags & CF_ADD_UNIQUE) && cf__contains_t(f, &k[x], F, B)
+            cf_status st = (flags & CF_ADD_UNIQUE) && cf__contains_t(f, hashes[p], F, B)
                                ? CF_EXISTS
-                               : cf__add_t(f, &k[x], F, B);
+                               : cf__add_t(f, hashes[p], F, B);
             added += st == CF_OK;
             if (status)
                 status[p] = st;
@@ -800,9 +851,9 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
             /* The newest sub-filter now; a growth before this key's turn only makes the
              * fetch useless, never wrong. */
             const cf__table *t = &f->tables[f->ntables - 1];
+            cf__key k = cf__key_t(s, hashes[j], F);
             uint64_t i1, i2;
-            k[x] = cf__key_t(s, hashes[j], F);
-            cf__buckets(t, &k[x], &i1, &i2);
+            cf__buckets(t, &k, &i1, &i2);
             cf__prefetch_t(t, s, i1, 1, F, B);
             cf__prefetch_t(t, s, i2, 1, F, B);
         }
@@ -810,69 +861,59 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
     return added;
 }
 
-/* The dispatchers: each runs its template with the constants of f's shape. */
-#define CF__CASE_CONTAINS(F, B)                                                                    \
-    case CF__KIND_##F##_##B: {                                                                     \
-        cf__key k = cf__key_t(&f->shape, h, F);                                                    \
-        return cf__contains_t(f, &k, F, B);                                                        \
-    }
-
-static bool cf__contains_h(const cf_filter *f, uint64_t h)
-{
-    switch (f->shape.kind) {
-        CF__FAST_SHAPES(CF__CASE_CONTAINS)
-    case CF__KIND_GENERIC:
-        break;
-    }
-    cf__key k = cf__key_t(&f->shape, h, 0);
-    return cf__contains_t(f, &k, 0, 0);
-}
-
-#define CF__CASE_ADD(F, B)                                                                         \
-    case CF__KIND_##F##_##B: {                                                                     \
-        cf__key k = cf__key_t(&f->shape, h, F);                                                    \
-        return cf__add_t(f, &k, F, B);                                                             \
-    }
-
-static cf_status cf__add_h(cf_filter *f, uint64_t h)
-{
-    switch (f->shape.kind) {
-        CF__FAST_SHAPES(CF__CASE_ADD)
-    case CF__KIND_GENERIC:
-        break;
-    }
-    cf__key k = cf__key_t(&f->shape, h, 0);
-    return cf__add_t(f, &k, 0, 0);
-}
-
-#define CF__CASE_MANY(F, B)                                                                        \
-    case CF__KIND_##F##_##B:                                                                       \
+/* Each template compiled for each fast shape, and once for all other shapes, in tables
+ * indexed by cf__shape.kind: a call dispatches with one indirect jump, and each function
+ * gets registers of its own. */
+#define CF__FNS(F, B)                                                                              \
+    static bool cf__contains_##F##_##B(const cf_filter *f, uint64_t h)                             \
+    {                                                                                              \
+        return cf__contains_t(f, h, F, B);                                                         \
+    }                                                                                              \
+    static cf_status cf__add_##F##_##B(cf_filter *f, uint64_t h)                                   \
+    {                                                                                              \
+        return cf__add_t(f, h, F, B);                                                              \
+    }                                                                                              \
+    static void cf__contains_many_##F##_##B(const cf_filter *f, const cf__source *src, size_t n,   \
+                                            bool *out)                                             \
+    {                                                                                              \
         cf__contains_many_t(f, src, n, out, F, B);                                                 \
-        return;
-
-static void cf__contains_many_src(const cf_filter *f, const cf__source *src, size_t n, bool *out)
-{
-    switch (f->shape.kind) {
-        CF__FAST_SHAPES(CF__CASE_MANY)
-    case CF__KIND_GENERIC:
-        break;
+    }                                                                                              \
+    static size_t cf__add_many_##F##_##B(cf_filter *f, const uint64_t *hashes, size_t n,           \
+                                         unsigned flags, cf_status *status)                        \
+    {                                                                                              \
+        return cf__add_many_t(f, hashes, n, flags, status, F, B);                                  \
     }
-    cf__contains_many_t(f, src, n, out, 0, 0);
+CF__FNS(0, 0) /* CF__KIND_GENERIC: widths from the shape */
+CF__FAST_SHAPES(CF__FNS)
+#undef CF__FNS
+
+#define CF__FN_ENTRY(F, B) cf__contains_##F##_##B,
+static bool (*const cf__contains_fns[])(const cf_filter *, uint64_t) = {
+    CF__FN_ENTRY(0, 0) CF__FAST_SHAPES(CF__FN_ENTRY)};
+#undef CF__FN_ENTRY
+#define CF__FN_ENTRY(F, B) cf__add_##F##_##B,
+static cf_status (*const cf__add_fns[])(cf_filter *, uint64_t) = {
+    CF__FN_ENTRY(0, 0) CF__FAST_SHAPES(CF__FN_ENTRY)};
+#undef CF__FN_ENTRY
+#define CF__FN_ENTRY(F, B) cf__contains_many_##F##_##B,
+static void (*const cf__contains_many_fns[])(const cf_filter *, const cf__source *, size_t,
+                                             bool *) = {CF__FN_ENTRY(0, 0)
+                                                            CF__FAST_SHAPES(CF__FN_ENTRY)};
+#undef CF__FN_ENTRY
+#define CF__FN_ENTRY(F, B) cf__add_many_##F##_##B,
+static size_t (*const cf__add_many_fns[])(cf_filter *, const uint64_t *, size_t, unsigned,
+                                          cf_status *) = {CF__FN_ENTRY(0, 0)
+                                                              CF__FAST_SHAPES(CF__FN_ENTRY)};
+#undef CF__FN_ENTRY
+
+static CF__INLINE bool cf__contains_h(const cf_filter *f, uint64_t h)
+{
+    return cf__contains_fns[f->shape.kind](f, h);
 }
 
-#define CF__CASE_ADD_MANY(F, B)                                                                    \
-    case CF__KIND_##F##_##B:                                                                       \
-        return cf__add_many_t(f, hashes, n, flags, status, F, B);
-
-static size_t cf__add_many_h(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
-                             cf_status *status)
+static CF__INLINE cf_status cf__add_h(cf_filter *f, uint64_t h)
 {
-    switch (f->shape.kind) {
-        CF__FAST_SHAPES(CF__CASE_ADD_MANY)
-    case CF__KIND_GENERIC:
-        break;
-    }
-    return cf__add_many_t(f, hashes, n, flags, status, 0, 0);
+    return cf__add_fns[f->shape.kind](f, h);
 }
 
 static cf_status cf__delete_key(cf_filter *f, const cf__key *k)
@@ -966,7 +1007,7 @@ void cf_contains_many(const cf_filter *f, const uint64_t *hashes, size_t n, bool
     if (!f || !hashes || !out)
         return;
     cf__source src = {hashes, NULL, NULL};
-    cf__contains_many_src(f, &src, n, out);
+    cf__contains_many_fns[f->shape.kind](f, &src, n, out);
 }
 
 void cf_contains_keys(const cf_filter *f, const void *const *keys, const size_t *lens, size_t n,
@@ -975,7 +1016,7 @@ void cf_contains_keys(const cf_filter *f, const void *const *keys, const size_t 
     if (!f || !keys || !lens || !out)
         return;
     cf__source src = {NULL, keys, lens};
-    cf__contains_many_src(f, &src, n, out);
+    cf__contains_many_fns[f->shape.kind](f, &src, n, out);
 }
 
 size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
@@ -989,7 +1030,7 @@ size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flag
             status[i] = refused;
         return 0;
     }
-    return cf__add_many_h(f, hashes, n, flags, status);
+    return cf__add_many_fns[f->shape.kind](f, hashes, n, flags, status);
 }
 
 cf_status cf_add(cf_filter *f, const void *key, size_t len)
