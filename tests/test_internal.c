@@ -30,12 +30,16 @@ static void test_mod(void)
     for (size_t i = 0; i < sizeof divisors / sizeof divisors[0]; i++) {
         cf__divisor dv;
         cf__divisor_init(&dv, divisors[i]);
-        for (size_t j = 0; j < sizeof values / sizeof values[0]; j++)
+        for (size_t j = 0; j < sizeof values / sizeof values[0]; j++) {
             CHECK_EQ_U(cf__mod(values[j], &dv), values[j] % divisors[i]);
+            CHECK_EQ_U(cf__mod63(values[j] >> 1, &dv), (values[j] >> 1) % divisors[i]);
+        }
         for (uint64_t k = 1; k < 64; k++) { /* around multiples of the divisor */
             uint64_t m = divisors[i] * k;
             CHECK_EQ_U(cf__mod(m, &dv), m % divisors[i]);
             CHECK_EQ_U(cf__mod(m - 1, &dv), (m - 1) % divisors[i]);
+            if (m - 1 < UINT64_C(1) << 63) /* cf__mod63's domain, where the rounding is tightest */
+                CHECK_EQ_U(cf__mod63(m - 1, &dv), (m - 1) % divisors[i]);
         }
     }
     for (int i = 0; i < 2000000; i++) {
@@ -46,7 +50,8 @@ static void test_mod(void)
         cf__divisor dv;
         cf__divisor_init(&dv, d);
         uint64_t a = cft_next(&rng);
-        if (!CHECK_EQ_U(cf__mod(a, &dv), a % d))
+        if (!CHECK_EQ_U(cf__mod(a, &dv), a % d) ||
+            !CHECK_EQ_U(cf__mod63(a >> 1, &dv), (a >> 1) % d))
             break;
     }
 }
