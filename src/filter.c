@@ -23,6 +23,10 @@
 #define CF__PREFETCH(p, rw) ((void)(p))
 #endif
 
+/* Slots of a bucket whose moves an eviction search fetches ahead: all of them for the
+ * bucket sizes that are used (up to 8); larger buckets fetch the first 8. */
+#define CF__PREFETCH_SLOTS 8u
+
 /* Parent of the two root nodes of an eviction search. */
 #define CF__ROOT UINT32_MAX
 
@@ -349,8 +353,18 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
     q[z->n++] = (cf__node){i2, CF__ROOT, 0};
     for (uint32_t head = 0; head < z->n; head++) {
         uint64_t bucket = q[head].bucket;
+        /* Every resident's other bucket is fetched at once before any is examined: how
+         * each check goes is a coin toss at high load, and a mispredicted branch would
+         * otherwise wait for one read after another. */
+        uint64_t nexts[CF__PREFETCH_SLOTS];
+        unsigned ahead = s->b < CF__PREFETCH_SLOTS ? s->b : CF__PREFETCH_SLOTS;
+        for (unsigned j = 0; j < ahead; j++) {
+            nexts[j] = cf__alt_of(t, bucket, cf__slot_get(t, s, bucket, j));
+            CF__PREFETCH(t->data + ((nexts[j] * s->bucket_bits) >> 3), 1);
+        }
         for (unsigned j = 0; j < s->b; j++) {
-            uint64_t next = cf__alt_of(t, bucket, cf__slot_get(t, s, bucket, j));
+            uint64_t next =
+                j < ahead ? nexts[j] : cf__alt_of(t, bucket, cf__slot_get(t, s, bucket, j));
             if (!cf__visit(z, next))
                 continue;
             if (z->n == z->cap)
