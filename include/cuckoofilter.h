@@ -100,7 +100,9 @@ typedef struct cf_allocator {
 typedef struct cf_config {
     uint64_t capacity;             /* items to hold (required, >= 1) */
     unsigned fingerprint_bits;     /* 4..32; 0 = 12 */
-    unsigned bucket_size;          /* 1..255; 0 = 4 (2, 4 and 8 are the fast paths) */
+    unsigned bucket_size;          /* 1..255; 0 = 4. Fastest shapes (code of their own):
+                                      b = 4 with f = 8, 12, 16; b = 2 with f = 8, 12, 16;
+                                      b = 8 with f = 8 */
     unsigned max_kicks;            /* eviction budget per insert, 1..65535; 0 = 500 */
     unsigned expansion;            /* 0 = fixed size (cf_add may return CF_FULL);
                                       n >= 1 = on full, append a sub-filter n times larger;
