@@ -24,8 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Keys per cf_contains_many call (see add_batch): enough to overlap many memory reads,
- * few enough that their buckets are still cached when the adds come. */
+/* Keys per cf_add_many call (see add_batch): enough to overlap many memory reads, few
+ * enough that the hashes and statuses stay on the stack. */
 #define ADD_BATCH     256
 /* Room for "build FILE" in a progress line; a longer name is cut. */
 #define LABEL_BYTES   256
@@ -123,19 +123,18 @@ static int add_failed(const build_job *b, cf_status st)
 }
 
 /* Adds the keys with hashes[0 .. n), n <= ADD_BATCH, the next ones of the input, or sets
- * them aside when the filter already answers yes for them.
- * cf_contains_many looks the whole batch up first: those reads are independent, so the
- * processor overlaps their cache misses, which a lookup-then-add per key cannot; that
- * takes a third off the time of a build (10M keys, 12-bit fingerprints). A key found then is still
- * found at its turn (adds never remove a fingerprint); one not found is looked up again just before
- * its add, since an earlier key of the batch may have been the same. Returns CF_OK, or the status
- * that stops the build. */
+ * them aside when the filter already answers yes for them at their turn.
+ * That is cf_add_unique key by key, which cf_add_many with CF_ADD_UNIQUE does for the
+ * whole batch: CF_EXISTS marks a key to set aside, and the filter fetches the buckets of
+ * the next keys while each goes in, overlapping their cache misses, which a
+ * lookup-then-add per key cannot. Returns CF_OK, or the status that stops the build (with
+ * next_index at its key). */
 static cf_status add_batch(build_job *b, const uint64_t *hashes, size_t n)
 {
-    bool found[ADD_BATCH];
-    cf_contains_many(b->f, hashes, n, found);
+    cf_status status[ADD_BATCH];
+    cf_add_many(b->f, hashes, n, CF_ADD_UNIQUE, status);
     for (size_t i = 0; i < n; i++, b->next_index++) {
-        if (found[i] || cf_contains_hash(b->f, hashes[i])) {
+        if (status[i] == CF_EXISTS) {
             if (b->naside == b->aside_cap) {
                 set_aside *v = grow_array(b->aside, &b->aside_cap, sizeof *v);
                 if (!v)
@@ -145,9 +144,8 @@ static cf_status add_batch(build_job *b, const uint64_t *hashes, size_t n)
             b->aside[b->naside++] = (set_aside){.hash = hashes[i], .index = b->next_index};
             continue;
         }
-        cf_status st = cf_add_hash(b->f, hashes[i]);
-        if (!cli_count_add(&b->counts, st))
-            return st;
+        if (!cli_count_add(&b->counts, status[i]))
+            return status[i];
     }
     return CF_OK;
 }

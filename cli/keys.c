@@ -15,9 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Keys per cf_contains_many call: enough for the library to overlap their memory reads,
+/* Keys per cf_contains_keys call: enough for the library to overlap their memory reads,
  * few enough that the keys' copies stay in the L1 cache until they are printed. */
 #define QUERY_BATCH         256
+/* Keys per cf_add_many call of add: enough to overlap the memory reads of their buckets,
+ * few enough that the hashes and statuses stay on the stack (3 KiB). */
+#define ADD_BATCH           256
 /* First size of the buffer holding a batch's keys; it grows for long keys. */
 #define BATCH_BYTES_INITIAL ((size_t)1 << 16)
 /* stdout buffer when it is not a terminal: one write() per many answers. */
@@ -143,6 +146,42 @@ static const char delete_help[] =
     "\n"
     "FILE is replaced atomically: whatever happens, it holds the old filter or the new one.\n";
 
+/* Adds the keys of `in` to f, ADD_BATCH at a time through cf_add_many (with --unique,
+ * CF_ADD_UNIQUE): what one cf_add (cf_add_unique) per key in order would do. Stops after
+ * the batch whose key has a status that stops the command (cli_count_add), as if that key
+ * had been the last one read: *done counts the keys before it and *st is its status.
+ * Returns what the last key_reader_next returned, or 1 after such a key; *err is errno of
+ * a read error. */
+static int add_keys(const key_cmd *c, cf_filter *f, key_reader *in, progress *pr, add_counts *added,
+                    uint64_t *done, cf_status *st, int *err)
+{
+    uint64_t hashes[ADD_BATCH];
+    cf_status status[ADD_BATCH];
+    size_t n = 0;
+    const char *key;
+    size_t len;
+    int got;
+    do {
+        got = key_reader_next(in, &key, &len);
+        if (got < 0)
+            *err = errno;
+        else if (got > 0)
+            hashes[n++] = cf_hash(f, key, len);
+        if (n == ADD_BATCH || (got <= 0 && n > 0)) {
+            cf_add_many(f, hashes, n, c->unique ? CF_ADD_UNIQUE : 0u, status);
+            for (size_t i = 0; i < n; i++) {
+                if (!cli_count_add(added, status[i])) {
+                    *st = status[i];
+                    return 1;
+                }
+                progress_tick(pr, ++*done);
+            }
+            n = 0;
+        }
+    } while (got > 0);
+    return got;
+}
+
 /* Load, apply every key, save: add (is_delete false) or delete. */
 static int change_filter(const key_cmd *c, bool is_delete)
 {
@@ -163,10 +202,10 @@ static int change_filter(const key_cmd *c, bool is_delete)
     progress_start(&pr, c->label, c->quiet, c->progress, false, c->nkeys);
     const char *key;
     size_t len;
-    int got;
+    int got, err = 0;
     st = CF_OK;
-    while ((got = key_reader_next(&in, &key, &len)) > 0) {
-        if (is_delete) {
+    if (is_delete) {
+        while ((got = key_reader_next(&in, &key, &len)) > 0) {
             st = cf_delete(f, key, len);
             if (st == CF_OK)
                 deleted++;
@@ -174,14 +213,12 @@ static int change_filter(const key_cmd *c, bool is_delete)
                 not_found++;
             else
                 break;
-        } else {
-            st = c->unique ? cf_add_unique(f, key, len) : cf_add(f, key, len);
-            if (!cli_count_add(&added, st))
-                break;
+            progress_tick(&pr, ++done);
         }
-        progress_tick(&pr, ++done);
+        err = errno;
+    } else {
+        got = add_keys(c, f, &in, &pr, &added, &done, &st, &err);
     }
-    int err = errno;
     progress_finish(&pr, done);
     key_reader_close(&in);
 
@@ -269,9 +306,9 @@ static const char count_help[] =
     "  -q, --quiet     no progress\n"
     "  -h, --help      show this help\n";
 
-/* Keys waiting for one cf_contains_many call, copied: the reader reuses its buffer. */
+/* Keys waiting for one cf_contains_keys call, copied: the reader reuses its buffer. */
 typedef struct query_batch {
-    uint64_t hashes[QUERY_BATCH];
+    const void *keys[QUERY_BATCH]; /* into bytes, set when the batch is answered */
     bool found[QUERY_BATCH];
     size_t offset[QUERY_BATCH]; /* of each key in bytes */
     size_t len[QUERY_BATCH];
@@ -281,7 +318,7 @@ typedef struct query_batch {
     size_t cap;
 } query_batch;
 
-static bool batch_push(query_batch *b, const cf_filter *f, const char *key, size_t len)
+static bool batch_push(query_batch *b, const char *key, size_t len)
 {
     if (!b->bytes || len > b->cap - b->used) {
         size_t cap = b->cap ? b->cap : BATCH_BYTES_INITIAL;
@@ -300,7 +337,6 @@ static bool batch_push(query_batch *b, const cf_filter *f, const char *key, size
         memcpy(b->bytes + b->used, key, len);
     b->offset[b->n] = b->used;
     b->len[b->n] = len;
-    b->hashes[b->n] = cf_hash(f, key, len);
     b->used += len;
     b->n++;
     return true;
@@ -309,7 +345,10 @@ static bool batch_push(query_batch *b, const cf_filter *f, const char *key, size
 /* Answers the batch and prints it. Returns false once stdout has failed. */
 static bool batch_flush(query_batch *b, const cf_filter *f, const key_cmd *c)
 {
-    cf_contains_many(f, b->hashes, b->n, b->found);
+    /* Pointers only now: bytes may have moved while the batch grew. */
+    for (size_t i = 0; i < b->n; i++)
+        b->keys[i] = b->bytes + b->offset[i];
+    cf_contains_keys(f, b->keys, b->len, b->n, b->found);
     char term = c->nul ? '\0' : '\n';
     for (size_t i = 0; i < b->n; i++) {
         bool wanted = c->present ? b->found[i] : c->absent ? !b->found[i] : true;
@@ -387,7 +426,7 @@ int cmd_query(int argc, char **argv)
     int got;
     bool memory_ok = true;
     while ((got = key_reader_next(&in, &key, &len)) > 0) {
-        if (!batch_push(b, f, key, len)) {
+        if (!batch_push(b, key, len)) {
             memory_ok = false;
             break;
         }

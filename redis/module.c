@@ -60,7 +60,8 @@
 #define CF__PREFIX_FIELDS 16u
 #define CF__PREFIX_BYTES  24u
 
-/* CF.MEXISTS hashes this many items per batched lookup. */
+/* CF.MEXISTS, CF.INSERT and CF.INSERTNX hash this many items per batched call (on the
+ * stack: 1 KiB of hashes, plus their answers or statuses). */
 #define CF__HASH_BATCH 128
 
 #define CF__ERR_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -539,16 +540,30 @@ static int cf__insert_command(cf_rm_ctx *ctx, cf_rm_string **argv, int argc, boo
     }
     bool resp3 = cf__resp3(ctx);
     cf_rm.ReplyWithArray(ctx, argc - items);
-    for (int i = items; i < argc; i++) {
-        size_t len;
-        const char *item = cf_rm.StringPtrLen(argv[i], &len);
-        cf_status st = nx ? cf_add_unique(v->f, item, len) : cf_add(v->f, item, len);
-        if (nx)
-            cf_rm.ReplyWithLongLong(ctx, st == CF_OK ? 1 : st == CF_EXISTS ? 0 : -1);
-        else if (resp3)
-            cf_rm.ReplyWithBool(ctx, st == CF_OK);
-        else
-            cf_rm.ReplyWithLongLong(ctx, st == CF_OK ? 1 : -1);
+    /* The items go in batch by batch through cf_add_many, which is exactly one cf_add (for
+     * CF.INSERTNX, cf_add_unique) per item in order, with the same statuses: a refused
+     * item does not stop the others, and the filter ends as the loop of single adds would
+     * leave it, on a replica too. */
+    uint64_t hashes[CF__HASH_BATCH];
+    cf_status status[CF__HASH_BATCH];
+    for (int i = items; i < argc;) {
+        size_t n = 0;
+        for (; n < CF__HASH_BATCH && i + (int)n < argc; n++) {
+            size_t len;
+            const char *item = cf_rm.StringPtrLen(argv[i + (int)n], &len);
+            hashes[n] = cf_hash(v->f, item, len);
+        }
+        cf_add_many(v->f, hashes, n, nx ? CF_ADD_UNIQUE : 0u, status);
+        for (size_t j = 0; j < n; j++) {
+            cf_status st = status[j];
+            if (nx)
+                cf_rm.ReplyWithLongLong(ctx, st == CF_OK ? 1 : st == CF_EXISTS ? 0 : -1);
+            else if (resp3)
+                cf_rm.ReplyWithBool(ctx, st == CF_OK);
+            else
+                cf_rm.ReplyWithLongLong(ctx, st == CF_OK ? 1 : -1);
+        }
+        i += (int)n;
     }
     if (created)
         cf__replicate_reserve(ctx, argv[1], v);

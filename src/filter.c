@@ -686,13 +686,23 @@ static CF__INLINE void cf__store_t(uint8_t *p, uint64_t w, unsigned F, unsigned 
 
 /* Start fetching bucket i: its first cache line and, for a load that may straddle two
  * lines (buckets of 3 and 6 bytes), the line of its last byte too. */
-static CF__INLINE void cf__prefetch_t(const cf__table *t, const cf__shape *s, uint64_t i, int rw,
-                                      unsigned F, unsigned B)
+static CF__INLINE void cf__prefetch_t(const cf__table *t, const cf__shape *s, uint64_t i,
+                                      bool write, unsigned F, unsigned B)
 {
     const uint8_t *p = cf__bucket_at_t(t, s, i, F, B);
-    CF__PREFETCH(p, rw);
-    if (!F || F * B / 8 != cf__load_bytes_t(F, B))
-        CF__PREFETCH(p + (F ? cf__load_bytes_t(F, B) : 8u) - 1, rw);
+    const uint8_t *last = p + (F ? cf__load_bytes_t(F, B) : 8u) - 1;
+    bool straddles = !F || F * B / 8 != cf__load_bytes_t(F, B);
+    /* The builtin takes its read/write hint as a literal only (clang checks that before
+     * inlining), hence one call per case. */
+    if (write) {
+        CF__PREFETCH(p, 1);
+        if (straddles)
+            CF__PREFETCH(last, 1);
+    } else {
+        CF__PREFETCH(p, 0);
+        if (straddles)
+            CF__PREFETCH(last, 0);
+    }
 }
 
 /* Nonzero iff a slot of bucket i holds fp. */
@@ -803,8 +813,8 @@ static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source 
             valid[x] = cf__source_hash(f, src, j, &hs[x]);
             cf__key k = cf__key_t(s, hs[x], F);
             cf__buckets(t, &k, &i1[x], &i2[x]);
-            cf__prefetch_t(t, s, i1[x], 0, F, B);
-            cf__prefetch_t(t, s, i2[x], 0, F, B);
+            cf__prefetch_t(t, s, i1[x], false, F, B);
+            cf__prefetch_t(t, s, i2[x], false, F, B);
         }
     }
 }
@@ -868,8 +878,8 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
             cf__key k = cf__key_t(s, hashes[j], F);
             uint64_t i1, i2;
             cf__buckets(t, &k, &i1, &i2);
-            cf__prefetch_t(t, s, i1, 1, F, B);
-            cf__prefetch_t(t, s, i2, 1, F, B);
+            cf__prefetch_t(t, s, i1, true, F, B);
+            cf__prefetch_t(t, s, i2, true, F, B);
         }
     }
     return added;

@@ -16,6 +16,8 @@ RedisBloom's observable behaviour except where it says otherwise):
   semantics       duplicates, ADDNX/INSERTNX, NOCREATE, CAPACITY, MAXFILTERS, EXPANSION 0,
                   the hot-key rule, FPBITS, missing and wrong-type keys, MEMORY USAGE,
                   auto-created filters, accepted boundary values, dump and reload
+  insert_batches  CF.INSERT / CF.INSERTNX of up to 1000 items against CF.ADD / CF.ADDNX
+                  one by one on a COPY of the same filter: same replies, same SCANDUMP
   module_args     servers started with module arguments (ours and RedisBloom's names), and
                   bad arguments that must stop the server from starting
   bad_input       ~90 kinds of bad input (120 with the next three sections), each with its
@@ -778,6 +780,53 @@ def semantics(ctx):
         expect(dump(c, k + ":copy"), chunks, f"CF.SCANDUMP of the reloaded {k}")
     lost = missing_of(c, "mf:copy", mf_added)
     check(not lost, f"the reloaded mf misses {len(lost)} items: {lost[:5]}")
+
+
+@section
+def insert_batches(ctx):
+    """CF.INSERT / CF.INSERTNX of many items at once (the module adds them 128 at a time
+    through cf_add_many) against CF.ADD / CF.ADDNX one item at a time on a COPY of the same
+    empty filter (same secret seed): the same reply for every item and, at the end, the
+    same filter byte for byte. Fresh items, repeats and a hot item, in commands of 1, 127,
+    128, 129, 257, 300 and 1000 items; a growing filter, a fixed one filled past its
+    capacity, one at MAXFILTERS, and 4-slot buckets with 8-bit fingerprints."""
+    c = ctx.c2
+    rng = random.Random(SEED ^ 0x1B5E27)
+    configs = [
+        ("grow", [1000, "EXPANSION", 2]),
+        ("fixed", [300, "EXPANSION", 0]),
+        ("limit", [200, "EXPANSION", 1, "MAXFILTERS", 2]),
+        ("b4f8", [500, "BUCKETSIZE", 4, "FPBITS", 8, "EXPANSION", 1]),
+    ]
+    for name, args in configs:
+        for nx in (False, True):
+            cmd, single = ("CF.INSERTNX", "CF.ADDNX") if nx else ("CF.INSERT", "CF.ADD")
+            a, b = f"ib:{name}:{cmd}", f"ib:{name}:{cmd}:single"
+            ok(c.call_raw("CF.RESERVE", a, *args), f"CF.RESERVE {a}")
+            expect(c.call_raw("COPY", a, b), 1, f"COPY {a} {b}")
+            fresh, replies = [], []
+            for size in (1, 127, 128, 129, 300, 1000, 257):
+                part = []
+                for _ in range(size):
+                    r = rng.random()
+                    if r < 0.1 and fresh:
+                        part.append(rng.choice(fresh))
+                    elif r < 0.15:
+                        part.append("hot")
+                    else:
+                        fresh.append(f"{name}-{len(fresh)}")
+                        part.append(fresh[-1])
+                got = c.call_raw(cmd, a, "ITEMS", *part)
+                one = c.pipeline([(single, b, x) for x in part])
+                want = [-1 if isinstance(r, RespError) else r for r in one]
+                expect(got, want, f"{cmd} {a} of {size} items against {single} one by one")
+                replies += got
+            check(dump(c, a) == dump(c, b),
+                  f"{cmd} {a}: the filter differs from the one {single} made")
+            if not nx:
+                check(-1 in replies, f"{cmd} {a}: no item was refused (no full or hot case)")
+            else:
+                check(0 in replies, f"{cmd} {a}: no item was found present")
 
 
 @section
