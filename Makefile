@@ -6,7 +6,12 @@
 #                        (skip that second pass with CF_TEST_QUICK=1, make or env var)
 #   make demo            build, then a tour of the cuckoo tool (scripts/demo.sh) and of
 #                        the Redis module on a private redis-server (scripts/demo-redis.sh)
-#   make bench           build and run every benchmark (bench/*.c but demo.c)
+#   make bench           build and run the benchmarks: build/cf-bench-speed (every operation
+#                        against the machine's limit and libbloom, ~5 min), then the other
+#                        bench/*.c but demo.c; BENCH_ARGS=--quick: cf-bench-speed's smoke run
+#                        alone (a second)
+#   make figures         regenerate docs/img/fpr-vs-bits.png and docs/img/throughput-vs-load.png
+#                        (bench/figures.sh: cf-bench-speed --figures, then gnuplot; ~1 min)
 #   make bench-redis     the Redis module against Redis sets: throughput (redis-benchmark),
 #                        memory per item, false positives (bench/redis_bench.py)
 #   make fuzz            build fuzz/fuzz_$(FUZZ_TARGET) (ops, deserialize or chunks; default
@@ -22,9 +27,10 @@
 # Variables: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan), BUILD_TYPE (Release),
 # PREFIX (/usr/local), DESTDIR, CC (compiler for the main build), ASAN_CC (compiler for
 # the sanitizer build: clang if present, else gcc), JOBS (parallel jobs), CMAKE_ARGS
-# (extra -D options), FUZZ_BUILD_DIR (build-fuzz), FUZZ_TARGET (ops), FUZZ_SECONDS (60),
-# FUZZ_CC (clang), FUZZ_ARGS (extra libFuzzer options, e.g. -fork=2). With CI=true in the
-# environment, warnings are errors.
+# (extra -D options), BENCH_ARGS (options of cf-bench-speed, e.g. --quick or --csv DIR;
+# see the top of bench/speed.c), FUZZ_BUILD_DIR (build-fuzz), FUZZ_TARGET (ops),
+# FUZZ_SECONDS (60), FUZZ_CC (clang), FUZZ_ARGS (extra libFuzzer options, e.g. -fork=2).
+# With CI=true in the environment, warnings are errors.
 
 BUILD_DIR      ?= build
 ASAN_BUILD_DIR ?= build-asan
@@ -42,6 +48,7 @@ FUZZ_SECONDS   ?= 60
 FUZZ_CC        ?= clang
 FUZZ_CXX       ?= clang++
 FUZZ_ARGS      ?=
+BENCH_ARGS     ?=
 
 # The sanitizer build prefers clang (its sanitizers need libclang-rt-14-dev, which
 # scripts/install-deps installs) and pairs it with the matching C++ compiler for the C++
@@ -86,7 +93,7 @@ CONFIGURE_FUZZ = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(FUZZ_BUILD
 	-DCF_SANITIZE=address,undefined -DCF_FUZZ=ON -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
 FUZZ_CORPUS = $(FUZZ_BUILD_DIR)/corpus/$(FUZZ_TARGET)
 
-.PHONY: all build configure test test-asan demo bench bench-redis fuzz install uninstall format \
+.PHONY: all build configure test test-asan demo bench figures bench-redis fuzz install uninstall format \
 	format-check deps clean help
 
 # Steps must run in order (deps, then build, then tests) even under `make -j`; the
@@ -131,16 +138,26 @@ demo: deps build
 	scripts/demo.sh $(BUILD_DIR)
 	scripts/demo-redis.sh $(BUILD_DIR)
 
+# cf-bench-speed first (its tables are what the README quotes), then the other benchmarks
+# unless this is a --quick smoke run. The target fails if a benchmark found a wrong answer
+# (a false negative), never on timings.
 bench: build
-	@found=0; status=0; \
-	for b in $(BUILD_DIR)/cf-bench-*; do \
-		[ -x "$$b" ] || continue; \
-		found=1; \
+	@status=0; \
+	if [ -x $(BUILD_DIR)/cf-bench-speed ]; then \
+		echo "== $(BUILD_DIR)/cf-bench-speed $(BENCH_ARGS)"; \
+		$(BUILD_DIR)/cf-bench-speed $(BENCH_ARGS) || status=1; \
+	else \
+		echo "make bench: $(BUILD_DIR)/cf-bench-speed was not built (CF_BUILD_BENCH=OFF?)"; status=1; \
+	fi; \
+	for b in $(if $(filter --quick,$(BENCH_ARGS)),,$(BUILD_DIR)/cf-bench-*); do \
+		[ -x "$$b" ] && [ "$$b" != $(BUILD_DIR)/cf-bench-speed ] || continue; \
 		echo "== $$b"; \
 		"$$b" || status=1; \
 	done; \
-	if [ $$found -eq 0 ]; then echo "make bench: no benchmarks built (bench/*.c other than demo.c)"; fi; \
 	exit $$status
+
+figures: deps build
+	bench/figures.sh $(BUILD_DIR)
 
 # The Redis module against Redis sets on a private redis-server (about 80 s; QUICK=1 for
 # a smoke run of a few seconds).

@@ -3,8 +3,8 @@
  *   1. load at the first CF_FULL (fixed size, f = 12, capacity 1M, median of 5 seeds);
  *   2. measured false-positive rate at full load against the bound, f = 8, 12, 16, b = 4;
  *   3. bytes for capacities that are not powers of two, against the formula and against
- *      a power-of-two table;
- *   4. insert and lookup ns per key at 10M keys, beside the machine's two-reads limit.
+ *      a power-of-two table.
+ * Speed is measured by speed.c (cf-bench-speed).
  * Usage: cf-bench-figures [QUERIES]   (absent keys per FPR figure; default 10M)
  */
 #define _POSIX_C_SOURCE 199309L
@@ -15,7 +15,6 @@
 #define FILL_CAPACITY UINT64_C(1000000)  /* the issue's 1M-item tables */
 #define FILL_SEEDS    5                  /* median of five, as the issue asks */
 #define FPR_QUERIES   UINT64_C(10000000) /* >= 10M absent keys per width */
-#define SPEED_KEYS    UINT64_C(10000000) /* 10M keys, out of L2 */
 
 static cf_filter *new_filter(uint64_t capacity, unsigned b, unsigned fbits, uint64_t seed)
 {
@@ -124,26 +123,6 @@ static void bytes_for_capacities(void)
     printf("\n");
 }
 
-static void speed(uint64_t n)
-{
-    printf("## Speed at %" PRIu64 " keys (b = 4, f = 12, cf_add / cf_contains on 8-byte "
-           "keys)\n\n",
-           n);
-    cf_filter *f = new_filter(n, 4, 12, 9);
-    bench_speed r = bench_measure(f, n, 11);
-    cf_stats s;
-    cf_get_stats(f, &s);
-    printf("| operation | ns/key | x limit |\n|---|---|---|\n");
-    printf("| insert, empty to capacity | %.1f | %.2f |\n", r.insert_ns, r.insert_ns / r.limit_ns);
-    printf("| lookup, present keys | %.1f | %.2f |\n", r.hit_ns, r.hit_ns / r.limit_ns);
-    printf("| lookup, absent keys | %.1f | %.2f |\n", r.miss_ns, r.miss_ns / r.limit_ns);
-    printf("| limit: two random 8-byte reads per key, array of %.1f MB | %.1f | 1.00 |\n\n",
-           (double)s.bytes / 1e6, r.limit_ns);
-    if (r.missed)
-        printf("ERROR: %" PRIu64 " false negatives\n", r.missed);
-    cf_free(f);
-}
-
 int main(int argc, char **argv)
 {
     uint64_t queries = argc > 1 ? strtoull(argv[1], NULL, 10) : FPR_QUERIES;
@@ -155,6 +134,5 @@ int main(int argc, char **argv)
     first_full_loads();
     fpr_at_full_load(queries);
     bytes_for_capacities();
-    speed(SPEED_KEYS);
     return 0;
 }
