@@ -295,6 +295,45 @@ CF_API size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsign
                           cf_status *status);
 
 /* ------------------------------------------------------------------------------------ */
+/* The mapping, for cuckoo tables of your own                                           */
+/* ------------------------------------------------------------------------------------ */
+/* A program that keeps its own cuckoo hash table, whose slots hold a short tag and a
+ * payload (an offset into a log, a row number), can place its keys exactly as a filter
+ * does and move them the same way: an entry's other bucket follows from its bucket and
+ * its tag alone, so an entry can be kicked out without its key ("partial-key cuckoo
+ * hashing"). examples/logstore builds its index on these three calls.
+ *
+ * A table of m buckets (m even) with t-bit tags: a key with hash h goes in
+ * place.bucket[0] or place.bucket[1], and its slot records place.tag. The two buckets
+ * always differ. cf_alt_bucket(place.bucket[0], place.tag, m) is place.bucket[1] and the
+ * other way round. A filter of m buckets and t-bit fingerprints uses the same buckets and
+ * fingerprint for h. Doubling m keeps nothing: rehash each key into the larger table. */
+
+/* A key's place in a table: its two candidate buckets and its tag. */
+typedef struct cf_place {
+    uint64_t bucket[2]; /* different, each below the table's bucket count */
+    uint32_t tag;       /* tag_bits wide, never 0 (0 can mark an empty slot) */
+} cf_place;
+
+/* The limits of cf_place_hash and cf_alt_bucket: bucket counts even, 2 .. 2^60. */
+#define CF_PLACE_MAX_BUCKETS (UINT64_C(1) << 60)
+
+/* XXH3-64 of the key with `seed`: what cf_hash returns for a filter whose seed is `seed`.
+ * key may be NULL only when len is 0 (otherwise returns 0). Thread safety: reentrant. */
+CF_API uint64_t cf_hash_seeded(uint64_t seed, const void *key, size_t len);
+
+/* The place of hash h in a table of `buckets` buckets with `tag_bits`-bit tags.
+ * Returns CF_OK and fills *out; CF_EINVAL if out is NULL, buckets is odd or outside
+ * 2 .. CF_PLACE_MAX_BUCKETS, or tag_bits is outside 4 .. 32. Thread safety: reentrant. */
+CF_API cf_status cf_place_hash(uint64_t h, uint64_t buckets, unsigned tag_bits, cf_place *out);
+
+/* The other candidate bucket of an entry with `tag` that sits in `bucket`. An involution:
+ * cf_alt_bucket(cf_alt_bucket(i, tag, m), tag, m) == i, and never equal to `bucket`.
+ * Returns UINT64_MAX if buckets is out of range as for cf_place_hash, bucket >= buckets
+ * or tag is 0. Thread safety: reentrant. */
+CF_API uint64_t cf_alt_bucket(uint64_t bucket, uint32_t tag, uint64_t buckets);
+
+/* ------------------------------------------------------------------------------------ */
 /* Saving and loading                                                                   */
 /* ------------------------------------------------------------------------------------ */
 /* The serialized form is the file format of docs/FORMAT.md: little-endian on every host,

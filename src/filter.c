@@ -990,6 +990,42 @@ uint64_t cf_hash(const cf_filter *f, const void *key, size_t len)
     return XXH3_64bits_withSeed(key, len, f->seed);
 }
 
+uint64_t cf_hash_seeded(uint64_t seed, const void *key, size_t len)
+{
+    if (!key && len)
+        return 0;
+    return XXH3_64bits_withSeed(key, len, seed);
+}
+
+/* The bucket counts cf_place_hash takes: even (cf__alt has no fixed point then) and small
+ * enough that every index fits in the 64 - 32 bits a 32-bit tag leaves of the hash. */
+static bool cf__place_buckets_ok(uint64_t buckets)
+{
+    return buckets >= 2 && buckets <= CF_PLACE_MAX_BUCKETS && buckets % 2 == 0;
+}
+
+/* A plain `%` here: these calls serve tables outside the library, one key at a time, and
+ * preparing a cf__divisor would cost more than the two divides it saves. The results are
+ * the same (cf__mod63 and cf__mod are exact). */
+cf_status cf_place_hash(uint64_t h, uint64_t buckets, unsigned tag_bits, cf_place *out)
+{
+    if (!out || !cf__place_buckets_ok(buckets) || tag_bits < CF_MIN_FINGERPRINT_BITS ||
+        tag_bits > CF_MAX_FINGERPRINT_BITS)
+        return CF_EINVAL;
+    cf__key k = cf__key_bits(tag_bits, h);
+    out->bucket[0] = k.index % buckets;
+    out->bucket[1] = cf__alt(out->bucket[0], k.fp_mix % buckets, buckets);
+    out->tag = k.fp;
+    return CF_OK;
+}
+
+uint64_t cf_alt_bucket(uint64_t bucket, uint32_t tag, uint64_t buckets)
+{
+    if (!cf__place_buckets_ok(buckets) || bucket >= buckets || tag == 0)
+        return UINT64_MAX;
+    return cf__alt(bucket, cf__fp_mix(tag) % buckets, buckets);
+}
+
 cf_status cf_add_hash(cf_filter *f, uint64_t h)
 {
     if (!f)

@@ -2,12 +2,16 @@
  * test_internal.c - the mechanisms under the API, tested on their own: the divide-free
  * modulo, bit-packed slots, the SWAR bucket probes against a slot-by-slot loop, the
  * alternate-bucket function (involution, no fixed point, nested across sub-filter sizes),
- * fingerprints and sizing.
+ * fingerprints and sizing; the public mapping calls (cf_place_hash, cf_alt_bucket) give
+ * exactly the buckets and fingerprint a filter's table uses.
  */
 #include "internal.h"
 #include "testutil.h"
 
 #include <stdlib.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 static cft_rng rng;
 
@@ -185,6 +189,49 @@ static void test_key_bits(void)
     }
 }
 
+static void test_place(void)
+{
+    cft_context("place");
+    for (int i = 0; i < 200000; i++) {
+        uint64_t m = (cft_next(&rng) >> (cft_next(&rng) % 64)) | 2u;
+        m += m & 1u;
+        if (m > CF_PLACE_MAX_BUCKETS)
+            m = CF_PLACE_MAX_BUCKETS;
+        unsigned f = CF_MIN_FINGERPRINT_BITS +
+                     (unsigned)cft_below(&rng, CF_MAX_FINGERPRINT_BITS - CF_MIN_FINGERPRINT_BITS + 1);
+        cf__shape s;
+        cf__shape_init(&s, f, 4);
+        cf__table t = {.buckets = m};
+        cf__divisor_init(&t.div, m);
+        uint64_t h = cft_next(&rng);
+        cf__key k = cf__key_of(&s, h);
+        uint64_t i1 = cf__mod63(k.index, &t.div); /* as the filter places h */
+        cf_place p;
+        CHECK_ST(cf_place_hash(h, m, f, &p), CF_OK);
+        CHECK_EQ_U(p.tag, k.fp);
+        CHECK_EQ_U(p.bucket[0], i1);
+        CHECK_EQ_U(p.bucket[1], cf__alt_of(&t, i1, k.fp));
+        CHECK_EQ_U(cf_alt_bucket(p.bucket[0], p.tag, m), p.bucket[1]);
+        if (!CHECK_EQ_U(cf_alt_bucket(p.bucket[1], p.tag, m), p.bucket[0]))
+            break;
+    }
+    cf_place p = {{7, 7}, 7};
+    CHECK_ST(cf_place_hash(1, 0, 16, &p), CF_EINVAL);
+    CHECK_ST(cf_place_hash(1, 3, 16, &p), CF_EINVAL);
+    CHECK_ST(cf_place_hash(1, CF_PLACE_MAX_BUCKETS + 2, 16, &p), CF_EINVAL);
+    CHECK_ST(cf_place_hash(1, 64, CF_MIN_FINGERPRINT_BITS - 1, &p), CF_EINVAL);
+    CHECK_ST(cf_place_hash(1, 64, CF_MAX_FINGERPRINT_BITS + 1, &p), CF_EINVAL);
+    CHECK_ST(cf_place_hash(1, 64, 16, NULL), CF_EINVAL);
+    CHECK_EQ_U(p.tag, 7); /* untouched by a refusal */
+    CHECK_EQ_U(cf_alt_bucket(64, 5, 64), UINT64_MAX);
+    CHECK_EQ_U(cf_alt_bucket(0, 0, 64), UINT64_MAX);
+    CHECK_EQ_U(cf_alt_bucket(0, 5, 63), UINT64_MAX);
+    CHECK_EQ_U(cf_alt_bucket(0, 5, 0), UINT64_MAX);
+    CHECK_EQ_U(cf_hash_seeded(99, "key", 3), XXH3_64bits_withSeed("key", 3, 99));
+    CHECK_EQ_U(cf_hash_seeded(99, NULL, 0), XXH3_64bits_withSeed("", 0, 99));
+    CHECK_EQ_U(cf_hash_seeded(99, NULL, 1), 0);
+}
+
 static void test_sizing(void)
 {
     cft_context("sizing");
@@ -218,6 +265,7 @@ int main(void)
     test_swar_shapes();
     test_alt();
     test_key_bits();
+    test_place();
     test_sizing();
     return cft_finish();
 }

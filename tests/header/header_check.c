@@ -66,6 +66,11 @@ struct cf_header_check_api {
     cf_status (*load_chunk)(cf_filter **, uint64_t, const void *, size_t, const cf_allocator *);
     bool (*is_loading)(const cf_filter *);
     double (*expected_fpr)(unsigned, unsigned, double);
+    void (*contains_keys)(const cf_filter *, const void *const *, const size_t *, size_t, bool *);
+    size_t (*add_many)(cf_filter *, const uint64_t *, size_t, unsigned, cf_status *);
+    uint64_t (*hash_seeded)(uint64_t, const void *, size_t);
+    cf_status (*place_hash)(uint64_t, uint64_t, unsigned, cf_place *);
+    uint64_t (*alt_bucket)(uint64_t, uint32_t, uint64_t);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
@@ -81,6 +86,8 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_save,          cf_load,           cf_validate_file,
     cf_open_mapped,   cf_dump_chunk_max, cf_dump_chunk,
     cf_load_chunk,    cf_is_loading,     cf_expected_fpr,
+    cf_contains_keys, cf_add_many,       cf_hash_seeded,
+    cf_place_hash,    cf_alt_bucket,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and
@@ -183,6 +190,27 @@ int main(void)
         return 13;
     if (api->compact(filter) != CF_OK || api->compact(NULL) != CF_EINVAL)
         return 14;
+    /* The batched forms, and the mapping a filter shares with tables of other programs. */
+    {
+        const void *keys[2] = {"carol", "dave"};
+        const size_t lens[2] = {5, 4};
+        cf_status added[2] = {CF_EINVAL, CF_EINVAL};
+        cf_place place;
+        hashes[0] = api->hash(filter, keys[0], lens[0]);
+        hashes[1] = api->hash(filter, keys[1], lens[1]);
+        if (api->add_many(filter, hashes, 2, CF_ADD_UNIQUE, added) != 2 || added[1] != CF_OK)
+            return 15;
+        found[0] = found[1] = false;
+        api->contains_keys(filter, keys, lens, 2, found);
+        if (!found[0] || !found[1] || api->hash_seeded(42, "carol", 5) != hashes[0])
+            return 16;
+        if (api->place_hash(hashes[0], 1000, 16, &place) != CF_OK || place.tag == 0 ||
+            place.bucket[0] == place.bucket[1] ||
+            api->alt_bucket(place.bucket[0], place.tag, 1000) != place.bucket[1] ||
+            api->place_hash(hashes[0], 999, 16, &place) != CF_EINVAL ||
+            api->alt_bucket(1000, place.tag, 1000) != UINT64_MAX || CF_PLACE_MAX_BUCKETS < 2)
+            return 17;
+    }
     api->clear(filter);
     api->free_filter(filter);
     api->free_filter(NULL);
