@@ -4,8 +4,9 @@
 #   make                 configure (first time) and build a release in $(BUILD_DIR)
 #   make test            dependencies, build, ctest; then the same under ASan+UBSan
 #                        (skip that second pass with CF_TEST_QUICK=1, make or env var)
-#   make demo            build, then a tour of the cuckoo tool (scripts/demo.sh) and of
-#                        the Redis module on a private redis-server (scripts/demo-redis.sh)
+#   make demo            build, then a tour of the cuckoo tool (scripts/demo.sh), of the
+#                        Redis module on a private redis-server (scripts/demo-redis.sh) and
+#                        of the example key/value store cuckoo-kv (scripts/demo-kv.sh)
 #   make bench           build and run the benchmarks: build/cf-bench-speed (every operation
 #                        against the machine's limit and libbloom, ~5 min), then the other
 #                        bench/*.c but demo.c; BENCH_ARGS=--quick: cf-bench-speed's smoke run
@@ -137,6 +138,7 @@ test-asan:
 demo: deps build
 	scripts/demo.sh $(BUILD_DIR)
 	scripts/demo-redis.sh $(BUILD_DIR)
+	scripts/demo-kv.sh $(BUILD_DIR)
 
 # cf-bench-speed first (its tables are what the README quotes), then the other benchmarks
 # unless this is a --quick smoke run. The target fails if a benchmark found a wrong answer

@@ -813,33 +813,46 @@ static bool compact_flush(compact_ctx *c)
     return true;
 }
 
+/* Appends bytes to the new log through the buffer. */
+static bool compact_write(compact_ctx *c, const uint8_t *p, size_t n)
+{
+    while (n) {
+        if (c->used == KV_COMPACT_BUFFER && !compact_flush(c))
+            return false;
+        size_t room = KV_COMPACT_BUFFER - c->used, k = n < room ? n : room;
+        memcpy(c->buf + c->used, p, k);
+        c->used += k;
+        c->out_off += k;
+        p += k;
+        n -= k;
+    }
+    return true;
+}
+
 static int compact_one(void *ctx, uint64_t off, const kv_rec *r, const uint8_t *p)
 {
     (void)off;
     compact_ctx *c = ctx;
     size_t body = (size_t)(r->size - KV_REC_TAIL);
     /* A record is rewritten whole: its checksum is seeded with its new offset. */
-    for (size_t done = 0; done < r->size;) {
-        if (c->used == KV_COMPACT_BUFFER && !compact_flush(c))
-            return -1;
-        size_t room = KV_COMPACT_BUFFER - c->used;
-        if (done < body) {
-            size_t n = body - done < room ? body - done : room;
-            memcpy(c->buf + c->used, p + done, n);
-            c->used += n;
-            done += n;
-            c->out_off += n;
-        } else {
-            uint8_t sum[KV_REC_TAIL];
-            store_le64(sum, checksum(p, body, c->out_off - body));
-            size_t n = KV_REC_TAIL - (done - body) < room ? KV_REC_TAIL - (done - body) : room;
-            memcpy(c->buf + c->used, sum + (done - body), n);
-            c->used += n;
-            done += n;
-            c->out_off += n;
-        }
-    }
-    return 0;
+    uint8_t sum[KV_REC_TAIL];
+    store_le64(sum, checksum(p, body, c->out_off));
+    return compact_write(c, p, body) && compact_write(c, sum, sizeof sum) ? 0 : -1;
+}
+
+/* Reads the new log back before it replaces the old one: every record must pass its
+ * checks, and the live keys must all be there. Cheap (the pages are still cached), and it
+ * means that no fault of the copy, in this code or below it, can cost the old log. */
+static bool new_log_ok(kv_store *s, int fd, uint64_t size)
+{
+    void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return false;
+    uint64_t good_end = 0, puts = 0, dels = 0;
+    bool ok = check_header(s, m) == KV_OK && scan(s, m, size, &good_end, &puts, &dels) == KV_OK &&
+              good_end == size && puts == s->index.items && dels == 0;
+    munmap(m, (size_t)size);
+    return ok;
 }
 
 kv_status kv_compact(kv_store *s)
@@ -865,19 +878,20 @@ kv_status kv_compact(kv_store *s)
     make_header(c.buf, s->seed);
     c.used = KV_HEADER_BYTES;
     st = each_live(s, compact_one, &c);
-    bool ok = st == KV_OK && compact_flush(&c) && fsync(c.fd) == 0;
-    int err = c.err ? c.err : errno;
     if (c.err)
-        st = KV_OK; /* each_live stopped for the write error: report that */
+        st = fail_errno(s, "compact: cannot write the new log", c.err);
+    else if (st == KV_OK && (!compact_flush(&c) || fsync(c.fd) != 0))
+        st = fail_errno(s, "compact: cannot write the new log", c.err ? c.err : errno);
     free(c.buf);
-    if (ok && renameat(s->dirfd, KV_COMPACT_NAME, s->dirfd, KV_LOG_NAME) != 0) {
-        ok = false;
-        err = errno;
-    }
-    if (!ok) {
+    if (st == KV_OK && !new_log_ok(s, c.fd, c.out_off))
+        st = fail(s, KV_EIO, "%s: compact: the new log failed its check; the old one is kept",
+                  s->log_path);
+    if (st == KV_OK && renameat(s->dirfd, KV_COMPACT_NAME, s->dirfd, KV_LOG_NAME) != 0)
+        st = fail_errno(s, "compact: cannot rename the new log into place", errno);
+    if (st != KV_OK) {
         close(c.fd);
         unlinkat(s->dirfd, KV_COMPACT_NAME, 0);
-        return st != KV_OK ? st : fail_errno(s, "compact: cannot write the new log", err);
+        return st;
     }
     fsync(s->dirfd);
     /* The new log is in place: read it as kv_open would. */
