@@ -31,7 +31,8 @@
 #define KV_MAGIC_BYTES  8u
 #define KV_VERSION      1u
 #define KV_HEADER_BYTES 32u /* magic, version, flags, seed, checksum */
-#define KV_REC_HEAD     12u /* type, 3 zero bytes, key length, value length */
+#define KV_REC_HEAD     16u /* type, 3 zero bytes, key length, value length, header check */
+#define KV_REC_CHECKED  12u /* the header bytes its check covers */
 #define KV_REC_TAIL     8u  /* the record's checksum */
 #define KV_REC_PUT      1u
 #define KV_REC_DEL      2u
@@ -103,11 +104,6 @@ static void store_le64(uint8_t *p, uint64_t v)
     store_le32(p + 4, (uint32_t)(v >> 32));
 }
 
-static void vformat(char *dst, const char *fmt, va_list ap)
-{
-    vsnprintf(dst, KV_ERROR_MAX, fmt, ap);
-}
-
 /* Records the message of a failed call and returns its status. */
 static kv_status fail(kv_store *s, kv_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -115,7 +111,7 @@ static kv_status fail(kv_store *s, kv_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vformat(s->err, fmt, ap);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
     va_end(ap);
     return st;
 }
@@ -164,19 +160,36 @@ static uint64_t checksum(const uint8_t *rec, uint64_t covered, uint64_t offset)
     return cf_hash_seeded(offset, rec, (size_t)covered);
 }
 
-/* The header of the record at p (KV_REC_HEAD bytes); false if no writer could have made
- * it. */
-static bool parse_head(const uint8_t *p, kv_rec *r)
+/* The check of a record's header: its own, so that a damaged length is caught before it
+ * is believed. Otherwise a flipped bit could make a record in the middle look longer than
+ * the file, which is what a torn last record looks like, and the records after it would be
+ * cut off as a torn tail. */
+static uint32_t head_check(const uint8_t *p, uint64_t offset)
+{
+    return (uint32_t)cf_hash_seeded(offset, p, KV_REC_CHECKED);
+}
+
+/* The header of the record at p (KV_REC_HEAD bytes) at `offset` in the log; false if no
+ * writer could have made it. */
+static bool parse_head(const uint8_t *p, uint64_t offset, kv_rec *r)
 {
     r->type = p[0];
     r->klen = load_le32(p + 4);
     r->vlen = load_le32(p + 8);
     r->size = KV_REC_HEAD + (uint64_t)r->klen + r->vlen + KV_REC_TAIL;
-    if (p[1] | p[2] | p[3])
+    if (load_le32(p + KV_REC_CHECKED) != head_check(p, offset) || (p[1] | p[2] | p[3]))
         return false;
     if (r->klen == 0 || r->klen > KV_MAX_KEY || r->vlen > KV_MAX_VALUE)
         return false;
     return r->type == KV_REC_PUT || (r->type == KV_REC_DEL && r->vlen == 0);
+}
+
+/* Writes the header check and the checksum of the n-byte record at p, to be written at
+ * `offset` (both are seeded with it, so a record copied elsewhere does not pass). */
+static void seal_record(uint8_t *p, uint64_t n, uint64_t offset)
+{
+    store_le32(p + KV_REC_CHECKED, head_check(p, offset));
+    store_le64(p + n - KV_REC_TAIL, checksum(p, n - KV_REC_TAIL, offset));
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -244,7 +257,7 @@ static kv_status read_record(kv_store *s, uint64_t off, uint64_t want, kv_rec *r
     kv_status st = read_at(s, off, (size_t)first, p);
     if (st != KV_OK)
         return st;
-    if (!parse_head(*p, r) || r->size > avail)
+    if (!parse_head(*p, off, r) || r->size > avail)
         return fail(s, KV_ECORRUPT, "%s: damaged record at offset %llu", s->log_path,
                     (unsigned long long)off);
     uint64_t need = want < r->size ? want : r->size;
@@ -329,7 +342,7 @@ static kv_status scan(kv_store *s, const uint8_t *m, uint64_t size, uint64_t *go
         kv_rec r = {0, 0, 0, 0};
         if (rem < KV_REC_HEAD)
             break; /* a header cut short */
-        if (!parse_head(m + off, &r)) {
+        if (!parse_head(m + off, off, &r)) {
             if (all_zero(m + off, rem))
                 break; /* space the file system gave but the append never filled */
             return fail(s, KV_ECORRUPT,
@@ -425,7 +438,7 @@ static kv_status load(kv_store *s, uint64_t buckets)
         s->end = good_end;
         remap(s);
     }
-    if (!buckets && !kv_index_buckets_for(puts - dels, &buckets))
+    if (!buckets && !kv_index_buckets_for(puts > dels ? puts - dels : 0, &buckets))
         return fail(s, KV_ENOMEM, "%s: too many records for the index", s->log_path);
     if ((st = kv_index_init(&s->index, buckets, s->seed)) != KV_OK)
         return fail(s, st, "%s: cannot make an index of %llu buckets: %s", s->log_path,
@@ -620,7 +633,7 @@ static kv_status append(kv_store *s, unsigned type, const void *key, size_t klen
     memcpy(p + KV_REC_HEAD, key, klen);
     if (vlen)
         memcpy(p + KV_REC_HEAD + klen, value, vlen);
-    store_le64(p + n - KV_REC_TAIL, checksum(p, n - KV_REC_TAIL, s->end));
+    seal_record(p, n, s->end);
     if (!write_all(s->fd, p, (size_t)n, s->end) || (s->sync_each && fdatasync(s->fd) != 0)) {
         int err = errno;
         if (ftruncate(s->fd, (off_t)s->end) != 0)
@@ -746,7 +759,8 @@ static kv_status each_live(kv_store *s, live_fn fn, void *ctx)
         return fail_errno(s, "mmap", errno);
     for (uint64_t off = KV_HEADER_BYTES; off < s->end;) {
         kv_rec r = {0, 0, 0, 0};
-        if (s->end - off < KV_REC_HEAD || !parse_head(s->map + off, &r) || r.size > s->end - off)
+        if (s->end - off < KV_REC_HEAD || !parse_head(s->map + off, off, &r) ||
+            r.size > s->end - off)
             return fail(s, KV_ECORRUPT, "%s: damaged record at offset %llu", s->log_path,
                         (unsigned long long)off);
         const uint8_t *p = s->map + off;
@@ -833,11 +847,15 @@ static int compact_one(void *ctx, uint64_t off, const kv_rec *r, const uint8_t *
 {
     (void)off;
     compact_ctx *c = ctx;
-    size_t body = (size_t)(r->size - KV_REC_TAIL);
-    /* A record is rewritten whole: its checksum is seeded with its new offset. */
-    uint8_t sum[KV_REC_TAIL];
-    store_le64(sum, checksum(p, body, c->out_off));
-    return compact_write(c, p, body) && compact_write(c, sum, sizeof sum) ? 0 : -1;
+    kv_store *s = c->s;
+    /* A record is rewritten whole, sealed for its new offset. */
+    if (!grow_buffer(&s->wbuf, &s->wbuf_cap, (size_t)r->size)) {
+        c->err = ENOMEM;
+        return -1;
+    }
+    memcpy(s->wbuf, p, (size_t)r->size);
+    seal_record(s->wbuf, r->size, c->out_off);
+    return compact_write(c, s->wbuf, (size_t)r->size) ? 0 : -1;
 }
 
 /* Reads the new log back before it replaces the old one: every record must pass its

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Exit statuses (README.md). */
 #define EXIT_DONE    0
@@ -122,12 +124,15 @@ static int hex_digit(char c)
     return -1;
 }
 
-/* Decodes p[0..n) in place; its new length, or -1 for a bad escape. */
+/* Decodes p[0..n) in place; its new length, or -1 for a bad escape or a byte that should
+ * have been escaped. */
 static long unescape(char *p, size_t n)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         if (p[i] != '\\') {
+            if ((unsigned char)p[i] <= ' ' || (unsigned char)p[i] >= 0x7f)
+                return -1; /* must be escaped */
             p[o++] = p[i];
         } else if (i + 1 < n && p[i + 1] == '\\') {
             p[o++] = '\\';
@@ -342,7 +347,7 @@ static int batch_line(kv_store *s, char *line, size_t n)
     }
     long k = unescape(key, key_len), v = value ? unescape(value, value_len) : 0;
     if (k < 0 || v < 0) {
-        puts("ERR bad escape: use \\\\ or \\xNN");
+        puts("ERR bad escape: write '\\' as \\\\, and space, control and non-ASCII bytes as \\xNN");
         return EXIT_PARTIAL;
     }
     kv_status st;
@@ -381,6 +386,11 @@ static int batch_line(kv_store *s, char *line, size_t n)
 
 static int cmd_batch(kv_store *s)
 {
+    /* A program on the other end of a pipe may wait for each answer before it sends the
+     * next line; from a file, full buffering is faster. */
+    struct stat sb;
+    if (fstat(STDIN_FILENO, &sb) != 0 || !S_ISREG(sb.st_mode))
+        setvbuf(stdout, NULL, _IOLBF, 0);
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
