@@ -23,15 +23,22 @@
 #define KV_NAME_MAX     4096u      /* manifest names: file-name-like */
 #define KV_IO_BUFFER    (1u << 20) /* bytes per read or write of the file */
 
-/* The manifest key of `name` into buf (KV_NAME_MAX + prefix bytes); its length, or 0 if
- * the name is empty or too long. */
-static size_t manifest_key(const char *name, char *buf, size_t cap)
+/* Room for a manifest key: the prefix, a name, the NUL. */
+#define KV_MANIFEST_KEY_CAP (sizeof KV_MANIFEST_PREFIX + KV_NAME_MAX)
+
+/* The manifest key of `name` (NULL: KV_DEFAULT_NAME) into buf; its length, or 0 with *why
+ * set if the name is empty or too long. */
+static size_t manifest_key(const char *name, char buf[KV_MANIFEST_KEY_CAP], const char **why)
 {
+    if (!name)
+        name = KV_DEFAULT_NAME;
     size_t n = strlen(name);
-    if (n == 0 || n > KV_NAME_MAX)
+    if (n == 0 || n > KV_NAME_MAX) {
+        *why = "the name must be 1 to 4096 bytes";
         return 0;
-    int len = snprintf(buf, cap, "%s%s", KV_MANIFEST_PREFIX, name);
-    return len > 0 && (size_t)len < cap ? (size_t)len : 0;
+    }
+    snprintf(buf, KV_MANIFEST_KEY_CAP, "%s%s", KV_MANIFEST_PREFIX, name);
+    return sizeof KV_MANIFEST_PREFIX - 1 + n;
 }
 
 static void hex_key(const uint8_t digest[KV_DIGEST_BYTES], char out[KV_HEX_KEY])
@@ -102,12 +109,10 @@ kv_status kv_import(kv_store *s, const char *path, const char *name, kv_import_r
     memset(r, 0, sizeof *r);
     if (!s || !path)
         return KV_EINVAL;
-    char mkey[sizeof KV_MANIFEST_PREFIX + KV_NAME_MAX];
-    size_t mlen = manifest_key(name ? name : KV_DEFAULT_NAME, mkey, sizeof mkey);
-    if (!mlen) {
-        r->why = "the name must be 1 to 4096 bytes";
+    char mkey[KV_MANIFEST_KEY_CAP];
+    size_t mlen = manifest_key(name, mkey, &r->why);
+    if (!mlen)
         return KV_EINVAL;
-    }
     bool from_stdin = strcmp(path, "-") == 0;
     int fd = from_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -223,12 +228,10 @@ kv_status kv_export(kv_store *s, const char *path, const char *name, kv_export_r
     memset(r, 0, sizeof *r);
     if (!s || !path)
         return KV_EINVAL;
-    char mkey[sizeof KV_MANIFEST_PREFIX + KV_NAME_MAX];
-    size_t mlen = manifest_key(name ? name : KV_DEFAULT_NAME, mkey, sizeof mkey);
-    if (!mlen) {
-        r->why = "the name must be 1 to 4096 bytes";
+    char mkey[KV_MANIFEST_KEY_CAP];
+    size_t mlen = manifest_key(name, mkey, &r->why);
+    if (!mlen)
         return KV_EINVAL;
-    }
     void *mv;
     size_t mvlen;
     kv_status st = kv_get(s, mkey, mlen, &mv, &mvlen);

@@ -152,6 +152,12 @@ static long unescape(char *p, size_t n)
 /* Commands                                                                             */
 /* ------------------------------------------------------------------------------------ */
 
+/* A command's words after its name: positional arguments and the --name value. */
+typedef struct args {
+    const char *pos[2];
+    const char *name;
+} args;
+
 /* All of standard input, for `put KEY -`. */
 static int read_stdin(char **out, size_t *len)
 {
@@ -188,8 +194,9 @@ static int read_stdin(char **out, size_t *len)
     return EXIT_ERROR;
 }
 
-static int cmd_put(kv_store *s, const char *key, const char *value)
+static int cmd_put(kv_store *s, const args *a)
 {
+    const char *key = a->pos[0], *value = a->pos[1];
     char *buf = NULL;
     size_t vlen = strlen(value);
     if (strcmp(value, "-") == 0) {
@@ -203,8 +210,9 @@ static int cmd_put(kv_store *s, const char *key, const char *value)
     return st == KV_OK ? EXIT_DONE : store_failed(s, st);
 }
 
-static int cmd_get(kv_store *s, const char *key)
+static int cmd_get(kv_store *s, const args *a)
 {
+    const char *key = a->pos[0];
     void *v;
     size_t n;
     kv_status st = kv_get(s, key, strlen(key), &v, &n);
@@ -217,8 +225,9 @@ static int cmd_get(kv_store *s, const char *key)
     return finish_stdout(EXIT_DONE);
 }
 
-static int cmd_del(kv_store *s, const char *key)
+static int cmd_del(kv_store *s, const args *a)
 {
+    const char *key = a->pos[0];
     kv_status st = kv_del(s, key, strlen(key));
     if (st == KV_NOT_FOUND)
         return no_such_key(key);
@@ -234,14 +243,16 @@ static int print_key(void *ctx, const void *key, size_t klen, const void *value,
     return putchar('\n') == EOF;
 }
 
-static int cmd_list(kv_store *s)
+static int cmd_list(kv_store *s, const args *a)
 {
+    (void)a;
     kv_status st = kv_foreach(s, print_key, NULL);
     return st == KV_OK ? finish_stdout(EXIT_DONE) : store_failed(s, st);
 }
 
-static int cmd_stats(kv_store *s)
+static int cmd_stats(kv_store *s, const args *a)
 {
+    (void)a;
     kv_stats t;
     kv_get_stats(s, &t);
     printf("records: %llu\n", (unsigned long long)t.records);
@@ -258,8 +269,9 @@ static int cmd_stats(kv_store *s)
     return finish_stdout(EXIT_DONE);
 }
 
-static int cmd_import(kv_store *s, const char *file, const char *name)
+static int cmd_import(kv_store *s, const args *a)
 {
+    const char *file = a->pos[0], *name = a->name;
     kv_import_result r;
     kv_status st = kv_import(s, file, name, &r);
     if (st != KV_OK) {
@@ -277,8 +289,9 @@ static int cmd_import(kv_store *s, const char *file, const char *name)
     return finish_stdout(EXIT_DONE);
 }
 
-static int cmd_export(kv_store *s, const char *file, const char *name)
+static int cmd_export(kv_store *s, const args *a)
 {
+    const char *file = a->pos[0], *name = a->name;
     kv_export_result r;
     const char *shown = name ? name : KV_DEFAULT_NAME;
     kv_status st = kv_export(s, file, name, &r);
@@ -305,8 +318,9 @@ static int cmd_export(kv_store *s, const char *file, const char *name)
     return finish_stdout(r.missing ? EXIT_PARTIAL : EXIT_DONE);
 }
 
-static int cmd_compact(kv_store *s)
+static int cmd_compact(kv_store *s, const args *a)
 {
+    (void)a;
     kv_stats before, after;
     kv_get_stats(s, &before);
     kv_status st = kv_compact(s);
@@ -384,8 +398,9 @@ static int batch_line(kv_store *s, char *line, size_t n)
     return st == KV_EINVAL ? EXIT_PARTIAL : EXIT_ERROR;
 }
 
-static int cmd_batch(kv_store *s)
+static int cmd_batch(kv_store *s, const args *a)
 {
+    (void)a;
     /* A program on the other end of a pipe may wait for each answer before it sends the
      * next line; from a file, full buffering is faster. */
     struct stat sb;
@@ -425,76 +440,9 @@ static int cmd_batch(kv_store *s)
 /* The command line                                                                     */
 /* ------------------------------------------------------------------------------------ */
 
-/* Every command takes the store, its positional arguments and the --name value. */
-typedef int (*command_fn)(kv_store *s, const char *a, const char *b, const char *name);
-
-static int run_put(kv_store *s, const char *a, const char *b, const char *name)
-{
-    (void)name;
-    return cmd_put(s, a, b);
-}
-
-static int run_get(kv_store *s, const char *a, const char *b, const char *name)
-{
-    (void)b;
-    (void)name;
-    return cmd_get(s, a);
-}
-
-static int run_del(kv_store *s, const char *a, const char *b, const char *name)
-{
-    (void)b;
-    (void)name;
-    return cmd_del(s, a);
-}
-
-static int run_list(kv_store *s, const char *a, const char *b, const char *name)
-{
-    (void)a;
-    (void)b;
-    (void)name;
-    return cmd_list(s);
-}
-
-static int run_stats(kv_store *s, const char *a, const char *b, const char *name)
-{
-    (void)a;
-    (void)b;
-    (void)name;
-    return cmd_stats(s);
-}
-
-static int run_import(kv_store *s, const char *a, const char *b, const char *name)
-{
-    (void)b;
-    return cmd_import(s, a, name);
-}
-
-static int run_export(kv_store *s, const char *a, const char *b, const char *name)
-{
-    (void)b;
-    return cmd_export(s, a, name);
-}
-
-static int run_compact(kv_store *s, const char *a, const char *b, const char *name)
-{
-    (void)a;
-    (void)b;
-    (void)name;
-    return cmd_compact(s);
-}
-
-static int run_batch(kv_store *s, const char *a, const char *b, const char *name)
-{
-    (void)a;
-    (void)b;
-    (void)name;
-    return cmd_batch(s);
-}
-
 typedef struct command {
     const char *name;
-    command_fn run;
+    int (*run)(kv_store *s, const args *a);
     int args;    /* positional arguments */
     bool keyed;  /* the first argument is a key */
     bool create; /* makes the store if there is none */
@@ -502,11 +450,11 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"put", run_put, 2, true, true, false},        {"get", run_get, 1, true, false, false},
-    {"del", run_del, 1, true, false, false},       {"list", run_list, 0, false, false, false},
-    {"stats", run_stats, 0, false, false, false},  {"import", run_import, 1, false, true, true},
-    {"export", run_export, 1, false, false, true}, {"compact", run_compact, 0, false, false, false},
-    {"batch", run_batch, 0, false, true, false},
+    {"put", cmd_put, 2, true, true, false},        {"get", cmd_get, 1, true, false, false},
+    {"del", cmd_del, 1, true, false, false},       {"list", cmd_list, 0, false, false, false},
+    {"stats", cmd_stats, 0, false, false, false},  {"import", cmd_import, 1, false, true, true},
+    {"export", cmd_export, 1, false, false, true}, {"compact", cmd_compact, 0, false, false, false},
+    {"batch", cmd_batch, 0, false, true, false},
 };
 
 int main(int argc, char **argv)
@@ -540,26 +488,26 @@ int main(int argc, char **argv)
     if (!cmd)
         return usage("unknown command '%s'", name_arg);
 
-    const char *pos[2] = {NULL, NULL}, *name = NULL;
+    args in = {{NULL, NULL}, NULL};
     int npos = 0;
     for (int a = i + 2; a < argc; a++) {
         if (cmd->named && strcmp(argv[a], "--name") == 0) {
             if (a + 1 == argc)
                 return usage("%s: --name needs a value", cmd->name);
-            name = argv[++a];
+            in.name = argv[++a];
         } else if (cmd->named && strncmp(argv[a], "--name=", 7) == 0) {
-            name = argv[a] + 7;
+            in.name = argv[a] + 7;
         } else if (npos < cmd->args) {
-            pos[npos++] = argv[a];
+            in.pos[npos++] = argv[a];
         } else {
             return usage("%s: unexpected argument '%s'", cmd->name, argv[a]);
         }
     }
     if (npos < cmd->args)
         return usage("%s: expected %d argument%s", cmd->name, cmd->args, cmd->args == 1 ? "" : "s");
-    if (name && (!*name || strlen(name) > 4096))
+    if (in.name && (!*in.name || strlen(in.name) > 4096))
         return usage("%s: the name must be 1 to 4096 bytes", cmd->name);
-    if (cmd->keyed && (!*pos[0] || strlen(pos[0]) > KV_MAX_KEY))
+    if (cmd->keyed && (!*in.pos[0] || strlen(in.pos[0]) > KV_MAX_KEY))
         return usage("%s: the key must be 1 to %u bytes", cmd->name, KV_MAX_KEY);
 
     kv_options o = {.create = cmd->create, .sync_each = sync_each};
@@ -570,7 +518,7 @@ int main(int argc, char **argv)
         error("%s", why[0] ? why : kv_strerror(st));
         return EXIT_ERROR;
     }
-    int rc = cmd->run(s, pos[0], pos[1], name);
+    int rc = cmd->run(s, &in);
     /* Synced before closing, so that a failure can still be told with its message. */
     if (kv_sync(s) != KV_OK && rc != EXIT_ERROR) {
         error("%s", kv_error(s));
