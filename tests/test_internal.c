@@ -197,8 +197,9 @@ static void test_place(void)
         m += m & 1u;
         if (m > CF_PLACE_MAX_BUCKETS)
             m = CF_PLACE_MAX_BUCKETS;
-        unsigned f = CF_MIN_FINGERPRINT_BITS +
-                     (unsigned)cft_below(&rng, CF_MAX_FINGERPRINT_BITS - CF_MIN_FINGERPRINT_BITS + 1);
+        unsigned f =
+            CF_MIN_FINGERPRINT_BITS +
+            (unsigned)cft_below(&rng, CF_MAX_FINGERPRINT_BITS - CF_MIN_FINGERPRINT_BITS + 1);
         cf__shape s;
         cf__shape_init(&s, f, 4);
         cf__table t = {.buckets = m};

@@ -2,8 +2,8 @@
  * kvstore.h - a log-structured key/value store whose in-memory index is a cuckoo table.
  *
  * A store is a directory holding one append-only log, `cuckoo-kv.log` (README.md, next to
- * this file, specifies its bytes). Every put and every delete appends one checksummed record; nothing
- * in the log is ever rewritten except by kv_compact, which writes a new log and renames it
+ * this file, specifies its bytes). Every put and every delete appends one checksummed record;
+ * nothing in the log is ever rewritten except by kv_compact, which writes a new log and renames it
  * over the old one. Memory holds only the index: a cuckoo hash table of 8-byte slots, each
  * a 16-bit tag of the key's hash and the 48-bit offset of the key's newest record (see
  * kvindex.h). A lookup compares tags in memory and reads the log only where a tag matches,
