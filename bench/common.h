@@ -1,15 +1,20 @@
 /*
- * common.h - what the benchmark programs share: a clock, a key generator, and the
+ * common.h - what the benchmark programs share: a clock, key generators, and the
  * machine's own limit for a cuckoo lookup (two random reads), measured in the same run
- * so that every figure can be read as a ratio on a noisy machine.
+ * so that every figure can be read as a ratio on a noisy machine; and the small pieces of
+ * a report (numbers with separators, the CPU's name, the compiler, counts with k/M/G).
+ * Everything is static inline, so that a program that uses only part of it compiles
+ * without warnings, and it needs nothing but the C library and cuckoofilter.h.
  */
 #ifndef CF_BENCH_COMMON_H
 #define CF_BENCH_COMMON_H
 
 #include <cuckoofilter.h>
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +27,40 @@ static inline double bench_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* splitmix64: a fast, well-mixed sequence; keys are the 8 bytes of successive values. */
-static inline uint64_t bench_next(uint64_t *state)
+/* --seed's default in every benchmark that takes one: one seed for all of them. */
+#define BENCH_DEFAULT_SEED UINT64_C(20261121)
+
+#define BENCH_GOLDEN UINT64_C(0x9e3779b97f4a7c15) /* 2^64 / golden ratio: splitmix64's step */
+
+/* The splitmix64 finalizer: a bijection of 64-bit values, so distinct inputs give
+ * distinct keys. */
+static inline uint64_t bench_mix64(uint64_t z)
 {
-    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
     z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
     z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
     return z ^ (z >> 31);
+}
+
+/* splitmix64: a fast, well-mixed sequence; keys are the 8 bytes of successive values.
+ * From state s it returns bench_gen(s, 1), bench_gen(s, 2), ... */
+static inline uint64_t bench_next(uint64_t *state)
+{
+    return bench_mix64(*state += BENCH_GOLDEN);
+}
+
+/* Key i of stream `seed`: counter-based, so that any key can be drawn again at random,
+ * and distinct i give distinct values (BENCH_GOLDEN is odd, bench_mix64 a bijection). Two
+ * streams meet only if their seeds differ by (i - j) * BENCH_GOLDEN for a small i - j,
+ * which for random seeds has probability ~1e-11. */
+static inline uint64_t bench_gen(uint64_t seed, uint64_t i)
+{
+    return bench_mix64(seed + i * BENCH_GOLDEN);
+}
+
+/* Multiply-shift range reduction of a 32-bit value onto [0, range), range <= 2^32. */
+static inline uint64_t bench_reduce32(uint64_t x32, uint64_t range)
+{
+    return (x32 * range) >> 32;
 }
 
 static inline void *bench_xmalloc(size_t n)
@@ -120,6 +152,92 @@ static inline bench_speed bench_measure(cf_filter *f, uint64_t n, uint64_t seed)
     cf_get_stats(f, &s);
     r.limit_ns = bench_two_reads_ns((size_t)s.bytes, n, seed);
     return r;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Reports                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* n with thousands separators, into buf. */
+static inline const char *bench_grouped(uint64_t n, char *buf, size_t cap)
+{
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%" PRIu64, n);
+    size_t o = 0;
+    for (int i = 0; i < len && o + 2 < cap; i++) {
+        if (i > 0 && (len - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* The first line of `path` that starts with `key`, the rest after its ':' (trimmed) into
+ * out; or the whole first line when key is NULL. false if not found. For files such as
+ * /proc/cpuinfo ("model name"), /proc/self/smaps_rollup, or a /sys file of one line. */
+static inline bool bench_read_field(const char *path, const char *key, char *out, size_t cap)
+{
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, fp)) {
+        char *v = line;
+        if (key) {
+            if (strncmp(line, key, strlen(key)) != 0 || !(v = strchr(line, ':')))
+                continue;
+            v++;
+        }
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t len = strcspn(v, "\n");
+        len = len < cap - 1 ? len : cap - 1;
+        memcpy(out, v, len);
+        out[len] = '\0';
+        found = true;
+    }
+    fclose(fp);
+    return found;
+}
+
+/* The compiler that built the program, as a report's header names it. */
+static inline const char *bench_compiler(void)
+{
+#if defined(__clang__)
+    return "clang " __clang_version__;
+#elif defined(__GNUC__)
+    return "gcc " __VERSION__;
+#else
+    return "unknown";
+#endif
+}
+
+/* A count with an optional k/M/G suffix (10M = 10000000); 0 on a malformed one or one
+ * that does not fit in 64 bits. *end is set to what follows it (to s if malformed), for
+ * the caller to accept a list separator or nothing. */
+static inline uint64_t bench_parse_count(const char *s, const char **end)
+{
+    char *e;
+    *end = s;
+    errno = 0;
+    unsigned long long v = strtoull(s, &e, 10);
+    if (e == s || errno || *s == '-')
+        return 0;
+    uint64_t mult = 1;
+    if (*e == 'k' || *e == 'K')
+        mult = 1000;
+    else if (*e == 'M' || *e == 'm')
+        mult = 1000000;
+    else if (*e == 'G' || *e == 'g')
+        mult = 1000000000;
+    if (mult > 1)
+        e++;
+    if (v > UINT64_MAX / mult)
+        return 0;
+    *end = e;
+    return (uint64_t)v * mult;
 }
 
 #endif /* CF_BENCH_COMMON_H */

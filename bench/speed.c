@@ -45,7 +45,6 @@
 
 #define DEFAULT_KEYS   "1000000,50000000"           /* in cache (1.6 MB table) and far out of it */
 #define DEFAULT_SHAPES "12/4,8/4,16/4,8/2,16/2,8/8" /* the default shape first */
-#define DEFAULT_SEED   UINT64_C(20261121)
 #define MAX_QUERIES    UINT64_C(10000000) /* per measurement: enough for 0.1 % FPR to ~1 % */
 #define QUICK_KEYS     "100000"           /* --quick: a smoke test of a few seconds */
 #define QUICK_SHAPES   "12/4,8/4"
@@ -85,47 +84,25 @@
 /* Keys                                                                                 */
 /* ------------------------------------------------------------------------------------ */
 
-#define GOLDEN UINT64_C(0x9e3779b97f4a7c15) /* 2^64 / golden ratio: splitmix64's step */
-
-/* The splitmix64 finalizer: a bijection of 64-bit values, so distinct inputs give
- * distinct keys. */
-static inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-/* Key i of stream `seed`: counter-based, so any key can be drawn again at random. Two
- * streams meet only if their seeds differ by (i - j) * GOLDEN for a small i - j, which
- * for random seeds has probability ~1e-11. */
-static inline uint64_t gen(uint64_t seed, uint64_t i)
-{
-    return mix64(seed + i * GOLDEN);
-}
-
-/* Multiply-shift range reduction of a 32-bit value onto [0, range), range < 2^32. */
-static inline uint64_t reduce32(uint64_t x32, uint64_t range)
-{
-    return (x32 * range) >> 32;
-}
-
+/* Key i of stream `seed` is bench_gen(seed, i) (common.h); the streams' seeds all derive
+ * from --seed. */
 typedef struct seeds {
     uint64_t base, filter, present, absent, pick;
 } seeds;
 
 static seeds make_seeds(uint64_t base)
 {
-    seeds s = {base, gen(base, 1), gen(base, 2), gen(base, 3), gen(base, 4)};
+    seeds s = {base, bench_gen(base, 1), bench_gen(base, 2), bench_gen(base, 3),
+               bench_gen(base, 4)};
     return s;
 }
 
-/* A stream of lookup keys: query j is for a present key (gen(present, r mod n), r drawn
- * from the pick stream) with probability pct %, else for absent key gen(absent, j). The
+/* A stream of lookup keys: query j is for a present key (bench_gen(present, r mod n), r drawn
+ * from the pick stream) with probability pct %, else for absent key bench_gen(absent, j). The
  * choice is branch-free, so every percentage costs the same to generate. */
 typedef struct query_stream {
     uint64_t pick, present, absent;
-    uint64_t n;      /* present keys: gen(present, 0 .. n-1) */
+    uint64_t n;      /* present keys: bench_gen(present, 0 .. n-1) */
     uint64_t thresh; /* present when the low 32 bits of the pick are below: pct * 2^32 / 100 */
 } query_stream;
 
@@ -137,14 +114,14 @@ static query_stream make_queries(const seeds *s, uint64_t n, unsigned pct)
 
 static inline uint64_t query_key(const query_stream *q, uint64_t j, unsigned *present)
 {
-    uint64_t r = gen(q->pick, j);
+    uint64_t r = bench_gen(q->pick, j);
     uint64_t p = (r & 0xffffffffu) < q->thresh;
     /* Masks, not ?:, which the compiler may turn into a branch that a 50 % mix mispredicts
      * half of the time. */
     uint64_t mask = 0 - p;
-    uint64_t idx = (reduce32(r >> 32, q->n) & mask) | (j & ~mask);
+    uint64_t idx = (bench_reduce32(r >> 32, q->n) & mask) | (j & ~mask);
     *present = (unsigned)p;
-    return gen((q->present & mask) | (q->absent & ~mask), idx);
+    return bench_gen((q->present & mask) | (q->absent & ~mask), idx);
 }
 
 /* Answers of a lookup run: false positives and false negatives (which must be 0). */
@@ -176,40 +153,12 @@ static uint64_t *alloc_like_table(size_t words)
     return a;
 }
 
-/* The first line of `path` that starts with `key`, the rest after its ':' (trimmed) into
- * out; or the whole first line when key is NULL. false if not found. */
-static bool read_field(const char *path, const char *key, char *out, size_t cap)
-{
-    FILE *fp = fopen(path, "r");
-    if (!fp)
-        return false;
-    char line[512];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, fp)) {
-        char *v = line;
-        if (key) {
-            if (strncmp(line, key, strlen(key)) != 0 || !(v = strchr(line, ':')))
-                continue;
-            v++;
-        }
-        while (*v == ' ' || *v == '\t')
-            v++;
-        size_t len = strcspn(v, "\n");
-        len = len < cap - 1 ? len : cap - 1;
-        memcpy(out, v, len);
-        out[len] = '\0';
-        found = true;
-    }
-    fclose(fp);
-    return found;
-}
-
 /* How much of this process's memory sits in transparent huge pages, in MiB; -1 if the
  * kernel does not say. */
 static long huge_mib(void)
 {
     char v[64];
-    if (!read_field("/proc/self/smaps_rollup", "AnonHugePages", v, sizeof v))
+    if (!bench_read_field("/proc/self/smaps_rollup", "AnonHugePages", v, sizeof v))
         return -1;
     return strtol(v, NULL, 10) / 1024;
 }
@@ -232,13 +181,13 @@ static double median(double *v, int n)
 /* limits' included, so that generation costs the same everywhere.                      */
 /* ------------------------------------------------------------------------------------ */
 
-/* cf_add of keys gen(seed, 0 .. n-1); *failures counts statuses other than CF_OK. */
+/* cf_add of keys bench_gen(seed, 0 .. n-1); *failures counts statuses other than CF_OK. */
 static double time_insert(cf_filter *f, uint64_t seed, uint64_t n, uint64_t *failures)
 {
     uint64_t bad = 0;
     double t0 = bench_now();
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t key = gen(seed, i);
+        uint64_t key = bench_gen(seed, i);
         bad += cf_add(f, &key, sizeof key) != CF_OK;
     }
     double t1 = bench_now();
@@ -254,7 +203,7 @@ static double time_insert_batched(cf_filter *f, uint64_t seed, uint64_t n, uint6
     for (uint64_t i = 0; i < n; i += BATCH) {
         size_t m = n - i < BATCH ? (size_t)(n - i) : BATCH;
         for (size_t k = 0; k < m; k++) {
-            uint64_t key = gen(seed, i + k);
+            uint64_t key = bench_gen(seed, i + k);
             hashes[k] = cf_hash(f, &key, sizeof key);
         }
         bad += m - cf_add_many(f, hashes, m, 0, NULL);
@@ -269,7 +218,7 @@ static double time_delete(cf_filter *f, uint64_t seed, uint64_t n, uint64_t *fai
     uint64_t bad = 0;
     double t0 = bench_now();
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t key = gen(seed, i);
+        uint64_t key = bench_gen(seed, i);
         bad += cf_delete(f, &key, sizeof key) != CF_OK;
     }
     double t1 = bench_now();
@@ -342,7 +291,8 @@ static double time_limit(const cf_filter *f, const uint64_t *a, size_t words, co
         unsigned present;
         uint64_t key = query_key(q, j, &present);
         uint64_t h = cf_hash(f, &key, sizeof key);
-        sum += a[reduce32(h & 0xffffffffu, words)] + a[reduce32(h >> 32, words)] + present;
+        sum +=
+            a[bench_reduce32(h & 0xffffffffu, words)] + a[bench_reduce32(h >> 32, words)] + present;
     }
     double t1 = bench_now();
     volatile uint64_t sink = sum;
@@ -359,7 +309,8 @@ static double time_limit_nohash(const uint64_t *a, size_t words, const query_str
     for (uint64_t j = first; j < first + count; j++) {
         unsigned present;
         uint64_t key = query_key(q, j, &present);
-        sum += a[reduce32(key & 0xffffffffu, words)] + a[reduce32(key >> 32, words)] + present;
+        sum += a[bench_reduce32(key & 0xffffffffu, words)] + a[bench_reduce32(key >> 32, words)] +
+               present;
     }
     double t1 = bench_now();
     volatile uint64_t sink = sum;
@@ -382,8 +333,8 @@ static double time_limit_batched(const cf_filter *f, const uint64_t *a, size_t w
         for (size_t k = 0; k < m; k++) {
             uint64_t key = query_key(q, j + k, &present[k]);
             uint64_t h = cf_hash(f, &key, sizeof key);
-            p1[k] = (size_t)reduce32(h & 0xffffffffu, words);
-            p2[k] = (size_t)reduce32(h >> 32, words);
+            p1[k] = (size_t)bench_reduce32(h & 0xffffffffu, words);
+            p2[k] = (size_t)bench_reduce32(h >> 32, words);
             PREFETCH(&a[p1[k]]);
             PREFETCH(&a[p2[k]]);
         }
@@ -413,7 +364,7 @@ static double time_bloom_insert(struct bloom *bl, uint64_t seed, uint64_t n, uin
     uint64_t bad = 0;
     double t0 = bench_now();
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t key = gen(seed, i);
+        uint64_t key = bench_gen(seed, i);
         bad += bloom_add(bl, &key, (int)sizeof key) < 0;
     }
     double t1 = bench_now();
@@ -638,21 +589,6 @@ static result run_config(uint64_t n, unsigned fbits, unsigned b, uint64_t querie
 /* Output                                                                               */
 /* ------------------------------------------------------------------------------------ */
 
-/* n with thousands separators, into buf. */
-static const char *grouped(uint64_t n, char *buf, size_t cap)
-{
-    char digits[32];
-    int len = snprintf(digits, sizeof digits, "%" PRIu64, n);
-    size_t o = 0;
-    for (int i = 0; i < len && o + 2 < cap; i++) {
-        if (i > 0 && (len - i) % 3 == 0)
-            buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
 static FILE *csv_speed, *csv_fpr;
 
 static void row(const result *r, const char *op, const char *label, double ns, double limit,
@@ -754,7 +690,7 @@ static void print_result(const result *r)
 static void print_targets(const result *r)
 {
     char nb[32];
-    printf("## Targets (f = 12, b = 4, %s keys)\n\n", grouped(r->n, nb, sizeof nb));
+    printf("## Targets (f = 12, b = 4, %s keys)\n\n", bench_grouped(r->n, nb, sizeof nb));
     printf("| target | measured | goal | met |\n|---|---:|---:|---|\n");
     double x = r->lookup[0] / r->limit;
     printf("| cf_contains absent / limit | %.3f | <= 1.3 | %s |\n", x, x <= 1.3 ? "yes" : "no");
@@ -785,8 +721,8 @@ static void print_targets(const result *r)
 static void print_header(int argc, char **argv, const seeds *sd, uint64_t queries)
 {
     char cpu[256] = "unknown", thp[256] = "unknown (no /sys/kernel/mm/transparent_hugepage)";
-    read_field("/proc/cpuinfo", "model name", cpu, sizeof cpu);
-    read_field("/sys/kernel/mm/transparent_hugepage/enabled", NULL, thp, sizeof thp);
+    bench_read_field("/proc/cpuinfo", "model name", cpu, sizeof cpu);
+    bench_read_field("/sys/kernel/mm/transparent_hugepage/enabled", NULL, thp, sizeof thp);
     time_t now = time(NULL);
     char date[64];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
@@ -798,13 +734,7 @@ static void print_header(int argc, char **argv, const seeds *sd, uint64_t querie
     printf("\n- date: %s\n", date);
     printf("- library: cuckoofilter %s (header %d.%d.%d)\n", cf_version(), CF_VERSION_MAJOR,
            CF_VERSION_MINOR, CF_VERSION_PATCH);
-#if defined(__clang__)
-    printf("- compiler: clang %s\n", __clang_version__);
-#elif defined(__GNUC__)
-    printf("- compiler: gcc %s\n", __VERSION__);
-#else
-    printf("- compiler: unknown\n");
-#endif
+    printf("- compiler: %s\n", bench_compiler());
     printf("- build: %s, flags: %s\n", CF_BENCH_BUILD_TYPE, CF_BENCH_BUILD_FLAGS);
     printf("- CPU: %s (%ld online)\n", cpu, sysconf(_SC_NPROCESSORS_ONLN));
     printf("- transparent huge pages: %s. The library asks for them (MADV_HUGEPAGE) on tables "
@@ -942,7 +872,8 @@ static void figure_load(const char *dir, bool quick, const seeds *sd)
     FILE *meta = open_csv(dir, "throughput-vs-load.txt", ""); /* no header */
     char nb[32], qb[32];
     fprintf(meta, "f = 12, b = 4, capacity %s (%.0f MB table), %s lookups per point\n",
-            grouped(n, nb, sizeof nb), (double)st.bytes / 1e6, grouped(q, qb, sizeof qb));
+            bench_grouped(n, nb, sizeof nb), (double)st.bytes / 1e6,
+            bench_grouped(q, qb, sizeof qb));
     fclose(meta);
     uint64_t items = 0;
     bool full = false;
@@ -953,7 +884,7 @@ static void figure_load(const char *dir, bool quick, const seeds *sd)
         uint64_t start = items;
         double t0 = bench_now();
         while (items < target) {
-            uint64_t key = gen(sd->present, items);
+            uint64_t key = bench_gen(sd->present, items);
             if (cf_add(f, &key, sizeof key) != CF_OK) {
                 full = true;
                 break;
@@ -1006,31 +937,8 @@ static void usage(void)
             "  --csv      also write DIR/speed.csv and DIR/fpr.csv\n"
             "  --figures  write the README figures' data to DIR instead (with --quick: small)\n"
             "Numbers take k, M or G (10M = 10000000).\n",
-            DEFAULT_SEED);
+            BENCH_DEFAULT_SEED);
     exit(2);
-}
-
-/* A count with an optional k/M/G suffix; 0 on a malformed one. */
-static uint64_t parse_count(const char *s, const char **end)
-{
-    char *e;
-    errno = 0;
-    unsigned long long v = strtoull(s, &e, 10);
-    if (e == s || errno || *s == '-')
-        return 0;
-    uint64_t mult = 1;
-    if (*e == 'k' || *e == 'K')
-        mult = 1000;
-    else if (*e == 'M' || *e == 'm')
-        mult = 1000000;
-    else if (*e == 'G' || *e == 'g')
-        mult = 1000000000;
-    if (mult > 1)
-        e++;
-    if (v > UINT64_MAX / mult)
-        return 0;
-    *end = e;
-    return (uint64_t)v * mult;
 }
 
 static size_t parse_keys(const char *s, uint64_t *out)
@@ -1038,7 +946,7 @@ static size_t parse_keys(const char *s, uint64_t *out)
     size_t n = 0;
     for (;;) {
         const char *e = s;
-        uint64_t v = parse_count(s, &e);
+        uint64_t v = bench_parse_count(s, &e);
         /* Present keys are drawn by 32-bit multiply-shift: N < 2^32. */
         if (v == 0 || v > UINT32_MAX || n == MAX_LIST || (*e != ',' && *e != '\0'))
             return 0;
@@ -1074,7 +982,7 @@ static size_t parse_shapes(const char *s, unsigned *fs, unsigned *bs)
 int main(int argc, char **argv)
 {
     const char *keys_arg = NULL, *shapes_arg = NULL, *csv_dir = NULL, *fig_dir = NULL;
-    uint64_t queries = 0, seed = DEFAULT_SEED;
+    uint64_t queries = 0, seed = BENCH_DEFAULT_SEED;
     bool quick = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -1087,7 +995,7 @@ int main(int argc, char **argv)
             shapes_arg = argv[++i];
         } else if (strcmp(o, "--queries") == 0 && has_value) {
             const char *e = NULL;
-            queries = parse_count(argv[++i], &e);
+            queries = bench_parse_count(argv[++i], &e);
             if (queries == 0 || *e)
                 usage();
         } else if (strcmp(o, "--seed") == 0 && has_value) {
@@ -1145,7 +1053,8 @@ int main(int argc, char **argv)
     for (size_t s = 0; s < nshapes; s++) {
         for (size_t k = 0; k < nkeys; k++) {
             char nb[32];
-            printf("## f = %u, b = %u, %s keys\n\n", fs[s], bs[s], grouped(keys[k], nb, sizeof nb));
+            printf("## f = %u, b = %u, %s keys\n\n", fs[s], bs[s],
+                   bench_grouped(keys[k], nb, sizeof nb));
             fflush(stdout);
             result r = run_config(keys[k], fs[s], bs[s], queries, &sd);
             print_result(&r);

@@ -19,7 +19,7 @@
  */
 #define _XOPEN_SOURCE 700 /* pread, pwrite, mkdtemp, nftw, statvfs, posix_fadvise */
 
-#include "../../bench/common.h"
+#include "common.h" /* bench/common.h: the benchmarks' clock, keys and report pieces */
 #include "kvstore.h"
 
 #include <errno.h>
@@ -31,9 +31,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#define DEFAULT_SEED UINT64_C(20261121) /* cf-bench-speed's: one seed for every benchmark */
-#define QUICK_KEYS   UINT64_C(100000)   /* --quick: a smoke run of a few seconds */
-#define MIN_KEYS     UINT64_C(10)       /* N/10 overwrites and deletes must be at least one */
+#define QUICK_KEYS UINT64_C(100000) /* --quick: a smoke run of a few seconds */
+#define MIN_KEYS   UINT64_C(10)     /* N/10 overwrites and deletes must be at least one */
 
 #define KEY_LEN          16 /* 16 hex digits: all 64 bits of a distinct counter-derived value */
 #define VALUE_MIN        16 /* values of 16..32 bytes, as the issue asks */
@@ -59,31 +58,7 @@ static const uint64_t DEFAULT_SIZES[] = {1000000, 10000000}; /* the issue's two 
 /* Keys and values                                                                      */
 /* ------------------------------------------------------------------------------------ */
 
-#define GOLDEN UINT64_C(0x9e3779b97f4a7c15) /* 2^64 / golden ratio: splitmix64's step */
-
-/* The splitmix64 finalizer: a bijection of 64-bit values, so distinct inputs give
- * distinct keys. */
-static inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-/* Value i of stream `seed`: counter-based, so that any key can be drawn again at random,
- * and distinct i give distinct values (GOLDEN is odd, mix64 a bijection). */
-static inline uint64_t gen(uint64_t seed, uint64_t i)
-{
-    return mix64(seed + i * GOLDEN);
-}
-
-/* Multiply-shift range reduction of a 32-bit value onto [0, range), range <= 2^32. */
-static inline uint64_t reduce32(uint64_t x32, uint64_t range)
-{
-    return (x32 * range) >> 32;
-}
-
-/* Every stream derives from --seed. Key i of a run is gen(key, i): present keys are
+/* Every stream derives from --seed. Key i of a run is bench_gen(key, i): present keys are
  * 0 .. N-1 and absent ones N .. 2N-1, so an absent key can never equal a present one. */
 typedef struct seeds {
     uint64_t base, index, key, value[2], pick, perm, verify;
@@ -92,19 +67,19 @@ typedef struct seeds {
 static seeds make_seeds(uint64_t base)
 {
     seeds s = {.base = base,
-               .index = gen(base, 1),
-               .key = gen(base, 2),
-               .value = {gen(base, 3), gen(base, 4)},
-               .pick = gen(base, 5),
-               .perm = gen(base, 6),
-               .verify = gen(base, 7)};
+               .index = bench_gen(base, 1),
+               .key = bench_gen(base, 2),
+               .value = {bench_gen(base, 3), bench_gen(base, 4)},
+               .pick = bench_gen(base, 5),
+               .perm = bench_gen(base, 6),
+               .verify = bench_gen(base, 7)};
     return s;
 }
 
 static inline void make_key(uint64_t key_seed, uint64_t i, char key[KEY_LEN])
 {
     static const char hex[] = "0123456789abcdef";
-    uint64_t v = gen(key_seed, i);
+    uint64_t v = bench_gen(key_seed, i);
     for (int d = KEY_LEN - 1; d >= 0; d--, v >>= 4)
         key[d] = hex[v & 15];
 }
@@ -113,9 +88,9 @@ static inline void make_key(uint64_t key_seed, uint64_t i, char key[KEY_LEN])
  * overwrites) into out; returns its length, VALUE_MIN .. VALUE_MAX. */
 static inline size_t make_value(uint64_t value_seed, uint64_t i, unsigned char out[VALUE_MAX])
 {
-    uint64_t h = gen(value_seed, i);
+    uint64_t h = bench_gen(value_seed, i);
     for (size_t w = 0; w < VALUE_MAX / 8; w++) {
-        uint64_t x = mix64(h + w * GOLDEN);
+        uint64_t x = bench_gen(h, w); /* word w of stream h */
         memcpy(out + 8 * w, &x, sizeof x);
     }
     return VALUE_MIN + (size_t)(h % (VALUE_MAX - VALUE_MIN + 1));
@@ -155,7 +130,7 @@ static uint64_t mod_inverse(uint64_t a, uint64_t n)
 
 static perm make_perm(uint64_t seed, uint64_t n)
 {
-    perm p = {n, gen(seed, 0) % n, gen(seed, 1) % n, 0};
+    perm p = {n, bench_gen(seed, 0) % n, bench_gen(seed, 1) % n, 0};
     while (p.a == 0 || gcd(p.a, n) != 1)
         p.a = (p.a + 1) % n;
     p.a_inv = mod_inverse(p.a, n);
@@ -335,7 +310,7 @@ static double time_pread(int fd, const seeds *sd, uint64_t ops)
     uint64_t mismatches = 0;
     double t0 = bench_now();
     for (uint64_t j = 0; j < ops; j++) {
-        uint64_t i = reduce32(gen(sd->pick, j) >> 32, ops);
+        uint64_t i = bench_reduce32(bench_gen(sd->pick, j) >> 32, ops);
         make_key(sd->key, i, key);
         off_t at = (off_t)(i * BASELINE_RECORD);
         if (pread(fd, rec, sizeof rec, at) != (ssize_t)sizeof rec) {
@@ -376,7 +351,7 @@ static double time_get_present(kv_store *s, const seeds *sd, uint64_t n, uint64_
     unsigned char want[VALUE_MAX];
     double t0 = bench_now();
     for (uint64_t j = 0; j < count; j++) {
-        uint64_t i = reduce32(gen(sd->pick, j) >> 32, n);
+        uint64_t i = bench_reduce32(bench_gen(sd->pick, j) >> 32, n);
         make_key(sd->key, i, key);
         size_t want_len = make_value(sd->value[0], i, want);
         void *got = NULL;
@@ -437,7 +412,7 @@ static void verify_sample(kv_store *s, const seeds *sd, const perm *p, uint64_t 
     char key[KEY_LEN];
     unsigned char want[VALUE_MAX];
     for (uint64_t j = 0; j < count; j++) {
-        uint64_t i = reduce32(gen(sd->verify, j) >> 32, p->n), at = perm_index(p, i);
+        uint64_t i = bench_reduce32(bench_gen(sd->verify, j) >> 32, p->n), at = perm_index(p, i);
         bool deleted = at >= m && at < 2 * m;
         size_t want_len = make_value(sd->value[at < m], i, want);
         make_key(sd->key, i, key);
@@ -493,21 +468,6 @@ static bool drop_from_cache(const char *path)
 /* Output                                                                               */
 /* ------------------------------------------------------------------------------------ */
 
-/* n with thousands separators, into buf. */
-static const char *grouped(uint64_t n, char *buf, size_t cap)
-{
-    char digits[32];
-    int len = snprintf(digits, sizeof digits, "%" PRIu64, n);
-    size_t o = 0;
-    for (int i = 0; i < len && o + 2 < cap; i++) {
-        if (i > 0 && (len - i) % 3 == 0)
-            buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
 static double mb(uint64_t bytes)
 {
     return (double)bytes / 1e6;
@@ -519,39 +479,13 @@ static void row(const char *label, uint64_t ops, double secs, double base_ns, co
     char nb[32], rb[32];
     double ns = secs * 1e9 / (double)ops;
     uint64_t rate = secs > 0 ? (uint64_t)((double)ops / secs) : 0;
-    printf("| %s | %s | %.3f | %.1f | %s |", label, grouped(ops, nb, sizeof nb), secs, ns,
-           grouped(rate, rb, sizeof rb));
+    printf("| %s | %s | %.3f | %.1f | %s |", label, bench_grouped(ops, nb, sizeof nb), secs, ns,
+           bench_grouped(rate, rb, sizeof rb));
     if (base_ns > 0)
         printf(" %.2f x %s |\n", ns / base_ns, base);
     else
         printf(" - |\n");
     fflush(stdout);
-}
-
-/* The first line of `path` that starts with `key`, the rest after its ':' (trimmed) into
- * out. false if not found. */
-static bool read_field(const char *path, const char *key, char *out, size_t cap)
-{
-    FILE *fp = fopen(path, "r");
-    if (!fp)
-        return false;
-    char line[512];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, fp)) {
-        char *v = strchr(line, ':');
-        if (strncmp(line, key, strlen(key)) != 0 || !v)
-            continue;
-        v++;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        size_t len = strcspn(v, "\n");
-        len = len < cap - 1 ? len : cap - 1;
-        memcpy(out, v, len);
-        out[len] = '\0';
-        found = true;
-    }
-    fclose(fp);
-    return found;
 }
 
 static uint64_t free_bytes(const char *dir)
@@ -575,7 +509,7 @@ static uint64_t bytes_needed(uint64_t n)
 static void print_header(int argc, char **argv, const seeds *sd)
 {
     char cpu[256] = "unknown";
-    read_field("/proc/cpuinfo", "model name", cpu, sizeof cpu);
+    bench_read_field("/proc/cpuinfo", "model name", cpu, sizeof cpu);
     time_t now = time(NULL);
     char date[64];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
@@ -586,13 +520,7 @@ static void print_header(int argc, char **argv, const seeds *sd)
         printf(" %s", argv[i]);
     printf("\n- date: %s\n", date);
     printf("- library: cuckoofilter %s\n", cf_version());
-#if defined(__clang__)
-    printf("- compiler: clang %s\n", __clang_version__);
-#elif defined(__GNUC__)
-    printf("- compiler: gcc %s\n", __VERSION__);
-#else
-    printf("- compiler: unknown\n");
-#endif
+    printf("- compiler: %s\n", bench_compiler());
 #ifdef CF_BENCH_BUILD_FLAGS
     printf("- build flags: %s\n", CF_BENCH_BUILD_FLAGS);
 #else
@@ -644,7 +572,7 @@ static void run_size(uint64_t n, const seeds *sd)
     uint64_t m = n / CHANGE_DIVISOR;
     uint64_t base_ops = n < BASELINE_MAX_OPS ? n : BASELINE_MAX_OPS;
 
-    printf("## %s keys\n\n", grouped(n, nb, sizeof nb));
+    printf("## %s keys\n\n", bench_grouped(n, nb, sizeof nb));
     printf("| step | ops | s | ns/op | ops/s | vs baseline |\n|---|---|---|---|---|---|\n");
     fflush(stdout);
 
@@ -724,12 +652,12 @@ static void run_size(uint64_t n, const seeds *sd)
 
     printf("\n- index after the fill: %s slots, %.1f MB, %.2f bytes per key, load %.3f, %" PRIu64
            " rehashes\n",
-           grouped(filled.index_slots, nb, sizeof nb), mb(filled.index_bytes),
+           bench_grouped(filled.index_slots, nb, sizeof nb), mb(filled.index_bytes),
            filled.live_keys ? (double)filled.index_bytes / (double)filled.live_keys : 0.0,
            filled.index_load, filled.rehashes);
     printf("- index after reopening (sized from the log): %s slots, %.1f MB, %.2f bytes per "
            "key, load %.3f\n",
-           grouped(reopened.index_slots, nb, sizeof nb), mb(reopened.index_bytes),
+           bench_grouped(reopened.index_slots, nb, sizeof nb), mb(reopened.index_bytes),
            reopened.live_keys ? (double)reopened.index_bytes / (double)reopened.live_keys : 0.0,
            reopened.index_load);
     printf("- tag_misses (log reads for a matching tag of another key): fill %" PRIu64
@@ -761,35 +689,13 @@ static void usage(void)
             "  --dir    where to make this run's directory, removed at the end\n"
             "           (default $TMPDIR, else /tmp)\n"
             "N takes k, M or G (10M = 10000000).\n",
-            MIN_KEYS, QUICK_KEYS, DEFAULT_SEED);
+            MIN_KEYS, QUICK_KEYS, BENCH_DEFAULT_SEED);
     exit(2);
-}
-
-/* A count with an optional k/M/G suffix and nothing after it; 0 on a malformed one. */
-static uint64_t parse_count(const char *s)
-{
-    char *e;
-    errno = 0;
-    unsigned long long v = strtoull(s, &e, 10);
-    if (e == s || errno || *s == '-')
-        return 0;
-    uint64_t mult = 1;
-    if (*e == 'k' || *e == 'K')
-        mult = 1000;
-    else if (*e == 'M' || *e == 'm')
-        mult = 1000000;
-    else if (*e == 'G' || *e == 'g')
-        mult = 1000000000;
-    if (mult > 1)
-        e++;
-    if (*e != '\0' || v > UINT64_MAX / mult)
-        return 0;
-    return (uint64_t)v * mult;
 }
 
 int main(int argc, char **argv)
 {
-    uint64_t seed = DEFAULT_SEED, keys = 0;
+    uint64_t seed = BENCH_DEFAULT_SEED, keys = 0;
     const char *parent = NULL;
     bool quick = false;
     for (int i = 1; i < argc; i++) {
@@ -798,9 +704,11 @@ int main(int argc, char **argv)
         if (strcmp(o, "--quick") == 0) {
             quick = true;
         } else if (strcmp(o, "--keys") == 0 && has_value) {
-            keys = parse_count(argv[++i]);
-            /* Random keys are drawn by 32-bit multiply-shift: N < 2^32. */
-            if (keys < MIN_KEYS || keys > UINT32_MAX)
+            const char *e;
+            keys = bench_parse_count(argv[++i], &e);
+            /* Random keys are drawn by 32-bit multiply-shift: N < 2^32. Nothing may follow
+             * the count (*e is the suffix's end, or the string's start on a malformed one). */
+            if (*e != '\0' || keys < MIN_KEYS || keys > UINT32_MAX)
                 usage();
         } else if (strcmp(o, "--seed") == 0 && has_value) {
             char *e;
@@ -844,7 +752,7 @@ int main(int argc, char **argv)
             char nb[32];
             printf("## %s keys: NOT RUN\n\nNot enough disk space in %s: this size needs about "
                    "%.2f GB, the file system has %.2f GB free. Use --dir on a larger one.\n\n",
-                   grouped(sizes[k], nb, sizeof nb), work_dir, (double)need / 1e9,
+                   bench_grouped(sizes[k], nb, sizeof nb), work_dir, (double)need / 1e9,
                    (double)have / 1e9);
             fflush(stdout);
             skipped++;
