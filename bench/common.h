@@ -240,4 +240,17 @@ static inline uint64_t bench_parse_count(const char *s, const char **end)
     return (uint64_t)v * mult;
 }
 
+/* The first lines of a benchmark's report: its title, the command that ran it and the date
+ * (UTC), so that a pasted report says how to reproduce it. */
+static inline void bench_print_start(const char *title, int argc, char **argv)
+{
+    time_t now = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    printf("# %s\n\n- command:", title);
+    for (int i = 0; i < argc; i++)
+        printf(" %s", argv[i]);
+    printf("\n- date: %s\n", date);
+}
+
 #endif /* CF_BENCH_COMMON_H */

@@ -723,15 +723,8 @@ static void print_header(int argc, char **argv, const seeds *sd, uint64_t querie
     char cpu[256] = "unknown", thp[256] = "unknown (no /sys/kernel/mm/transparent_hugepage)";
     bench_read_field("/proc/cpuinfo", "model name", cpu, sizeof cpu);
     bench_read_field("/sys/kernel/mm/transparent_hugepage/enabled", NULL, thp, sizeof thp);
-    time_t now = time(NULL);
-    char date[64];
-    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
 
-    printf("# cuckoofilter speed benchmark\n\n");
-    printf("- command:");
-    for (int i = 0; i < argc; i++)
-        printf(" %s", argv[i]);
-    printf("\n- date: %s\n", date);
+    bench_print_start("cuckoofilter speed benchmark", argc, argv);
     printf("- library: cuckoofilter %s (header %d.%d.%d)\n", cf_version(), CF_VERSION_MAJOR,
            CF_VERSION_MINOR, CF_VERSION_PATCH);
     printf("- compiler: %s\n", bench_compiler());

@@ -510,15 +510,8 @@ static void print_header(int argc, char **argv, const seeds *sd)
 {
     char cpu[256] = "unknown";
     bench_read_field("/proc/cpuinfo", "model name", cpu, sizeof cpu);
-    time_t now = time(NULL);
-    char date[64];
-    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
 
-    printf("# cuckoo-kv benchmark\n\n");
-    printf("- command:");
-    for (int i = 0; i < argc; i++)
-        printf(" %s", argv[i]);
-    printf("\n- date: %s\n", date);
+    bench_print_start("cuckoo-kv benchmark", argc, argv);
     printf("- library: cuckoofilter %s\n", cf_version());
     printf("- compiler: %s\n", bench_compiler());
 #ifdef CF_BENCH_BUILD_FLAGS

@@ -47,14 +47,22 @@ static const char usage_text[] =
     "put, import and batch create the store. Exit status: 0 done, 1 bad command line,\n"
     "2 error, 3 no such key / records missing from an export / a batch command failed.\n";
 
+/* One line on stderr: "cuckoo-kv: MESSAGE" and `tail`. */
+static void message(const char *tail, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void message(const char *tail, const char *fmt, va_list ap)
+{
+    fputs("cuckoo-kv: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(tail, stderr);
+}
+
 static void error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("cuckoo-kv: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    message("\n", fmt, ap);
     va_end(ap);
 }
 
@@ -63,9 +71,7 @@ static int usage(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("cuckoo-kv: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs(" (see 'cuckoo-kv --help')\n", stderr);
+    message(" (see 'cuckoo-kv --help')\n", fmt, ap);
     va_end(ap);
     return EXIT_USAGE;
 }
