@@ -353,7 +353,7 @@ static kv_status scan(kv_store *s, const uint8_t *m, uint64_t size, uint64_t *go
             break; /* a record cut short */
         uint64_t sum = load_le64(m + off + r.size - KV_REC_TAIL);
         if (sum != checksum(m + off, r.size - KV_REC_TAIL, off)) {
-            if (r.size == rem)
+            if (r.size == rem || all_zero(m + off + r.size, rem - r.size))
                 break; /* the last record, written in part */
             return fail(s, KV_ECORRUPT,
                         "%s: damaged record at offset %llu (checksum mismatch; %llu bytes follow "

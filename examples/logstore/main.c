@@ -160,6 +160,7 @@ static long unescape(char *p, size_t n)
 
 /* A command's words after its name: positional arguments and the --name value. */
 typedef struct args {
+    const char *dir; /* the store's, for messages */
     const char *pos[2];
     const char *name;
 } args;
@@ -302,7 +303,7 @@ static int cmd_export(kv_store *s, const args *a)
     const char *shown = name ? name : KV_DEFAULT_NAME;
     kv_status st = kv_export(s, file, name, &r);
     if (st == KV_NOT_FOUND && !r.why) {
-        error("no import named '%s' in this store", shown);
+        error("%s: no import named '%s' in this store", a->dir, shown);
         return EXIT_ERROR;
     }
     if (st != KV_OK) {
@@ -494,7 +495,7 @@ int main(int argc, char **argv)
     if (!cmd)
         return usage("unknown command '%s'", name_arg);
 
-    args in = {{NULL, NULL}, NULL};
+    args in = {dir, {NULL, NULL}, NULL};
     int npos = 0;
     for (int a = i + 2; a < argc; a++) {
         if (cmd->named && strcmp(argv[a], "--name") == 0) {
