@@ -253,4 +253,13 @@ static inline void bench_print_start(const char *title, int argc, char **argv)
     printf("\n- date: %s\n", date);
 }
 
+/* A --seed value: any unsigned 64-bit number, decimal or 0x-hex. false if malformed. */
+static inline bool bench_parse_seed(const char *s, uint64_t *out)
+{
+    char *e;
+    errno = 0;
+    *out = strtoull(s, &e, 0);
+    return !errno && !*e && e != s;
+}
+
 #endif /* CF_BENCH_COMMON_H */

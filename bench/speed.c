@@ -992,10 +992,7 @@ int main(int argc, char **argv)
             if (queries == 0 || *e)
                 usage();
         } else if (strcmp(o, "--seed") == 0 && has_value) {
-            char *e;
-            errno = 0;
-            seed = strtoull(argv[++i], &e, 0);
-            if (errno || *e || e == argv[i])
+            if (!bench_parse_seed(argv[++i], &seed))
                 usage();
         } else if (strcmp(o, "--csv") == 0 && has_value) {
             csv_dir = argv[++i];

@@ -704,10 +704,7 @@ int main(int argc, char **argv)
             if (*e != '\0' || keys < MIN_KEYS || keys > UINT32_MAX)
                 usage();
         } else if (strcmp(o, "--seed") == 0 && has_value) {
-            char *e;
-            errno = 0;
-            seed = strtoull(argv[++i], &e, 0);
-            if (errno || *e || e == argv[i])
+            if (!bench_parse_seed(argv[++i], &seed))
                 usage();
         } else if (strcmp(o, "--dir") == 0 && has_value) {
             parent = argv[++i];
