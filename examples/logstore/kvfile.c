@@ -189,21 +189,43 @@ static kv_status write_failed(kv_export_result *r)
     return KV_EIO;
 }
 
-/* The temporary file an export writes before renaming it over `path`: "path.XXXXXX",
- * in the same directory so that the rename is atomic. */
+/* Names an export tries for its temporary file before it gives up: each is new to the
+ * directory (O_EXCL), and a clash means another export of the same path is running. */
+#define KV_TEMP_ATTEMPTS 100u
+/* Room the temporary name adds to the path: ".tmp-", a pid, "-", an attempt number. */
+#define KV_TEMP_SUFFIX   48u
+
+/* The temporary file an export writes before renaming it over `path`, in the same
+ * directory so that the rename is atomic. Made as any new file is (0666 less the umask),
+ * then given the mode of the file it replaces, if any: an export leaves the permissions
+ * a plain `> path` would, as cf_save does. */
 static int open_temp(const char *path, char **tmp)
 {
-    size_t n = strlen(path) + sizeof ".XXXXXX";
+    size_t n = strlen(path) + KV_TEMP_SUFFIX;
     *tmp = malloc(n);
     if (!*tmp)
         return -1;
-    snprintf(*tmp, n, "%s.XXXXXX", path);
-    int fd = mkostemp(*tmp, O_CLOEXEC);
-    if (fd < 0) {
-        free(*tmp);
-        *tmp = NULL;
+    for (unsigned attempt = 0; attempt < KV_TEMP_ATTEMPTS; attempt++) {
+        snprintf(*tmp, n, "%s.tmp-%ld-%u", path, (long)getpid(), attempt);
+        int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            struct stat old;
+            if (stat(path, &old) == 0 && S_ISREG(old.st_mode) &&
+                fchmod(fd, old.st_mode & 07777) != 0) {
+                int err = errno;
+                close(fd);
+                unlink(*tmp);
+                errno = err;
+                break;
+            }
+            return fd;
+        }
+        if (errno != EEXIST)
+            break;
     }
-    return fd;
+    free(*tmp);
+    *tmp = NULL;
+    return -1;
 }
 
 /* Syncs the directory holding `path`, so that a rename into it survives a crash. */

@@ -172,16 +172,18 @@ static int read_stdin(char **out, size_t *len)
     char *buf = malloc(cap);
     while (buf) {
         if (n == cap) {
+            /* Room for one byte more than a value may hold: reading it means too long. */
             if (cap > KV_MAX_VALUE) {
                 free(buf);
                 error("standard input: longer than a value can be (%zu bytes)", KV_MAX_VALUE);
                 return EXIT_ERROR;
             }
-            char *b = realloc(buf, cap * 2);
+            size_t grown = cap * 2 > KV_MAX_VALUE ? KV_MAX_VALUE + 1 : cap * 2;
+            char *b = realloc(buf, grown);
             if (!b)
                 break;
             buf = b;
-            cap *= 2;
+            cap = grown;
         }
         size_t got = fread(buf + n, 1, cap - n, stdin);
         n += got;

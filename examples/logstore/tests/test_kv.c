@@ -1034,6 +1034,12 @@ static const kv_import_result unset_import = {.records = UNSET, .stored = UNSET,
 static void check_export(kv_store *s, const char *path, const char *name, const uint8_t *want,
                          size_t n, uint64_t records, uint64_t missing)
 {
+    /* The permissions an export leaves: those of the file it replaced, or those of a new
+     * file (0666 less the umask). */
+    struct stat sb;
+    mode_t mask = umask(0);
+    umask(mask);
+    mode_t want_mode = stat(path, &sb) == 0 ? sb.st_mode & 07777 : (mode_t)(0666 & ~mask);
     kv_export_result er = {.records = UNSET, .written = UNSET, .missing = UNSET, .bytes = UNSET};
     kv_status st = kv_export(s, path, name, &er);
     if (!CHECK_MSG(st == KV_OK, "kv_export(%s): %s: %s", name ? name : "NULL", kv_name(st),
@@ -1044,6 +1050,14 @@ static void check_export(kv_store *s, const char *path, const char *name, const 
     CHECK_EQ_U(er.missing, missing);
     CHECK_EQ_U(er.bytes, n);
     check_file_is(path, want, n, "an export");
+    if (CHECK(stat(path, &sb) == 0))
+        CHECK_EQ_U(sb.st_mode & 07777, want_mode);
+    /* Once more over a file of another mode: the mode stays. */
+    if (CHECK(chmod(path, 0640) == 0)) {
+        CHECK_KV(kv_export(s, path, name, &er), KV_OK);
+        CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0640);
+        check_file_is(path, want, n, "an export over an older one");
+    }
 }
 
 static void test_import_export(void)
