@@ -96,9 +96,9 @@ kv_status kv_close(kv_store *s);
 /* Flush the log to disk (fdatasync). */
 kv_status kv_sync(kv_store *s);
 
-/* Set key to value (vlen may be 0). Returns KV_OK; KV_EINVAL; KV_EFULL; KV_EIO or
- * KV_ENOMEM (the index could not grow): then nothing changed, the record is taken back
- * off the log. */
+/* Set key to value (vlen may be 0). Returns KV_OK; KV_EINVAL; KV_EFULL; KV_ENOMEM (the
+ * index could not grow; nothing was written); KV_EIO (the write failed; what it wrote is
+ * cut off the log again). After a failure the store is as it was. */
 kv_status kv_put(kv_store *s, const void *key, size_t klen, const void *value, size_t vlen);
 
 /* The value of key, in a new malloc'd buffer (*value; the caller frees it; a NUL follows
