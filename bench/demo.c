@@ -16,7 +16,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: cf-demo [KEYS]\n");
         return 1;
     }
-    cf_config cfg = {.capacity = n, .seed = DEMO_SEED};
+    cf_config cfg = {.capacity = n, .seed = DEMO_SEED, .flags = CF_FIXED_SEED};
     cf_filter *f;
     bench_check(cf_new(&cfg, &f), "cf_new");
     printf("cuckoofilter %s: %" PRIu64 " random 8-byte keys, capacity %" PRIu64

@@ -18,8 +18,11 @@
 
 static cf_filter *new_filter(uint64_t capacity, unsigned b, unsigned fbits, uint64_t seed)
 {
-    cf_config cfg = {
-        .capacity = capacity, .bucket_size = b, .fingerprint_bits = fbits, .seed = seed};
+    cf_config cfg = {.capacity = capacity,
+                     .bucket_size = b,
+                     .fingerprint_bits = fbits,
+                     .seed = seed,
+                     .flags = CF_FIXED_SEED};
     cf_filter *f;
     bench_check(cf_new(&cfg, &f), "cf_new");
     return f;

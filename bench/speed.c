@@ -460,7 +460,8 @@ static result run_config(uint64_t n, unsigned fbits, unsigned b, uint64_t querie
                      .fingerprint_bits = fbits,
                      .bucket_size = b,
                      .expansion = 0,
-                     .seed = sd->filter};
+                     .seed = sd->filter,
+                     .flags = CF_FIXED_SEED};
     cf_filter *f, *g;
     bench_check(cf_new(&cfg, &f), "cf_new");
     bench_check(cf_new(&cfg, &g), "cf_new");
@@ -800,8 +801,11 @@ static void figure_fpr(const char *dir, bool quick, const seeds *sd)
                         "fpr_expected,bloom_k,bloom_bits_per_key,bloom_false_positives,"
                         "bloom_fpr_measured,bloom_fpr_theory");
     for (unsigned fbits = FIG_FPR_MIN_BITS; fbits <= FIG_FPR_MAX_BITS; fbits++) {
-        cf_config cfg = {
-            .capacity = n, .fingerprint_bits = fbits, .bucket_size = 4, .seed = sd->filter};
+        cf_config cfg = {.capacity = n,
+                         .fingerprint_bits = fbits,
+                         .bucket_size = 4,
+                         .seed = sd->filter,
+                         .flags = CF_FIXED_SEED};
         cf_filter *f;
         bench_check(cf_new(&cfg, &f), "cf_new");
         uint64_t fail = 0;
@@ -851,7 +855,11 @@ static void figure_load(const char *dir, bool quick, const seeds *sd)
 {
     uint64_t n = quick ? FIG_QUICK_LOAD_KEYS : FIG_LOAD_KEYS;
     uint64_t q = quick ? FIG_LOAD_QUERIES / FIG_QUICK_DIVISOR / 2 : FIG_LOAD_QUERIES;
-    cf_config cfg = {.capacity = n, .fingerprint_bits = 12, .bucket_size = 4, .seed = sd->filter};
+    cf_config cfg = {.capacity = n,
+                     .fingerprint_bits = 12,
+                     .bucket_size = 4,
+                     .seed = sd->filter,
+                     .flags = CF_FIXED_SEED};
     cf_filter *f;
     bench_check(cf_new(&cfg, &f), "cf_new");
     cf_stats st;

@@ -363,6 +363,7 @@ int cmd_build(int argc, char **argv)
     status = cli_check_new_file(path, o.force);
     if (status == CLI_EXIT_OK && !o.seed_given)
         status = cli_random_seed(&o.cfg.seed);
+    o.cfg.flags |= CF_FIXED_SEED; /* the seed is chosen here, given or drawn: 0 too */
     if (status != CLI_EXIT_OK)
         return status;
 

@@ -54,6 +54,14 @@ int cli_finish_stdout(int status);
  * verify: check the tables' checksum first (CF_MAP_VERIFY). */
 int cli_open_mapped(const char *path, bool verify, cf_filter **out);
 
+/* Takes the lock of the filter file at `path` for a load-change-save, so that two
+ * commands changing one file never lose each other's keys: an exclusive flock on the file
+ * (the one a symbolic link names), taken again on the new file if another command
+ * replaced it while this one waited. wait: block until it is free; otherwise fail at once.
+ * Returns CLI_EXIT_OK with *fd to close when done (that unlocks), or CLI_EXIT_FILE after
+ * a one-line message. */
+int cli_lock_file(const char *path, bool wait, int *fd);
+
 /* ------------------------------------------------------------------------------------ */
 /* Adding keys (common.c)                                                               */
 /* ------------------------------------------------------------------------------------ */
@@ -97,6 +105,7 @@ enum cli_opt_id {
     OPT_ABSENT,
     OPT_JSON,
     OPT_NO_VERIFY,
+    OPT_NO_WAIT,
 };
 
 typedef struct cli_opt {

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -12,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------------------ */
 /* Messages                                                                             */
@@ -146,6 +150,39 @@ bool cli_count_add(add_counts *c, cf_status st)
         return true;
     default:
         return false;
+    }
+}
+
+int cli_lock_file(const char *path, bool wait, int *fd)
+{
+    for (;;) {
+        int d = open(path, O_RDONLY | O_CLOEXEC);
+        if (d < 0) {
+            cli_error("%s: %s", path, strerror(errno));
+            return CLI_EXIT_FILE;
+        }
+        if (flock(d, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
+            int err = errno;
+            close(d);
+            if (err == EINTR)
+                continue;
+            if (err == EWOULDBLOCK)
+                cli_error("%s: another command is changing this file (--no-wait: not waiting "
+                          "for it)",
+                          path);
+            else
+                cli_error("%s: cannot lock: %s", path, strerror(err));
+            return CLI_EXIT_FILE;
+        }
+        /* Locked: still the file at `path`? A command that held the lock before may have
+         * saved, which renames a new file over the path: then lock that one. */
+        struct stat locked, now;
+        if (fstat(d, &locked) == 0 && stat(path, &now) == 0 && locked.st_dev == now.st_dev &&
+            locked.st_ino == now.st_ino) {
+            *fd = d;
+            return CLI_EXIT_OK;
+        }
+        close(d);
     }
 }
 

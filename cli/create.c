@@ -127,8 +127,16 @@ int cli_random_seed(uint64_t *seed)
 int cli_check_new_file(const char *path, bool force)
 {
     struct stat st;
-    if (!force && lstat(path, &st) == 0) {
+    if (lstat(path, &st) != 0)
+        return CLI_EXIT_OK;
+    if (!force) {
         cli_error("%s: exists (use --force to overwrite)", path);
+        return CLI_EXIT_FILE;
+    }
+    /* --force replaces a file (the one a symbolic link names), never a device, a FIFO, a
+     * socket or a directory. */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        cli_error("%s: not a regular file (--force replaces only files)", path);
         return CLI_EXIT_FILE;
     }
     return CLI_EXIT_OK;
@@ -233,6 +241,7 @@ int cmd_create(int argc, char **argv)
     status = cli_check_new_file(path, o.force);
     if (status == CLI_EXIT_OK && !o.seed_given)
         status = cli_random_seed(&o.cfg.seed);
+    o.cfg.flags |= CF_FIXED_SEED; /* the seed is chosen here, given or drawn: 0 too */
     cf_filter *f = NULL;
     if (status == CLI_EXIT_OK)
         status = cli_new_filter("create", path, &o.cfg, &f);

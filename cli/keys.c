@@ -42,6 +42,7 @@ typedef struct key_cmd {
     bool present;
     bool absent;
     bool no_verify;
+    bool no_wait;
 } key_cmd;
 
 /* Returned by parse_key_cmd when the command should go on. */
@@ -79,6 +80,9 @@ static int parse_key_cmd(key_cmd *c, const char *sub, const cli_opt *opts, size_
             break;
         case OPT_NO_VERIFY:
             c->no_verify = true;
+            break;
+        case OPT_NO_WAIT:
+            c->no_wait = true;
             break;
         default:
             break;
@@ -123,6 +127,7 @@ static const char add_help[] =
     "\n"
     "  --unique        add a key only if the filter does not (probably) hold it yet\n"
     "  -0, --null      keys on stdin are terminated by NUL bytes, not newlines\n"
+    "  --no-wait       fail at once if another command is changing FILE\n"
     "  --progress      show progress even when stderr is not a terminal\n"
     "  -q, --quiet     no progress, no summary\n"
     "  -h, --help      show this help\n"
@@ -130,7 +135,8 @@ static const char add_help[] =
     "A key that does not fit (a fixed filter is full, a growing one has all its\n"
     "sub-filters, or the key was added too often) is counted and skipped; the keys that\n"
     "fit are saved, and the exit status is 3. FILE is replaced atomically: whatever\n"
-    "happens, it holds the old filter or the new one.\n";
+    "happens, it holds the old filter or the new one. Commands that change the same FILE\n"
+    "take turns (a lock on FILE), so none loses another's keys.\n";
 
 static const char delete_help[] =
     "Usage: cuckoo delete FILE [OPTION...] [KEY...]\n"
@@ -140,11 +146,13 @@ static const char delete_help[] =
     "an added key that shares it, which is then no longer found.\n"
     "\n"
     "  -0, --null      keys on stdin are terminated by NUL bytes, not newlines\n"
+    "  --no-wait       fail at once if another command is changing FILE\n"
     "  --progress      show progress even when stderr is not a terminal\n"
     "  -q, --quiet     no progress, no summary\n"
     "  -h, --help      show this help\n"
     "\n"
-    "FILE is replaced atomically: whatever happens, it holds the old filter or the new one.\n";
+    "FILE is replaced atomically: whatever happens, it holds the old filter or the new one.\n"
+    "Commands that change the same FILE take turns (a lock on FILE).\n";
 
 /* Adds the keys of `in` to f, ADD_BATCH at a time through cf_add_many (with --unique,
  * CF_ADD_UNIQUE): what one cf_add (cf_add_unique) per key in order would do. Stops after
@@ -182,8 +190,9 @@ static int add_keys(const key_cmd *c, cf_filter *f, key_reader *in, progress *pr
     return got;
 }
 
-/* Load, apply every key, save: add (is_delete false) or delete. */
-static int change_filter(const key_cmd *c, bool is_delete)
+/* Load, apply every key, save (the caller holds the file's lock): add (is_delete false)
+ * or delete. */
+static int change_locked(const key_cmd *c, bool is_delete)
 {
     cf_filter *f;
     cf_status st = cf_load(c->path, NULL, &f);
@@ -246,12 +255,24 @@ static int change_filter(const key_cmd *c, bool is_delete)
     return CLI_EXIT_OK;
 }
 
+/* Lock, load, apply every key, save, unlock: add (is_delete false) or delete. */
+static int change_filter(const key_cmd *c, bool is_delete)
+{
+    int lock;
+    int status = cli_lock_file(c->path, !c->no_wait, &lock);
+    if (status != CLI_EXIT_OK)
+        return status;
+    status = change_locked(c, is_delete);
+    close(lock);
+    return status;
+}
+
 int cmd_add(int argc, char **argv)
 {
     static const cli_opt opts[] = {
-        {"unique", 0, false, OPT_UNIQUE},     {"null", '0', false, OPT_NULL},
-        {"progress", 0, false, OPT_PROGRESS}, {"quiet", 'q', false, OPT_QUIET},
-        {"help", 'h', false, OPT_HELP},
+        {"unique", 0, false, OPT_UNIQUE},   {"null", '0', false, OPT_NULL},
+        {"no-wait", 0, false, OPT_NO_WAIT}, {"progress", 0, false, OPT_PROGRESS},
+        {"quiet", 'q', false, OPT_QUIET},   {"help", 'h', false, OPT_HELP},
     };
     key_cmd c;
     int status = parse_key_cmd(&c, "add", opts, sizeof opts / sizeof opts[0], add_help, argc, argv);
@@ -261,9 +282,8 @@ int cmd_add(int argc, char **argv)
 int cmd_delete(int argc, char **argv)
 {
     static const cli_opt opts[] = {
-        {"null", '0', false, OPT_NULL},
-        {"progress", 0, false, OPT_PROGRESS},
-        {"quiet", 'q', false, OPT_QUIET},
+        {"null", '0', false, OPT_NULL},       {"no-wait", 0, false, OPT_NO_WAIT},
+        {"progress", 0, false, OPT_PROGRESS}, {"quiet", 'q', false, OPT_QUIET},
         {"help", 'h', false, OPT_HELP},
     };
     key_cmd c;

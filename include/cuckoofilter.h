@@ -107,11 +107,19 @@ typedef struct cf_config {
     unsigned expansion;            /* 0 = fixed size (cf_add may return CF_FULL);
                                       n >= 1 = on full, append a sub-filter n times larger;
                                       at most 32768 */
-    uint64_t seed;                 /* hash seed, kept with the filter */
+    uint64_t seed;                 /* hash seed, kept with the filter. 0 = a secret one
+                                      drawn from the system's random source, so that
+                                      nobody can choose keys that crowd one bucket pair;
+                                      any other value (or 0 with CF_FIXED_SEED) is used as
+                                      given, for a reproducible filter */
     const cf_allocator *allocator; /* NULL = malloc/free; the module passes Redis's own */
     unsigned max_sub_filters;      /* growing filters: at most this many sub-filters,
                                       then CF_FULL; 1..65536; 0 = 32 */
+    unsigned flags;                /* 0, or CF_FIXED_SEED; other bits are CF_EINVAL */
 } cf_config;
+
+/* Flags of cf_config. */
+#define CF_FIXED_SEED 1u /* use `seed` as given even when it is 0 (no secret seed drawn) */
 
 typedef struct cf_stats {
     uint64_t items;   /* fingerprints stored (adds minus deletes) */
@@ -135,10 +143,15 @@ typedef struct cf_stats {
 
 /* Create a filter sized so that `config->capacity` random keys fit.
  *
+ * Its hash seed is secret unless the config fixes one (see cf_config.seed): a filter
+ * whose seed is public, or 0, can be filled by keys chosen to share one bucket pair.
+ * Fix a seed (any non-zero value, or CF_FIXED_SEED) only for reproducible files and
+ * tests, and keep it secret from whoever chooses the keys.
+ *
  * The table is not rounded to a power of two: it holds within a few percent of
  * capacity * fingerprint_bits / (8 * load) bytes, where load is what the bucket size
- * reaches (0.84 for b = 2, 0.95 for b = 4, 0.98 for b = 8). The same config (seed
- * included) always gives the same filter, bit for bit.
+ * reaches (0.84 for b = 2, 0.95 for b = 4, 0.98 for b = 8). The same config with a fixed
+ * seed always gives the same filter, bit for bit.
  *
  * Short fingerprints in small buckets (b * f below about 16) limit where a key can go: a
  * bucket has at most 2^f - 1 alternates. For those shapes the table is sized for a
@@ -150,8 +163,9 @@ typedef struct cf_stats {
  *
  * Returns CF_OK; CF_EINVAL for a NULL argument, a field out of range, capacity 0, a
  * capacity so large that the table could not be addressed, or one that the shape cannot
- * hold at any load (b = 1 with f = 4 and a million keys, say); CF_ENOMEM if an
- * allocation failed.
+ * hold at any load (b = 1 with f = 4 and a million keys, say), or unknown flags;
+ * CF_ENOMEM if an allocation failed; CF_EIO if a secret seed was to be drawn and the
+ * system's random source gave none.
  * Thread safety: reentrant. */
 CF_API cf_status cf_new(const cf_config *config, cf_filter **out);
 
@@ -236,7 +250,10 @@ CF_API void cf_clear(cf_filter *f);
  * Thread safety: needs exclusive access to f. */
 CF_API cf_status cf_compact(cf_filter *f);
 
-/* Fill *out with the filter's figures. Does nothing if either pointer is NULL. */
+/* Fill *out with the filter's figures. Does nothing if either pointer is NULL. For a
+ * filter still loading by chunks (cf_load_chunk) they are those of the filter its header
+ * describes, but for `bytes`, which counts only the tables whose chunks have begun to
+ * arrive (the memory actually held). */
 CF_API void cf_get_stats(const cf_filter *f, cf_stats *out);
 
 /* The expected false-positive rate of a lookup in a filter of `fingerprint_bits`-bit
@@ -248,8 +265,9 @@ CF_API void cf_get_stats(const cf_filter *f, cf_stats *out);
 CF_API double cf_expected_fpr(unsigned fingerprint_bits, unsigned bucket_size, double loads);
 
 /* The settings the filter runs with: the config it was created with (or that its file
- * carried), defaults applied, so that cf_new(out) makes an empty filter of the same first
- * size and seed. out->allocator is set to NULL. Does nothing if either pointer is NULL. */
+ * carried), defaults applied and the seed it drew, so that cf_new(out) makes an empty
+ * filter of the same first size and seed (out->flags is CF_FIXED_SEED for seed 0).
+ * out->allocator is set to NULL. Does nothing if either pointer is NULL. */
 CF_API void cf_get_config(const cf_filter *f, cf_config *out);
 
 /* A static, one-line English description of a status ("filter is full", ...). Never
@@ -379,12 +397,17 @@ CF_API cf_status cf_validate(const void *buf, size_t len, const char **reason);
 /* Save f to the file at `path`, atomically: the bytes go to a new temporary file in the
  * same directory, which is flushed to disk (fsync) and renamed over `path`; then the
  * directory is synced. A crash at any moment leaves either the old file or the new one.
- * A file that already exists keeps its permission bits; a new one gets 0666 minus the
- * umask. Memory: the tables are written from the filter, with no copy.
+ * A symbolic link is followed: the file it names is replaced and the link stays. A file
+ * that already exists keeps its owner and group (as far as this process may set them:
+ * root may) and its permission bits; a new one gets 0666 minus the umask. Only a regular
+ * file is ever replaced. Temporary files that earlier saves to the same path left behind
+ * when their process died mid-save are removed (those of live processes are not).
+ * Memory: the tables are written from the filter, with no copy.
  * Returns CF_OK; CF_EIO if a step failed (errno says why): before the rename, the
  * temporary file is removed and `path` is untouched; if only the final directory sync
  * failed, the new file is in place but may not survive a crash. CF_EINVAL for NULL
- * arguments or a filter still being loaded by chunks; CF_ENOMEM.
+ * arguments, a filter still being loaded by chunks, or a path that names something other
+ * than a regular file (a device, a FIFO, a socket); CF_ENOMEM.
  * Thread safety: concurrent with other const calls on f; two saves to the same path
  * race (the last rename wins, each file is whole). */
 CF_API cf_status cf_save(const cf_filter *f, const char *path);
@@ -479,19 +502,33 @@ CF_API size_t cf_dump_chunk_max(const cf_filter *f);
 CF_API cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap,
                                size_t *len);
 
+/* The memory a filter will hold once it is loaded from the dump that starts with this
+ * header chunk: its tables and its structures, in bytes. The chunk is checked as
+ * cf_load_chunk checks it, and nothing is allocated, so a loader can refuse a filter too
+ * big for the memory it has before it takes any chunk.
+ * Returns CF_OK and sets *bytes; CF_ECORRUPT or CF_EVERSION as cf_load_chunk would for
+ * this chunk; CF_EINVAL for NULL arguments or a size that does not fit in a size_t.
+ * Thread safety: reentrant. */
+CF_API cf_status cf_chunk_bytes_needed(const void *chunk, size_t len, size_t *bytes);
+
 /* Take the next chunk of a dump.
  * f:      *f == NULL for the header chunk: it is validated like a file header and, when
- *         good, an empty filter of that shape is allocated into *f, in the loading state.
- *         Afterwards *f is that filter and each data chunk must be the next in order.
+ *         good, a filter of that shape is allocated into *f, in the loading state, with
+ *         no memory for its tables yet. Afterwards *f is that filter and each data chunk
+ *         must be the next in order.
  * cursor: the cursor cf_dump_chunk returned with this chunk.
  * allocator: used for the header chunk (NULL = malloc/free); ignored afterwards.
+ * Memory and time follow what arrives: a sub-filter's table is allocated when its first
+ * chunk arrives, and each chunk is checked (its tag, the slots it completes, the running
+ * file checksum) at a cost proportional to its own length, the last one included. So a
+ * forged header describing a huge filter costs only its own bytes until the chunks
+ * themselves arrive; cf_chunk_bytes_needed tells what the whole filter will take.
  * While loading, the filter is read-only (adds and deletes return CF_EREADONLY; lookups
- * see only the tables loaded so far). After the last chunk it is complete and identical to
- * the one dumped.
+ * see only the sub-filters whose chunks have all arrived). After the last chunk it is
+ * complete and identical to the one dumped.
  * Returns CF_OK; CF_ECORRUPT for a chunk that is damaged, foreign, out of order or not
- * the expected one (the filter is unchanged and still expects the same chunk), or for a
- * last chunk that leaves a filter other than the one dumped (the filter then stays
- * loading: free it);
+ * the expected one, or for a last chunk that leaves a filter other than the one dumped
+ * (in every case the filter is unchanged and still expects the same chunk);
  * CF_EVERSION; CF_ENOMEM; CF_EINVAL for NULL arguments or a filter that is not loading.
  * Thread safety: needs exclusive access to *f. */
 CF_API cf_status cf_load_chunk(cf_filter **f, uint64_t cursor, const void *data, size_t len,

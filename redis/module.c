@@ -47,8 +47,20 @@
 
 /* Allocations from this size up are first checked against the memory the server has
  * left (maxmemory, and the machine's RAM), so that an absurd CF.RESERVE or a forged
- * chunk header gets an error reply instead of the kernel's OOM killer. */
+ * chunk header gets an error reply instead of the kernel's OOM killer. A header chunk is
+ * checked for the whole filter it describes, whatever its tables' sizes. */
 #define CF__CHECKED_ALLOC ((size_t)16 << 20)
+
+/* The machine's memory that the checks above keep free for everything else: a sixteenth
+ * (1.5 GiB of 24), so that a filter that passes cannot push the server or its neighbours
+ * into swap or the OOM killer. */
+#define CF__RAM_MARGIN_DIVISOR 16u
+
+/* An incomplete filter (CF.LOADCHUNK has its header, not yet its last chunk) expires this
+ * many seconds after its latest chunk unless another arrives (cf-load-timeout): a forged
+ * header must not hold memory for good. The last chunk removes the expiry. */
+#define CF__DEFAULT_LOAD_TIMEOUT 600
+#define CF__MAX_LOAD_TIMEOUT     (30ll * 24 * 3600) /* a month, in seconds */
 
 /* Each allocation carries its size in front, so the module knows exactly how many bytes
  * a filter holds (MEMORY USAGE, CF.INFO Size). 16 bytes keep malloc's alignment. */
@@ -92,6 +104,9 @@ static cf__spec cf__defaults = {CF__DEFAULT_CAP,
 
 static cf_rm_type *cf__type; /* set once at load */
 
+/* cf-load-timeout, in seconds; written only by the settings, on the main thread. */
+static long long cf__load_timeout = CF__DEFAULT_LOAD_TIMEOUT;
+
 /* ------------------------------------------------------------------------------------ */
 /* The value stored under a key                                                         */
 /* ------------------------------------------------------------------------------------ */
@@ -105,11 +120,30 @@ typedef struct cf__value {
     cf_allocator alloc;      /* the server's allocator, with this value as context */
 } cf__value;
 
-/* Is there room for `size` more bytes: under the machine's RAM and, for a client's
- * command, under maxmemory (if set), both as the server reports them? Loading (RDB, AOF,
- * a full sync) and the primary's writes on a replica are not held to maxmemory, as the
- * server does not hold them to it: a restart or a replica must end with the same data.
- * Without a context there is nothing to ask. */
+/* The memory the machine has available now (MemAvailable in /proc/meminfo), in bytes;
+ * false where the system does not say. */
+static bool cf__mem_available(unsigned long long *bytes)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return false;
+    char line[128];
+    bool found = false;
+    unsigned long long kib;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1 && kib <= ULLONG_MAX / 1024;
+    fclose(f);
+    if (found)
+        *bytes = kib * 1024;
+    return found;
+}
+
+/* Is there room for `size` more bytes: under the machine's memory less a margin (the
+ * lower of what it has available and its RAM less what the server holds) and, for a
+ * client's command, under maxmemory (if set)? Loading (RDB, AOF, a full sync) and the
+ * primary's writes on a replica are not held to maxmemory, as the server does not hold
+ * them to it: a restart or a replica must end with the same data. Without a context there
+ * is nothing to ask. */
 static bool cf__room_for(cf_rm_ctx *ctx, size_t size)
 {
     if (!ctx)
@@ -128,8 +162,14 @@ static bool cf__room_for(cf_rm_ctx *ctx, size_t size)
         return true;
     if (!replaying && !e2 && limit && (used >= limit || size > limit - used))
         return false;
-    if (!e3 && ram && (used >= ram || size > ram - used))
-        return false;
+    if (!e3 && ram) {
+        unsigned long long free = used < ram ? ram - used : 0, avail;
+        if (cf__mem_available(&avail) && avail < free)
+            free = avail;
+        unsigned long long margin = ram / CF__RAM_MARGIN_DIVISOR;
+        if (free <= margin || size > free - margin)
+            return false;
+    }
     return true;
 }
 
@@ -202,6 +242,7 @@ static cf_status cf__value_new(cf_rm_ctx *ctx, const cf__spec *s, cf__value **ou
         .max_kicks = cf__kicks(s->max_iterations),
         .expansion = (unsigned)s->expansion,
         .seed = seed,
+        .flags = CF_FIXED_SEED, /* chosen here or by the primary: a replica must not redraw */
         .allocator = &v->alloc,
         .max_sub_filters = (unsigned)s->max_filters,
     };
@@ -864,6 +905,17 @@ static cf_status cf__dump(const cf__value *v, uint64_t *cursor, unsigned char *b
     return st;
 }
 
+/* Give v's filter its next chunk. The first (the header) is checked first for the memory
+ * of the whole filter it describes, so that a forged one is refused before anything is
+ * allocated; the tables then get their memory as their chunks arrive. */
+static cf_status cf__take_chunk(cf__value *v, uint64_t cursor, const void *data, size_t len)
+{
+    size_t need;
+    if (!v->f && cf_chunk_bytes_needed(data, len, &need) == CF_OK && !cf__room_for(v->ctx, need))
+        return CF_ENOMEM;
+    return cf_load_chunk(&v->f, cursor, data, len, &v->alloc);
+}
+
 /* Start a value from a prefixed header chunk: CF_OK and *out, or the library's status
  * (CF_ECORRUPT for a bad prefix). */
 static cf_status cf__load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned char *data,
@@ -879,8 +931,7 @@ static cf_status cf__load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned
     if (!v)
         return CF_ENOMEM;
     v->deletes = cf__get_u64(data);
-    cf_status st =
-        cf_load_chunk(&v->f, cursor, data + CF__PREFIX_BYTES, len - CF__PREFIX_BYTES, &v->alloc);
+    cf_status st = cf__take_chunk(v, cursor, data + CF__PREFIX_BYTES, len - CF__PREFIX_BYTES);
     if (st == CF_OK && cf__get_u64(data + CF__PREFIX_FIELDS) !=
                            cf__fields_check(v->f, v->deletes, v->max_iterations))
         st = CF_ECORRUPT; /* the fields do not belong with this header */
@@ -951,7 +1002,9 @@ static int cf__cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     case CF__OURS:
         if (!cf_is_loading(v->f))
             return cf__fail(ctx, key, v, "ERR item exists");
-        st = cf_load_chunk(&v->f, (uint64_t)it, data, len, NULL);
+        st = cf__take_chunk(v, (uint64_t)it, data, len);
+        if (st == CF_ENOMEM) /* the filter is as it was: the chunk can come again */
+            return cf__fail(ctx, key, v, "ERR Insufficient memory");
         if (st != CF_OK) {
             /* Never leave a filter that cannot be completed: the load starts over. */
             v->ctx = NULL;
@@ -964,6 +1017,10 @@ static int cf__cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         }
         break;
     }
+    /* An incomplete filter expires unless its next chunk comes in time; the last chunk
+     * makes the filter persistent. A replica and an AOF replay run the same command and
+     * set the same rule (the primary's expiry reaches a replica as a DEL). */
+    cf_rm.SetExpire(key, cf_is_loading(v->f) ? cf__load_timeout * 1000 : CF_RM_NO_EXPIRE);
     cf_rm.ReplicateVerbatim(ctx);
     cf__close(key, v);
     return cf_rm.ReplyWithSimpleString(ctx, "OK");
@@ -1016,7 +1073,7 @@ static void *cf__rdb_load(cf_rm_io *io, int encver)
         char *chunk = cf_rm.LoadStringBuffer(io, &len);
         if (cf_rm.IsIOError(io))
             break;
-        cf_status st = cf_load_chunk(&v->f, cursor, chunk, len, &v->alloc);
+        cf_status st = cf__take_chunk(v, cursor, chunk, len);
         cf_rm.Free(chunk);
         if (st != CF_OK)
             why = cf_strerror(st);
@@ -1115,6 +1172,7 @@ static const cf__setting cf__settings[] = {
     {"cf-expansion-factor", NULL, 0, CF_MAX_EXPANSION, &cf__defaults.expansion},
     {"cf-fingerprint-bits", NULL, CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS,
      &cf__defaults.fpbits},
+    {"cf-load-timeout", NULL, 1, CF__MAX_LOAD_TIMEOUT, &cf__load_timeout},
     {"bf-initial-size", "INITIAL_SIZE", 0, 0, NULL},
     {"bf-error-rate", "ERROR_RATE", 0, 0, NULL},
 };

@@ -43,6 +43,7 @@ int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missi
         CF_RM_FN(KeyType),
         CF_RM_FN(DeleteKey),
         CF_RM_FN(ModuleTypeSetValue),
+        CF_RM_FN(SetExpire),
         CF_RM_FN(ModuleTypeGetType),
         CF_RM_FN(ModuleTypeGetValue),
         CF_RM_FN(WrongArity),

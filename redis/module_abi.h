@@ -39,6 +39,9 @@ typedef struct cf_rm_defrag_ctx cf_rm_defrag_ctx; /* only named in the methods t
 #define CF_RM_READ  (1 << 0)
 #define CF_RM_WRITE (1 << 1)
 
+/* SetExpire: remove the key's time to live. */
+#define CF_RM_NO_EXPIRE (-1)
+
 /* KeyType results that matter here. */
 #define CF_RM_KEYTYPE_EMPTY  0
 #define CF_RM_KEYTYPE_MODULE 6
@@ -120,6 +123,7 @@ typedef struct cf_rm_api {
     int (*KeyType)(cf_rm_key *key);
     int (*DeleteKey)(cf_rm_key *key);
     int (*ModuleTypeSetValue)(cf_rm_key *key, cf_rm_type *type, void *value);
+    int (*SetExpire)(cf_rm_key *key, long long milliseconds); /* from now; or NO_EXPIRE */
     cf_rm_type *(*ModuleTypeGetType)(cf_rm_key *key);
     void *(*ModuleTypeGetValue)(cf_rm_key *key);
 

@@ -8,11 +8,15 @@
 
 #include "internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <sys/random.h>
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -88,10 +92,48 @@ static unsigned cf__or_default(unsigned v, unsigned def)
     return v ? v : def;
 }
 
-/* A config with its defaults applied and checked; no sizing yet. */
+/* The flags cf_config.flags may have. */
+#define CF__CONFIG_FLAGS CF_FIXED_SEED
+
+/* Fill *seed with bytes from the system's random source (getrandom, else /dev/urandom),
+ * never 0 (0 means "draw one"). CF_EIO if the system has none to give. */
+static cf_status cf__random_seed(uint64_t *seed)
+{
+    uint64_t x = 0;
+    while (x == 0) {
+        uint8_t *p = (uint8_t *)&x;
+        size_t got = 0;
+#if defined(__linux__)
+        while (got < sizeof x) {
+            ssize_t r = getrandom(p + got, sizeof x - got, 0);
+            if (r < 0 && errno != EINTR)
+                break;
+            got += r > 0 ? (size_t)r : 0;
+        }
+#endif
+        if (got < sizeof x) {
+            int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                return CF_EIO;
+            for (got = 0; got < sizeof x;) {
+                ssize_t r = read(fd, p + got, sizeof x - got);
+                if (r <= 0 && !(r < 0 && errno == EINTR))
+                    break;
+                got += r > 0 ? (size_t)r : 0;
+            }
+            close(fd);
+            if (got < sizeof x)
+                return CF_EIO;
+        }
+    }
+    *seed = x;
+    return CF_OK;
+}
+
+/* A config with its defaults applied and checked; no sizing yet (and no seed drawn). */
 static cf_status cf__resolve(const cf_config *c, cf__params *p)
 {
-    if (!c || c->capacity == 0)
+    if (!c || c->capacity == 0 || (c->flags & ~(unsigned)CF__CONFIG_FLAGS) != 0)
         return CF_EINVAL;
     if (!cf__allocator_ok(c->allocator))
         return CF_EINVAL;
@@ -152,10 +194,16 @@ static void cf__head_layout(const cf__params *p, unsigned ntables, cf__head *h)
     h->tables_cap = cf__tables_cap(p->max_tables, ntables);
 }
 
+size_t cf__fixed_bytes(const cf__params *p, unsigned ntables)
+{
+    cf__head h;
+    cf__head_layout(p, ntables, &h);
+    return h.head_bytes + h.tables_cap * sizeof(cf__table);
+}
+
 cf_status cf_bytes_needed(const cf_config *config, size_t *bytes)
 {
     cf__params p;
-    cf__head h;
     uint64_t buckets;
     size_t table_bytes;
     if (!bytes)
@@ -165,8 +213,7 @@ cf_status cf_bytes_needed(const cf_config *config, size_t *bytes)
         return st;
     if (!cf__buckets_for(&p.shape, p.capacity, &buckets, &table_bytes))
         return CF_EINVAL;
-    cf__head_layout(&p, 1, &h);
-    size_t fixed = h.head_bytes + h.tables_cap * sizeof(cf__table);
+    size_t fixed = cf__fixed_bytes(&p, 1);
     if (table_bytes > SIZE_MAX - fixed)
         return CF_EINVAL;
     *bytes = fixed + table_bytes;
@@ -184,7 +231,8 @@ static void cf__table_setup(cf__table *t, uint8_t *data, uint64_t buckets, size_
     cf__divisor_init(&t->div, buckets);
 }
 
-/* Free what cf__filter_make allocated: the tables that have data, the array, the head. */
+/* Free what cf__filter_make allocated: the tables that have data, the array, the head;
+ * and a loading filter's checksum state. */
 static void cf__release(cf_filter *f, unsigned ntables)
 {
     cf_allocator a = f->alloc;
@@ -192,6 +240,8 @@ static void cf__release(cf_filter *f, unsigned ntables)
         for (unsigned i = 0; i < ntables; i++)
             if (f->tables[i].data)
                 a.free(a.ctx, f->tables[i].data);
+    if (f->load_sum)
+        a.free(a.ctx, f->load_sum);
     a.free(a.ctx, f->tables);
     a.free(a.ctx, f);
 }
@@ -265,6 +315,11 @@ cf_status cf_new(const cf_config *config, cf_filter **out)
         return st;
     if (!cf__buckets_for(&p.shape, p.capacity, &buckets, &bytes))
         return CF_EINVAL;
+    /* A seed nobody knows, unless the caller fixed one: keys cannot then be chosen in
+     * advance to crowd one bucket pair (with seed 0, 40 such keys take an hour of one
+     * core to find, and fill a pair and the whole stash). */
+    if (p.seed == 0 && !(config->flags & CF_FIXED_SEED) && (st = cf__random_seed(&p.seed)) != CF_OK)
+        return st;
     return cf__filter_make(&p, config->allocator, 1, buckets, true, out);
 }
 
@@ -274,7 +329,7 @@ void cf_free(cf_filter *f)
         return;
     if (f->map)
         cf__unmap(f->map, f->map_len);
-    cf__release(f, f->ntables);
+    cf__release(f, cf__ntables_all(f));
 }
 
 void cf_clear(cf_filter *f)
@@ -1060,9 +1115,19 @@ uint64_t cf_count_hash(const cf_filter *f, uint64_t h)
     return cf__count_key(f, &k);
 }
 
+/* The batched lookups start from the newest sub-filter; a filter still loading may have
+ * none complete yet, and then holds nothing a lookup can see. */
+static bool cf__batch_empty(const cf_filter *f, size_t n, bool *out)
+{
+    if (f->ntables != 0)
+        return false;
+    memset(out, 0, n * sizeof *out);
+    return true;
+}
+
 void cf_contains_many(const cf_filter *f, const uint64_t *hashes, size_t n, bool *out)
 {
-    if (!f || !hashes || !out)
+    if (!f || !hashes || !out || cf__batch_empty(f, n, out))
         return;
     cf__source src = {hashes, NULL, NULL};
     cf__contains_many_fns[f->shape.kind](f, &src, n, out);
@@ -1071,7 +1136,7 @@ void cf_contains_many(const cf_filter *f, const uint64_t *hashes, size_t n, bool
 void cf_contains_keys(const cf_filter *f, const void *const *keys, const size_t *lens, size_t n,
                       bool *out)
 {
-    if (!f || !keys || !lens || !out)
+    if (!f || !keys || !lens || !out || cf__batch_empty(f, n, out))
         return;
     cf__source src = {NULL, keys, lens};
     cf__contains_many_fns[f->shape.kind](f, &src, n, out);
@@ -1140,18 +1205,20 @@ void cf_get_stats(const cf_filter *f, cf_stats *out)
     const cf__shape *s = &f->shape;
     memset(out, 0, sizeof *out);
     double loads = 0.0; /* the sum of the sub-filters' loads, for cf_expected_fpr */
-    for (unsigned n = 0; n < f->ntables; n++) {
+    /* A filter still loading reports the filter its header describes, but for `bytes`:
+     * only the tables whose chunks have begun to arrive hold memory. */
+    for (unsigned n = 0; n < cf__ntables_all(f); n++) {
         const cf__table *t = &f->tables[n];
         uint64_t slots = t->buckets * s->b;
         out->items += t->items;
         out->buckets += t->buckets;
         out->slots += slots;
-        out->bytes += t->bytes;
+        out->bytes += t->data ? t->bytes : 0;
         loads += (double)t->items / (double)slots;
     }
     out->items += f->stash_n;
     out->stashed = f->stash_n;
-    out->sub_filters = f->ntables;
+    out->sub_filters = cf__ntables_all(f);
     out->fingerprint_bits = s->f;
     out->bucket_size = s->b;
     out->capacity = f->capacity;
@@ -1185,6 +1252,7 @@ void cf_get_config(const cf_filter *f, cf_config *out)
     out->max_kicks = f->max_kicks;
     out->expansion = f->expansion;
     out->seed = f->seed;
+    out->flags = f->seed == 0 ? CF_FIXED_SEED : 0u; /* so that cf_new(out) keeps seed 0 */
     out->allocator = NULL;
     out->max_sub_filters = f->max_tables;
 }

@@ -446,11 +446,28 @@ struct cf_filter {
     size_t map_len;
     /* Loading chunk by chunk (cf_load_chunk): the file position of the next chunk (0 once
      * complete), the hash of the 64-byte header that each chunk's tag is bound to, and the
-     * whole file's checksum that the loaded filter must reproduce. */
+     * whole file's checksum that the loaded filter must reproduce. While loading, `ntables`
+     * counts the sub-filters whose every chunk is in (lookups see only those) and
+     * load_ntables the sub-filters the header describes; a table gets its memory when its
+     * first chunk arrives, so a forged header holds nothing it did not send. Each chunk is
+     * checked as it arrives, at a cost bounded by its own size: load_items counts the
+     * occupied slots of the first load_bucket buckets of the table being filled, and
+     * load_sum (an allocation holding an XXH3 state, see persist.c) carries the file sum
+     * over the bytes received so far. */
     uint64_t load_pos;
     uint64_t load_header_sum;
     uint64_t load_file_sum;
+    unsigned load_ntables;
+    uint64_t load_items;
+    uint64_t load_bucket;
+    void *load_sum;
 };
+
+/* The sub-filters a filter's file describes: all of them, also while it is still loading. */
+static inline unsigned cf__ntables_all(const cf_filter *f)
+{
+    return f->load_pos ? f->load_ntables : f->ntables;
+}
 
 /* Mapped and loading filters take no adds, deletes or clears. */
 static inline bool cf__read_only(const cf_filter *f)
@@ -471,6 +488,10 @@ typedef struct cf__params {
  * NULL) and the caller points them somewhere. Every size must have been checked. */
 CF__HIDDEN cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned ntables,
                                      uint64_t buckets0, bool with_data, cf_filter **out);
+
+/* The bytes of a filter with `ntables` sub-filters besides its tables: the struct, its
+ * search memory and the sub-filter array, as cf__filter_make allocates them. */
+CF__HIDDEN size_t cf__fixed_bytes(const cf__params *p, unsigned ntables);
 
 /* malloc and free, for filters made without an allocator. */
 CF__HIDDEN extern const cf_allocator cf__default_allocator;

@@ -16,15 +16,17 @@
  * with the bytes actually present, every size is computed with overflow checks, and
  * nothing is allocated until every check has passed.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* realpath with PATH_MAX, DT_ types */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -130,7 +132,7 @@ static uint64_t cf__meta_len(unsigned ntables, unsigned nstash)
  * size, so their offsets are computed directly rather than summed. */
 static uint64_t cf__table_offset(const cf_filter *f, unsigned k)
 {
-    uint64_t pos = cf__align_up(cf__meta_len(f->ntables, f->stash_n));
+    uint64_t pos = cf__align_up(cf__meta_len(cf__ntables_all(f), f->stash_n));
     if (f->expansion == 1)
         return pos + k * cf__align_up(cf__data_bytes(&f->shape, f->tables[0].buckets));
     for (unsigned i = 0; i < k; i++)
@@ -140,7 +142,7 @@ static uint64_t cf__table_offset(const cf_filter *f, unsigned k)
 
 static uint64_t cf__file_len(const cf_filter *f)
 {
-    return cf__table_offset(f, f->ntables) + CF__SUM_BYTES;
+    return cf__table_offset(f, cf__ntables_all(f)) + CF__SUM_BYTES;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -243,7 +245,7 @@ static void cf__header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
     cf__put16(h + CF__H_KICKS, (uint16_t)f->max_kicks);
     cf__put32(h + CF__H_EXPANSION, f->expansion);
     cf__put32(h + CF__H_MAX_TABLES, f->max_tables);
-    cf__put32(h + CF__H_TABLES, f->ntables);
+    cf__put32(h + CF__H_TABLES, cf__ntables_all(f));
 }
 
 /* The meta section: header, descriptors, stash, meta sum. Returns the meta sum. */
@@ -254,7 +256,7 @@ static uint64_t cf__emit_meta(cf__sink *k, const cf_filter *f)
     cf__header(f, h);
     cf__emit(k, h, sizeof h);
 
-    for (unsigned i = 0; i < f->ntables; i++) {
+    for (unsigned i = 0; i < cf__ntables_all(f); i++) {
         const cf__table *t = &f->tables[i];
         uint8_t d[CF__DESC_BYTES];
         cf__put64(d, t->buckets);
@@ -345,9 +347,10 @@ typedef struct cf__meta {
     const uint8_t *base;
 } cf__meta;
 
-/* How much of a file a buffer holds: all of it, or only the meta section followed by the
- * file sum (the header chunk of a dump). */
-typedef enum { CF__WHOLE, CF__HEADER_CHUNK } cf__extent;
+/* How much of a file a buffer holds: all of it; only the meta section followed by the
+ * file sum (the header chunk of a dump); or its beginning, the meta section at least (a
+ * stream being read). */
+typedef enum { CF__WHOLE, CF__HEADER_CHUNK, CF__PREFIX } cf__extent;
 
 static cf_status cf__bad(const char **why, const char *text)
 {
@@ -393,9 +396,9 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     if (m->nstash > CF__STASH_SLOTS)
         return cf__bad(why, "bad stash count");
     m->meta_len = cf__meta_len(m->ntables, m->nstash);
-    if (extent == CF__WHOLE ? m->meta_len > len : m->meta_len + CF__SUM_BYTES != len)
-        return cf__bad(why, extent == CF__WHOLE ? "truncated: shorter than its header"
-                                                : "header chunk of the wrong length");
+    if (extent == CF__HEADER_CHUNK ? m->meta_len + CF__SUM_BYTES != len : m->meta_len > len)
+        return cf__bad(why, extent == CF__HEADER_CHUNK ? "header chunk of the wrong length"
+                                                       : "truncated: shorter than its header");
     /* From here on, the meta section is all present: check its sum before reading more. */
     m->base = b;
     if (XXH3_64bits(b, (size_t)m->meta_len - CF__SUM_BYTES) !=
@@ -458,21 +461,31 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     return CF_OK;
 }
 
+/* Occupied slots of buckets [from, to) of a table. data may be a mapped file: probes
+ * must not read past the table's last byte plus the 8 that follow in the file (the next
+ * table, zeros or the file sum). */
+static uint64_t cf__used_slots(const cf__shape *s, const uint8_t *data, uint64_t from, uint64_t to)
+{
+    cf__table t = {0};
+    t.data = (uint8_t *)(uintptr_t)data;
+    uint64_t used = 0;
+    for (uint64_t i = from; i < to; i++)
+        used += s->b - cf__bucket_count(&t, s, i, 0);
+    return used;
+}
+
+/* Are the bits past a table's last slot, in its last byte, zero? */
+static bool cf__tail_clear(const cf__shape *s, const uint8_t *data, uint64_t buckets)
+{
+    uint64_t bits = buckets * s->bucket_bits;
+    return bits % 8 == 0 || (data[bits / 8] >> (bits % 8)) == 0;
+}
+
 /* Occupied slots of a table, and whether the bits past its last slot are zero. */
 static bool cf__table_sound(const cf__shape *s, const uint8_t *data, uint64_t buckets,
                             uint64_t items)
 {
-    uint64_t bits = buckets * s->bucket_bits;
-    if (bits % 8 && (data[bits / 8] >> (bits % 8)) != 0)
-        return false;
-    /* data may be a mapped file: probes must not read past the table's last byte plus
-     * the 8 that follow in the file (the next table, zeros or the file sum). */
-    cf__table t = {0};
-    t.data = (uint8_t *)(uintptr_t)data;
-    uint64_t used = 0;
-    for (uint64_t i = 0; i < buckets; i++)
-        used += s->b - cf__bucket_count(&t, s, i, 0);
-    return used == items;
+    return cf__tail_clear(s, data, buckets) && cf__used_slots(s, data, 0, buckets) == items;
 }
 
 /* The part of validation that reads the tables: the file sum, the padding and every
@@ -591,15 +604,54 @@ static void cf__view_release(cf__view *v)
         v->alloc->free(v->alloc->ctx, v->owned);
 }
 
-/* Read what remains of fd into a buffer that doubles as it fills. */
+/* How many bytes of a stream to read, given its first len bytes: enough for the header,
+ * then for the meta section, then the length that section (checked) gives plus one more
+ * byte, which shows whether the input is longer. 0: stop now, these bytes already cannot
+ * begin a filter (validation then says why). */
+static uint64_t cf__stream_want(const uint8_t *b, size_t len)
+{
+    size_t magic = len < sizeof cf__magic ? len : sizeof cf__magic;
+    if (memcmp(b, cf__magic, magic) != 0)
+        return 0;
+    if (len < CF__HEADER_BYTES)
+        return CF__HEADER_BYTES;
+    uint32_t ntables = cf__get32(b + CF__H_TABLES);
+    unsigned nstash = b[CF__H_STASH];
+    if (ntables == 0 || ntables > CF_MAX_SUB_FILTERS || nstash > CF__STASH_SLOTS)
+        return 0;
+    uint64_t meta_len = cf__meta_len(ntables, nstash);
+    if (len < meta_len)
+        return meta_len;
+    cf__meta m;
+    const char *why;
+    if (cf__parse_meta(b, len, CF__PREFIX, &m, &why) != CF_OK || m.total == UINT64_MAX)
+        return 0;
+    return m.total + 1;
+}
+
+/* Read a stream (a pipe, a device) into a buffer, checking as it comes: the header first,
+ * refused at once if it cannot be one (so /dev/zero costs 8 bytes), then no more than the
+ * length the checked meta section gives. The buffer doubles as data arrives, so memory
+ * follows what was sent, up to the size of the filter the header describes. */
 static cf_status cf__slurp(int fd, cf__view *v)
 {
     size_t cap = 0, len = 0;
     uint8_t *buf = NULL;
     for (;;) {
+        uint64_t want = len ? cf__stream_want(buf, len) : CF__HEADER_BYTES;
+        if (want <= len)
+            break;
+        if (want > SIZE_MAX) {
+            errno = EFBIG;
+            if (buf)
+                v->alloc->free(v->alloc->ctx, buf);
+            return CF_EIO;
+        }
         if (len == cap) {
             size_t bigger = cap ? cap * 2 : CF__STAGE_BYTES;
-            uint8_t *nb = bigger > cap ? v->alloc->alloc(v->alloc->ctx, bigger) : NULL;
+            if (bigger <= cap || bigger > want)
+                bigger = (size_t)want;
+            uint8_t *nb = v->alloc->alloc(v->alloc->ctx, bigger);
             if (!nb) {
                 if (buf)
                     v->alloc->free(v->alloc->ctx, buf);
@@ -612,7 +664,8 @@ static cf_status cf__slurp(int fd, cf__view *v)
             buf = nb;
             cap = bigger;
         }
-        ssize_t r = read(fd, buf + len, cap - len);
+        size_t room = cap - len < want - len ? cap - len : (size_t)(want - len);
+        ssize_t r = read(fd, buf + len, room);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
@@ -753,16 +806,69 @@ static void cf__dirname(const char *path, char *dir)
 /* Bytes the temporary name may need beyond the path: CF__TMP_EXTRA and the NUL. */
 #define CF__TMP_SUFFIX (CF__TMP_EXTRA + 1u)
 
-/* Create a new temporary file next to `path`, named into tmp; its descriptor or -1. The
- * name is the file's own name plus a suffix, the name cut short if the two would exceed
- * NAME_MAX, so that any name that can be saved to has a temporary name too. */
-static int cf__create_temp(const char *path, char *tmp, size_t tmp_size)
+/* The temporary names of `path` begin with its file name, cut short if the name and the
+ * suffix would exceed NAME_MAX (so that any name that can be saved to has temporary
+ * names too): where that file name starts in path, and how much of it they use. */
+static void cf__temp_base(const char *path, size_t *dir_len, size_t *base_len)
 {
     const char *slash = strrchr(path, '/');
-    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
-    size_t base_len = strlen(path) - dir_len;
-    if (base_len > CF__NAME_MAX - CF__TMP_EXTRA)
-        base_len = CF__NAME_MAX - CF__TMP_EXTRA;
+    *dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+    *base_len = strlen(path) - *dir_len;
+    if (*base_len > CF__NAME_MAX - CF__TMP_EXTRA)
+        *base_len = CF__NAME_MAX - CF__TMP_EXTRA;
+}
+
+/* The pid in a temporary name of ours, `name` being what follows the base: ".tmp-",
+ * decimal digits, "-" and 16 hex digits. 0 if the name is not of that form. */
+static long cf__temp_pid(const char *name)
+{
+    static const char dot[] = ".tmp-";
+    if (strncmp(name, dot, sizeof dot - 1) != 0)
+        return 0;
+    const char *p = name + sizeof dot - 1;
+    long pid = 0;
+    for (; *p >= '0' && *p <= '9' && pid < INT_MAX / 10; p++)
+        pid = pid * 10 + (*p - '0');
+    if (*p++ != '-')
+        return 0;
+    for (unsigned i = 0; i < 16; i++, p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return 0;
+    return *p == '\0' ? pid : 0;
+}
+
+/* Remove the temporary files of `path` that saves left behind when their process died
+ * (killed mid-write): those whose pid no longer runs. A live writer's are left alone, as
+ * is anything that is not a regular file of exactly our naming. Best effort: a failure
+ * here never fails the save. */
+static void cf__remove_stale_temps(const char *path, char *dir)
+{
+    size_t dir_len, base_len;
+    cf__temp_base(path, &dir_len, &base_len);
+    cf__dirname(path, dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    const char *base = path + dir_len;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, base, base_len) != 0)
+            continue;
+        long pid = cf__temp_pid(e->d_name + base_len);
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
+/* Create a new temporary file next to `path`, named into tmp; its descriptor or -1. */
+static int cf__create_temp(const char *path, char *tmp, size_t tmp_size)
+{
+    size_t dir_len, base_len;
+    cf__temp_base(path, &dir_len, &base_len);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t nonce = (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
@@ -782,24 +888,56 @@ cf_status cf_save(const cf_filter *f, const char *path)
 {
     if (!f || !path || !*path || f->load_pos)
         return CF_EINVAL;
-    size_t plen = strlen(path);
-    if (plen > (size_t)INT_MAX - CF__STAGE_BYTES - CF__TMP_SUFFIX) /* printf's %.*s */
-        return CF_EINVAL;
-    /* One block: the write buffer, then the temporary name. */
-    uint8_t *block = f->alloc.alloc(f->alloc.ctx, CF__STAGE_BYTES + plen + CF__TMP_SUFFIX);
+    /* One block: the write buffer, the resolved path, then the temporary name (and, after
+     * the rename, the directory's name). */
+    const size_t block_bytes = CF__STAGE_BYTES + PATH_MAX + PATH_MAX + CF__TMP_SUFFIX;
+    uint8_t *block = f->alloc.alloc(f->alloc.ctx, block_bytes);
     if (!block)
         return CF_ENOMEM;
-    char *tmp = (char *)(block + CF__STAGE_BYTES);
+    char *resolved = (char *)(block + CF__STAGE_BYTES);
+    char *tmp = resolved + PATH_MAX;
     int err = 0;
-    bool created = false, renamed = false;
-    int fd = cf__create_temp(path, tmp, plen + CF__TMP_SUFFIX);
-    if (fd < 0) {
+    cf_status status = CF_OK;
+    struct stat old;
+    bool exists = false;
+    /* A symbolic link is followed: the file it names is replaced, the link stays. And
+     * only a regular file is ever replaced (never a device, a FIFO or a socket). */
+    if (lstat(path, &old) == 0) {
+        exists = true;
+        if (S_ISLNK(old.st_mode)) {
+            if (realpath(path, resolved) && stat(resolved, &old) == 0)
+                path = resolved;
+            else
+                err = errno;
+        }
+        if (!err && S_ISDIR(old.st_mode))
+            err = EISDIR;
+        else if (!err && !S_ISREG(old.st_mode))
+            status = CF_EINVAL;
+    } else if (errno != ENOENT) {
         err = errno;
-    } else {
+    }
+    size_t plen = strlen(path);
+    if (!err && status == CF_OK && plen >= PATH_MAX)
+        err = ENAMETOOLONG;
+    bool created = false, renamed = false;
+    int fd = -1;
+    if (!err && status == CF_OK) {
+        cf__remove_stale_temps(path, tmp);
+        fd = cf__create_temp(path, tmp, plen + CF__TMP_SUFFIX);
+        if (fd < 0)
+            err = errno;
+    }
+    if (fd >= 0) {
         created = true;
-        struct stat old;
-        /* Replacing a file: keep its permissions (a 0640 file stays 0640). */
-        if (stat(path, &old) == 0 && S_ISREG(old.st_mode) && fchmod(fd, old.st_mode & 07777) != 0)
+        /* Replacing a file: keep its owner and group where this process may (root may;
+         * an ordinary user can give the group of a group of its own), then its permission
+         * bits (a 0640 file stays 0640), set last because a change of owner clears the
+         * set-id bits. */
+        if (exists && fchown(fd, old.st_uid, old.st_gid) != 0 &&
+            fchown(fd, (uid_t)-1, old.st_gid) != 0 && errno != EPERM)
+            err = errno;
+        if (!err && exists && fchmod(fd, old.st_mode & 07777) != 0)
             err = errno;
         if (!err) {
             cf__sink k;
@@ -830,6 +968,8 @@ cf_status cf_save(const cf_filter *f, const char *path)
         unlink(tmp);
     }
     f->alloc.free(f->alloc.ctx, block);
+    if (status != CF_OK)
+        return status;
     errno = err;
     return err ? CF_EIO : CF_OK;
 }
@@ -847,16 +987,16 @@ cf_status cf_save(const cf_filter *f, const char *path)
 static bool cf__chunk_at(const cf_filter *f, uint64_t pos, unsigned *table, uint64_t *start,
                          uint64_t *len, uint64_t *next)
 {
-    unsigned first = 0;
+    unsigned first = 0, ntables = cf__ntables_all(f);
     if (f->expansion == 1) { /* equal tables: go straight to the one holding pos */
         uint64_t t0 = cf__table_offset(f, 0);
         uint64_t stride = cf__align_up(cf__data_bytes(&f->shape, f->tables[0].buckets));
-        if (pos < t0 || (pos - t0) / stride >= f->ntables)
+        if (pos < t0 || (pos - t0) / stride >= ntables)
             return false;
         first = (unsigned)((pos - t0) / stride);
     }
     uint64_t t = cf__table_offset(f, first);
-    for (unsigned k = first; k < f->ntables; k++) {
+    for (unsigned k = first; k < ntables; k++) {
         uint64_t n = cf__data_bytes(&f->shape, f->tables[k].buckets);
         if (pos >= t && pos < t + n) {
             if ((pos - t) % CF_CHUNK_DATA_MAX != 0)
@@ -886,8 +1026,8 @@ size_t cf_dump_chunk_max(const cf_filter *f)
 {
     if (!f)
         return 0;
-    uint64_t most = cf__meta_len(f->ntables, f->stash_n) + CF__SUM_BYTES;
-    for (unsigned k = 0; k < f->ntables; k++) {
+    uint64_t most = cf__meta_len(cf__ntables_all(f), f->stash_n) + CF__SUM_BYTES;
+    for (unsigned k = 0; k < cf__ntables_all(f); k++) {
         uint64_t n = cf__data_bytes(&f->shape, f->tables[k].buckets);
         n = (n < CF_CHUNK_DATA_MAX ? n : CF_CHUNK_DATA_MAX) + CF__SUM_BYTES;
         most = n > most ? n : most;
@@ -902,6 +1042,7 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
     /* A loading filter dumps what it has received: its header, then the data chunks
      * before the one it expects. Loading those gives a filter in the same state. */
     uint64_t pos = *cursor, end = f->load_pos ? f->load_pos : cf__table_offset(f, f->ntables);
+    unsigned ntables = cf__ntables_all(f);
     cf__sink k;
     if (pos == end) { /* past the last chunk */
         *len = 0;
@@ -909,7 +1050,7 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
         return CF_OK;
     }
     if (pos == 0) {
-        uint64_t meta_len = cf__meta_len(f->ntables, f->stash_n);
+        uint64_t meta_len = cf__meta_len(ntables, f->stash_n);
         if (!buf || cap < meta_len + CF__SUM_BYTES)
             return CF_EINVAL;
         cf__sink_init(&k, buf, -1, NULL);
@@ -934,7 +1075,53 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
     return CF_OK;
 }
 
-/* The header chunk: check it as a file header, then make the empty filter it describes. */
+/* The running file sum of a loading filter lives in an allocation of its own: XXH3's
+ * state asks for 64-byte alignment, which an allocator need not give, so the block has
+ * room to align it. */
+#define CF__SUM_STATE_BLOCK (sizeof(XXH3_state_t) + 63u)
+
+static XXH3_state_t *cf__sum_state(const cf_filter *f)
+{
+    return (XXH3_state_t *)(((uintptr_t)f->load_sum + 63u) & ~(uintptr_t)63u);
+}
+
+static void cf__sum_zeros(XXH3_state_t *st, uint64_t n)
+{
+    static const uint8_t zeros[CF__ALIGN];
+    for (; n > 0; n -= n < CF__ALIGN ? n : CF__ALIGN)
+        XXH3_64bits_update(st, zeros, n < CF__ALIGN ? (size_t)n : CF__ALIGN);
+}
+
+/* The memory the complete filter of a checked meta section holds: its structures, its
+ * tables, and while loading its checksum state. false if that exceeds a size_t. */
+static bool cf__meta_bytes(const cf__meta *m, size_t *bytes)
+{
+    size_t total = cf__fixed_bytes(&m->p, m->ntables) + CF__SUM_STATE_BLOCK;
+    for (unsigned k = 0; k < m->ntables; k++) {
+        size_t t;
+        cf__table_bytes(&m->p.shape, cf__get64(cf__desc(m, k)), &t); /* checked by the parse */
+        if (t > SIZE_MAX - total)
+            return false;
+        total += t;
+    }
+    *bytes = total;
+    return true;
+}
+
+cf_status cf_chunk_bytes_needed(const void *chunk, size_t len, size_t *bytes)
+{
+    cf__meta m;
+    const char *why;
+    if (!bytes || (!chunk && len))
+        return CF_EINVAL;
+    cf_status st = cf__parse_meta(chunk, len, CF__HEADER_CHUNK, &m, &why);
+    if (st != CF_OK)
+        return st;
+    return cf__meta_bytes(&m, bytes) ? CF_OK : CF_EINVAL;
+}
+
+/* The header chunk: check it as a file header, then make the filter it describes, with no
+ * table memory yet: each table gets its memory with its first chunk. */
 static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t *d, size_t len,
                                  const cf_allocator *a)
 {
@@ -946,9 +1133,20 @@ static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t
     if (cursor != cf__align_up(m.meta_len))
         return CF_ECORRUPT;
     cf_filter *f;
-    st = cf__make_from_meta(&m, a, true, &f);
+    st = cf__make_from_meta(&m, a, false, &f);
     if (st != CF_OK)
         return st;
+    f->load_sum = f->alloc.alloc(f->alloc.ctx, CF__SUM_STATE_BLOCK);
+    if (!f->load_sum) {
+        cf_free(f);
+        return CF_ENOMEM;
+    }
+    XXH3_state_t *sum = cf__sum_state(f);
+    XXH3_64bits_reset(sum);
+    XXH3_64bits_update(sum, d, (size_t)m.meta_len);
+    cf__sum_zeros(sum, cursor - m.meta_len);
+    f->load_ntables = f->ntables;
+    f->ntables = 0;
     f->load_pos = cursor;
     f->load_header_sum = XXH3_64bits(d, CF__HEADER_BYTES);
     f->load_file_sum = cf__get64(d + m.meta_len);
@@ -967,6 +1165,7 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     cf_filter *f = *fp;
     if (!f->load_pos)
         return CF_EINVAL;
+    const cf__shape *s = &f->shape;
     unsigned k;
     uint64_t pos = f->load_pos, start, n, next;
     cf__chunk_at(f, pos, &k, &start, &n, &next); /* load_pos is always a chunk position */
@@ -974,22 +1173,56 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
         cf__chunk_tag(d, (size_t)n, f->load_header_sum, pos) != cf__get64(d + n))
         return CF_ECORRUPT;
     cf__table *t = &f->tables[k];
-    uint8_t *dst = t->data + (pos - start);
-    memcpy(dst, d, (size_t)n);
-    bool ok = true;
+    uint64_t body = cf__data_bytes(s, t->buckets);
+    bool first = pos == start;
+    if (first) {
+        /* Not zeroed: the chunks fill every byte of the body before anything reads it.
+         * The padding after it, which probes read, is. */
+        if (!(t->data = f->alloc.alloc(f->alloc.ctx, t->bytes)))
+            return CF_ENOMEM;
+        memset(t->data + body, 0, t->bytes - (size_t)body);
+    }
+    memcpy(t->data + (pos - start), d, (size_t)n);
+    /* Count the slots of the buckets this chunk completes, and carry the file sum on, in
+     * a copy of the state until the chunk is accepted. */
+    uint64_t upto = pos + n - start;
+    bool table_done = upto == body;
+    uint64_t from = first ? 0 : f->load_bucket, items = first ? 0 : f->load_items;
+    uint64_t to = table_done ? t->buckets : upto * 8 / s->bucket_bits;
+    items += cf__used_slots(s, t->data, from, to);
+    XXH3_state_t sum;
+    memcpy(&sum, cf__sum_state(f), sizeof sum);
+    XXH3_64bits_update(&sum, d, (size_t)n);
+    if (table_done)
+        cf__sum_zeros(&sum, cf__align_up(start + body) - (start + body));
     /* A finished table must hold as many fingerprints as the header says, and a finished
      * filter must be the very one dumped: its file sum must match the header chunk's. A
      * dump of a filter that changed midway fails here. */
-    if (pos + n == start + cf__data_bytes(&f->shape, t->buckets))
-        ok = cf__table_sound(&f->shape, t->data, t->buckets, t->items);
-    uint64_t end = cf__table_offset(f, f->ntables);
+    bool ok = !table_done || (items == t->items && cf__tail_clear(s, t->data, t->buckets));
+    uint64_t end = cf__table_offset(f, f->load_ntables);
     if (ok && next == end)
-        ok = cf__file_sum(f) == f->load_file_sum;
+        ok = XXH3_64bits_digest(&sum) == f->load_file_sum;
     if (!ok) {
-        memset(dst, 0, (size_t)n); /* as it was: every table starts zeroed */
+        if (first) { /* as it was */
+            f->alloc.free(f->alloc.ctx, t->data);
+            t->data = NULL;
+        }
         return CF_ECORRUPT;
     }
-    f->load_pos = next == end ? 0 : next;
+    memcpy(cf__sum_state(f), &sum, sizeof sum);
+    f->load_items = items;
+    f->load_bucket = to;
+    if (table_done)
+        f->ntables = k + 1;
+    if (next == end) {
+        f->alloc.free(f->alloc.ctx, f->load_sum);
+        f->load_sum = NULL;
+        f->load_pos = 0;
+        f->load_ntables = 0;
+        f->load_items = f->load_bucket = 0;
+    } else {
+        f->load_pos = next;
+    }
     return CF_OK;
 }
 

@@ -322,6 +322,64 @@ static void test_absurd_expansion(void)
     }
 }
 
+/* The seed: secret (drawn, never 0) unless the config fixes one; a fixed seed, 0
+ * included with CF_FIXED_SEED, gives the same filter every time; cf_get_config gives a
+ * config that makes the same filter again. */
+static void test_seeds(void)
+{
+    cft_context("seeds");
+    enum { FILTERS = 8, KEYS = 500 };
+    uint64_t seen[FILTERS];
+    for (unsigned i = 0; i < FILTERS; i++) {
+        cf_config c = {.capacity = 1000}, back;
+        cf_filter *f = NULL, *g = NULL;
+        if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+            return;
+        cf_get_config(f, &back);
+        seen[i] = back.seed;
+        CHECK(back.seed != 0 && back.flags == 0);
+        for (unsigned j = 0; j < i; j++)
+            CHECK_MSG(seen[j] != seen[i], "filters %u and %u drew the same seed %llx", j, i,
+                      (unsigned long long)seen[i]);
+        /* Its config makes the same filter: the same keys give the same bytes. */
+        if (CHECK_ST(cf_new(&back, &g), CF_OK)) {
+            for (unsigned k = 0; k < KEYS; k++) {
+                cf_add(f, &k, sizeof k);
+                cf_add(g, &k, sizeof k);
+            }
+            size_t n = cf_serialized_size(f);
+            uint8_t *a = malloc(n), *b = malloc(n);
+            CHECK(a && b && cf_serialize(f, a, n, NULL) == CF_OK &&
+                  cf_serialize(g, b, n, NULL) == CF_OK && memcmp(a, b, n) == 0);
+            free(a);
+            free(b);
+        }
+        cf_free(f);
+        cf_free(g);
+    }
+    /* Fixed: 0 with the flag, and any other value, as given. */
+    const uint64_t fixed[] = {0, 1, UINT64_MAX};
+    for (size_t i = 0; i < 3; i++) {
+        cf_config c = {.capacity = 1000, .seed = fixed[i], .flags = fixed[i] ? 0 : CF_FIXED_SEED};
+        cf_config back;
+        cf_filter *f = NULL;
+        if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+            continue;
+        cf_get_config(f, &back);
+        CHECK_EQ_U(back.seed, fixed[i]);
+        CHECK_EQ_U(back.flags, fixed[i] ? 0u : CF_FIXED_SEED);
+        CHECK_EQ_U(cf_hash(f, "k", 1), cf_hash_seeded(fixed[i], "k", 1));
+        cf_free(f);
+    }
+    /* Unknown flags. */
+    cf_config bad = {.capacity = 1000, .flags = 2};
+    cf_filter *f = NULL;
+    size_t bytes;
+    CHECK_ST(cf_new(&bad, &f), CF_EINVAL);
+    CHECK(f == NULL);
+    CHECK_ST(cf_bytes_needed(&bad, &bytes), CF_EINVAL);
+}
+
 int main(void)
 {
     cft_init("test_config");
@@ -331,6 +389,7 @@ int main(void)
     test_valid();
     test_max_kicks_effect();
     test_absurd_expansion();
+    test_seeds();
     cft_context("end");
     CHECK_ALLOC_CLEAN(&capped);
     return cft_finish();

@@ -2013,6 +2013,155 @@ static void test_extremes(void)
     }
 }
 
+/* A stream (a pipe, a device) is checked as it is read: a wrong beginning stops the read
+ * at once, and nothing is read past the length its checked header gives. Before this,
+ * /dev/zero was read to the end (never) and a pipe to its writer's end. */
+static void test_streams(void)
+{
+    cft_context("streams");
+    const buf b = g_samples[0].b;
+    /* /dev/zero: not a filter from its first byte. */
+    cft_alloc ta;
+    cft_alloc_init(&ta);
+    cf_filter *out = NULL;
+    const char *why = NULL;
+    CHECK_ST(cf_load("/dev/zero", &ta.a, &out), CF_ECORRUPT);
+    CHECK(out == NULL);
+    CHECK_MSG(ta.total_bytes <= HDR, "cf_load(/dev/zero) allocated %llu bytes",
+              (unsigned long long)ta.total_bytes);
+    CHECK_ALLOC_CLEAN(&ta);
+    CHECK_ST(cf_validate_file("/dev/zero", &why), CF_ECORRUPT);
+    CHECK(why && strstr(why, "magic"));
+
+    /* A FIFO that carries a good filter, then more than a hundred times as many zeros:
+     * refused as longer than its header says, having read one byte past its length. */
+    char fifo[PATH_MAX];
+    dir_path(fifo, sizeof fifo, "stream.fifo");
+    CHECK(mkfifo(fifo, 0600) == 0);
+    size_t extra = 128 * b.n + (8u << 20);
+    buf longer = {xmalloc(b.n + extra), b.n + extra};
+    memcpy(longer.p, b.p, b.n);
+    memset(longer.p + b.n, 0, extra);
+    signal(SIGPIPE, SIG_IGN); /* the writer's: the reader stops early on purpose */
+    pid_t pid = fifo_writer(fifo, longer);
+    cft_alloc_init(&ta);
+    CHECK_ST(cf_load(fifo, &ta.a, &out), CF_ECORRUPT);
+    CHECK_MSG(ta.total_bytes <= 4 * (uint64_t)b.n + 4096,
+              "a %zu-byte filter followed by %zu zeros cost %llu bytes of buffers", b.n, extra,
+              (unsigned long long)ta.total_bytes);
+    CHECK_ALLOC_CLEAN(&ta);
+    kill(pid, SIGKILL);
+    wait_child(pid);
+    pid = fifo_writer(fifo, longer);
+    why = NULL;
+    CHECK_ST(cf_validate_file(fifo, &why), CF_ECORRUPT);
+    CHECK(why && strstr(why, "longer"));
+    kill(pid, SIGKILL);
+    wait_child(pid);
+    buf_free(&longer);
+
+    /* A header whose meta section claims 2^40 bytes of tables, then the stream ends: the
+     * buffers follow what arrived, not what was claimed. */
+    buf forged = buf_copy(b.p, b.n);
+    uint64_t meta = meta_len_of(forged.p);
+    uint64_t len0 = rd(forged.p + HDR + 24, 8), buckets = rd(forged.p + HDR, 8);
+    uint64_t big = buckets << 20; /* the same shape, 2^20 times the buckets */
+    uint64_t big_len = len0 << 20;
+    if (CHECK(rd(forged.p + H_NT, 4) == 1 && (len0 << 20) >> 20 == len0)) {
+        wr(forged.p + HDR, 8, big);
+        wr(forged.p + HDR + 24, 8, big_len);
+        wr(forged.p + H_TOTAL, 8, align64(rd(forged.p + HDR + 16, 8) + big_len) + SUM);
+        wr(forged.p + meta - SUM, 8, XXH3_64bits(forged.p, (size_t)(meta - SUM)));
+        pid = fifo_writer(fifo, forged);
+        cft_alloc_init(&ta);
+        why = NULL;
+        CHECK_ST(cf_load(fifo, &ta.a, &out), CF_ECORRUPT);
+        CHECK_MSG(ta.total_bytes <= 4 * (uint64_t)forged.n + 4096,
+                  "a header claiming %llu bytes, %zu sent, cost %llu bytes of buffers",
+                  (unsigned long long)big_len, forged.n, (unsigned long long)ta.total_bytes);
+        CHECK_ALLOC_CLEAN(&ta);
+        CHECK_EQ_I(wait_child(pid), 0);
+        pid = fifo_writer(fifo, forged);
+        CHECK_ST(cf_validate_file(fifo, &why), CF_ECORRUPT);
+        CHECK(why && strstr(why, "truncated"));
+        wait_child(pid);
+    }
+    buf_free(&forged);
+    signal(SIGPIPE, SIG_DFL);
+    unlink(fifo);
+}
+
+/* Where cf_save writes: through a symbolic link to its target (the link stays), keeping
+ * the replaced file's owner, group and mode, never over a special file; and what it
+ * cleans: the temporaries of saves whose process died. */
+static void test_save_paths(void)
+{
+    cft_context("save paths");
+    cf_filter *f = NULL;
+    cf_config c = {.capacity = 100, .seed = 5};
+    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+        return;
+    cf_add(f, "k", 1);
+    char target[PATH_MAX], link[PATH_MAX], fifo[PATH_MAX], tmp[PATH_MAX * 2];
+    dir_path(target, sizeof target, "target.cf");
+    dir_path(link, sizeof link, "link.cf");
+    dir_path(fifo, sizeof fifo, "fifo.cf");
+    CHECK_ST(cf_save(f, target), CF_OK);
+    CHECK(symlink("target.cf", link) == 0);
+    /* Owned by someone else (as root), group-writable: both kept through the link. */
+    bool root = geteuid() == 0;
+    if (root)
+        CHECK(chown(target, 65534, 65534) == 0);
+    CHECK(chmod(target, 0664) == 0);
+    cf_add(f, "k2", 2);
+    CHECK_ST(cf_save(f, link), CF_OK);
+    struct stat st;
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(stat(target, &st) == 0 && (st.st_mode & 07777) == 0664);
+    if (root)
+        CHECK_MSG(st.st_uid == 65534 && st.st_gid == 65534, "owner %u:%u, want 65534:65534",
+                  (unsigned)st.st_uid, (unsigned)st.st_gid);
+    else
+        printf("  (not root: the owner of a file of another user cannot be kept; mode checked)\n");
+    cf_filter *g = NULL;
+    CHECK_ST(cf_load(target, NULL, &g), CF_OK);
+    CHECK(g && cf_contains(g, "k2", 2));
+    cf_free(g);
+    /* A FIFO (a special file) is not replaced. */
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK_ST(cf_save(f, fifo), CF_EINVAL);
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    unlink(fifo);
+    /* Temporaries: a dead writer's is removed; a live one's, and names not of our form,
+     * are left alone. */
+    fflush(NULL);
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    wait_child(dead);
+    const char *names[3];
+    char n0[64], n1[64], n2[64];
+    snprintf(n0, sizeof n0, "target.cf.tmp-%ld-0123456789abcdef", (long)dead);
+    snprintf(n1, sizeof n1, "target.cf.tmp-%ld-0123456789abcdef", (long)getppid());
+    snprintf(n2, sizeof n2, "target.cf.tmp-%ld-0123456789abcdeX", (long)dead);
+    names[0] = n0, names[1] = n1, names[2] = n2;
+    for (int i = 0; i < 3; i++) {
+        snprintf(tmp, sizeof tmp, "%s/%s", g_dir, names[i]);
+        FILE *t = fopen(tmp, "w");
+        CHECK(t && fputs("partial", t) >= 0 && fclose(t) == 0);
+    }
+    CHECK_ST(cf_save(f, link), CF_OK);
+    for (int i = 0; i < 3; i++) {
+        snprintf(tmp, sizeof tmp, "%s/%s", g_dir, names[i]);
+        CHECK_MSG((access(tmp, F_OK) == 0) == (i != 0), "%s %s", names[i],
+                  i == 0 ? "was left (its writer is dead)" : "was removed (not ours to remove)");
+        unlink(tmp);
+    }
+    unlink(link);
+    unlink(target);
+    cf_free(f);
+}
+
 int main(void)
 {
     cft_init("test_persist");
@@ -2027,6 +2176,7 @@ int main(void)
         {"forged", test_forged},       {"truncation", test_truncation},
         {"bit flips", test_bit_flips}, {"allocation failures", test_alloc_failures},
         {"extremes", test_extremes},   {"round trips", test_roundtrip_shapes},
+        {"streams", test_streams},     {"save paths", test_save_paths},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         double t = cft_now();

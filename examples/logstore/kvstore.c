@@ -46,6 +46,10 @@
  * system call, rather than the header first. */
 #define KV_READ_AHEAD 256u
 
+/* A torn tail is copied aside through a buffer of this size (the tail of a crash is a
+ * record at most, but zeros after it can be longer). */
+#define KV_COPY_BUFFER ((size_t)1 << 16)
+
 typedef struct kv_rec {
     unsigned type;
     uint32_t klen;
@@ -74,7 +78,11 @@ struct kv_store {
     uint64_t records;
     uint64_t live_bytes;
     uint64_t tag_misses;
-    uint64_t truncated;
+    uint64_t truncated; /* a torn tail after s->end: its bytes, start, records */
+    uint64_t torn_at;
+    uint64_t torn_records;
+    bool torn_pending;                /* still in the log file, past s->end */
+    char torn_name[KV_TORN_NAME_MAX]; /* where it went, once moved */
     char err[KV_ERROR_MAX];
 };
 
@@ -409,7 +417,23 @@ static kv_status replay(kv_store *s)
     return KV_OK;
 }
 
-/* Reads the log open in s->fd: checks it, cuts a torn tail, rebuilds the index. */
+/* Records that begin in a torn tail at off (of a map of `size` bytes): how many headers
+ * parse there one after another. A crash mid-append leaves one; zeros hold none. */
+static uint64_t count_torn(const uint8_t *m, uint64_t off, uint64_t size)
+{
+    uint64_t n = 0;
+    kv_rec r = {0, 0, 0, 0};
+    while (size - off >= KV_REC_HEAD && parse_head(m + off, off, &r)) {
+        n++;
+        if (r.size > size - off)
+            break;
+        off += r.size;
+    }
+    return n;
+}
+
+/* Reads the log open in s->fd: checks it, leaves a torn tail out (it stays in the file
+ * until the first write, see keep_torn_tail), rebuilds the index. */
 static kv_status load(kv_store *s, uint64_t buckets)
 {
     struct stat sb;
@@ -432,9 +456,10 @@ static kv_status load(kv_store *s, uint64_t buckets)
     if (st != KV_OK)
         return st;
     if (good_end < size) {
-        if (ftruncate(s->fd, (off_t)good_end) != 0 || fdatasync(s->fd) != 0)
-            return fail_errno(s, "cannot cut off the torn last record", errno);
         s->truncated = size - good_end;
+        s->torn_at = good_end;
+        s->torn_records = count_torn(s->map, good_end, size);
+        s->torn_pending = true;
         s->end = good_end;
         remap(s);
     }
@@ -614,11 +639,80 @@ static bool key_ok(const void *key, size_t klen)
     return key && klen > 0 && klen <= KV_MAX_KEY;
 }
 
+/* Attempts at a free name for a torn tail's file (.torn-OFFSET, then .torn-OFFSET.N): a
+ * log torn twice at the same offset keeps both. */
+#define KV_TORN_ATTEMPTS 100u
+
+/* Before the log changes: if kv_open left a torn tail in the file, copy its bytes to a
+ * file of their own beside the log, sync it and the directory, and only then cut the
+ * log. A failure leaves the log as it was (and no partial copy). */
+static kv_status keep_torn_tail(kv_store *s)
+{
+    if (!s->torn_pending)
+        return KV_OK;
+    char name[KV_TORN_NAME_MAX];
+    int fd = -1;
+    for (unsigned i = 0; fd < 0 && i < KV_TORN_ATTEMPTS; i++) {
+        if (i == 0)
+            snprintf(name, sizeof name, KV_LOG_NAME ".torn-%llu", (unsigned long long)s->torn_at);
+        else
+            snprintf(name, sizeof name, KV_LOG_NAME ".torn-%llu.%u", (unsigned long long)s->torn_at,
+                     i);
+        fd = openat(s->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            return fail_errno(s, "cannot keep the torn tail", errno);
+    }
+    if (fd < 0)
+        return fail(s, KV_EIO, "%s: no free name to keep the torn tail at offset %llu", s->log_path,
+                    (unsigned long long)s->torn_at);
+    bool ok = grow_buffer(&s->rbuf, &s->rbuf_cap, KV_COPY_BUFFER);
+    int err = ok ? 0 : ENOMEM;
+    for (uint64_t done = 0; ok && done < s->truncated;) {
+        size_t n =
+            s->truncated - done < KV_COPY_BUFFER ? (size_t)(s->truncated - done) : KV_COPY_BUFFER;
+        ssize_t r = pread(s->fd, s->rbuf, n, (off_t)(s->torn_at + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        ok = r > 0 && write_all(fd, s->rbuf, (size_t)r, done);
+        err = r == 0 ? EIO : errno;
+        done += ok ? (uint64_t)r : 0;
+    }
+    if (ok && fsync(fd) != 0) {
+        ok = false;
+        err = errno;
+    }
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok) {
+        unlinkat(s->dirfd, name, 0);
+        return fail_errno(s, "cannot keep the torn tail", err);
+    }
+    fsync(s->dirfd);
+    if (ftruncate(s->fd, (off_t)s->torn_at) != 0 || fdatasync(s->fd) != 0)
+        return fail_errno(s, "cannot cut off the torn tail (its bytes are kept)", errno);
+    s->torn_pending = false;
+    memcpy(s->torn_name, name, sizeof name);
+    return KV_OK;
+}
+
+kv_status kv_recover(kv_store *s)
+{
+    if (!s)
+        return KV_EINVAL;
+    kv_status st = usable(s);
+    return st == KV_OK ? keep_torn_tail(s) : st;
+}
+
 /* Appends one record at s->end. On failure the log is cut back to where it was. */
 static kv_status append(kv_store *s, unsigned type, const void *key, size_t klen, const void *value,
                         size_t vlen, uint64_t *size)
 {
     uint64_t n = KV_REC_HEAD + (uint64_t)klen + vlen + KV_REC_TAIL;
+    kv_status st = keep_torn_tail(s);
+    if (st != KV_OK)
+        return st;
     if (s->end + n > KV_MAX_LOG_BYTES)
         return fail(s, KV_EFULL, "%s: the log is full (%llu bytes): compact it", s->log_path,
                     (unsigned long long)s->end);
@@ -878,6 +972,8 @@ kv_status kv_compact(kv_store *s)
     if (!s)
         return KV_EINVAL;
     kv_status st = usable(s);
+    if (st == KV_OK)
+        st = keep_torn_tail(s); /* the new log will not have it */
     if (st != KV_OK)
         return st;
     struct stat sb;
@@ -917,10 +1013,12 @@ kv_status kv_compact(kv_store *s)
     close(s->fd);
     s->fd = c.fd;
     s->dirty = false;
-    uint64_t truncated = s->truncated, rehashes = s->index.rehashes;
+    uint64_t truncated = s->truncated, torn_records = s->torn_records;
+    uint64_t rehashes = s->index.rehashes;
     kv_index_free(&s->index);
     st = load(s, 0);
-    s->truncated = truncated;
+    s->truncated = truncated; /* what kv_open found, which the stats keep telling */
+    s->torn_records = torn_records;
     s->index.rehashes += rehashes;
     if (st != KV_OK)
         s->broken = true;
@@ -948,6 +1046,10 @@ void kv_get_stats(const kv_store *s, kv_stats *out)
     out->index_load = out->index_slots ? (double)out->live_keys / (double)out->index_slots : 0;
     out->bytes_per_key = out->live_keys ? (double)out->index_bytes / (double)out->live_keys : 0;
     out->truncated = s->truncated;
+    out->torn_offset = s->torn_at;
+    out->torn_records = s->torn_records;
+    out->torn_kept = s->truncated && !s->torn_pending;
+    memcpy(out->torn_name, s->torn_name, sizeof out->torn_name);
 }
 
 const char *kv_error(const kv_store *s)

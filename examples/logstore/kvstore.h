@@ -19,10 +19,14 @@
  *     kv_close(s);
  *
  * Crashes: each record is written with one pwrite before the call returns, so a process
- * that is killed loses at most the record it was writing. kv_open scans the log, checks
- * every record and truncates a torn last record; damage anywhere else is reported
- * (KV_ECORRUPT) and the store is not opened. Against power loss, data reaches the disk at
- * kv_sync and kv_close, or after every record with kv_options.sync_each.
+ * that is killed loses at most the record it was writing. kv_open scans the log and checks
+ * every record. A torn tail (a last record cut short or damaged, or zeros after the
+ * records: what a crash mid-append leaves) is left out of the store, but stays in the log
+ * file until the store is first written to: then its bytes are copied to a file of their
+ * own beside the log (cuckoo-kv.log.torn-OFFSET), synced, and only then cut off the log.
+ * Reading never changes the log, so nothing is lost to a look. Damage anywhere else is
+ * reported (KV_ECORRUPT) and the store is not opened. Against power loss, data reaches
+ * the disk at kv_sync and kv_close, or after every record with kv_options.sync_each.
  *
  * One process at a time: kv_open takes an exclusive lock on the directory (KV_EBUSY).
  * A store is not thread-safe; use one thread, or a lock around every call.
@@ -58,6 +62,7 @@ typedef enum kv_status {
 #define KV_ERROR_MAX     512u                    /* room for a message with a long path */
 #define KV_LOG_NAME      "cuckoo-kv.log"         /* the log, inside the store's directory */
 #define KV_COMPACT_NAME  "cuckoo-kv.log.compact" /* kv_compact's temporary file */
+#define KV_TORN_NAME_MAX 64u /* KV_LOG_NAME ".torn-" OFFSET, and ".N" if that name is taken */
 
 typedef struct kv_options {
     bool create;      /* make the directory and an empty log if there is none */
@@ -67,18 +72,24 @@ typedef struct kv_options {
 } kv_options;
 
 typedef struct kv_stats {
-    uint64_t records;     /* records in the log: puts and deletes */
-    uint64_t live_keys;   /* keys with a value */
-    uint64_t log_bytes;   /* size of the log file */
-    uint64_t live_bytes;  /* bytes of the records that hold the live values */
-    uint64_t dead_bytes;  /* the rest, but the log's header: what kv_compact reclaims */
-    uint64_t index_slots; /* slots in the index (4 per bucket) */
-    uint64_t index_bytes; /* memory the index holds */
-    uint64_t rehashes;    /* times the index doubled since the store was opened */
-    uint64_t tag_misses;  /* log reads for a matching tag whose key differed */
-    double index_load;    /* live_keys / index_slots */
-    double bytes_per_key; /* index_bytes / live_keys (0 when empty) */
-    uint64_t truncated;   /* bytes of a torn last record kv_open cut off */
+    uint64_t records;      /* records in the log: puts and deletes */
+    uint64_t live_keys;    /* keys with a value */
+    uint64_t log_bytes;    /* size of the log file */
+    uint64_t live_bytes;   /* bytes of the records that hold the live values */
+    uint64_t dead_bytes;   /* the rest, but the log's header: what kv_compact reclaims */
+    uint64_t index_slots;  /* slots in the index (4 per bucket) */
+    uint64_t index_bytes;  /* memory the index holds */
+    uint64_t rehashes;     /* times the index doubled since the store was opened */
+    uint64_t tag_misses;   /* log reads for a matching tag whose key differed */
+    double index_load;     /* live_keys / index_slots */
+    double bytes_per_key;  /* index_bytes / live_keys (0 when empty) */
+    uint64_t truncated;    /* bytes of the torn tail kv_open found after the records */
+    uint64_t torn_offset;  /* where that tail starts in the log */
+    uint64_t torn_records; /* records that begin in it (the one a crash cut short; zeros
+                              hold none) */
+    bool torn_kept;        /* its bytes were moved to torn_name and cut off the log (by the
+                              first write, or kv_recover); until then they stay in the log */
+    char torn_name[KV_TORN_NAME_MAX]; /* in the store's directory; "" until torn_kept */
 } kv_stats;
 
 /* Open (or with o->create, create) the store in directory `dir`. The log is scanned and
@@ -88,6 +99,11 @@ typedef struct kv_stats {
  * Returns KV_OK and sets *out; KV_ENOSTORE, KV_ECORRUPT, KV_EBUSY, KV_EIO, KV_ENOMEM,
  * KV_EINVAL. */
 kv_status kv_open(const char *dir, const kv_options *o, kv_store **out, char *err);
+
+/* Move a torn tail (see kv_stats.truncated) out of the log now, as the first write would:
+ * its bytes go to kv_stats.torn_name, synced, then the log is cut. Returns KV_OK (also
+ * when there is none); KV_EIO (the log is untouched). */
+kv_status kv_recover(kv_store *s);
 
 /* Sync the log and close the store. Returns KV_OK, or KV_EIO if the final sync failed
  * (the store is closed all the same). NULL is fine. */

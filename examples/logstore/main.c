@@ -39,13 +39,18 @@ static const char usage_text[] =
     "  export FILE [--name N] write the records of manifest N back to FILE, in order\n"
     "  compact                rewrite the log without dead records, atomically\n"
     "  batch                  run put/get/del/has commands read from standard input\n"
+    "  recover                move a torn tail (what a crash mid-write leaves after the\n"
+    "                         last record) out of the log, into cuckoo-kv.log.torn-OFFSET\n"
     "\n"
     "options:\n"
     "  --sync                 sync the log after every record (survives power loss)\n"
     "  --help, --version\n"
     "\n"
-    "put, import and batch create the store. Exit status: 0 done, 1 bad command line,\n"
-    "2 error, 3 no such key / records missing from an export / a batch command failed.\n";
+    "put, import and batch create the store. Reading commands never change the log: a\n"
+    "torn tail stays in it, left out of the store, until a write or 'recover' moves its\n"
+    "bytes to a file of their own and cuts the log. Exit status: 0 done, 1 bad command\n"
+    "line, 2 error, 3 no such key / records missing from an export / a batch command\n"
+    "failed.\n";
 
 /* One line on stderr: "cuckoo-kv: MESSAGE" and `tail`. */
 static void message(const char *tail, const char *fmt, va_list ap)
@@ -275,6 +280,8 @@ static int cmd_stats(kv_store *s, const args *a)
     printf("bytes_per_key: %.2f\n", t.bytes_per_key);
     printf("rehashes: %llu\n", (unsigned long long)t.rehashes);
     printf("truncated: %llu\n", (unsigned long long)t.truncated);
+    printf("torn_offset: %llu\n", (unsigned long long)t.torn_offset);
+    printf("torn_records: %llu\n", (unsigned long long)t.torn_records);
     return finish_stdout(EXIT_DONE);
 }
 
@@ -325,6 +332,42 @@ static int cmd_export(kv_store *s, const args *a)
                 (unsigned long long)r.missing);
     fputc('\n', out);
     return finish_stdout(r.missing ? EXIT_PARTIAL : EXIT_DONE);
+}
+
+static int cmd_recover(kv_store *s, const args *a)
+{
+    (void)a;
+    kv_status st = kv_recover(s);
+    if (st != KV_OK)
+        return store_failed(s, st);
+    kv_stats t;
+    kv_get_stats(s, &t);
+    if (!t.truncated)
+        printf("nothing to recover: the log ends with a whole record\n");
+    return finish_stdout(EXIT_DONE); /* the torn tail, if any, is reported by main */
+}
+
+/* One line on stderr about a torn tail kv_open found: moved out of the log (by a write
+ * or recover) with where its bytes are, or still in the log after a reading command. */
+static void report_torn(const char *dir, const kv_store *s)
+{
+    kv_stats t;
+    kv_get_stats(s, &t);
+    if (!t.truncated)
+        return;
+    if (t.torn_kept)
+        fprintf(stderr,
+                "cuckoo-kv: %s/%s: cut a torn tail of %llu bytes (%llu records begin in it) at "
+                "offset %llu; its bytes are kept in %s/%s\n",
+                dir, KV_LOG_NAME, (unsigned long long)t.truncated,
+                (unsigned long long)t.torn_records, (unsigned long long)t.torn_offset, dir,
+                t.torn_name);
+    else
+        fprintf(stderr,
+                "cuckoo-kv: %s/%s: a torn tail of %llu bytes (%llu records begin in it) at offset "
+                "%llu is left out, and left in the log until a write or 'recover'\n",
+                dir, KV_LOG_NAME, (unsigned long long)t.truncated,
+                (unsigned long long)t.torn_records, (unsigned long long)t.torn_offset);
 }
 
 static int cmd_compact(kv_store *s, const args *a)
@@ -463,7 +506,7 @@ static const command commands[] = {
     {"del", cmd_del, 1, true, false, false},       {"list", cmd_list, 0, false, false, false},
     {"stats", cmd_stats, 0, false, false, false},  {"import", cmd_import, 1, false, true, true},
     {"export", cmd_export, 1, false, false, true}, {"compact", cmd_compact, 0, false, false, false},
-    {"batch", cmd_batch, 0, false, true, false},
+    {"batch", cmd_batch, 0, false, true, false},   {"recover", cmd_recover, 0, false, false, false},
 };
 
 int main(int argc, char **argv)
@@ -528,6 +571,8 @@ int main(int argc, char **argv)
         return EXIT_ERROR;
     }
     int rc = cmd->run(s, &in);
+    if (cmd->run != cmd_stats) /* stats says it in its own lines */
+        report_torn(dir, s);
     /* Synced before closing, so that a failure can still be told with its message. */
     if (kv_sync(s) != KV_OK && rc != EXIT_ERROR) {
         error("%s", kv_error(s));

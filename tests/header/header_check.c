@@ -71,6 +71,7 @@ struct cf_header_check_api {
     uint64_t (*hash_seeded)(uint64_t, const void *, size_t);
     cf_status (*place_hash)(uint64_t, uint64_t, unsigned, cf_place *);
     uint64_t (*alt_bucket)(uint64_t, uint32_t, uint64_t);
+    cf_status (*chunk_bytes_needed)(const void *, size_t, size_t *);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
@@ -87,7 +88,7 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_open_mapped,   cf_dump_chunk_max, cf_dump_chunk,
     cf_load_chunk,    cf_is_loading,     cf_expected_fpr,
     cf_contains_keys, cf_add_many,       cf_hash_seeded,
-    cf_place_hash,    cf_alt_bucket,
+    cf_place_hash,    cf_alt_bucket,     cf_chunk_bytes_needed,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and

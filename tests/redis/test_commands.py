@@ -919,13 +919,13 @@ def configs(ctx):
     """The settings as configurations: cuckoo.<name> for CONFIG GET / SET and in the
     server's config file, starting from the load arguments."""
     names = ["cf-max-expansions", "cf-initial-size", "cf-bucket-size", "cf-max-iterations",
-             "cf-expansion-factor", "cf-fingerprint-bits"]
+             "cf-expansion-factor", "cf-fingerprint-bits", "cf-load-timeout"]
     with Server(module_args=["cf-bucket-size", "4"],
                 extra=[("cuckoo.cf-fingerprint-bits", "20")]) as s, s.client() as c:
         got = c.call("CONFIG", "GET", "cuckoo.*")
         got = {got[i].decode(): got[i + 1].decode() for i in range(0, len(got), 2)}
         expect(got, {"cuckoo." + n: v for n, v in zip(names, ["32", "1024", "4", "20", "1",
-                                                                "20"])},
+                                                                "20", "600"])},
                "CONFIG GET cuckoo.* (a load argument and a config-file line applied)")
         expect(c.call_raw("CF.ADD", "a1", "x"), 1, "CF.ADD")
         expect([info(c, "a1")[f] for f in ("Bucket size", "Fingerprint bits")], [4, 20],
@@ -943,7 +943,8 @@ def configs(ctx):
                                  ("cf-fingerprint-bits", 3, "must be between 4 and 32"),
                                  ("cf-initial-size", 15,
                                   "cf-initial-size must be at least 2 * cf-bucket-size"),
-                                 ("cf-max-expansions", 0, "must be between 1 and 65536")):
+                                 ("cf-max-expansions", 0, "must be between 1 and 65536"),
+                                 ("cf-load-timeout", 0, "must be between 1 and 2592000")):
             r = c.call_raw("CONFIG", "SET", "cuckoo." + name, value)
             check(isinstance(r, RespError) and why in str(r),
                   f"CONFIG SET {name} {value}: expected an error with {why!r}, got {r!r}")
@@ -1306,13 +1307,20 @@ def incomplete(ctx):
         expect_error(cl.call_raw("CF.RESERVE", "inc:k", 100), "ERR item exists",
                      "RESERVE on an incomplete filter")
     expect(c.call_raw("TYPE", "inc:k"), Simple("cuckoo-cf"), "TYPE of an incomplete filter")
-    expect(info(c, "inc:k"), info(c, "inc:src"), "CF.INFO of an incomplete filter")
+    # Only the header is in: CF.INFO describes the filter that is coming, but no table
+    # holds memory yet.
+    inc, src = info(c, "inc:k"), info(c, "inc:src")
+    check(inc["Size"] < src["Size"] - 1000,
+          f"an incomplete filter with no table yet holds {inc['Size']} (complete: {src['Size']})")
+    del inc["Size"], src["Size"]
+    expect(inc, src, "CF.INFO of an incomplete filter, Size aside")
     check(type(c.call_raw("CF.DEBUG", "inc:k")) is bytes, "CF.DEBUG of an incomplete filter")
     expect(dump(c, "inc:k"), chunks[:1], "CF.SCANDUMP of an incomplete filter: what it has")
     for it, data in chunks[1:]:
         ok(c.call_raw("CF.LOADCHUNK", "inc:k", it, data), f"CF.LOADCHUNK inc:k {it}")
     lost = missing_of(c, "inc:k", items)
     check(not lost, f"the completed filter misses {lost[:5]}")
+    expect(info(c, "inc:k"), info(c, "inc:src"), "CF.INFO of the completed filter")
     expect(c.call_raw("CF.ADD", "inc:k", "new"), 1, "CF.ADD once complete")
     # A filter that stopped half way can be finished from its own dump (two chunks here).
     ok(c.call_raw("CF.RESERVE", "inc:src2", 100, "EXPANSION", 1), "inc:src2")

@@ -296,7 +296,11 @@ def part1_dump_load(a, b, F):
                 r = ca.call_raw(*cmd)
                 check(isinstance(r, RespError) and "incomplete" in str(r),
                       f"{' '.join(cmd)} on an incomplete filter: {r!r}")
-            check(S.info(ca, part) == S.info(ca, "copy:" + key),
+            # The same figures but Size: an incomplete filter holds only the tables whose
+            # chunks have begun to arrive, and the running checksum of what came (an XXH3
+            # state, under 1 KiB).
+            inc, whole = S.info_dict(ca, part), S.info_dict(ca, "copy:" + key)
+            check(inc.pop("Size") <= whole.pop("Size") + 1024 and inc == whole,
                   f"CF.INFO of the incomplete {part} differs from the complete copy's: "
                   f"{S.info(ca, part)} vs {S.info(ca, 'copy:' + key)}")
             if key == "g1" and i == 2:
@@ -388,17 +392,20 @@ def part2_rdb(a, F, originals):
     check(S.scandump(c, "partcopy:g1") == originals["g1"]["chunks"][:3],
           "partcopy:g1 after the restart")
 
-    # DUMP / RESTORE of every filter, the incomplete one included.
+    # DUMP / RESTORE of every filter, the incomplete one included. The incomplete one has
+    # an expiry (cf-load-timeout), which RESTORE is given as MIGRATE gives it.
     for key in FILTERS + ("part:g1",):
         payload = c.call("DUMP", key)
         check(isinstance(payload, bytes), f"DUMP {key}: {payload!r:.100}")
-        ok(c.call("RESTORE", "restored:" + key, 0, payload), f"RESTORE restored:{key}")
+        ttl = max(c.call("PTTL", key), 0)
+        check((ttl > 0) == (key == "part:g1"), f"PTTL {key}: {ttl}")
+        ok(c.call("RESTORE", "restored:" + key, ttl, payload), f"RESTORE restored:{key}")
         source = "g1" if key == "part:g1" else key
         want = originals[source] if key != "part:g1" else S.snapshot(c, key)
         S.assert_same(want, F.snap(c, "restored:" + key, source), f"DUMP/RESTORE of {key}")
         r = c.call_raw("RESTORE", "restored:" + key, 0, payload)
         check(isinstance(r, RespError) and "BUSYKEY" in str(r), f"RESTORE onto a key: {r!r}")
-        ok(c.call("RESTORE", "restored:" + key, 0, payload, "REPLACE"), "RESTORE ... REPLACE")
+        ok(c.call("RESTORE", "restored:" + key, ttl, payload, "REPLACE"), "RESTORE ... REPLACE")
         S.assert_same(want, F.snap(c, "restored:" + key, source), f"RESTORE REPLACE of {key}")
     S.loadchunks(c, "restored:part:g1", originals["g1"]["chunks"][3:])
     S.assert_same(originals["g1"], F.snap(c, "restored:part:g1", "g1"),
@@ -454,8 +461,9 @@ def part2_forged(a, F, rng):
               f"{[(o, v if isinstance(v, int) or v is None else len(v)) for o, v in elems]} vs "
               f"{[(o, v if isinstance(v, int) or v is None else len(v)) for o, v in want]}")
         # Our CRC and re-serialization are right: the unaltered body, re-wrapped, loads.
-        ok(c.call("RESTORE", "control", 0, wrap(serialize(prefix, elems), version)),
-           f"RESTORE of the re-wrapped DUMP of {key}")
+        ok(c.call("RESTORE", "control", max(c.call("PTTL", key), 0),
+                  wrap(serialize(prefix, elems), version)),
+           f"RESTORE of the re-wrapped DUMP of {key} (with its expiry, if incomplete)")
         check(S.digest(c, "control") == S.digest(c, key), f"control restore of {key}")
         c.call("DEL", "control")
 
@@ -525,8 +533,13 @@ def part2_forged(a, F, rng):
                            len(body) - 3, len(body) - 2, len(body) - 1]
                           + [rng.randrange(1, len(body)) for _ in range(10)]))
         for cut in cuts:
-            expect_refused(a, c, wrap(body[:cut], version), f"{key}: truncated to {cut} bytes",
-                           rest)
+            payload = wrap(body[:cut], version)
+            # RESTORE reads its record from the whole payload, footer included: when the
+            # bytes cut off happen to be the footer's first bytes (the RDB version, then
+            # the CRC), the server reads the very record that was cut, and rightly loads it.
+            if payload[cut:].startswith(body[cut:]):
+                continue
+            expect_refused(a, c, payload, f"{key}: truncated to {cut} bytes", rest)
             tested += 1
 
     # A header chunk of another filter made with the same parameters (another seed).

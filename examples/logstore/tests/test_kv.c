@@ -770,14 +770,19 @@ static void build_compacted_log(bytes *b, const script *sc, size_t applied, uint
     }
 }
 
-/* The log p[0..n) opens with its tail cut at `keep`, the first `applied` ops of the
- * script intact, and takes a new record where the cut was; with `compact`, after a
- * kv_compact that keeps kv_stats.truncated. */
+/* The log p[0..n) opens with the tail from `keep` on left out, the first `applied` ops of
+ * the script intact, and reading changes nothing in the directory; the first write (with
+ * `compact`, a kv_compact; else a put) first moves the tail's exact bytes to
+ * KV_LOG_NAME.torn-KEEP, then cuts the log there, and the new record goes where the cut
+ * was. kv_stats.truncated keeps telling what kv_open found. */
 static void check_recovers(const char *dir, const uint8_t *p, size_t n, uint64_t keep,
                            const script *sc, size_t applied, bool compact)
 {
-    char log[PATH_CAP], err[KV_ERROR_MAX] = "";
+    char log[PATH_CAP], torn[PATH_CAP], torn_name[KV_TORN_NAME_MAX], err[KV_ERROR_MAX] = "";
     path_in(log, dir, KV_LOG_NAME);
+    snprintf(torn_name, sizeof torn_name, KV_LOG_NAME ".torn-%llu", (unsigned long long)keep);
+    path_in(torn, dir, torn_name);
+    unlink(torn);
     if (!plant_log(dir, p, n))
         return;
     kv_store *s = NULL;
@@ -786,10 +791,14 @@ static void check_recovers(const char *dir, const uint8_t *p, size_t n, uint64_t
         return;
     kv_stats ks = stats_of(s);
     CHECK_EQ_U(ks.truncated, n - keep);
+    CHECK_EQ_U(ks.torn_offset, n > keep ? keep : 0);
+    CHECK(!ks.torn_kept && ks.torn_name[0] == '\0');
     CHECK_EQ_U(ks.records, applied);
     CHECK_EQ_U(ks.log_bytes, keep);
-    CHECK_EQ_I(file_size(log), (int64_t)keep);
     check_script_state(s, sc->ops, sc->n, applied);
+    /* Reads left the log, tail and all, as it was, and made no file. */
+    check_file_is(log, p, n, "a torn log after reads");
+    CHECK(access(torn, F_OK) != 0);
 
     uint64_t records = applied;
     if (compact) {
@@ -808,9 +817,17 @@ static void check_recovers(const char *dir, const uint8_t *p, size_t n, uint64_t
 
     static const char after[] = "after the cut";
     CHECK_KV(kv_put(s, LIT(after), LIT("new")), KV_OK);
+    ks = stats_of(s);
+    if (ks.truncated) {
+        CHECK(ks.torn_kept && strcmp(ks.torn_name, torn_name) == 0);
+        check_file_is(torn, p + (n - ks.truncated), (size_t)ks.truncated, "the torn tail kept");
+    } else {
+        CHECK(!ks.torn_kept && access(torn, F_OK) != 0);
+    }
     CHECK_KV(kv_close(s), KV_OK);
     CHECK_EQ_I(file_size(log), (int64_t)(keep + rec_size(sizeof after - 1, 3)));
     s = open_store(dir, false, 0, 0);
+    unlink(torn);
     if (s == NULL)
         return;
     ks = stats_of(s);

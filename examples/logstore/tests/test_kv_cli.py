@@ -458,7 +458,8 @@ def numbers_in(text):
 
 
 STAT_FIELDS = ("records", "live_keys", "log_bytes", "live_bytes", "dead_bytes", "index_slots",
-               "index_bytes", "index_load", "bytes_per_key", "rehashes", "truncated")
+               "index_bytes", "index_load", "bytes_per_key", "rehashes", "truncated",
+               "torn_offset", "torn_records")
 STAT_RATIOS = ("index_load", "bytes_per_key")  # decimal numbers; the others are counts
 STAT_LINE = re.compile(r"([a-z_]+): (\d+(?:\.(\d+))?)")
 
@@ -1606,7 +1607,8 @@ def test_damage(t):
         t.error2(res, f"get on a log with {label}", names=[LOG_NAME])
         t.check(read(t.log_path(d)) == data, f"a refused log with {label} was changed")
 
-    # Torn last records: cut off, the store opens.
+    # Torn last records: left out, the store opens; reads leave the log as it is, and the
+    # first write moves the tail's bytes to cuckoo-kv.log.torn-OFFSET before cutting it.
     keep = [b"key-%d" % i for i in range(7)]
     torn = [
         ("the last record cut inside its header", orig[:last + t.rng.randrange(1, REC_HEAD)]),
@@ -1629,21 +1631,31 @@ def test_damage(t):
         st = t.stats(d, label)
         if st is None:
             continue
-        t.check(t.log_size(d) == last, f"{label}: the log has {t.log_size(d)} bytes after "
-                f"opening, want {last} (the torn record cut off)")
-        t.check(st["truncated"] == len(data) - last,
-                f"{label}: stats truncated {st['truncated']}, want {len(data) - last}",
-                st["_res"])
+        t.check(st["truncated"] == len(data) - last and st["torn_offset"] == last,
+                f"{label}: stats truncated {st['truncated']} at {st['torn_offset']}, want "
+                f"{len(data) - last} at {last}", st["_res"])
         t.check(st["live_keys"] == 7 and st["records"] == 7,
                 f"{label}: {st['live_keys']} live keys, {st['records']} records; want 7, 7",
                 st["_res"])
         res = t.run([d, "get", "key-7"])
         t.check(res.rc == 3, f"{label}: the torn record's key is still there", res)
+        t.check(b"torn tail of %d bytes" % (len(data) - last) in res.err
+                and b"left in the log" in res.err, f"{label}: get does not tell of the tail", res)
+        res = t.run([d, "list"])
+        t.check(read(t.log_path(d)) == data and os.listdir(d) == [LOG_NAME],
+                f"{label}: reading commands changed the store's directory", res)
         res = t.batch(d, [b"get " + k for k in keep], "get")
         t.check(res.rc == 0 and res.out == b"".join(b"VALUE " + escape(m.items[k]) + NL
                                                    for k in keep),
                 f"{label}: the records before the torn one changed", res)
+        t.check(read(t.log_path(d)) == data, f"{label}: a batch of gets changed the log", res)
         res = t.run([d, "put", "key-7", "again"])
+        torn_name = f"{LOG_NAME}.torn-{last}"
+        t.check(res.rc == 0 and os.path.exists(os.path.join(d, torn_name))
+                and read(os.path.join(d, torn_name)) == data[last:],
+                f"{label}: the first write did not keep the tail in {torn_name}", res)
+        t.check(torn_name.encode() in res.err and b"cut a torn tail" in res.err,
+                f"{label}: the write does not say where the tail went", res)
         if t.check(res.rc == 0 and t.log_size(d) == last + framed(5, 5),
                    f"{label}: put after the cut does not append at the cut", res):
             tm = Model()
@@ -1657,8 +1669,15 @@ def test_damage(t):
         st = t.stats(d, f"{n} trailing zero bytes")
         if st is None:
             continue
-        t.check(t.log_size(d) == len(orig), f"{n} trailing zero bytes: not cut off "
-                f"({t.log_size(d)} bytes, want {len(orig)})")
+        t.check(t.log_size(d) == len(orig) + n, f"{n} trailing zero bytes: stats changed the "
+                f"log ({t.log_size(d)} bytes, want {len(orig) + n})")
+        res = t.run([d, "recover"])
+        t.check(res.rc == 0 and t.log_size(d) == len(orig)
+                and read(os.path.join(d, f"{LOG_NAME}.torn-{len(orig)}")) == bytes(n),
+                f"{n} trailing zero bytes: recover did not move them aside", res)
+        res = t.run([d, "recover"])
+        t.check(res.rc == 0 and b"nothing to recover" in res.out,
+                f"{n} trailing zero bytes: a second recover", res)
         t.check(st["live_keys"] == 8 and st["truncated"] == n,
                 f"{n} trailing zero bytes: live keys {st['live_keys']}, truncated "
                 f"{st['truncated']}; want 8 and {n}", st["_res"])
@@ -1670,8 +1689,9 @@ def test_damage(t):
     write(t.log_path(d), data)
     res = t.run([d, "stats"])
     if res.rc == 0:
-        t.check(t.log_size(d) == last, f"{label}: opened, but the log has {t.log_size(d)} "
-                f"bytes, want {last} (the torn record and the zeros cut off)", res)
+        t.check(b"truncated: %d" % (len(data) - last) in res.out and read(t.log_path(d)) == data,
+                f"{label}: opened, but not with the torn record and the zeros left out, or the "
+                "log was changed", res)
     elif t.error2(res, f"{label}: neither cut off nor refused", names=[LOG_NAME]):
         t.check(last in numbers_in(res.err) and read(t.log_path(d)) == data,
                 f"{label}: refused, but without the offset {last} or with the log changed", res)
@@ -2037,10 +2057,10 @@ def group_crash(t):
             t.check(False, f"{what}: the store does not open after the kill "
                     f"(log of {before} bytes)")
             return None
-        after = t.log_size(d)
-        cut = before - after
-        t.check(st["truncated"] == cut, f"{what}: stats truncated {st['truncated']}, but "
-                f"the log went from {before} to {after} bytes", st["_res"])
+        # A torn tail is left out of the store but stays in the log: nothing that reads
+        # changes it. `after` is where the store's records end.
+        cut = st["truncated"]
+        after = before - cut
         keys = t.list_keys(d, what)
         if keys is None:
             return None
@@ -2094,9 +2114,11 @@ def group_crash(t):
             nxt = fr[k]
         else:
             nxt = mf
-        t.check(0 <= cut < nxt, f"{what}: {cut} bytes cut off at reopen (log {before} -> "
-                f"{after}); the record being written has {nxt} bytes, so a whole record "
-                "was lost" if cut >= nxt else f"{what}: the log grew at reopen")
+        t.check(0 <= cut < nxt, f"{what}: a torn tail of {cut} bytes at reopen (log {before}"
+                f" bytes); the record being written has {nxt} bytes, so a whole record "
+                "was lost")
+        t.check(t.log_size(d) == before, f"{what}: reading commands changed the log "
+                f"({before} -> {t.log_size(d)} bytes)")
         if has_manifest:
             res = t.run([d, "export", out])
             t.check(res.rc == 0 and filecmp.cmp(src, out, shallow=False),

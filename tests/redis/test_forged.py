@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Forged filter headers against the module: what memory and time they can cost a server.
+
+A header chunk (the first CF.LOADCHUNK, or the first chunk inside a RESTORE payload or an
+RDB) describes the sub-filters that the chunks after it will fill. A forged one describes
+a huge filter in a few bytes. The module must check the whole filter a header describes
+against maxmemory and the machine's free memory before it allocates anything, hold no
+table memory for chunks that have not arrived, and let an incomplete filter expire
+(cf-load-timeout) instead of holding memory for good.
+
+Every payload here is at most 64 KiB. The test checks what the server holds after each
+(used_memory, with nothing held for a refused one) and prints the figures the issue asks
+for: the most memory a forged payload made the server hold, and the longest a forged
+command took (measured from the client, an upper bound of the event loop's time; printed,
+never asserted).
+
+Environment: CF_REDIS_MODULE (the .so; libcuckoofilter.so is found beside it for XXH3),
+CF_TEST_SEED. Exit 0 = pass, 77 = skipped (no redis-server), anything else = failure.
+"""
+
+import ctypes
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+from harness import RespError, Server  # noqa: E402
+import cf_state as S  # noqa: E402
+from cf_state import check, ok  # noqa: E402
+from test_persistence import (OP_EOF, OP_STRING, OP_UINT, parse_module_value,  # noqa: E402
+                              serialize, split_payload, wrap)
+
+MiB = 1 << 20
+PAYLOAD_MAX = 64 * 1024  # the largest forged payload the issue considers
+ITERATIONS = 20          # MAXITERATIONS in the module's prefix
+
+_LIB = ctypes.CDLL(os.path.join(os.path.dirname(harness.MODULE), "libcuckoofilter.so"))
+_LIB.cf_hash_seeded.restype = ctypes.c_uint64
+_LIB.cf_hash_seeded.argtypes = (ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t)
+
+
+def xxh3(data, seed=0):
+    """XXH3-64 (with seed 0 it is XXH3_64bits), through the library's cf_hash_seeded."""
+    return _LIB.cf_hash_seeded(seed, data, len(data))
+
+
+def le(n, width):
+    return n.to_bytes(width, "little")
+
+
+def align64(x):
+    return (x + 63) & ~63
+
+
+class Forged:
+    """A header chunk (docs/FORMAT.md) of `tables` sub-filters of `buckets` buckets each
+    (expansion 1), f-bit fingerprints in b-slot buckets, with every checksum right."""
+
+    def __init__(self, tables, buckets, f=8, b=4, seed=0x5EED):
+        self.seed = seed
+        self.table_len = (buckets * b * f + 7) // 8
+        meta_len = 64 + 32 * tables + 8
+        self.cursor = align64(meta_len)
+        offsets, pos = [], self.cursor
+        for _ in range(tables):
+            offsets.append(pos)
+            pos = align64(pos + self.table_len)
+        self.tables_bytes = tables * (self.table_len + 8)  # each with 8 bytes of padding
+        header = (b"\x89CUCKOO\n" + le(1, 2) + le(64, 2) + le(0, 4) + le(pos + 8, 8) +
+                  le(seed, 8) + le(tables * buckets * b, 8) + bytes([f, b, 1, 0]) +
+                  le(500, 2) + le(0, 2) + le(1, 4) + le(tables, 4) + le(tables, 4) + le(0, 4))
+        descs = b"".join(le(buckets, 8) + le(0, 8) + le(o, 8) + le(self.table_len, 8)
+                         for o in offsets)
+        meta = header + descs
+        self.chunk = meta + le(xxh3(meta), 8) + le(0, 8)  # the file sum: never reached
+        self.header_sum = xxh3(header)
+        self.first_table = offsets[0]
+
+    def prefixed(self):
+        """The chunk as CF.LOADCHUNK takes it: the module's 24 bytes in front."""
+        fields = le(0, 8) + le(ITERATIONS, 8)
+        return fields + le(xxh3(fields, self.seed), 8) + self.chunk
+
+    def data_chunk(self):
+        """The first data chunk of table 0, zeros, with its tag (a small table: one chunk)."""
+        body = bytes(self.table_len)
+        return body + le(xxh3(body, self.header_sum ^ self.first_table), 8)
+
+    def restore_body(self, prefix, loading):
+        """A DUMP body of a module value holding this header (and no data chunk)."""
+        fields = le(0, 8) + le(ITERATIONS, 8)
+        return serialize(prefix, [(OP_UINT, 0), (OP_UINT, ITERATIONS), (OP_UINT, loading),
+                                  (OP_UINT, self.cursor), (OP_STRING, self.chunk),
+                                  (OP_UINT, 0), (OP_UINT, xxh3(fields, self.seed)),
+                                  (OP_EOF, None)])
+
+
+def used_memory(c):
+    return int(re.search(rb"used_memory:(\d+)", c.call("INFO", "memory")).group(1))
+
+
+class Meter:
+    """The most memory and time any forged command cost."""
+
+    def __init__(self):
+        self.worst_bytes, self.worst_bytes_what = 0, ""
+        self.worst_ms, self.worst_ms_what = 0.0, ""
+
+    def run(self, c, what, *args):
+        payload = max((len(a) for a in args if isinstance(a, bytes)), default=0)
+        check(payload <= PAYLOAD_MAX, f"{what}: a payload of {payload} bytes")
+        before = used_memory(c)
+        t0 = time.perf_counter()
+        reply = c.call_raw(*args)
+        ms = (time.perf_counter() - t0) * 1000
+        held = max(0, used_memory(c) - before)
+        if held > self.worst_bytes:
+            self.worst_bytes, self.worst_bytes_what = held, what
+        if ms > self.worst_ms:
+            self.worst_ms, self.worst_ms_what = ms, what
+        print(f"    {what}: {payload} bytes -> {reply if isinstance(reply, RespError) else 'OK'};"
+              f" holds {held} bytes, {ms:.2f} ms")
+        return reply, held
+
+
+def refused(reply, what):
+    check(isinstance(reply, RespError), f"{what} was accepted: {reply!r}")
+
+
+def scenario_maxmemory(m):
+    """maxmemory 100mb: headers beyond it are refused, holding nothing; one within it
+    holds only what arrived, and expires."""
+    with Server(extra=[("maxmemory", "100mb"), ("rdbcompression", "no")]) as s, \
+            s.client() as c:
+        ok(c.call_raw("CF.RESERVE", "real", 100), "CF.RESERVE real")
+        body, version = split_payload(c.call("DUMP", "real"))
+        prefix, _ = parse_module_value(body)
+        # The issue's RESTORE: 64 tables of 16,000,000 bytes (1 GB) in about 2 KB.
+        big = Forged(tables=64, buckets=4_000_000)
+        check(big.table_len == 16_000_000, "the forged tables are 16,000,000 bytes")
+        for loading in (0, 1):
+            r, held = m.run(c, f"RESTORE of 64 x 16 MB tables (loading flag {loading})",
+                            "RESTORE", f"r{loading}", 0, wrap(big.restore_body(prefix, loading),
+                                                             version))
+            refused(r, "RESTORE of a 1 GB filter under maxmemory 100mb")
+            check(held < MiB, f"a refused RESTORE left {held} bytes held")
+            check(c.call("EXISTS", f"r{loading}") == 0, "a refused RESTORE left a key")
+        r, held = m.run(c, "CF.LOADCHUNK header of 64 x 16 MB tables", "CF.LOADCHUNK", "l",
+                        big.cursor, big.prefixed())
+        check(isinstance(r, RespError) and str(r) == "ERR Insufficient memory to create filter",
+              f"the 1 GB header under maxmemory 100mb: {r!r}")
+        check(held < MiB and c.call("EXISTS", "l") == 0, f"the refused header held {held}")
+        # Many headers that each fit (4 x 16 MB = 64 MB): each is accepted and holds no table
+        # until its chunks come; all of them together would be far past maxmemory.
+        fits = Forged(tables=4, buckets=4_000_000)
+        total = 0
+        for i in range(8):
+            r, held = m.run(c, f"CF.LOADCHUNK header of 4 x 16 MB tables, key {i}",
+                            "CF.LOADCHUNK", f"fit{i}", fits.cursor, fits.prefixed())
+            ok(r, f"header {i} within maxmemory")
+            total += held
+        check(total < MiB, f"8 headers of 64 MB each hold {total} bytes before any chunk")
+        ttl = c.call("TTL", "fit0")
+        check(0 < ttl <= 600, f"an incomplete filter expires after cf-load-timeout: TTL {ttl}")
+        # RESTORE of an incomplete filter that fits: accepted, holds no table either.
+        r, held = m.run(c, "RESTORE of an incomplete filter of 4 x 16 MB tables", "RESTORE",
+                        "rfit", 0, wrap(fits.restore_body(prefix, 1), version))
+        ok(r, "RESTORE of an incomplete filter within maxmemory")
+        check(held < MiB, f"the restored incomplete filter holds {held} bytes")
+        check(s.alive(), "the server is up")
+
+
+def scenario_free_memory(m):
+    """No maxmemory: a header beyond the machine's free memory is refused at once."""
+    with Server() as s, s.client() as c:
+        # The most a 64 KiB header can describe: about 2,000 tables of 2^43 bytes.
+        n = (PAYLOAD_MAX - 64 - 24 - 16) // 32
+        huge = Forged(tables=n, buckets=1 << 41)
+        r, held = m.run(c, f"CF.LOADCHUNK header of {n} x {huge.table_len >> 40} TiB tables",
+                        "CF.LOADCHUNK", "h", huge.cursor, huge.prefixed())
+        check(isinstance(r, RespError) and str(r) == "ERR Insufficient memory to create filter",
+              f"a header of {n * huge.table_len / 2**40:.0f} TiB: {r!r}")
+        check(held < MiB, f"the refused header held {held} bytes")
+        # 0.95 TiB in one table.
+        one = Forged(tables=1, buckets=260_000_000_000)
+        r, held = m.run(c, "CF.LOADCHUNK header of one 0.95 TiB table", "CF.LOADCHUNK", "h",
+                        one.cursor, one.prefixed())
+        refused(r, "a 0.95 TiB header without maxmemory")
+        check(held < MiB and c.call("EXISTS", "h") == 0, f"the refused header held {held}")
+        # The most sub-filters a 64 KiB header holds, each small: accepted, and what it
+        # holds is its own bookkeeping only.
+        many = Forged(tables=n, buckets=2)
+        r, held = m.run(c, f"CF.LOADCHUNK header of {n} tiny tables", "CF.LOADCHUNK", "many",
+                        many.cursor, many.prefixed())
+        ok(r, "a header of many tiny tables")
+        check(held < 2 * PAYLOAD_MAX + 256 * 1024, f"{n} tiny tables' header holds {held}")
+        check(s.alive(), "the server is up")
+
+
+def scenario_timeout_and_arrival():
+    """Tables get memory with their first chunk; cf-load-timeout expires an incomplete
+    filter; the last chunk makes it persistent."""
+    with Server() as s, s.client() as c:
+        ok(c.call_raw("CONFIG", "SET", "cuckoo.cf-load-timeout", "1"), "cf-load-timeout 1")
+        two = Forged(tables=2, buckets=1_000_000)  # 2 x 4 MB
+        ok(c.call_raw("CF.LOADCHUNK", "t", two.cursor, two.prefixed()), "header of t")
+        before = c.call("MEMORY", "USAGE", "t")
+        check(before < 64 * 1024, f"the header alone holds {before} bytes (MEMORY USAGE)")
+        ok(c.call_raw("CF.LOADCHUNK", "t", align64(two.first_table + two.table_len),
+                      two.data_chunk()), "the first table of t")
+        grown = c.call("MEMORY", "USAGE", "t") - before
+        check(two.table_len <= grown < two.table_len + 1024,
+              f"the first chunk of a {two.table_len}-byte table made the filter hold {grown}")
+        pttl = c.call("PTTL", "t")
+        check(0 < pttl <= 1000, f"PTTL of the incomplete filter, cf-load-timeout 1: {pttl}")
+        deadline = time.time() + 10
+        while c.call("EXISTS", "t") and time.time() < deadline:
+            time.sleep(0.1)
+        check(c.call("EXISTS", "t") == 0, "the incomplete filter did not expire")
+        # A real filter, loaded whole: no expiry once its last chunk is in.
+        ok(c.call_raw("CF.RESERVE", "src", 1000), "CF.RESERVE src")
+        c.call("CF.ADD", "src", "x")
+        chunks = S.scandump(c, "src")
+        S.loadchunks(c, "copy", chunks[:1])
+        check(c.call("PTTL", "copy") > 0, "an incomplete copy has an expiry")
+        S.loadchunks(c, "copy", chunks[1:])
+        check(c.call("PTTL", "copy") == -1, "the completed copy still has an expiry")
+        time.sleep(1.5)
+        check(c.call("CF.EXISTS", "copy", "x") == 1, "the completed copy lost its item")
+        check(s.alive(), "the server is up")
+
+
+def main():
+    S.require_tools()
+    servers = []
+
+    def body(seed):
+        del seed  # nothing random here
+        m = Meter()
+        scenario_maxmemory(m)
+        scenario_free_memory(m)
+        scenario_timeout_and_arrival()
+        print(f"most memory a forged payload of at most {PAYLOAD_MAX} bytes made the server "
+              f"hold: {m.worst_bytes} bytes ({m.worst_bytes_what})")
+        print(f"longest forged command, as the client saw it: {m.worst_ms:.2f} ms "
+              f"({m.worst_ms_what})")
+
+    S.run("test_forged", body, servers)
+
+
+if __name__ == "__main__":
+    main()
