@@ -14,10 +14,12 @@
 #   make figures         regenerate docs/img/fpr-vs-bits.png and docs/img/throughput-vs-load.png
 #                        (bench/figures.sh: cf-bench-speed --figures, then gnuplot; ~1 min)
 #   make bench-redis     the Redis module against Redis sets: throughput (redis-benchmark),
-#                        memory per item, false positives (bench/redis_bench.py)
-#   make fuzz            build fuzz/fuzz_$(FUZZ_TARGET) (ops, deserialize or chunks; default
-#                        ops) with clang, libFuzzer, ASan and UBSan (in $(FUZZ_BUILD_DIR)) and
-#                        fuzz for FUZZ_SECONDS (60) over a scratch copy of
+#                        memory per item, false positives (bench/redis_bench.py); the time
+#                        each CF.LOADCHUNK of a 750 MiB filter holds the server
+#                        (bench/redis_loadchunk.py)
+#   make fuzz            build fuzz/fuzz_$(FUZZ_TARGET) (ops, deserialize, chunks, module,
+#                        kvlog or keys; default ops) with clang, libFuzzer, ASan and UBSan
+#                        (in $(FUZZ_BUILD_DIR)) and fuzz for FUZZ_SECONDS (60) over a scratch copy of
 #                        fuzz/corpus/$(FUZZ_TARGET); crashes go to $(FUZZ_BUILD_DIR)/artifacts/
 #                        (see fuzz/README.md). `make test` replays the committed corpora.
 #   make install         install to $(PREFIX) (DESTDIR honoured); make uninstall undoes it
@@ -165,14 +167,16 @@ figures: deps build
 # a smoke run of a few seconds).
 bench-redis: deps build
 	/usr/bin/python3 bench/redis_bench.py --module $(BUILD_DIR)/redis-cuckoofilter.so $(if $(QUICK),--quick)
+	/usr/bin/python3 bench/redis_loadchunk.py --module $(BUILD_DIR)/redis-cuckoofilter.so \
+		$(if $(QUICK),--capacity 20000000)
 
 # The fuzzer adds what it finds to the scratch corpus (kept between runs; the committed
 # seeds are copied in again each time) and writes a crashing input to artifacts/, its
 # name prefixed with the target's (ops-crash-<sha1>, ...).
 fuzz: deps
 	@if [ ! -f fuzz/fuzz_$(FUZZ_TARGET).c ] || [ ! -d fuzz/corpus/$(FUZZ_TARGET) ]; then \
-		echo "make fuzz: no fuzz target '$(FUZZ_TARGET)' (FUZZ_TARGET=ops, deserialize or" \
-		     "chunks: fuzz/fuzz_<target>.c and fuzz/corpus/<target>/)" >&2; \
+		echo "make fuzz: no fuzz target '$(FUZZ_TARGET)' (FUZZ_TARGET=ops, deserialize, chunks," \
+		     "module, kvlog or keys: fuzz/fuzz_<target>.c and fuzz/corpus/<target>/)" >&2; \
 		exit 2; \
 	fi
 	@echo "== libFuzzer build ($(FUZZ_BUILD_DIR), $(FUZZ_CC)), target fuzz_$(FUZZ_TARGET)"

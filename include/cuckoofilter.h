@@ -409,18 +409,23 @@ CF_API cf_status cf_validate(const void *buf, size_t len, const char **reason);
  * arguments, a filter still being loaded by chunks, or a path that names something other
  * than a regular file (a device, a FIFO, a socket); CF_ENOMEM.
  * Thread safety: concurrent with other const calls on f; two saves to the same path
- * race (the last rename wins, each file is whole). */
+ * race (the last rename wins, each file is whole: a program whose processes change one
+ * file takes a lock around its load-change-save, as the cuckoo tool does). */
 CF_API cf_status cf_save(const cf_filter *f, const char *path);
 
-/* Load the filter saved at `path`, validated completely (as cf_deserialize).
+/* Load the filter saved at `path`, validated completely (as cf_deserialize). A regular
+ * file is mapped; anything else (a pipe, a device) is read as a stream and checked as it
+ * comes: the reading stops at the first byte that cannot begin a filter (so /dev/zero
+ * costs 8 bytes), and never goes past the length its checked header gives (plus one
+ * byte, to see whether the input is longer); the buffer grows with what arrives.
  * Returns CF_OK and sets *out; CF_EIO if the file cannot be opened or read (errno says
  * why: ENOENT, EACCES, ...); CF_ECORRUPT, CF_EVERSION, CF_ENOMEM, CF_EINVAL as
  * cf_deserialize. cf_validate_file tells what is wrong with a corrupt file.
  * Thread safety: reentrant. */
 CF_API cf_status cf_load(const char *path, const cf_allocator *allocator, cf_filter **out);
 
-/* cf_validate for a file: reads it (memory-mapped, nothing allocated) and checks it
- * completely. reason as for cf_validate. Returns as cf_validate, or CF_EIO. */
+/* cf_validate for a file: reads it (memory-mapped; a stream as cf_load reads one) and
+ * checks it completely. reason as for cf_validate. Returns as cf_validate, or CF_EIO. */
 CF_API cf_status cf_validate_file(const char *path, const char **reason);
 
 /* Flags of cf_open_mapped. */

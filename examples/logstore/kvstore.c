@@ -481,6 +481,21 @@ static uint64_t random_seed(void)
     return seed;
 }
 
+/* The end of writing a new file whose writes succeeded so far (ok): synced and closed.
+ * Returns whether all of it succeeded; *err is the errno of the first failure. */
+static bool finish_file(int fd, bool ok, int *err)
+{
+    if (ok && fsync(fd) != 0) {
+        ok = false;
+        *err = errno;
+    }
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        *err = errno;
+    }
+    return ok;
+}
+
 /* A new, empty log: written under a temporary name and renamed, so that a crash never
  * leaves a log without its header. */
 static kv_status create_log(kv_store *s, uint64_t seed)
@@ -490,12 +505,9 @@ static kv_status create_log(kv_store *s, uint64_t seed)
     int fd = openat(s->dirfd, KV_COMPACT_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0)
         return fail_errno(s, "cannot create", errno);
-    bool ok = write_all(fd, h, sizeof h, 0) && fsync(fd) == 0;
+    bool ok = write_all(fd, h, sizeof h, 0);
     int err = errno;
-    if (close(fd) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
+    ok = finish_file(fd, ok, &err);
     if (ok && renameat(s->dirfd, KV_COMPACT_NAME, s->dirfd, KV_LOG_NAME) != 0) {
         ok = false;
         err = errno;
@@ -677,15 +689,7 @@ static kv_status keep_torn_tail(kv_store *s)
         err = r == 0 ? EIO : errno;
         done += ok ? (uint64_t)r : 0;
     }
-    if (ok && fsync(fd) != 0) {
-        ok = false;
-        err = errno;
-    }
-    if (close(fd) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    if (!ok) {
+    if (!finish_file(fd, ok, &err)) {
         unlinkat(s->dirfd, name, 0);
         return fail_errno(s, "cannot keep the torn tail", err);
     }
