@@ -83,7 +83,10 @@ sleep 0.3
 kill -9 $! 2>/dev/null || true
 wait $! 2>/dev/null || true
 show cuckoo-kv crashed stats
-echo "(truncated: the bytes of the record being written when the process died, if any)"
+echo "(truncated: the bytes of the record being written when the process died, if any;"
+echo " reading left them in the log, and the next write or 'recover' moves them to"
+echo " cuckoo-kv.log.torn-OFFSET before it cuts the log)"
+show cuckoo-kv crashed recover
 
 heading "Read more"
 echo "examples/logstore/README.md   commands, escaping, exit statuses, the log format"
