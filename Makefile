@@ -11,6 +11,8 @@
 #                        against the machine's limit and libbloom, ~5 min), then the other
 #                        bench/*.c but demo.c; BENCH_ARGS=--quick: cf-bench-speed's smoke run
 #                        alone (a second)
+#   make bench-icount    exact instructions per operation (valgrind callgrind; bench/icount.sh
+#                        over bench/icount.c), the noise-free judge of a hot-path change
 #   make figures         regenerate docs/img/fpr-vs-bits.png and docs/img/throughput-vs-load.png
 #                        (bench/figures.sh: cf-bench-speed --figures, then gnuplot; ~1 min)
 #   make bench-redis     the Redis module against Redis sets: throughput (redis-benchmark),
@@ -96,7 +98,7 @@ CONFIGURE_FUZZ = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(FUZZ_BUILD
 	-DCF_SANITIZE=address,undefined -DCF_FUZZ=ON -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
 FUZZ_CORPUS = $(FUZZ_BUILD_DIR)/corpus/$(FUZZ_TARGET)
 
-.PHONY: all build configure test test-asan demo bench figures bench-redis fuzz install uninstall format \
+.PHONY: all build configure test test-asan demo bench bench-icount figures bench-redis fuzz install uninstall format \
 	format-check deps clean help
 
 # Steps must run in order (deps, then build, then tests) even under `make -j`; the
@@ -165,6 +167,9 @@ figures: deps build
 
 # The Redis module against Redis sets on a private redis-server (about 80 s; QUICK=1 for
 # a smoke run of a few seconds).
+bench-icount: deps build
+	bench/icount.sh $(BUILD_DIR)/cf-bench-icount
+
 bench-redis: deps build
 	/usr/bin/python3 bench/redis_bench.py --module $(BUILD_DIR)/redis-cuckoofilter.so $(if $(QUICK),--quick)
 	/usr/bin/python3 bench/redis_loadchunk.py --module $(BUILD_DIR)/redis-cuckoofilter.so \

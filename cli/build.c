@@ -281,9 +281,14 @@ static int build_one_pass(build_job *b)
     cf_config hash_cfg = b->shape->cfg;
     hash_cfg.capacity = 1;
     cf_filter *hasher;
-    cf_status st = cf_new(&hash_cfg, &hasher);
-    if (st != CF_OK)
-        return cli_fail(b->path, NULL, st, 0);
+    int status = cli_new_filter("build", b->path, &hash_cfg, &hasher);
+    if (status != CLI_EXIT_OK)
+        return status;
+    /* The filter must have the hasher's seed, which it may have drawn. */
+    cf_config drawn;
+    cf_get_config(hasher, &drawn);
+    b->shape->cfg.seed = drawn.seed;
+    b->shape->cfg.flags |= CF_FIXED_SEED;
 
     b->one_pass = true;
     progress pr;
@@ -317,13 +322,13 @@ static int build_one_pass(build_job *b)
         return read_error(b->in, err);
 
     b->shape->cfg.capacity = b->nhashes > 0 ? b->nhashes : 1;
-    int status = cli_new_filter("build", b->path, &b->shape->cfg, &b->f);
+    status = cli_new_filter("build", b->path, &b->shape->cfg, &b->f);
     if (status != CLI_EXIT_OK)
         return status;
     progress_start(&pr, b->label, b->shape->quiet, b->progress, false, b->nhashes);
     for (size_t i = 0; i < b->nhashes; i += ADD_BATCH) {
         size_t n = b->nhashes - i < ADD_BATCH ? b->nhashes - i : ADD_BATCH;
-        st = add_batch(b, b->hashes + i, n);
+        cf_status st = add_batch(b, b->hashes + i, n);
         if (st != CF_OK)
             return add_failed(b, st);
         progress_tick(&pr, b->next_index);
@@ -361,9 +366,6 @@ int cmd_build(int argc, char **argv)
     const char *path = argv[0];
     const char *input = p.operands == 2 && strcmp(argv[1], "-") != 0 ? argv[1] : NULL;
     status = cli_check_new_file(path, o.force);
-    if (status == CLI_EXIT_OK && !o.seed_given)
-        status = cli_random_seed(&o.cfg.seed);
-    o.cfg.flags |= CF_FIXED_SEED; /* the seed is chosen here, given or drawn: 0 too */
     if (status != CLI_EXIT_OK)
         return status;
 

@@ -256,7 +256,6 @@ void progress_finish(progress *p, uint64_t done);
 typedef struct shape_opts {
     cf_config cfg; /* what the command line set; zero fields take the library's defaults */
     double fpr;    /* --fpr, or 0 */
-    bool seed_given;
     bool force;
     bool quiet;
 } shape_opts;
@@ -270,9 +269,6 @@ enum shape_result cli_shape_option(const char *sub, int id, const char *value, s
 /* Turns --fpr into the narrowest fingerprint width that meets it at full load; a usage
  * error if --fingerprint-bits was given too, or if no width is enough. */
 int cli_resolve_fpr(const char *sub, shape_opts *o);
-
-/* A secret random seed from /dev/urandom. */
-int cli_random_seed(uint64_t *seed);
 
 /* Refuses an existing `path` (a symbolic link too, even a dangling one) unless force. */
 int cli_check_new_file(const char *path, bool force);

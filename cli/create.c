@@ -13,9 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Where a secret seed comes from when --seed is not given. */
-#define RANDOM_SOURCE "/dev/urandom"
-
 /* ------------------------------------------------------------------------------------ */
 /* New filters, for create and build (declared in cli.h)                                */
 /* ------------------------------------------------------------------------------------ */
@@ -49,9 +46,9 @@ enum shape_result cli_shape_option(const char *sub, int id, const char *value, s
         ok = cli_parse_uint(sub, "max-sub-filters", value, 1, CF_MAX_SUB_FILTERS, false, &v);
         o->cfg.max_sub_filters = (unsigned)v;
         break;
-    case OPT_SEED:
+    case OPT_SEED: /* as given, 0 too; without --seed the library draws a secret one */
         ok = cli_parse_seed(sub, "seed", value, &o->cfg.seed);
-        o->seed_given = true;
+        o->cfg.flags |= CF_FIXED_SEED;
         break;
     case OPT_FORCE:
         o->force = true;
@@ -93,37 +90,6 @@ int cli_resolve_fpr(const char *sub, shape_opts *o)
         CF_MAX_FINGERPRINT_BITS, b, cf_expected_fpr(CF_MAX_FINGERPRINT_BITS, b, 1.0));
 }
 
-/* A secret seed: nobody who lacks the file can compute keys that collide in it. */
-int cli_random_seed(uint64_t *seed)
-{
-    unsigned char bytes[sizeof *seed];
-    size_t got = 0;
-    int fd = open(RANDOM_SOURCE, O_RDONLY | O_CLOEXEC);
-    while (fd >= 0 && got < sizeof bytes) {
-        ssize_t n = read(fd, bytes + got, sizeof bytes - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            if (n == 0)
-                errno = EIO; /* a random device that ends is broken */
-            break;
-        }
-        got += (size_t)n;
-    }
-    int err = errno;
-    if (fd >= 0)
-        close(fd);
-    if (got < sizeof bytes) {
-        cli_error("%s: %s (give --seed)", RANDOM_SOURCE, strerror(err));
-        return CLI_EXIT_FILE;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < sizeof bytes; i++)
-        v = v << 8 | bytes[i];
-    *seed = v;
-    return CLI_EXIT_OK;
-}
-
 int cli_check_new_file(const char *path, bool force)
 {
     struct stat st;
@@ -154,6 +120,10 @@ int cli_new_filter(const char *sub, const char *path, const cf_config *cfg, cf_f
     cf_status st = cf_new(cfg, out);
     if (st == CF_ENOMEM) {
         cli_error("%s: out of memory (the filter needs %zu bytes)", path, bytes);
+        return CLI_EXIT_FILE;
+    }
+    if (st == CF_EIO) { /* a secret seed was to be drawn */
+        cli_error("%s: the system gave no random seed (give --seed)", path);
         return CLI_EXIT_FILE;
     }
     if (st != CF_OK)
@@ -239,9 +209,6 @@ int cmd_create(int argc, char **argv)
 
     const char *path = argv[0];
     status = cli_check_new_file(path, o.force);
-    if (status == CLI_EXIT_OK && !o.seed_given)
-        status = cli_random_seed(&o.cfg.seed);
-    o.cfg.flags |= CF_FIXED_SEED; /* the seed is chosen here, given or drawn: 0 too */
     cf_filter *f = NULL;
     if (status == CLI_EXIT_OK)
         status = cli_new_filter("create", path, &o.cfg, &f);

@@ -31,9 +31,11 @@
  *   cf_clear does nothing, cf_serialize gives CF_EINVAL and cf_serialized_size 0, its dump
  *   is the header chunk it took, exactly, then the end (a buffer one byte short:
  *   CF_EINVAL), a NULL chunk with a length gives CF_EINVAL.
- * - A data chunk allocates nothing. A refused one (CF_ECORRUPT) leaves the filter loading
- *   and unchanged: the same stats and the same counts for a set of probe hashes. An
- *   accepted one changes no stats (they come from the header).
+ * - A data chunk allocates at most one block, its table, when it is the table's first
+ *   (and CF_ENOMEM iff that failed). A refused one (CF_ECORRUPT, CF_ENOMEM) leaves the
+ *   filter loading and unchanged: the same stats, the same counts for a set of probe
+ *   hashes, the same live allocations. An accepted one changes no figure but the memory
+ *   held (the figures come from the header), and lookups then see more, never less.
  * - Once the filter is complete (!cf_is_loading), it takes no more chunks (CF_EINVAL), it
  *   serializes to a file that cf_validate accepts, the header chunk is that file's
  *   metadata plus its file checksum, every data chunk is the slice of the file at its

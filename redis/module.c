@@ -163,11 +163,11 @@ static bool cf__room_for(cf_rm_ctx *ctx, size_t size)
     if (!replaying && !e2 && limit && (used >= limit || size > limit - used))
         return false;
     if (!e3 && ram) {
-        unsigned long long free = used < ram ? ram - used : 0, avail;
-        if (cf__mem_available(&avail) && avail < free)
-            free = avail;
+        unsigned long long left = used < ram ? ram - used : 0, avail;
+        if (cf__mem_available(&avail) && avail < left)
+            left = avail;
         unsigned long long margin = ram / CF__RAM_MARGIN_DIVISOR;
-        if (free <= margin || size > free - margin)
+        if (left <= margin || size > left - margin)
             return false;
     }
     return true;

@@ -624,9 +624,9 @@ static uint64_t cf__stream_want(const uint8_t *b, size_t len)
         return meta_len;
     cf__meta m;
     const char *why;
-    if (cf__parse_meta(b, len, CF__PREFIX, &m, &why) != CF_OK || m.total == UINT64_MAX)
+    if (cf__parse_meta(b, len, CF__PREFIX, &m, &why) != CF_OK)
         return 0;
-    return m.total + 1;
+    return m.total + 1; /* total < 2^63: cf__parse_meta checked it against the layout */
 }
 
 /* Read a stream (a pipe, a device) into a buffer, checking as it comes: the header first,

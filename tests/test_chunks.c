@@ -31,7 +31,9 @@
  *   its dump loads into a filter in the same state (loading or not, stats, dump), which
  *   takes the rest of the original dump and ends identical to the original, bit for bit;
  *   so does the filter that was dumped.
- * - Allocation failures of the header chunk; data chunks allocate nothing.
+ * - Allocation failures of the header chunk, and of the data chunk that allocates its
+ *   table (the first of each table): CF_ENOMEM changes nothing, and the same chunk goes in
+ *   once memory is back.
  */
 #define _POSIX_C_SOURCE 200809L
 #define XXH_INLINE_ALL

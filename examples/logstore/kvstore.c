@@ -81,8 +81,8 @@ struct kv_store {
     uint64_t truncated; /* a torn tail after s->end: its bytes, start, records */
     uint64_t torn_at;
     uint64_t torn_records;
-    bool torn_pending;                /* still in the log file, past s->end */
-    char torn_name[KV_TORN_NAME_MAX]; /* where it went, once moved */
+    char torn_name[KV_TORN_NAME_MAX]; /* where it went, once moved; "" while still in the
+                                         log file, past s->end (see torn_pending) */
     char err[KV_ERROR_MAX];
 };
 
@@ -459,7 +459,6 @@ static kv_status load(kv_store *s, uint64_t buckets)
         s->truncated = size - good_end;
         s->torn_at = good_end;
         s->torn_records = count_torn(s->map, good_end, size);
-        s->torn_pending = true;
         s->end = good_end;
         remap(s);
     }
@@ -655,12 +654,18 @@ static bool key_ok(const void *key, size_t klen)
  * log torn twice at the same offset keeps both. */
 #define KV_TORN_ATTEMPTS 100u
 
+/* Is a torn tail that kv_open found still in the log file? */
+static bool torn_pending(const kv_store *s)
+{
+    return s->truncated && !s->torn_name[0];
+}
+
 /* Before the log changes: if kv_open left a torn tail in the file, copy its bytes to a
  * file of their own beside the log, sync it and the directory, and only then cut the
  * log. A failure leaves the log as it was (and no partial copy). */
 static kv_status keep_torn_tail(kv_store *s)
 {
-    if (!s->torn_pending)
+    if (!torn_pending(s))
         return KV_OK;
     char name[KV_TORN_NAME_MAX];
     int fd = -1;
@@ -686,7 +691,8 @@ static kv_status keep_torn_tail(kv_store *s)
         if (r < 0 && errno == EINTR)
             continue;
         ok = r > 0 && write_all(fd, s->rbuf, (size_t)r, done);
-        err = r == 0 ? EIO : errno;
+        if (!ok)
+            err = r == 0 ? EIO : errno; /* a tail shorter than at open; or the error */
         done += ok ? (uint64_t)r : 0;
     }
     if (!finish_file(fd, ok, &err)) {
@@ -696,7 +702,6 @@ static kv_status keep_torn_tail(kv_store *s)
     fsync(s->dirfd);
     if (ftruncate(s->fd, (off_t)s->torn_at) != 0 || fdatasync(s->fd) != 0)
         return fail_errno(s, "cannot cut off the torn tail (its bytes are kept)", errno);
-    s->torn_pending = false;
     memcpy(s->torn_name, name, sizeof name);
     return KV_OK;
 }
@@ -1052,7 +1057,7 @@ void kv_get_stats(const kv_store *s, kv_stats *out)
     out->truncated = s->truncated;
     out->torn_offset = s->torn_at;
     out->torn_records = s->torn_records;
-    out->torn_kept = s->truncated && !s->torn_pending;
+    out->torn_kept = s->truncated && !torn_pending(s);
     memcpy(out->torn_name, s->torn_name, sizeof out->torn_name);
 }
 
