@@ -134,25 +134,26 @@ static uint32_t fz_slot(const fz_file *x, unsigned k, uint64_t i, unsigned j)
     return (uint32_t)((v >> (bit % 8)) & x->fp_mask);
 }
 
-static uint64_t fz_fp_mix(uint32_t fp)
+__extension__ typedef unsigned __int128 fz_u128;
+
+static uint64_t fz_mulhi(uint64_t a, uint64_t b)
 {
-    uint64_t v = fp * UINT64_C(0x9e3779b97f4a7c15);
-    v ^= v >> 29;
-    v *= UINT64_C(0xbf58476d1ce4e5b9);
-    v ^= v >> 32;
-    return v | 1u;
+    return (uint64_t)(((fz_u128)a * b) >> 64);
 }
 
-/* The number of slots and stash entries that match h, as FORMAT.md defines a count. */
+/* The number of slots and stash entries that match h, as FORMAT.md defines a count: in
+ * table k of m = m0 * s buckets, i1 = floor(x * m / 2^64) with x = h << f, and i2 keeps
+ * i1 mod s and moves p = i1 / s to (off - p) mod m0, off = floor(frac(fp^2 C) m0) | 1. */
 static uint64_t fz_ref_count(const fz_file *x, uint64_t h)
 {
     uint32_t fp = (uint32_t)(h >> (64u - x->f));
     fp += fp == 0;
-    uint64_t index = h & (UINT64_MAX >> x->f), total = 0;
+    uint64_t frac = h << x->f, total = 0, m0 = fz_buckets(x, 0);
+    uint64_t off = fz_mulhi((uint64_t)fp * fp * UINT64_C(0x9e3779b97f4a7c15), m0) | 1u;
     for (unsigned k = 0; k < x->ntables; k++) {
-        uint64_t m = fz_buckets(x, k);
-        uint64_t i1 = index % m, off = fz_fp_mix(fp) % m;
-        uint64_t i2 = off >= i1 ? off - i1 : off + m - i1;
+        uint64_t m = fz_buckets(x, k), scale = m / m0;
+        uint64_t i1 = fz_mulhi(frac, m), p = i1 / scale;
+        uint64_t i2 = ((off + m0 - p) % m0) * scale + i1 % scale;
         for (unsigned j = 0; j < x->bsize; j++)
             total += (uint64_t)(fz_slot(x, k, i1, j) == fp) + (fz_slot(x, k, i2, j) == fp);
         for (unsigned e = 0; e < x->nstash; e++) {
@@ -163,6 +164,17 @@ static uint64_t fz_ref_count(const fz_file *x, uint64_t h)
         }
     }
     return total;
+}
+
+/* A hash whose fingerprint is v and whose first bucket in a table of m buckets is i: the
+ * smallest fraction in bucket i that the 64 - f index bits can hold (a bucket spans at
+ * least 2^(f + 6) of them: CF__INDEX_BIAS_BITS). */
+static uint64_t fz_hash_at(const fz_file *x, uint32_t v, uint64_t i, uint64_t m)
+{
+    uint64_t frac = (uint64_t)((((fz_u128)i << 64) + m - 1) / m);
+    uint64_t low = (UINT64_C(1) << x->f) - 1;
+    frac = (frac + low) & ~low;
+    return ((uint64_t)v << (64u - x->f)) | (frac >> x->f);
 }
 
 typedef struct fz_probes {
@@ -195,7 +207,7 @@ static void fz_scan(const fz_file *x, fz_probes *p, uint64_t seed)
                 occupied++;
                 stored++;
                 if (p->n < FZ_HIT_PROBES && p->n < nprobes && stored % 3 == 1)
-                    p->h[p->n++] = ((uint64_t)v << (64u - x->f)) | i;
+                    p->h[p->n++] = fz_hash_at(x, v, i, m);
             }
         }
         FZ_REQUIRE(occupied == fz_get64(fz_desc(x, k) + 8)); /* as the descriptor says */
@@ -206,7 +218,7 @@ static void fz_scan(const fz_file *x, fz_probes *p, uint64_t seed)
     }
     for (unsigned e = 0; e < x->nstash && p->n < nprobes; e++) {
         const uint8_t *s = fz_entry(x, e);
-        p->h[p->n++] = ((uint64_t)fz_get32(s + 8) << (64u - x->f)) | fz_get64(s);
+        p->h[p->n++] = fz_hash_at(x, fz_get32(s + 8), fz_get64(s), fz_buckets(x, fz_get32(s + 12)));
     }
     for (uint64_t r = seed; p->n < nprobes; r++)
         p->h[p->n++] = fz_mix64(r);

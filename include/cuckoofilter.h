@@ -54,7 +54,7 @@ extern "C" {
 /* Library version. cf_version() returns the same numbers as a string, so a program can
  * tell the header it was compiled against from the library it runs with. */
 #define CF_VERSION_MAJOR  0
-#define CF_VERSION_MINOR  1
+#define CF_VERSION_MINOR  2
 #define CF_VERSION_PATCH  0
 #define CF_VERSION_NUMBER (CF_VERSION_MAJOR * 10000 + CF_VERSION_MINOR * 100 + CF_VERSION_PATCH)
 
@@ -82,7 +82,8 @@ typedef enum cf_status {
     CF_ECORRUPT,  /* serialized input failed validation */
     CF_EIO,       /* a read, write or sync failed (errno says why) */
     CF_EVERSION,  /* serialized by a newer format version, or with a feature this library
-                     does not know: upgrade the library */
+                     does not know: upgrade the library; or by format version 1, which
+                     this library no longer reads: rebuild the filter from its keys */
     CF_EREADONLY, /* the filter cannot change: it is memory-mapped (cf_open_mapped) or
                      still being loaded chunk by chunk (cf_load_chunk) */
 } cf_status;
@@ -364,8 +365,9 @@ CF_API uint64_t cf_alt_bucket(uint64_t bucket, uint32_t tag, uint64_t buckets);
  * Bad input gets CF_ECORRUPT (or CF_EVERSION), never a crash and never a half-built
  * filter. A filter loaded from its bytes answers exactly as the one that was saved. */
 
-/* The format version this library writes; it reads this one and every older one. */
-#define CF_FORMAT_VERSION 1u
+/* The format version this library writes and reads. Version 2 (library 0.2) changed how
+ * keys map to buckets; a version-1 file gets CF_EVERSION: rebuild it from its keys. */
+#define CF_FORMAT_VERSION 2u
 
 /* The exact number of bytes cf_serialize writes for f; 0 if f is NULL or still loading. */
 CF_API size_t cf_serialized_size(const cf_filter *f);

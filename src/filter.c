@@ -220,7 +220,9 @@ cf_status cf_bytes_needed(const cf_config *config, size_t *bytes)
     return CF_OK;
 }
 
-static void cf__table_setup(cf__table *t, uint8_t *data, uint64_t buckets, size_t bytes)
+/* Table t, empty, of `buckets` = base * scale buckets (see cf__buckets). */
+static void cf__table_setup(cf__table *t, uint8_t *data, uint64_t base, uint64_t buckets,
+                            size_t bytes)
 {
     if (data)
         memset(data, 0, bytes);
@@ -228,7 +230,11 @@ static void cf__table_setup(cf__table *t, uint8_t *data, uint64_t buckets, size_
     t->buckets = buckets;
     t->items = 0;
     t->bytes = bytes;
-    cf__divisor_init(&t->div, buckets);
+    t->base = base;
+    t->scale = buckets / base;
+    t->per_scale = (cf__divisor){0};
+    if (t->scale > 1)
+        cf__divisor_init(&t->per_scale, t->scale);
 }
 
 /* Free what cf__filter_make allocated: the tables that have data, the array, the head;
@@ -296,7 +302,7 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
             cf__release(f, i);
             return CF_ENOMEM;
         }
-        cf__table_setup(&tables[i], data, buckets, bytes);
+        cf__table_setup(&tables[i], data, buckets0, buckets, bytes);
     }
     f->ntables = ntables;
     *out = f;
@@ -461,13 +467,6 @@ static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint
     return cf__bfs(&f->shape, t, &z, i1, i2, fp) == CF__MOVED;
 }
 
-/* The key's two buckets in table t. */
-static inline void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
-{
-    *i1 = cf__mod63(k->index, &t->div);
-    *i2 = cf__alt(*i1, cf__mod(k->fp_mix, &t->div), t->buckets);
-}
-
 static bool cf__put_if_free(cf__table *t, const cf__shape *s, uint64_t bucket, uint32_t fp)
 {
     int j = cf__bucket_find(t, s, bucket, 0);
@@ -506,7 +505,7 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
         f->tables_cap = cap;
     }
     cf__table *t = &f->tables[f->ntables];
-    cf__table_setup(t, data, buckets, bytes);
+    cf__table_setup(t, data, f->tables[0].buckets, buckets, bytes);
     uint64_t i1, i2;
     cf__buckets(t, k, &i1, &i2);
     cf__put_if_free(t, &f->shape, i1, k->fp); /* an empty table always has room */
@@ -556,15 +555,16 @@ static void cf__stash_remove(cf_filter *f, unsigned e)
     f->stash[e] = f->stash[--f->stash_n];
 }
 
-/* Put fp, which sits in bucket x of sub-filter k (or of sub-filter k - 1's stash), into
- * a free slot of its pair in sub-filter k - 1 or an older one (newest first, as an insert
- * would). Bucket indices are nested, so its pair there is x reduced mod that sub-filter's
- * size and that bucket's alternate: the pair its key hashes to. */
-static bool cf__move_older(cf_filter *f, unsigned k, uint64_t x, uint32_t fp)
+/* Put fp, which sits in bucket x of a sub-filter of `scale` (k, or the stash of k - 1),
+ * into a free slot of its pair in sub-filter k - 1 or an older one (newest first, as an
+ * insert would). Bucket indices are nested, so its pair there is x divided by the ratio
+ * of the two scales, and that bucket's alternate: the pair its key hashes to. Off the hot
+ * path (compaction), so a plain divide. */
+static bool cf__move_older(cf_filter *f, unsigned k, uint64_t scale, uint64_t x, uint32_t fp)
 {
     for (unsigned n = k; n-- > 0;) {
         cf__table *t = &f->tables[n];
-        uint64_t i1 = cf__mod(x, &t->div);
+        uint64_t i1 = x / (scale / t->scale);
         if (cf__put_if_free(t, &f->shape, i1, fp) ||
             cf__put_if_free(t, &f->shape, cf__alt_of(t, i1, fp), fp))
             return true;
@@ -591,7 +591,7 @@ cf_status cf_compact(cf_filter *f)
      * lookups find them without the stash and where they no longer pin a sub-filter. */
     for (unsigned e = f->stash_n; e-- > 0;) {
         cf__stash x = f->stash[e];
-        if (cf__move_older(f, x.table + 1, x.bucket, x.fp))
+        if (cf__move_older(f, x.table + 1, f->tables[x.table].scale, x.bucket, x.fp))
             cf__stash_remove(f, e);
     }
     /* A moved fingerprint keeps the delete rule safe: a key whose pair coincides with
@@ -601,7 +601,7 @@ cf_status cf_compact(cf_filter *f)
         for (uint64_t x = 0; x < t->buckets && t->items; x++)
             for (unsigned j = 0; j < s->b; j++) {
                 uint32_t fp = cf__slot_get(t, s, x, j);
-                if (fp && cf__move_older(f, k, x, fp)) {
+                if (fp && cf__move_older(f, k, t->scale, x, fp)) {
                     cf__slot_set(t, s, x, j, 0);
                     t->items--;
                 }
@@ -808,7 +808,7 @@ static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F
         return cf__contains_all(f, h);
     cf__key k = cf__key_t(&f->shape, h, F);
     uint64_t i1, i2;
-    cf__buckets(f->tables, &k, &i1, &i2);
+    cf__buckets0(f->tables, &k, &i1, &i2);
     /* Both buckets, with no branch between them: for present keys, which of the two holds
      * the key is a coin toss, and a mispredicted branch would throw away the lookups in
      * flight behind it. */
@@ -1052,24 +1052,22 @@ uint64_t cf_hash_seeded(uint64_t seed, const void *key, size_t len)
     return XXH3_64bits_withSeed(key, len, seed);
 }
 
-/* The bucket counts cf_place_hash takes: even (cf__alt has no fixed point then) and small
- * enough that every index fits in the 64 - 32 bits a 32-bit tag leaves of the hash. */
+/* The bucket counts cf_place_hash takes: even (cf__alt has no fixed point then) and
+ * within the limit the header gives. */
 static bool cf__place_buckets_ok(uint64_t buckets)
 {
     return buckets >= 2 && buckets <= CF_PLACE_MAX_BUCKETS && buckets % 2 == 0;
 }
 
-/* A plain `%` here: these calls serve tables outside the library, one key at a time, and
- * preparing a cf__divisor would cost more than the two divides it saves. The results are
- * the same (cf__mod63 and cf__mod are exact). */
+/* The mapping of a filter's first sub-filter (internal.h), for tables outside the library. */
 cf_status cf_place_hash(uint64_t h, uint64_t buckets, unsigned tag_bits, cf_place *out)
 {
     if (!out || !cf__place_buckets_ok(buckets) || tag_bits < CF_MIN_FINGERPRINT_BITS ||
         tag_bits > CF_MAX_FINGERPRINT_BITS)
         return CF_EINVAL;
     cf__key k = cf__key_bits(tag_bits, h);
-    out->bucket[0] = k.index % buckets;
-    out->bucket[1] = cf__alt(out->bucket[0], k.fp_mix % buckets, buckets);
+    out->bucket[0] = cf__mulhi(k.x, buckets);
+    out->bucket[1] = cf__alt(out->bucket[0], cf__alt_offset(k.mix, buckets), buckets);
     out->tag = k.fp;
     return CF_OK;
 }
@@ -1078,7 +1076,7 @@ uint64_t cf_alt_bucket(uint64_t bucket, uint32_t tag, uint64_t buckets)
 {
     if (!cf__place_buckets_ok(buckets) || bucket >= buckets || tag == 0)
         return UINT64_MAX;
-    return cf__alt(bucket, cf__fp_mix(tag) % buckets, buckets);
+    return cf__alt(bucket, cf__alt_offset(cf__fp_mix(tag), buckets), buckets);
 }
 
 cf_status cf_add_hash(cf_filter *f, uint64_t h)
@@ -1277,7 +1275,7 @@ const char *cf_strerror(cf_status s)
     case CF_EIO:
         return "input/output error";
     case CF_EVERSION:
-        return "unsupported format version (written by a newer library)";
+        return "unsupported format version (a newer library's, or the retired version 1)";
     case CF_EREADONLY:
         return "filter is read-only (memory-mapped or still loading)";
     }

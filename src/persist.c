@@ -383,6 +383,13 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         *why = "written by a newer format version";
         return CF_EVERSION;
     }
+    if (version < CF_FORMAT_VERSION) {
+        /* Version 1 placed keys by another mapping (FORMAT.md): its tables cannot be read
+         * by this one, and no such file was published. */
+        *why = "written in format version 1, whose bucket mapping this library no longer "
+               "reads: rebuild the filter from its keys";
+        return CF_EVERSION;
+    }
     if (cf__get16(b + CF__H_HEADER_BYTES) != CF__HEADER_BYTES)
         return cf__bad(why, "bad header length");
     m->total = cf__get64(b + CF__H_TOTAL);

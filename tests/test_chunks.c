@@ -576,7 +576,7 @@ static void refusal_suite(const cf_filter *f, const dump *foreign, const char *d
     /* Every bit of the meta section. */
     for (size_t at = 0; at < meta; at++)
         for (unsigned bit = 0; bit < 8; bit++) {
-            bool version = at == H_VERSION + 1 || (at == H_VERSION && bit != 0);
+            bool version = at == H_VERSION + 1 || (at == H_VERSION && bit != 1);
             refuse_flipped(&g, hc, at, (uint8_t)(1u << bit), version ? CF_EVERSION : CF_ECORRUPT,
                            "header, flipped bit", 0);
         }

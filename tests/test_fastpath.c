@@ -138,11 +138,19 @@ static item key_item(const cf_filter *f, uint64_t stream, uint64_t id)
 /* The reference: the plain, slot-by-slot path                                           */
 /* ------------------------------------------------------------------------------------ */
 
-/* The key's two buckets in table t: the first reduced with a plain `%`. */
+/* The key's two buckets in table t, computed as FORMAT.md says, with 128-bit products, a
+ * plain divide and `%`: the first is floor(x * m / 2^64), the second moves its prefix
+ * p = i1 / scale to (off - p) mod base and keeps the rest. */
 static void ref_buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
 {
-    *i1 = k->index % t->buckets;
-    *i2 = cf__alt_of(t, *i1, k->fp);
+    __extension__ typedef unsigned __int128 u128;
+    uint64_t base = t->buckets / t->scale;
+    *i1 = (uint64_t)(((u128)k->x * t->buckets) >> 64);
+    uint64_t off =
+        (uint64_t)(((u128)((uint64_t)k->fp * k->fp * UINT64_C(0x9e3779b97f4a7c15)) * base) >> 64) |
+        1u;
+    uint64_t p = *i1 / t->scale, r = *i1 % t->scale;
+    *i2 = ((off + base - p) % base) * t->scale + r;
 }
 
 /* Stored fingerprints matching hash h: every slot of both buckets of every sub-filter,
@@ -673,8 +681,8 @@ static void find_last_bucket_keys(const cf_filter *f, const cf__table *t, uint64
     for (size_t found = 0; found < want && budget-- > 0;) {
         item x = key_item(f, stream, (*next_id)++);
         cf__key k = cf__key_of(&f->shape, x.h);
-        uint64_t i1 = cf__mod63(k.index, &t->div);
-        uint64_t i2 = cf__alt_of(t, i1, k.fp);
+        uint64_t i1, i2;
+        ref_buckets(t, &k, &i1, &i2);
         if (want_first ? i1 == last : i2 == last && i1 != last) {
             pool_push(p, x);
             found++;

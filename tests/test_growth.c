@@ -26,7 +26,8 @@ static uint64_t risk_group(const cf_filter *f, const uint8_t *key, size_t len)
 {
     cf__key k = cf__key_of(&f->shape, cf_hash(f, key, len));
     const cf__table *t = &f->tables[0];
-    uint64_t i1 = cf__mod(k.index, &t->div), i2 = cf__alt_of(t, i1, k.fp);
+    uint64_t i1, i2;
+    cf__buckets(t, &k, &i1, &i2);
     uint64_t lo = i1 < i2 ? i1 : i2;
     return cft_mix64(lo * UINT64_C(0x100000001b3) ^ k.fp) % RISK_GROUPS;
 }

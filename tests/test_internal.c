@@ -1,7 +1,7 @@
 /*
- * test_internal.c - the mechanisms under the API, tested on their own: the divide-free
- * modulo, bit-packed slots, the SWAR bucket probes against a slot-by-slot loop, the
- * alternate-bucket function (involution, no fixed point, nested across sub-filter sizes),
+ * test_internal.c - the mechanisms under the API, tested on their own: multiply-high and
+ * the divide-free division, bit-packed slots, the SWAR bucket probes against a slot-by-slot loop,
+ * the alternate-bucket function (involution, no fixed point, nested across sub-filter sizes),
  * fingerprints and sizing; the public mapping calls (cf_place_hash, cf_alt_bucket) give
  * exactly the buckets and fingerprint a filter's table uses.
  */
@@ -15,9 +15,17 @@
 
 static cft_rng rng;
 
-static void test_mod(void)
+/* floor(a * b / 2^64) by 128-bit arithmetic or, without it, by long multiplication of
+ * 32-bit halves: the reference for cf__mulhi. */
+static uint64_t ref_mulhi(uint64_t a, uint64_t b)
 {
-    cft_context("cf__mod");
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)a * b) >> 64);
+}
+
+static void test_mulhi_div(void)
+{
+    cft_context("cf__mulhi, cf__div63");
     static const uint64_t divisors[] = {2,
                                         3,
                                         6,
@@ -27,35 +35,36 @@ static void test_mod(void)
                                         UINT64_C(1) << 32,
                                         (UINT64_C(1) << 32) + 2,
                                         UINT64_C(0x5555555555555556),
-                                        UINT64_C(1) << 63,
-                                        UINT64_MAX - 1,
-                                        UINT64_MAX};
-    static const uint64_t values[] = {0, 1, 2, 3, UINT64_MAX, UINT64_MAX - 1, UINT64_C(1) << 63};
+                                        UINT64_C(1) << 62,
+                                        (UINT64_C(1) << 63) - 1};
+    static const uint64_t values[] = {0, 1, 2, 3, (UINT64_C(1) << 63) - 1, (UINT64_C(1) << 63) - 2};
     for (size_t i = 0; i < sizeof divisors / sizeof divisors[0]; i++) {
         cf__divisor dv;
         cf__divisor_init(&dv, divisors[i]);
-        for (size_t j = 0; j < sizeof values / sizeof values[0]; j++) {
-            CHECK_EQ_U(cf__mod(values[j], &dv), values[j] % divisors[i]);
-            CHECK_EQ_U(cf__mod63(values[j] >> 1, &dv), (values[j] >> 1) % divisors[i]);
-        }
-        for (uint64_t k = 1; k < 64; k++) { /* around multiples of the divisor */
-            uint64_t m = divisors[i] * k;
-            CHECK_EQ_U(cf__mod(m, &dv), m % divisors[i]);
-            CHECK_EQ_U(cf__mod(m - 1, &dv), (m - 1) % divisors[i]);
-            if (m - 1 < UINT64_C(1) << 63) /* cf__mod63's domain, where the rounding is tightest */
-                CHECK_EQ_U(cf__mod63(m - 1, &dv), (m - 1) % divisors[i]);
+        for (size_t j = 0; j < sizeof values / sizeof values[0]; j++)
+            CHECK_EQ_U(cf__div63(values[j], &dv), values[j] / divisors[i]);
+        for (uint64_t k = 1; k < 64; k++) { /* around multiples, where the rounding is tightest */
+            uint64_t m;
+            if (!cf__mul_u64(divisors[i], k, &m) || m >= UINT64_C(1) << 63)
+                break;
+            CHECK_EQ_U(cf__div63(m, &dv), k);
+            CHECK_EQ_U(cf__div63(m - 1, &dv), k - 1);
         }
     }
+    static const uint64_t edges[] = {0, 1, 2, UINT64_C(1) << 32, UINT64_MAX - 1, UINT64_MAX};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        for (size_t j = 0; j < sizeof edges / sizeof edges[0]; j++)
+            CHECK_EQ_U(cf__mulhi(edges[i], edges[j]), ref_mulhi(edges[i], edges[j]));
     for (int i = 0; i < 2000000; i++) {
-        /* Divisors of every magnitude: a random value shifted right by 0..62. */
-        uint64_t d = cft_next(&rng) >> (cft_next(&rng) % 63);
+        /* Divisors of every magnitude: a random value shifted right by 1..62. */
+        uint64_t d = cft_next(&rng) >> (1 + cft_next(&rng) % 62);
         if (d < 2)
             d = 2;
         cf__divisor dv;
         cf__divisor_init(&dv, d);
-        uint64_t a = cft_next(&rng);
-        if (!CHECK_EQ_U(cf__mod(a, &dv), a % d) ||
-            !CHECK_EQ_U(cf__mod63(a >> 1, &dv), (a >> 1) % d))
+        uint64_t a = cft_next(&rng), b = cft_next(&rng) >> (cft_next(&rng) % 64);
+        if (!CHECK_EQ_U(cf__div63(a >> 1, &dv), (a >> 1) / d) ||
+            !CHECK_EQ_U(cf__mulhi(a, b), ref_mulhi(a, b)))
             break;
     }
 }
@@ -140,31 +149,49 @@ static void test_swar_shapes(void)
     }
 }
 
+/* A table of base * scale buckets, as cf__table_setup makes it (without data). */
+static cf__table table_of(uint64_t base, uint64_t scale)
+{
+    cf__table t = {.buckets = base * scale, .base = base, .scale = scale};
+    if (scale > 1)
+        cf__divisor_init(&t.per_scale, scale);
+    return t;
+}
+
 static void test_alt(void)
 {
     cft_context("alt");
     for (int i = 0; i < 200000; i++) {
-        uint64_t m = (cft_next(&rng) >> (cft_next(&rng) % 60)) | 2u;
+        uint64_t m = (cft_next(&rng) >> (cft_next(&rng) % 60 + 4)) | 2u;
         m += m & 1u;
-        cf__table t = {.buckets = m};
-        cf__divisor_init(&t.div, m);
+        cf__table t = table_of(m, 1);
         uint32_t fp = (uint32_t)(cft_next(&rng) % 0xffffffffu) + 1;
-        uint64_t b0 = cf__mod(cft_next(&rng), &t.div);
+        uint64_t b0 = cft_next(&rng) % m;
         uint64_t b1 = cf__alt_of(&t, b0, fp);
         CHECK(b1 < m);
         CHECK(b1 != b0);                        /* no fixed point */
         CHECK_EQ_U(cf__alt_of(&t, b1, fp), b0); /* involution */
-        /* Nested: in a table e times larger, the pair reduces to this table's pair. */
+        /* Nested: in sub-filters e and e^2 times larger, a key's pair, and any bucket's
+         * alternate, divide down to the smaller sub-filter's. */
         uint64_t e = 1 + cft_next(&rng) % 5, big;
-        if (!cf__mul_u64(m, e, &big))
+        if (!cf__mul_u64(m, e * e, &big) || big > UINT64_C(1) << 58)
             continue;
-        cf__table T = {.buckets = big};
-        cf__divisor_init(&T.div, big);
-        uint64_t h = cft_next(&rng);
-        uint64_t B0 = cf__mod(h, &T.div), B1 = cf__alt_of(&T, B0, fp);
-        uint64_t s0 = cf__mod(h, &t.div), s1 = cf__alt_of(&t, s0, fp);
-        CHECK_EQ_U(B0 % m, s0);
-        if (!CHECK_EQ_U(B1 % m, s1))
+        cf__table T = table_of(m, e * e), M = table_of(m, e);
+        cf__key k = cf__key_bits(1 + (unsigned)(cft_next(&rng) % 32), cft_next(&rng));
+        uint64_t B0, B1, s0, s1, M0, M1;
+        cf__buckets(&T, &k, &B0, &B1);
+        cf__buckets(&M, &k, &M0, &M1);
+        cf__buckets(&t, &k, &s0, &s1);
+        CHECK(B0 < T.buckets && B1 < T.buckets && B0 != B1);
+        CHECK_EQ_U(cf__alt_of(&T, B0, k.fp), B1);
+        CHECK_EQ_U(cf__alt_of(&T, B1, k.fp), B0);
+        CHECK_EQ_U(B0 / (e * e), s0);
+        CHECK_EQ_U(M0 / e, s0);
+        CHECK_EQ_U(B0 / e, M0);
+        CHECK_EQ_U(B1 / e, M1);
+        uint64_t X = cft_next(&rng) % T.buckets;
+        CHECK_EQ_U(cf__alt_of(&T, X, fp) / e, cf__alt_of(&M, X / e, fp));
+        if (!CHECK_EQ_U(B1 / (e * e), s1))
             break;
     }
 }
@@ -178,13 +205,13 @@ static void test_key_bits(void)
         cf__key zero = cf__key_of(&s, 0), ones = cf__key_of(&s, UINT64_MAX);
         CHECK_EQ_U(zero.fp, 1); /* 0 is the empty slot: it becomes 1 */
         CHECK_EQ_U(ones.fp, s.fp_mask);
-        CHECK_EQ_U(ones.index, UINT64_MAX >> f); /* the index uses the other bits */
+        CHECK_EQ_U(ones.x, UINT64_MAX << f); /* the index uses the other bits */
         for (int i = 0; i < 1000; i++) {
             uint64_t h = cft_next(&rng);
             cf__key k = cf__key_of(&s, h);
             CHECK(k.fp != 0 && k.fp <= s.fp_mask);
-            CHECK_EQ_U(k.index >> (64 - f), 0);
-            CHECK(k.fp_mix & 1u);
+            CHECK_EQ_U(k.x, h << f);
+            CHECK_EQ_U(k.mix, (uint64_t)k.fp * k.fp * UINT64_C(0x9e3779b97f4a7c15));
         }
     }
 }
@@ -202,16 +229,16 @@ static void test_place(void)
             (unsigned)cft_below(&rng, CF_MAX_FINGERPRINT_BITS - CF_MIN_FINGERPRINT_BITS + 1);
         cf__shape s;
         cf__shape_init(&s, f, 4);
-        cf__table t = {.buckets = m};
-        cf__divisor_init(&t.div, m);
+        cf__table t = table_of(m, 1);
         uint64_t h = cft_next(&rng);
         cf__key k = cf__key_of(&s, h);
-        uint64_t i1 = cf__mod63(k.index, &t.div); /* as the filter places h */
+        uint64_t i1, i2;
+        cf__buckets(&t, &k, &i1, &i2); /* as the filter places h */
         cf_place p;
         CHECK_ST(cf_place_hash(h, m, f, &p), CF_OK);
         CHECK_EQ_U(p.tag, k.fp);
         CHECK_EQ_U(p.bucket[0], i1);
-        CHECK_EQ_U(p.bucket[1], cf__alt_of(&t, i1, k.fp));
+        CHECK_EQ_U(p.bucket[1], i2);
         CHECK_EQ_U(cf_alt_bucket(p.bucket[0], p.tag, m), p.bucket[1]);
         if (!CHECK_EQ_U(cf_alt_bucket(p.bucket[1], p.tag, m), p.bucket[0]))
             break;
@@ -261,7 +288,7 @@ int main(void)
 {
     cft_init("test_internal");
     rng = cft_rng_make(cft.seed);
-    test_mod();
+    test_mulhi_div();
     test_slots_and_probes();
     test_swar_shapes();
     test_alt();

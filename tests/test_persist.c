@@ -165,7 +165,7 @@ static void check_layout(buf b, const cf_filter *f)
     cf_config c;
     cf_get_config(f, &c);
     CHECK(b.n >= HDR && memcmp(b.p, MAGIC, 8) == 0);
-    CHECK_EQ_U(rd(b.p + H_VERSION, 2), 1);
+    CHECK_EQ_U(rd(b.p + H_VERSION, 2), CF_FORMAT_VERSION);
     CHECK_EQ_U(rd(b.p + H_HLEN, 2), 64);
     CHECK_EQ_U(rd(b.p + H_FLAGS, 4), 0);
     CHECK_EQ_U(rd(b.p + H_TOTAL, 8), b.n);
@@ -1031,9 +1031,10 @@ static void test_bit_flips(void)
                 char what[96];
                 snprintf(what, sizeof what, "bit %u of byte %zu flipped", bit, i);
                 bool version = i == H_VERSION || i == H_VERSION + 1;
-                /* The version: 1 -> 0 is corrupt, any other is a newer version. */
+                /* The version: 2 -> 0 is corrupt, any other is a newer version (one flip
+                 * cannot make the retired version 1). */
                 cf_status want =
-                    version && !(i == H_VERSION && bit == 0) ? CF_EVERSION : CF_ECORRUPT;
+                    version && !(i == H_VERSION && bit == 1) ? CF_EVERSION : CF_ECORRUPT;
                 eversion += want == CF_EVERSION;
                 unsigned how = VIA_MEMORY;
                 if (i < meta)
@@ -1166,7 +1167,17 @@ static void test_forged(void)
     refuse_patch(fx, H_MAGIC, 1, 0x88, CF_ECORRUPT, M, "magic");
     refuse_patch(fx, H_MAGIC + 7, 1, '\r', CF_ECORRUPT, M, "magic, newline");
     refuse_patch(fx, H_VERSION, 2, 0, CF_ECORRUPT, M, "version 0");
-    refuse_patch(fx, H_VERSION, 2, 2, CF_EVERSION, M, "version 2");
+    refuse_patch(fx, H_VERSION, 2, 1, CF_EVERSION, M, "version 1");
+    {
+        /* The retired version says so, so that its owner knows to rebuild the filter. */
+        buf v1 = patched(fx, H_VERSION, 2, 1);
+        const char *why = NULL;
+        CHECK_ST(cf_validate(v1.p, v1.n, &why), CF_EVERSION);
+        CHECK_MSG(why && strstr(why, "version 1") && strstr(why, "rebuild"), "reason: %s",
+                  why ? why : "(none)");
+        buf_free(&v1);
+    }
+    refuse_patch(fx, H_VERSION, 2, 3, CF_EVERSION, M, "version 3");
     refuse_patch(fx, H_VERSION, 2, 0xFFFF, CF_EVERSION, M, "version 65535");
     for (unsigned bit = 0; bit < 32; bit++) {
         char what[64];

@@ -69,7 +69,7 @@ class Forged:
             offsets.append(pos)
             pos = align64(pos + self.table_len)
         self.tables_bytes = tables * (self.table_len + 8)  # each with 8 bytes of padding
-        header = (b"\x89CUCKOO\n" + le(1, 2) + le(64, 2) + le(0, 4) + le(pos + 8, 8) +
+        header = (b"\x89CUCKOO\n" + le(2, 2) + le(64, 2) + le(0, 4) + le(pos + 8, 8) +
                   le(seed, 8) + le(tables * buckets * b, 8) + bytes([f, b, 1, 0]) +
                   le(500, 2) + le(0, 2) + le(1, 4) + le(tables, 4) + le(tables, 4) + le(0, 4))
         descs = b"".join(le(buckets, 8) + le(0, 8) + le(o, 8) + le(self.table_len, 8)
