@@ -278,6 +278,14 @@ CF_API const char *cf_strerror(cf_status s);
 /* "MAJOR.MINOR.PATCH" of the library that is running. */
 CF_API const char *cf_version(void);
 
+/* The variant of the library's compiled hot paths that filters made now use:
+ * "x86-64-v3" (AVX2, BMI2, ...) when the library was built for x86-64 and this CPU and OS
+ * support that level, else "baseline". Each filter is bound to a variant when it is made
+ * (cf_new, a load, a copy). Setting the environment variable CUCKOOFILTER_CPU=baseline
+ * forces the baseline. Every variant gives the same answers and the same bytes. Thread
+ * safety: reentrant (it reads the environment). */
+CF_API const char *cf_cpu_variant(void);
+
 /* ------------------------------------------------------------------------------------ */
 /* Pre-hashed keys                                                                      */
 /* ------------------------------------------------------------------------------------ */

@@ -272,10 +272,12 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
     }
     cf_filter *f = (cf_filter *)(void *)head;
     memset(f, 0, sizeof *f);
+    f->variant = cf__variant_here();
     f->alloc = *a;
     f->shape = p->shape;
     f->capacity = p->capacity;
     f->seed = p->seed;
+    f->flips = cf__hash_flips(p->seed);
     f->max_kicks = p->max_kicks;
     f->expansion = p->expansion;
     f->max_tables = p->max_tables;
@@ -305,6 +307,7 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
         cf__table_setup(&tables[i], data, buckets0, buckets, bytes);
     }
     f->ntables = ntables;
+    cf__sync_ops(f);
     *out = f;
     return CF_OK;
 }
@@ -347,6 +350,7 @@ void cf_clear(cf_filter *f)
         f->tables[i].items = 0;
     }
     f->stash_n = 0;
+    cf__sync_ops(f);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -467,16 +471,6 @@ static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint
     return cf__bfs(&f->shape, t, &z, i1, i2, fp) == CF__MOVED;
 }
 
-static bool cf__put_if_free(cf__table *t, const cf__shape *s, uint64_t bucket, uint32_t fp)
-{
-    int j = cf__bucket_find(t, s, bucket, 0);
-    if (j < 0)
-        return false;
-    cf__slot_set(t, s, bucket, (unsigned)j, fp);
-    t->items++;
-    return true;
-}
-
 /* Append a sub-filter `expansion` times the size of the newest and put the key in it. */
 static cf_status cf__grow(cf_filter *f, const cf__key *k)
 {
@@ -510,6 +504,7 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
     cf__buckets(t, k, &i1, &i2);
     cf__put_if_free(t, &f->shape, i1, k->fp); /* an empty table always has room */
     f->ntables++;
+    cf__sync_ops(f);
     return CF_OK;
 }
 
@@ -541,6 +536,7 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
     /* The last resort of a filter that cannot grow; never a way round the hot-key rule. */
     if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
         f->stash[f->stash_n++] = (cf__stash){n1, k->fp, f->ntables - 1};
+        cf__sync_ops(f);
         return CF_OK;
     }
     return st;
@@ -553,6 +549,7 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
 static void cf__stash_remove(cf_filter *f, unsigned e)
 {
     f->stash[e] = f->stash[--f->stash_n];
+    cf__sync_ops(f);
 }
 
 /* Put fp, which sits in bucket x of a sub-filter of `scale` (k, or the stash of k - 1),
@@ -612,6 +609,7 @@ cf_status cf_compact(cf_filter *f)
         f->ntables--;
         f->alloc.free(f->alloc.ctx, f->tables[f->ntables].data);
         f->tables[f->ntables].data = NULL;
+        cf__sync_ops(f);
     }
     /* Shrink the sub-filter array to its canonical size; if that allocation fails, the
      * bigger array is kept, which is only a few bytes more. */
@@ -667,120 +665,10 @@ static void cf__stash_drain(cf_filter *f, unsigned table)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* The hot paths, compiled per shape                                                    */
+/* The slow paths of the per-shape code (fast.c)                                         */
 /* ------------------------------------------------------------------------------------ */
-/* Lookups and the first step of an insert are written once, as always-inline functions of
- * the fingerprint width F and bucket size B. Called with constants (a shape of
- * CF__FAST_SHAPES), every mask and width folds into the instructions; called with F = 0,
- * they read the filter's shape and serve every other shape. Out of cache, a lookup waits
- * for two memory reads, and the CPU overlaps those of consecutive lookups only as far as
- * its out-of-order window reaches: the fewer instructions a lookup takes, and the fewer
- * of them wait for the loaded bucket, the more lookups are in flight at once. */
 
-/* Keys whose buckets the batched calls keep in flight ahead of the one being probed:
- * enough to cover a memory latency (~160 ns on the VM measured) at 10 to 25 ns per key;
- * 8, 16, 32 and 64 measured the same, 4 was 30 % slower. */
-#define CF__AHEAD 16u
-
-/* Bit 0 of each of the B lanes of F bits. */
-static CF__INLINE uint64_t cf__lanes_lo_t(unsigned F, unsigned B)
-{
-    uint64_t lo = 0;
-    for (unsigned j = 0; j < B; j++)
-        lo |= UINT64_C(1) << (j * F);
-    return lo;
-}
-
-/* The first byte of bucket i (fast shapes start every bucket on a byte). */
-static CF__INLINE const uint8_t *cf__bucket_at_t(const cf__table *t, const cf__shape *s, uint64_t i,
-                                                 unsigned F, unsigned B)
-{
-    if (F)
-        return t->data + i * (F * B / 8);
-    return t->data + ((i * s->bucket_bits) >> 3);
-}
-
-/* The zero lanes of w, the B lanes of F bits of a bucket: nonzero iff a lane is zero, and
- * its lowest set bit is the top bit of the first zero lane. (w - lo) & ~w sets the top bit
- * of a lane that is 0, and of a lane that is 1 with a borrow from a zero lane below it,
- * never of another: so the answer is exact as a whole and in its lowest bit. The bits
- * above the bucket (the next bucket's, loaded with it) only borrow upward, out of it. */
-static CF__INLINE uint64_t cf__zero_lanes_t(uint64_t w, unsigned F, unsigned B)
-{
-    uint64_t lo = cf__lanes_lo_t(F, B);
-    return (w - lo) & ~w & (lo << (F - 1));
-}
-
-/* Bytes a fast shape loads for a bucket: the bucket's size rounded up to 2, 4 or 8. A
- * bucket of 2, 4 or 8 bytes is then read with one aligned load that never straddles two
- * cache lines (a wider load would, now and then, and cost a second memory read). */
-static CF__INLINE unsigned cf__load_bytes_t(unsigned F, unsigned B)
-{
-    unsigned bytes = F * B / 8;
-    return bytes <= 2 ? 2u : bytes <= 4 ? 4u : 8u;
-}
-
-static CF__INLINE uint64_t cf__load_t(const uint8_t *p, unsigned F, unsigned B)
-{
-    unsigned n = cf__load_bytes_t(F, B);
-    return n == 2 ? cf__load_le16(p) : n == 4 ? cf__load_le32(p) : cf__load_le64(p);
-}
-
-static CF__INLINE void cf__store_t(uint8_t *p, uint64_t w, unsigned F, unsigned B)
-{
-    unsigned n = cf__load_bytes_t(F, B);
-    if (n == 2)
-        cf__store_le16(p, (uint16_t)w);
-    else if (n == 4)
-        cf__store_le32(p, (uint32_t)w);
-    else
-        cf__store_le64(p, w);
-}
-
-/* Start fetching bucket i: its first cache line and, for a load that may straddle two
- * lines (buckets of 3 and 6 bytes), the line of its last byte too. */
-static CF__INLINE void cf__prefetch_t(const cf__table *t, const cf__shape *s, uint64_t i,
-                                      bool write, unsigned F, unsigned B)
-{
-    const uint8_t *p = cf__bucket_at_t(t, s, i, F, B);
-    const uint8_t *last = p + (F ? cf__load_bytes_t(F, B) : 8u) - 1;
-    bool straddles = !F || F * B / 8 != cf__load_bytes_t(F, B);
-    /* The builtin takes its read/write hint as a literal only (clang checks that before
-     * inlining), hence one call per case. */
-    if (write) {
-        CF__PREFETCH(p, 1);
-        if (straddles)
-            CF__PREFETCH(last, 1);
-    } else {
-        CF__PREFETCH(p, 0);
-        if (straddles)
-            CF__PREFETCH(last, 0);
-    }
-}
-
-/* Nonzero iff a slot of bucket i holds fp. */
-static CF__INLINE uint64_t cf__match_t(const cf__table *t, const cf__shape *s, uint64_t i,
-                                       uint32_t fp, unsigned F, unsigned B)
-{
-    if (!F)
-        return cf__bucket_has(t, s, i, fp);
-    uint64_t w = cf__load_t(cf__bucket_at_t(t, s, i, F, B), F, B);
-    return cf__zero_lanes_t(w ^ (cf__lanes_lo_t(F, B) * fp), F, B);
-}
-
-static CF__INLINE cf__key cf__key_t(const cf__shape *s, uint64_t h, unsigned F)
-{
-    return cf__key_bits(F ? F : s->f, h);
-}
-
-/* A lookup in every sub-filter and the stash, any shape: what a lookup does when the
- * filter has grown or stashed. Out of line, and taking the hash rather than the key, so
- * that the common case below stays a short function with nothing to save or spill. */
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
-#endif
-static bool
-cf__contains_all(const cf_filter *f, uint64_t h)
+bool cf__contains_all(const cf_filter *f, uint64_t h)
 {
     const cf__shape *s = &f->shape;
     cf__key k = cf__key_of(s, h);
@@ -796,201 +684,10 @@ cf__contains_all(const cf_filter *f, uint64_t h)
     return false;
 }
 
-/* One sub-filter and an empty stash: the common case. */
-static CF__INLINE bool cf__contains_one(const cf_filter *f)
-{
-    return CF__LIKELY(f->ntables == 1 && !f->stash_n);
-}
-
-static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
-{
-    if (!cf__contains_one(f))
-        return cf__contains_all(f, h);
-    cf__key k = cf__key_t(&f->shape, h, F);
-    uint64_t i1, i2;
-    cf__buckets0(f->tables, &k, &i1, &i2);
-    /* Both buckets, with no branch between them: for present keys, which of the two holds
-     * the key is a coin toss, and a mispredicted branch would throw away the lookups in
-     * flight behind it. */
-    return (cf__match_t(f->tables, &f->shape, i1, k.fp, F, B) |
-            cf__match_t(f->tables, &f->shape, i2, k.fp, F, B)) != 0;
-}
-
-/* Where a batched call takes its keys from: hashes, or keys to hash. */
-typedef struct cf__source {
-    const uint64_t *hashes;
-    const void *const *keys;
-    const size_t *lens;
-} cf__source;
-
-/* The hash of key j of src, and whether key j is valid (cf_contains answers false for a
- * NULL key of nonzero length; so does the batch). */
-static CF__INLINE bool cf__source_hash(const cf_filter *f, const cf__source *src, size_t j,
-                                       uint64_t *h)
-{
-    if (src->hashes) {
-        *h = src->hashes[j];
-        return true;
-    }
-    if (!src->keys[j] && src->lens[j]) {
-        *h = 0;
-        return false;
-    }
-    *h = XXH3_64bits_withSeed(src->keys[j], src->lens[j], f->seed);
-    return true;
-}
-
-/* Batched lookups: while key p is probed, the buckets of key p + CF__AHEAD are already
- * being fetched, so that up to 2 * CF__AHEAD reads overlap. Only the newest sub-filter's
- * buckets are prefetched; with more sub-filters or a stash in use, a key not found there
- * is looked up completely, as cf_contains_hash would. */
-static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source *src, size_t n,
-                                           bool *out, unsigned F, unsigned B)
-{
-    const cf__shape *s = &f->shape;
-    const cf__table *t = &f->tables[f->ntables - 1];
-    bool rest = !cf__contains_one(f);
-    uint64_t hs[CF__AHEAD], i1[CF__AHEAD], i2[CF__AHEAD];
-    bool valid[CF__AHEAD];
-    for (size_t j = 0; j < n + CF__AHEAD; j++) {
-        size_t x = j % CF__AHEAD;
-        if (j >= CF__AHEAD) {
-            uint32_t fp = cf__key_t(s, hs[x], F).fp;
-            bool hit =
-                (cf__match_t(t, s, i1[x], fp, F, B) | cf__match_t(t, s, i2[x], fp, F, B)) != 0;
-            if (!hit && rest)
-                hit = cf__contains_all(f, hs[x]);
-            out[j - CF__AHEAD] = hit && valid[x];
-        }
-        if (j < n) {
-            valid[x] = cf__source_hash(f, src, j, &hs[x]);
-            cf__key k = cf__key_t(s, hs[x], F);
-            cf__buckets(t, &k, &i1[x], &i2[x]);
-            cf__prefetch_t(t, s, i1[x], false, F, B);
-            cf__prefetch_t(t, s, i2[x], false, F, B);
-        }
-    }
-}
-
-/* An insert whose buckets n1 and n2 in the newest sub-filter are full, from its hash. */
-static cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
+cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
 {
     cf__key k = cf__key_of(&f->shape, h);
     return cf__insert_rest(f, &k, n1, n2);
-}
-
-/* Insert: the first free slot of the key's first bucket in the newest sub-filter, else of
- * its second, else the slow path. */
-static CF__INLINE cf_status cf__add_t(cf_filter *f, uint64_t h, unsigned F, unsigned B)
-{
-    const cf__shape *s = &f->shape;
-    cf__table *t = &f->tables[f->ntables - 1];
-    cf__key k = cf__key_t(s, h, F);
-    uint64_t i[2];
-    cf__buckets(t, &k, &i[0], &i[1]);
-    for (unsigned w = 0; w < 2; w++) {
-        if (F) {
-            uint8_t *p = t->data + i[w] * (F * B / 8);
-            uint64_t word = cf__load_t(p, F, B), empty = cf__zero_lanes_t(word, F, B);
-            if (empty) {
-                /* The slot is zero, so or-ing the fingerprint in sets it; the rest of the
-                 * word (the next bucket's bytes, if any) is written back unchanged. */
-                cf__store_t(p, word | (uint64_t)k.fp << (cf__ctz64(empty) - (F - 1)), F, B);
-                t->items++;
-                return CF_OK;
-            }
-        } else if (cf__put_if_free(t, s, i[w], k.fp)) {
-            return CF_OK;
-        }
-    }
-    return cf__insert_rest_h(f, h, i[0], i[1]);
-}
-
-/* Batched inserts, in order: the buckets of the next CF__AHEAD keys in the newest
- * sub-filter are fetched (for writing) while each key goes in, exactly as cf_add_hash (or,
- * with CF_ADD_UNIQUE, cf_add_unique) would put it. */
-static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, size_t n,
-                                        unsigned flags, cf_status *status, unsigned F, unsigned B)
-{
-    const cf__shape *s = &f->shape;
-    size_t added = 0;
-    for (size_t j = 0; j < n + CF__AHEAD; j++) {
-        if (j >= CF__AHEAD) {
-            size_t p = j - CF__AHEAD;
-            cf_status st = (flags & CF_ADD_UNIQUE) && cf__contains_t(f, hashes[p], F, B)
-                               ? CF_EXISTS
-                               : cf__add_t(f, hashes[p], F, B);
-            added += st == CF_OK;
-            if (status)
-                status[p] = st;
-        }
-        if (j < n) {
-            /* The newest sub-filter now; a growth before this key's turn only makes the
-             * fetch useless, never wrong. */
-            const cf__table *t = &f->tables[f->ntables - 1];
-            cf__key k = cf__key_t(s, hashes[j], F);
-            uint64_t i1, i2;
-            cf__buckets(t, &k, &i1, &i2);
-            cf__prefetch_t(t, s, i1, true, F, B);
-            cf__prefetch_t(t, s, i2, true, F, B);
-        }
-    }
-    return added;
-}
-
-/* Each template compiled for each fast shape, and once for all other shapes, in tables
- * indexed by cf__shape.kind: a call dispatches with one indirect jump, and each function
- * gets registers of its own. */
-#define CF__FNS(F, B)                                                                              \
-    static bool cf__contains_##F##_##B(const cf_filter *f, uint64_t h)                             \
-    {                                                                                              \
-        return cf__contains_t(f, h, F, B);                                                         \
-    }                                                                                              \
-    static cf_status cf__add_##F##_##B(cf_filter *f, uint64_t h)                                   \
-    {                                                                                              \
-        return cf__add_t(f, h, F, B);                                                              \
-    }                                                                                              \
-    static void cf__contains_many_##F##_##B(const cf_filter *f, const cf__source *src, size_t n,   \
-                                            bool *out)                                             \
-    {                                                                                              \
-        cf__contains_many_t(f, src, n, out, F, B);                                                 \
-    }                                                                                              \
-    static size_t cf__add_many_##F##_##B(cf_filter *f, const uint64_t *hashes, size_t n,           \
-                                         unsigned flags, cf_status *status)                        \
-    {                                                                                              \
-        return cf__add_many_t(f, hashes, n, flags, status, F, B);                                  \
-    }
-CF__FNS(0, 0) /* CF__KIND_GENERIC: widths from the shape */
-CF__FAST_SHAPES(CF__FNS)
-#undef CF__FNS
-
-#define CF__FN_ENTRY(F, B) cf__contains_##F##_##B,
-static bool (*const cf__contains_fns[])(const cf_filter *, uint64_t) = {
-    CF__FN_ENTRY(0, 0) CF__FAST_SHAPES(CF__FN_ENTRY)};
-#undef CF__FN_ENTRY
-#define CF__FN_ENTRY(F, B) cf__add_##F##_##B,
-static cf_status (*const cf__add_fns[])(cf_filter *, uint64_t) = {
-    CF__FN_ENTRY(0, 0) CF__FAST_SHAPES(CF__FN_ENTRY)};
-#undef CF__FN_ENTRY
-#define CF__FN_ENTRY(F, B) cf__contains_many_##F##_##B,
-static void (*const cf__contains_many_fns[])(const cf_filter *, const cf__source *, size_t,
-                                             bool *) = {CF__FN_ENTRY(0, 0)
-                                                            CF__FAST_SHAPES(CF__FN_ENTRY)};
-#undef CF__FN_ENTRY
-#define CF__FN_ENTRY(F, B) cf__add_many_##F##_##B,
-static size_t (*const cf__add_many_fns[])(cf_filter *, const uint64_t *, size_t, unsigned,
-                                          cf_status *) = {CF__FN_ENTRY(0, 0)
-                                                              CF__FAST_SHAPES(CF__FN_ENTRY)};
-#undef CF__FN_ENTRY
-
-static CF__INLINE bool cf__contains_h(const cf_filter *f, uint64_t h)
-{
-    return cf__contains_fns[f->shape.kind](f, h);
-}
-
-static CF__INLINE cf_status cf__add_h(cf_filter *f, uint64_t h)
-{
-    return cf__add_fns[f->shape.kind](f, h);
 }
 
 static cf_status cf__delete_key(cf_filter *f, const cf__key *k)
@@ -1019,6 +716,30 @@ static cf_status cf__delete_key(cf_filter *f, const cf__key *k)
     return CF_NOT_FOUND;
 }
 
+cf_status cf__delete_all(cf_filter *f, uint64_t h)
+{
+    cf__key k = cf__key_of(&f->shape, h);
+    return cf__delete_key(f, &k);
+}
+
+uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len)
+{
+    return XXH3_64bits_withSeed(key, len, seed);
+}
+
+/* The seed's share of XXH3 for 8- and 16-byte keys: words of XXH3's default secret xored
+ * in pairs and combined with the seed, as its specification says for those lengths. */
+cf__flips cf__hash_flips(uint64_t seed)
+{
+    const uint8_t *k = XXH3_kSecret;
+    uint64_t s8 = seed ^ ((uint64_t)XXH_swap32((uint32_t)seed) << 32);
+    cf__flips fl;
+    fl.k8 = (cf__load_le64(k + 8) ^ cf__load_le64(k + 16)) - s8;
+    fl.k16lo = (cf__load_le64(k + 24) ^ cf__load_le64(k + 32)) + seed;
+    fl.k16hi = (cf__load_le64(k + 40) ^ cf__load_le64(k + 48)) - seed;
+    return fl;
+}
+
 static uint64_t cf__count_key(const cf_filter *f, const cf__key *k)
 {
     const cf__shape *s = &f->shape;
@@ -1042,7 +763,7 @@ uint64_t cf_hash(const cf_filter *f, const void *key, size_t len)
 {
     if (!f || (!key && len))
         return 0;
-    return XXH3_64bits_withSeed(key, len, f->seed);
+    return cf__hash_key(f, key, len);
 }
 
 uint64_t cf_hash_seeded(uint64_t seed, const void *key, size_t len)
@@ -1085,14 +806,14 @@ cf_status cf_add_hash(cf_filter *f, uint64_t h)
         return CF_EINVAL;
     if (cf__read_only(f))
         return CF_EREADONLY;
-    return cf__add_h(f, h);
+    return f->ops->add(f, h);
 }
 
 bool cf_contains_hash(const cf_filter *f, uint64_t h)
 {
     if (!f)
         return false;
-    return cf__contains_h(f, h);
+    return f->ops->contains(f, h);
 }
 
 cf_status cf_delete_hash(cf_filter *f, uint64_t h)
@@ -1101,8 +822,7 @@ cf_status cf_delete_hash(cf_filter *f, uint64_t h)
         return CF_EINVAL;
     if (cf__read_only(f))
         return CF_EREADONLY;
-    cf__key k = cf__key_of(&f->shape, h);
-    return cf__delete_key(f, &k);
+    return f->ops->del(f, h);
 }
 
 uint64_t cf_count_hash(const cf_filter *f, uint64_t h)
@@ -1128,7 +848,7 @@ void cf_contains_many(const cf_filter *f, const uint64_t *hashes, size_t n, bool
     if (!f || !hashes || !out || cf__batch_empty(f, n, out))
         return;
     cf__source src = {hashes, NULL, NULL};
-    cf__contains_many_fns[f->shape.kind](f, &src, n, out);
+    f->ops->contains_many(f, &src, n, out);
 }
 
 void cf_contains_keys(const cf_filter *f, const void *const *keys, const size_t *lens, size_t n,
@@ -1137,7 +857,7 @@ void cf_contains_keys(const cf_filter *f, const void *const *keys, const size_t 
     if (!f || !keys || !lens || !out || cf__batch_empty(f, n, out))
         return;
     cf__source src = {NULL, keys, lens};
-    cf__contains_many_fns[f->shape.kind](f, &src, n, out);
+    f->ops->contains_many(f, &src, n, out);
 }
 
 size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
@@ -1151,7 +871,7 @@ size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flag
             status[i] = refused;
         return 0;
     }
-    return cf__add_many_fns[f->shape.kind](f, hashes, n, flags, status);
+    return f->ops->add_many(f, hashes, n, flags, status);
 }
 
 cf_status cf_add(cf_filter *f, const void *key, size_t len)
@@ -1160,7 +880,7 @@ cf_status cf_add(cf_filter *f, const void *key, size_t len)
         return CF_EINVAL;
     if (cf__read_only(f))
         return CF_EREADONLY;
-    return cf__add_h(f, XXH3_64bits_withSeed(key, len, f->seed));
+    return f->ops->add_key(f, key, len);
 }
 
 cf_status cf_add_unique(cf_filter *f, const void *key, size_t len)
@@ -1170,23 +890,25 @@ cf_status cf_add_unique(cf_filter *f, const void *key, size_t len)
     if (cf__read_only(f))
         return CF_EREADONLY;
     uint64_t h = cf_hash(f, key, len);
-    if (cf__contains_h(f, h))
+    if (f->ops->contains(f, h))
         return CF_EXISTS;
-    return cf__add_h(f, h);
+    return f->ops->add(f, h);
 }
 
 bool cf_contains(const cf_filter *f, const void *key, size_t len)
 {
     if (!f || (!key && len))
         return false;
-    return cf__contains_h(f, XXH3_64bits_withSeed(key, len, f->seed));
+    return f->ops->contains_key(f, key, len);
 }
 
 cf_status cf_delete(cf_filter *f, const void *key, size_t len)
 {
     if (!f || (!key && len))
         return CF_EINVAL;
-    return cf_delete_hash(f, cf_hash(f, key, len));
+    if (cf__read_only(f))
+        return CF_EREADONLY;
+    return f->ops->del_key(f, key, len);
 }
 
 uint64_t cf_count(const cf_filter *f, const void *key, size_t len)

@@ -21,6 +21,11 @@
 #define CF__UNLIKELY(x) (x)
 #endif
 
+/* CF__HAVE_V3: the build compiled fast.c for x86-64-v3 too (CMakeLists.txt says when). */
+#ifndef CF__HAVE_V3
+#define CF__HAVE_V3 0
+#endif
+
 #if defined(__SIZEOF_INT128__)
 #define CF__HAVE_U128 1
 __extension__ typedef unsigned __int128 cf__u128;
@@ -165,7 +170,14 @@ static inline bool cf__add_u64(uint64_t a, uint64_t b, uint64_t *out)
  * onto [0, b) with one multiply (Lemire's "fast alternative to the modulo reduction"). */
 static inline uint64_t cf__mulhi(uint64_t a, uint64_t b)
 {
-#if CF__HAVE_U128
+#if defined(__BMI2__) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    /* mulx writes any two registers; gcc 12 emits mul for the 128-bit product instead,
+     * which pins rdx:rax and costs a move before and after each of a lookup's two. */
+    uint64_t hi, lo;
+    __asm__("mulx %[b], %[lo], %[hi]" : [hi] "=r"(hi), [lo] "=r"(lo) : [b] "rm"(b), "d"(a));
+    (void)lo;
+    return hi;
+#elif CF__HAVE_U128
     return (uint64_t)(((cf__u128)a * b) >> 64);
 #else
     uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
@@ -216,7 +228,7 @@ static inline uint64_t cf__div63(uint64_t a, const cf__divisor *dv)
 #define CF__FAST_SHAPES(X) X(8, 4) X(12, 4) X(16, 4) X(8, 2) X(12, 2) X(16, 2) X(8, 8)
 
 #define CF__KIND_ENUM(F, B) CF__KIND_##F##_##B,
-enum cf__kind { CF__KIND_GENERIC = 0, CF__FAST_SHAPES(CF__KIND_ENUM) };
+enum cf__kind { CF__KIND_GENERIC = 0, CF__FAST_SHAPES(CF__KIND_ENUM) CF__KINDS };
 #undef CF__KIND_ENUM
 
 typedef struct cf__shape {
@@ -336,6 +348,17 @@ static inline int cf__bucket_find(const cf__table *t, const cf__shape *s, uint64
     return -1;
 }
 
+/* Put fp into the first free slot of bucket; false if it has none. */
+static inline bool cf__put_if_free(cf__table *t, const cf__shape *s, uint64_t bucket, uint32_t fp)
+{
+    int j = cf__bucket_find(t, s, bucket, 0);
+    if (j < 0)
+        return false;
+    cf__slot_set(t, s, bucket, (unsigned)j, fp);
+    t->items++;
+    return true;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Hashing scheme (the bucket mapping of format version 2, docs/FORMAT.md)              */
 /* ------------------------------------------------------------------------------------ */
@@ -383,7 +406,7 @@ static inline cf__key cf__key_bits(unsigned f, uint64_t h)
 {
     cf__key k;
     uint32_t fp = (uint32_t)(h >> (64u - f));
-    k.fp = fp + (fp == 0);
+    k.fp = fp + (fp < 1u); /* compare-and-add-carry: two instructions */
     k.x = h << f;
     k.mix = cf__fp_mix(k.fp);
     return k;
@@ -401,12 +424,14 @@ static inline uint64_t cf__alt_offset(uint64_t mix, uint64_t m)
     return cf__mulhi(mix, m) | 1u;
 }
 
-/* (off - bucket) mod m, for bucket < m and off < m. */
+/* (off - bucket) mod m, for bucket < m and off < m (both below 2^63). */
 static inline uint64_t cf__alt(uint64_t bucket, uint64_t off, uint64_t m)
 {
     /* Arithmetic, not a conditional: compilers turn the conditional into a branch that
-     * goes either way at random, and each misprediction discards the lookups in flight. */
-    return off - bucket + (m & (UINT64_C(0) - (uint64_t)(off < bucket)));
+     * goes either way at random, and each misprediction discards the lookups in flight.
+     * The difference's top bit says it wrapped; its copies make the mask for m. */
+    uint64_t d = off - bucket;
+    return d + (m & (UINT64_C(0) - (d >> 63)));
 }
 
 /* The key's two buckets in the first sub-filter (base == buckets, scale 1): the hot path. */
@@ -440,8 +465,112 @@ static inline uint64_t cf__alt_of(const cf__table *t, uint64_t bucket, uint32_t 
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Hashing 8- and 16-byte keys                                                          */
+/* ------------------------------------------------------------------------------------ */
+/* XXH3-64 with a seed (xxHash 0.8), for the two key lengths that are most common (integer
+ * ids, UUIDs and hash digests), written from XXH3's specification: for these lengths it
+ * is a few operations on the key and a 64-bit word derived from the seed, which each
+ * filter computes once (cf__hash_flips, filter.c). With the length a constant and that
+ * word precomputed, an 8-byte key hashes in 13 instructions where the general XXH3 call
+ * takes about 50. tests/test_internal.c holds both to XXH3_64bits_withSeed. */
+#define CF__XXH3_MX 0x9FB21C651E98DF25u /* XXH3's rrmxmx multiplier (4 to 8 bytes) */
+#define CF__XXH3_AV 0x165667919E3779F9u /* XXH3's avalanche multiplier (9 to 16 bytes) */
+
+typedef struct cf__flips {
+    uint64_t k8;    /* the 8-byte case's bitflip */
+    uint64_t k16lo; /* the 16-byte case's bitflips of its first and last 8 bytes */
+    uint64_t k16hi;
+} cf__flips;
+
+static inline uint64_t cf__rotl64(uint64_t x, unsigned r)
+{
+    return (x << r) | (x >> (64u - r));
+}
+
+static inline uint64_t cf__bswap64(uint64_t x)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_bswap64(x);
+#else
+    x = (x >> 32) | (x << 32);
+    x = ((x & UINT64_C(0xffff0000ffff0000)) >> 16) | ((x & UINT64_C(0x0000ffff0000ffff)) << 16);
+    return ((x & UINT64_C(0xff00ff00ff00ff00)) >> 8) | ((x & UINT64_C(0x00ff00ff00ff00ff)) << 8);
+#endif
+}
+
+/* XXH3 of the 8 bytes at p: its 4-to-8-byte case, where the input word is the key's two
+ * little-endian halves swapped, xored with the bitflip and mixed by rrmxmx. */
+static inline uint64_t cf__xxh3_8(const void *p, const cf__flips *fl)
+{
+    uint64_t x = cf__rotl64(cf__load_le64((const uint8_t *)p), 32) ^ fl->k8;
+    x ^= cf__rotl64(x, 49) ^ cf__rotl64(x, 24);
+    x *= CF__XXH3_MX;
+    x ^= (x >> 35) + 8u;
+    x *= CF__XXH3_MX;
+    return x ^ (x >> 28);
+}
+
+/* XXH3 of the 16 bytes at p: its 9-to-16-byte case (the 128-bit product folded by xor). */
+static inline uint64_t cf__xxh3_16(const void *p, const cf__flips *fl)
+{
+    uint64_t lo = cf__load_le64((const uint8_t *)p) ^ fl->k16lo;
+    uint64_t hi = cf__load_le64((const uint8_t *)p + 8) ^ fl->k16hi;
+    uint64_t acc = 16u + cf__bswap64(lo) + hi + ((lo * hi) ^ cf__mulhi(lo, hi));
+    acc ^= acc >> 37;
+    acc *= CF__XXH3_AV;
+    return acc ^ (acc >> 32);
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* The filter                                                                           */
 /* ------------------------------------------------------------------------------------ */
+
+/* Where a batched lookup takes its keys from: hashes, or keys to hash. */
+typedef struct cf__source {
+    const uint64_t *hashes;
+    const void *const *keys;
+    const size_t *lens;
+} cf__source;
+
+/* The hot paths of one shape, compiled for one CPU variant (fast.c). Keyed calls take
+ * checked arguments: key is not NULL unless len is 0. */
+typedef struct cf__ops {
+    bool (*contains)(const cf_filter *f, uint64_t h);
+    bool (*contains_key)(const cf_filter *f, const void *key, size_t len);
+    cf_status (*add)(cf_filter *f, uint64_t h);
+    cf_status (*add_key)(cf_filter *f, const void *key, size_t len);
+    cf_status (*del)(cf_filter *f, uint64_t h);
+    cf_status (*del_key)(cf_filter *f, const void *key, size_t len);
+    void (*contains_many)(const cf_filter *f, const cf__source *src, size_t n, bool *out);
+    size_t (*add_many)(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
+                       cf_status *status);
+} cf__ops;
+
+/* Each variant's operations, indexed by [state][cf__shape.kind]: state CF__SIMPLE for a
+ * filter of one sub-filter and an empty stash, whose lookups and deletes touch two buckets
+ * and nothing else, CF__GENERAL for any other (grown, stashed, loading). A filter's `ops`
+ * follows its state (cf__sync_ops), so the hot paths never test it. */
+enum cf__state { CF__GENERAL = 0, CF__SIMPLE = 1, CF__STATES };
+typedef const cf__ops cf__variant[CF__STATES][CF__KINDS];
+CF__HIDDEN extern cf__variant cf__ops_base;
+#if CF__HAVE_V3
+CF__HIDDEN extern cf__variant cf__ops_v3;
+#endif
+
+/* The variant this CPU runs (cpu.c): x86-64-v3 where the CPU and the OS support it,
+ * unless the environment asks for the baseline. */
+CF__HIDDEN const cf__variant *cf__variant_here(void);
+
+/* The slow paths the per-shape code falls back to (filter.c): a lookup in every sub-filter
+ * and the stash; an insert whose buckets n1 and n2 in the newest sub-filter are full; a
+ * delete from any sub-filter or the stash; the hash of a key of any length. */
+CF__HIDDEN bool cf__contains_all(const cf_filter *f, uint64_t h);
+CF__HIDDEN cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2);
+CF__HIDDEN cf_status cf__delete_all(cf_filter *f, uint64_t h);
+CF__HIDDEN uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len);
+
+/* The flips of seed (filter.c, where XXH3's default secret is at hand). */
+CF__HIDDEN cf__flips cf__hash_flips(uint64_t seed);
 
 /* One node of the breadth-first search for an eviction path (see filter.c). */
 typedef struct cf__node {
@@ -482,10 +611,13 @@ typedef struct cf__search {
 } cf__search;
 
 struct cf_filter {
+    const cf__ops *ops;         /* the hot paths for this shape, state and CPU */
+    const cf__variant *variant; /* this CPU's, chosen when the filter was made */
     cf_allocator alloc;
     cf__shape shape;
     uint64_t capacity; /* as configured; kept for cf_get_config and the file */
     uint64_t seed;
+    cf__flips flips; /* the seed's share of the hash of 8- and 16-byte keys */
     unsigned max_kicks;
     unsigned expansion;
     unsigned max_tables;
@@ -523,6 +655,25 @@ struct cf_filter {
 static inline unsigned cf__ntables_all(const cf_filter *f)
 {
     return f->load_pos ? f->load_ntables : f->ntables;
+}
+
+/* Point f->ops at the operations for f's state: to be called whenever the number of
+ * complete sub-filters or of stash entries changes. */
+static inline void cf__sync_ops(cf_filter *f)
+{
+    enum cf__state st = f->ntables == 1 && f->stash_n == 0 ? CF__SIMPLE : CF__GENERAL;
+    f->ops = &(*f->variant)[st][f->shape.kind];
+}
+
+/* The filter's hash of a key (XXH3-64 with its seed): 8- and 16-byte keys inline, others
+ * out of line. */
+static inline uint64_t cf__hash_key(const cf_filter *f, const void *key, size_t len)
+{
+    if (CF__LIKELY(len == 8))
+        return cf__xxh3_8(key, &f->flips);
+    if (len == 16)
+        return cf__xxh3_16(key, &f->flips);
+    return cf__hash_any(f->seed, key, len);
 }
 
 /* Mapped and loading filters take no adds, deletes or clears. */

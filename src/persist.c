@@ -554,6 +554,7 @@ static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bo
         f->stash[e] = (cf__stash){cf__get64(x), cf__get32(x + 8), cf__get32(x + 12)};
     }
     f->stash_n = m->nstash;
+    cf__sync_ops(f);
     *out = f;
     return CF_OK;
 }
@@ -1154,6 +1155,7 @@ static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t
     cf__sum_zeros(sum, cursor - m.meta_len);
     f->load_ntables = f->ntables;
     f->ntables = 0;
+    cf__sync_ops(f);
     f->load_pos = cursor;
     f->load_header_sum = XXH3_64bits(d, CF__HEADER_BYTES);
     f->load_file_sum = cf__get64(d + m.meta_len);
@@ -1219,8 +1221,10 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     memcpy(cf__sum_state(f), &sum, sizeof sum);
     f->load_items = items;
     f->load_bucket = to;
-    if (table_done)
+    if (table_done) {
         f->ntables = k + 1;
+        cf__sync_ops(f);
+    }
     if (next == end) {
         f->alloc.free(f->alloc.ctx, f->load_sum);
         f->load_sum = NULL;

@@ -1,13 +1,16 @@
 /*
  * test_determinism.c - same config and seed, same operations => the same answers.
  *
- * 1. Two filters with the same config and seed get the same operations in lockstep (adds,
+ * 1. Two filters with the same config and seed, one running the baseline code and one the
+ *    code this CPU picks (cf_cpu_variant), get the same operations in lockstep (adds,
  *    duplicates, add_unique, deletes; fixed filters pushed into CF_FULL, growing filters
  *    through several growths): every return value is the same, and so are the answers to
- *    200k probe keys (contains, contains_hash, contains_many, count) and every stats field.
+ *    200k probe keys (contains, contains_hash, contains_many, count), every stats field
+ *    and the serialized bytes.
  * 2. A different seed gives different hash values (and different false positives).
  * 3. cf_clear, then the same operations as on a fresh filter: the same answers.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include "testutil.h"
 
 typedef struct {
@@ -128,13 +131,48 @@ static void compare(cf_filter *const *fs, size_t nf, uint64_t stream, uint64_t n
     CHECK(positives > 0);
 }
 
+/* cf_new under a CPU variant: "baseline", or NULL for the one the library picks. */
+static cf_status new_on(const cf_config *c, const char *variant, cf_filter **out)
+{
+    if (variant)
+        setenv("CUCKOOFILTER_CPU", variant, 1);
+    else
+        unsetenv("CUCKOOFILTER_CPU");
+    cf_status st = cf_new(c, out);
+    unsetenv("CUCKOOFILTER_CPU");
+    return st;
+}
+
+/* The serialized bytes of two filters are the same. */
+static void check_same_bytes(const cf_filter *a, const cf_filter *b)
+{
+    size_t na = cf_serialized_size(a), nb = cf_serialized_size(b);
+    uint8_t *ba = malloc(na), *bb = malloc(nb);
+    if (!ba || !bb)
+        exit(2);
+    CHECK_ST(cf_serialize(a, ba, na, NULL), CF_OK);
+    CHECK_ST(cf_serialize(b, bb, nb, NULL), CF_OK);
+    CHECK_MSG(na == nb && memcmp(ba, bb, na) == 0, "the filters' bytes differ");
+    free(ba);
+    free(bb);
+}
+
+/* Filter 0 runs the baseline code and filter 1 the code this CPU picks (x86-64-v3 where it
+ * can): the same operations must give the same answers and the same bytes. */
 static void test_same_seed(void)
 {
+    setenv("CUCKOOFILTER_CPU", "baseline", 1);
+    CHECK_MSG(strcmp(cf_cpu_variant(), "baseline") == 0, "CUCKOOFILTER_CPU=baseline gives %s",
+              cf_cpu_variant());
+    unsetenv("CUCKOOFILTER_CPU");
+    printf("  variants: filter 0 baseline, filter 1 %s\n", cf_cpu_variant());
     const struct {
         unsigned b, f, e;
         uint64_t cap, ops;
-    } sh[] = {{4, 12, 0, 20000, 120000}, {2, 16, 2, 500, 60000}, {8, 8, 0, 10000, 80000},
-              {1, 12, 1, 1000, 40000},   {3, 7, 3, 300, 50000},  {16, 32, 0, 3000, 30000}};
+    } sh[] = {{4, 12, 0, 20000, 120000}, {2, 16, 2, 500, 60000},  {8, 8, 0, 10000, 80000},
+              {1, 12, 1, 1000, 40000},   {3, 7, 3, 300, 50000},   {16, 32, 0, 3000, 30000},
+              {4, 8, 2, 2000, 60000},    {2, 12, 0, 5000, 40000}, {4, 16, 0, 5000, 40000},
+              {2, 8, 1, 400, 40000}};
     const uint64_t probes = cft_scaled_min(200000, 1000);
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
         uint64_t seed = cft_subseed(10 + i);
@@ -147,7 +185,8 @@ static void test_same_seed(void)
                        .max_sub_filters = sh[i].e == 1 ? 1000 : 0,
                        .seed = seed};
         cf_filter *fs[2] = {NULL, NULL};
-        if (!CHECK_ST(cf_new(&c, &fs[0]), CF_OK) || !CHECK_ST(cf_new(&c, &fs[1]), CF_OK)) {
+        if (!CHECK_ST(new_on(&c, "baseline", &fs[0]), CF_OK) ||
+            !CHECK_ST(new_on(&c, NULL, &fs[1]), CF_OK)) {
             cf_free(fs[0]);
             cf_free(fs[1]);
             continue;
@@ -156,8 +195,10 @@ static void test_same_seed(void)
         bag in = {0};
         uint64_t next_id = 0;
         bool same = lockstep(fs, 2, 20 + i, cft_scaled(sh[i].ops), &r, &in, &next_id);
-        if (same)
+        if (same) {
             compare(fs, 2, 20 + i, next_id, probes);
+            check_same_bytes(fs[0], fs[1]);
+        }
         cf_stats s = cft_stats(fs[0]);
         printf("  same seed b %2u f %2u e %u: %llu items, %u sub-filters, load %.3f: %s\n", sh[i].b,
                sh[i].f, sh[i].e, (unsigned long long)s.items, s.sub_filters, s.load_factor,

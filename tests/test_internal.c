@@ -284,6 +284,28 @@ static void test_sizing(void)
     }
 }
 
+/* The inline XXH3 of 8- and 16-byte keys is XXH3: every seed's flips, keys at every
+ * alignment, against the library's own XXH3_64bits_withSeed. */
+static void test_short_hash(void)
+{
+    cft_context("xxh3 of 8 and 16 bytes");
+    uint8_t buf[32];
+    static const uint64_t seeds[] = {0, 1, UINT64_MAX, UINT64_C(0x00000000ffffffff),
+                                     UINT64_C(0xffffffff00000000)};
+    for (int i = 0; i < 200000; i++) {
+        uint64_t seed = i < 5 ? seeds[i] : cft_next(&rng);
+        for (size_t j = 0; j < sizeof buf; j++)
+            buf[j] = (uint8_t)cft_next(&rng);
+        if (i % 7 == 0)
+            memset(buf, i % 14 ? 0xff : 0, sizeof buf);
+        cf__flips fl = cf__hash_flips(seed);
+        size_t at = (size_t)i % 16;
+        if (!CHECK_EQ_U(cf__xxh3_8(buf + at, &fl), XXH3_64bits_withSeed(buf + at, 8, seed)) ||
+            !CHECK_EQ_U(cf__xxh3_16(buf + at, &fl), XXH3_64bits_withSeed(buf + at, 16, seed)))
+            break;
+    }
+}
+
 int main(void)
 {
     cft_init("test_internal");
@@ -293,6 +315,7 @@ int main(void)
     test_swar_shapes();
     test_alt();
     test_key_bits();
+    test_short_hash();
     test_place();
     test_sizing();
     return cft_finish();

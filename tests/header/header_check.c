@@ -72,6 +72,7 @@ struct cf_header_check_api {
     cf_status (*place_hash)(uint64_t, uint64_t, unsigned, cf_place *);
     uint64_t (*alt_bucket)(uint64_t, uint32_t, uint64_t);
     cf_status (*chunk_bytes_needed)(const void *, size_t, size_t *);
+    const char *(*cpu_variant)(void);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
@@ -89,6 +90,7 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_load_chunk,    cf_is_loading,     cf_expected_fpr,
     cf_contains_keys, cf_add_many,       cf_hash_seeded,
     cf_place_hash,    cf_alt_bucket,     cf_chunk_bytes_needed,
+    cf_cpu_variant,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and

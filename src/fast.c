@@ -1,0 +1,373 @@
+/*
+ * fast.c - the hot paths: lookups, inserts, deletes and their batched and keyed forms,
+ * written once as always-inline templates of the fingerprint width F and bucket size B.
+ *
+ * Called with constants (a shape of CF__FAST_SHAPES), every mask and width folds into the
+ * instructions; called with F = 0, they read the filter's shape and serve every other
+ * shape. Out of cache, a lookup waits for two memory reads, and the CPU overlaps those of
+ * consecutive lookups only as far as its out-of-order window reaches: the fewer
+ * instructions a lookup takes, and the fewer of them wait for the loaded bucket, the more
+ * lookups are in flight at once.
+ *
+ * This file is compiled once per CPU variant (CMakeLists.txt): for baseline x86-64 (and
+ * every other architecture) as cf__ops_base, and on x86-64 also with -march=x86-64-v3 as
+ * cf__ops_v3, where BMI2's mulx, shlx and shrx take any registers (the baseline mul
+ * pins rdx:rax and costs moves and saves) and tzcnt and popcnt are instructions. cpu.c
+ * gives each filter one variant's table when it is made, so a call costs the same one
+ * indirect jump as with a single variant. Every variant computes the same answers and
+ * writes the same bytes: the tests run under both (CUCKOOFILTER_CPU=baseline).
+ */
+#include "internal.h"
+
+#ifndef CF__VARIANT
+#define CF__VARIANT base
+#endif
+#define CF__PASTE2(a, b) a##_##b
+#define CF__PASTE(a, b)  CF__PASTE2(a, b)
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CF__INLINE          inline __attribute__((always_inline))
+#define CF__PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
+#else
+#define CF__INLINE          inline
+#define CF__PREFETCH(p, rw) ((void)(p))
+#endif
+
+/* Keys whose buckets the batched calls keep in flight ahead of the one being probed:
+ * enough to cover a memory latency (~160 ns on the VM measured) at 10 to 25 ns per key;
+ * 8, 16, 32 and 64 measured the same, 4 was 30 % slower. */
+#define CF__AHEAD 16u
+
+/* Bit 0 of each of the B lanes of F bits. */
+static CF__INLINE uint64_t cf__lanes_lo_t(unsigned F, unsigned B)
+{
+    uint64_t lo = 0;
+    for (unsigned j = 0; j < B; j++)
+        lo |= UINT64_C(1) << (j * F);
+    return lo;
+}
+
+/* The first byte of bucket i (fast shapes start every bucket on a byte). */
+static CF__INLINE const uint8_t *cf__bucket_at_t(const cf__table *t, const cf__shape *s, uint64_t i,
+                                                 unsigned F, unsigned B)
+{
+    if (F)
+        return t->data + i * (F * B / 8);
+    return t->data + ((i * s->bucket_bits) >> 3);
+}
+
+/* The zero lanes of w, the B lanes of F bits of a bucket: nonzero iff a lane is zero, and
+ * its lowest set bit is the top bit of the first zero lane. (w - lo) & ~w sets the top bit
+ * of a lane that is 0, and of a lane that is 1 with a borrow from a zero lane below it,
+ * never of another: so the answer is exact as a whole and in its lowest bit. The bits
+ * above the bucket (the next bucket's, loaded with it) only borrow upward, out of it. */
+static CF__INLINE uint64_t cf__zero_lanes_t(uint64_t w, unsigned F, unsigned B)
+{
+    uint64_t lo = cf__lanes_lo_t(F, B);
+    return (w - lo) & ~w & (lo << (F - 1));
+}
+
+/* Bytes a fast shape loads for a bucket: the bucket's size rounded up to 2, 4 or 8. A
+ * bucket of 2, 4 or 8 bytes is then read with one aligned load that never straddles two
+ * cache lines (a wider load would, now and then, and cost a second memory read). */
+static CF__INLINE unsigned cf__load_bytes_t(unsigned F, unsigned B)
+{
+    unsigned bytes = F * B / 8;
+    return bytes <= 2 ? 2u : bytes <= 4 ? 4u : 8u;
+}
+
+static CF__INLINE uint64_t cf__load_t(const uint8_t *p, unsigned F, unsigned B)
+{
+    unsigned n = cf__load_bytes_t(F, B);
+    return n == 2 ? cf__load_le16(p) : n == 4 ? cf__load_le32(p) : cf__load_le64(p);
+}
+
+static CF__INLINE void cf__store_t(uint8_t *p, uint64_t w, unsigned F, unsigned B)
+{
+    unsigned n = cf__load_bytes_t(F, B);
+    if (n == 2)
+        cf__store_le16(p, (uint16_t)w);
+    else if (n == 4)
+        cf__store_le32(p, (uint32_t)w);
+    else
+        cf__store_le64(p, w);
+}
+
+/* Start fetching bucket i: its first cache line and, for a load that may straddle two
+ * lines (buckets of 3 and 6 bytes), the line of its last byte too. */
+static CF__INLINE void cf__prefetch_t(const cf__table *t, const cf__shape *s, uint64_t i,
+                                      bool write, unsigned F, unsigned B)
+{
+    const uint8_t *p = cf__bucket_at_t(t, s, i, F, B);
+    const uint8_t *last = p + (F ? cf__load_bytes_t(F, B) : 8u) - 1;
+    bool straddles = !F || F * B / 8 != cf__load_bytes_t(F, B);
+    /* The builtin takes its read/write hint as a literal only (clang checks that before
+     * inlining), hence one call per case. */
+    if (write) {
+        CF__PREFETCH(p, 1);
+        if (straddles)
+            CF__PREFETCH(last, 1);
+    } else {
+        CF__PREFETCH(p, 0);
+        if (straddles)
+            CF__PREFETCH(last, 0);
+    }
+}
+
+/* The value of x, hidden from the optimiser: a multiply by a constant that it would
+ * otherwise unfold into a chain of 4 to 6 shifts and adds stays one multiply. */
+static CF__INLINE uint64_t cf__opaque(uint64_t x)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    __asm__("" : "+r"(x));
+#endif
+    return x;
+}
+
+/* Nonzero iff a slot of bucket i holds fp. */
+static CF__INLINE uint64_t cf__match_t(const cf__table *t, const cf__shape *s, uint64_t i,
+                                       uint32_t fp, unsigned F, unsigned B)
+{
+    if (!F)
+        return cf__bucket_has(t, s, i, fp);
+    uint64_t w = cf__load_t(cf__bucket_at_t(t, s, i, F, B), F, B);
+    return cf__zero_lanes_t(w ^ (cf__opaque(cf__lanes_lo_t(F, B)) * fp), F, B);
+}
+
+static CF__INLINE cf__key cf__key_t(const cf__shape *s, uint64_t h, unsigned F)
+{
+    return cf__key_bits(F ? F : s->f, h);
+}
+
+/* Nonzero iff a slot of the bucket whose word is w holds the fingerprint whose B copies
+ * are fps (fast shapes). */
+static CF__INLINE uint64_t cf__word_match_t(uint64_t w, uint64_t fps, unsigned F, unsigned B)
+{
+    return cf__zero_lanes_t(w ^ fps, F, B);
+}
+
+/* A lookup in a filter of one sub-filter and an empty stash (CF__SIMPLE): two buckets. */
+static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
+{
+    const cf__table *t = f->tables;
+    cf__key k = cf__key_t(&f->shape, h, F);
+    uint64_t i1, i2;
+    cf__buckets0(t, &k, &i1, &i2);
+    if (!F)
+        return cf__bucket_has(t, &f->shape, i1, k.fp) || cf__bucket_has(t, &f->shape, i2, k.fp);
+    /* Both buckets, with no branch between them: for present keys, which of the two holds
+     * the key is a coin toss, and a mispredicted branch would throw away the lookups in
+     * flight behind it. */
+    uint64_t fps = cf__opaque(cf__lanes_lo_t(F, B)) * k.fp;
+    uint64_t w1 = cf__load_t(cf__bucket_at_t(t, &f->shape, i1, F, B), F, B);
+    uint64_t w2 = cf__load_t(cf__bucket_at_t(t, &f->shape, i2, F, B), F, B);
+    return (cf__word_match_t(w1, fps, F, B) | cf__word_match_t(w2, fps, F, B)) != 0;
+}
+
+/* Any state: the simple lookup, or every sub-filter and the stash. */
+static CF__INLINE bool cf__contains_any_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
+{
+    if (f->ntables == 1 && !f->stash_n)
+        return cf__contains_t(f, h, F, B);
+    return cf__contains_all(f, h);
+}
+
+/* The hash of key j of src, and whether key j is valid (cf_contains answers false for a
+ * NULL key of nonzero length; so does the batch). */
+static CF__INLINE bool cf__source_hash(const cf_filter *f, const cf__source *src, size_t j,
+                                       uint64_t *h)
+{
+    if (src->hashes) {
+        *h = src->hashes[j];
+        return true;
+    }
+    if (!src->keys[j] && src->lens[j]) {
+        *h = 0;
+        return false;
+    }
+    *h = cf__hash_key(f, src->keys[j], src->lens[j]);
+    return true;
+}
+
+/* Batched lookups: while key p is probed, the buckets of key p + CF__AHEAD are already
+ * being fetched, so that up to 2 * CF__AHEAD reads overlap. Only the newest sub-filter's
+ * buckets are prefetched; with more sub-filters or a stash in use, a key not found there
+ * is looked up completely, as cf_contains_hash would. */
+static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source *src, size_t n,
+                                           bool *out, unsigned F, unsigned B)
+{
+    const cf__shape *s = &f->shape;
+    const cf__table *t = &f->tables[f->ntables - 1];
+    bool rest = f->ntables != 1 || f->stash_n;
+    uint64_t hs[CF__AHEAD], i1[CF__AHEAD], i2[CF__AHEAD];
+    bool valid[CF__AHEAD];
+    for (size_t j = 0; j < n + CF__AHEAD; j++) {
+        size_t x = j % CF__AHEAD;
+        if (j >= CF__AHEAD) {
+            uint32_t fp = cf__key_t(s, hs[x], F).fp;
+            bool hit =
+                (cf__match_t(t, s, i1[x], fp, F, B) | cf__match_t(t, s, i2[x], fp, F, B)) != 0;
+            if (!hit && rest)
+                hit = cf__contains_all(f, hs[x]);
+            out[j - CF__AHEAD] = hit && valid[x];
+        }
+        if (j < n) {
+            valid[x] = cf__source_hash(f, src, j, &hs[x]);
+            cf__key k = cf__key_t(s, hs[x], F);
+            cf__buckets(t, &k, &i1[x], &i2[x]);
+            cf__prefetch_t(t, s, i1[x], false, F, B);
+            cf__prefetch_t(t, s, i2[x], false, F, B);
+        }
+    }
+}
+
+/* Insert: the first free slot of the key's first bucket in the newest sub-filter, else of
+ * its second, else the slow path. */
+static CF__INLINE cf_status cf__add_t(cf_filter *f, uint64_t h, unsigned F, unsigned B)
+{
+    const cf__shape *s = &f->shape;
+    cf__table *t = &f->tables[f->ntables - 1];
+    cf__key k = cf__key_t(s, h, F);
+    uint64_t i[2];
+    cf__buckets(t, &k, &i[0], &i[1]);
+    for (unsigned w = 0; w < 2; w++) {
+        if (F) {
+            uint8_t *p = t->data + i[w] * (F * B / 8);
+            uint64_t word = cf__load_t(p, F, B), empty = cf__zero_lanes_t(word, F, B);
+            if (empty) {
+                /* The slot is zero, so or-ing the fingerprint in sets it; the rest of the
+                 * word (the next bucket's bytes, if any) is written back unchanged. */
+                cf__store_t(p, word | (uint64_t)k.fp << (cf__ctz64(empty) - (F - 1)), F, B);
+                t->items++;
+                return CF_OK;
+            }
+        } else if (cf__put_if_free(t, s, i[w], k.fp)) {
+            return CF_OK;
+        }
+    }
+    return cf__insert_rest_h(f, h, i[0], i[1]);
+}
+
+/* Batched inserts, in order: the buckets of the next CF__AHEAD keys in the newest
+ * sub-filter are fetched (for writing) while each key goes in, exactly as cf_add_hash (or,
+ * with CF_ADD_UNIQUE, cf_add_unique) would put it. */
+static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, size_t n,
+                                        unsigned flags, cf_status *status, unsigned F, unsigned B)
+{
+    const cf__shape *s = &f->shape;
+    size_t added = 0;
+    for (size_t j = 0; j < n + CF__AHEAD; j++) {
+        if (j >= CF__AHEAD) {
+            size_t p = j - CF__AHEAD;
+            cf_status st = (flags & CF_ADD_UNIQUE) && cf__contains_any_t(f, hashes[p], F, B)
+                               ? CF_EXISTS
+                               : cf__add_t(f, hashes[p], F, B);
+            added += st == CF_OK;
+            if (status)
+                status[p] = st;
+        }
+        if (j < n) {
+            /* The newest sub-filter now; a growth before this key's turn only makes the
+             * fetch useless, never wrong. */
+            const cf__table *t = &f->tables[f->ntables - 1];
+            cf__key k = cf__key_t(s, hashes[j], F);
+            uint64_t i1, i2;
+            cf__buckets(t, &k, &i1, &i2);
+            cf__prefetch_t(t, s, i1, true, F, B);
+            cf__prefetch_t(t, s, i2, true, F, B);
+        }
+    }
+    return added;
+}
+
+/* Delete in a filter of one sub-filter and an empty stash: both buckets are loaded and
+ * compared before anything is decided (which bucket holds the key is a coin toss), then
+ * the first matching slot of the first bucket that has one is cleared, as the slow path
+ * (cf__delete_all) would choose. */
+static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, unsigned B)
+{
+    if (!F)
+        return cf__delete_all(f, h);
+    cf__table *t = f->tables;
+    cf__key k = cf__key_t(&f->shape, h, F);
+    uint64_t i1, i2;
+    cf__buckets0(t, &k, &i1, &i2);
+    uint8_t *p1 = t->data + i1 * (F * B / 8), *p2 = t->data + i2 * (F * B / 8);
+    uint64_t w1 = cf__load_t(p1, F, B), w2 = cf__load_t(p2, F, B);
+    uint64_t fps = cf__opaque(cf__lanes_lo_t(F, B)) * k.fp;
+    uint64_t m1 = cf__word_match_t(w1, fps, F, B), m2 = cf__word_match_t(w2, fps, F, B);
+    if (!(m1 | m2))
+        return CF_NOT_FOUND;
+    uint8_t *p = m1 ? p1 : p2;
+    uint64_t w = m1 ? w1 : w2, m = m1 ? m1 : m2;
+    uint64_t lane = ((UINT64_C(1) << F) - 1) << (cf__ctz64(m) - (F - 1));
+    cf__store_t(p, w & ~lane, F, B);
+    t->items--;
+    return CF_OK;
+}
+
+/* Each template compiled for each fast shape, and once for all other shapes, into tables
+ * of operations per state and shape (indexed by cf__shape.kind), one per variant. */
+#define CF__FNS(F, B)                                                                              \
+    static bool cf__contains_##F##_##B(const cf_filter *f, uint64_t h)                             \
+    {                                                                                              \
+        return cf__contains_t(f, h, F, B);                                                         \
+    }                                                                                              \
+    static bool cf__contains_key_##F##_##B(const cf_filter *f, const void *key, size_t len)        \
+    {                                                                                              \
+        return cf__contains_t(f, cf__hash_key(f, key, len), F, B);                                 \
+    }                                                                                              \
+    static cf_status cf__add_##F##_##B(cf_filter *f, uint64_t h)                                   \
+    {                                                                                              \
+        return cf__add_t(f, h, F, B);                                                              \
+    }                                                                                              \
+    static cf_status cf__add_key_##F##_##B(cf_filter *f, const void *key, size_t len)              \
+    {                                                                                              \
+        return cf__add_t(f, cf__hash_key(f, key, len), F, B);                                      \
+    }                                                                                              \
+    static cf_status cf__delete_##F##_##B(cf_filter *f, uint64_t h)                                \
+    {                                                                                              \
+        return cf__delete_t(f, h, F, B);                                                           \
+    }                                                                                              \
+    static cf_status cf__delete_key_##F##_##B(cf_filter *f, const void *key, size_t len)           \
+    {                                                                                              \
+        return cf__delete_t(f, cf__hash_key(f, key, len), F, B);                                   \
+    }                                                                                              \
+    static void cf__contains_many_##F##_##B(const cf_filter *f, const cf__source *src, size_t n,   \
+                                            bool *out)                                             \
+    {                                                                                              \
+        cf__contains_many_t(f, src, n, out, F, B);                                                 \
+    }                                                                                              \
+    static size_t cf__add_many_##F##_##B(cf_filter *f, const uint64_t *hashes, size_t n,           \
+                                         unsigned flags, cf_status *status)                        \
+    {                                                                                              \
+        return cf__add_many_t(f, hashes, n, flags, status, F, B);                                  \
+    }
+CF__FNS(0, 0) /* CF__KIND_GENERIC: widths from the shape */
+CF__FAST_SHAPES(CF__FNS)
+#undef CF__FNS
+
+/* The general state's lookups and deletes: every sub-filter and the stash. */
+static bool cf__contains_key_all(const cf_filter *f, const void *key, size_t len)
+{
+    return cf__contains_all(f, cf__hash_key(f, key, len));
+}
+
+static cf_status cf__delete_key_all(cf_filter *f, const void *key, size_t len)
+{
+    return cf__delete_all(f, cf__hash_key(f, key, len));
+}
+
+#define CF__OPS_SIMPLE(F, B)                                                                       \
+    {cf__contains_##F##_##B,      cf__contains_key_##F##_##B, cf__add_##F##_##B,                   \
+     cf__add_key_##F##_##B,       cf__delete_##F##_##B,       cf__delete_key_##F##_##B,            \
+     cf__contains_many_##F##_##B, cf__add_many_##F##_##B},
+#define CF__OPS_GENERAL(F, B)                                                                      \
+    {cf__contains_all, cf__contains_key_all, cf__add_##F##_##B,           cf__add_key_##F##_##B,   \
+     cf__delete_all,   cf__delete_key_all,   cf__contains_many_##F##_##B, cf__add_many_##F##_##B},
+cf__variant CF__PASTE(cf__ops, CF__VARIANT) = {
+    [CF__GENERAL] = {CF__OPS_GENERAL(0, 0) CF__FAST_SHAPES(CF__OPS_GENERAL)},
+    [CF__SIMPLE] = {CF__OPS_SIMPLE(0, 0) CF__FAST_SHAPES(CF__OPS_SIMPLE)},
+};
+#undef CF__OPS_SIMPLE
+#undef CF__OPS_GENERAL
