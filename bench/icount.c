@@ -2,11 +2,12 @@
  * icount.c - the operations whose instruction counts bench/icount.sh reports.
  *
  * Each operation runs in a function of its own (op_<name>, never inlined), COUNT times on
- * a filter of 1M slots' worth of keys (f = 12, b = 4, a fixed seed), so that callgrind's
- * inclusive count of that function, divided by COUNT, is the exact number of instructions
- * per operation: a figure with no noise, which judges a change to a hot path where times
- * on this machine drift by 30 %. Run natively it only does the work (and checks that the
- * keys it added are found); `make bench-icount` runs it under valgrind.
+ * a filter of capacity 1M (the shape given as "F/B" in argv[1], default 12/4; a fixed
+ * seed), so that callgrind's inclusive count of that function, divided by COUNT, is the
+ * exact number of instructions per operation, the calling loop's few included: a figure
+ * with no noise, which judges a change to a hot path where times on this machine drift by
+ * 30 %. Run natively it only does the work (and checks that the keys it added are found);
+ * `make bench-icount` runs it under valgrind for each fast shape.
  */
 #include <cuckoofilter.h>
 
@@ -19,6 +20,7 @@
 #define DELETES   100000u  /* of keys that were added */
 #define BATCH     256u     /* keys per batched call */
 #define NEW_SMALL 1000u    /* cf_new + cf_free of a small filter, this many times */
+#define KEY_BYTES 8u       /* keyed calls take the 8-byte key whose hash is h[i] */
 #define SEED      UINT64_C(0x1C0C7)
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -36,9 +38,15 @@ static uint64_t key_hash(uint64_t i)
     return z ^ (z >> 31);
 }
 
+static unsigned g_f = 12, g_b = 4; /* the shape measured */
+
 static cf_filter *make(void)
 {
-    cf_config c = {.capacity = CAPACITY, .fingerprint_bits = 12, .bucket_size = 4, .seed = SEED};
+    cf_config c = {.capacity = CAPACITY,
+                   .fingerprint_bits = g_f,
+                   .bucket_size = g_b,
+                   .seed = SEED,
+                   .flags = CF_FIXED_SEED};
     cf_filter *f;
     if (cf_new(&c, &f) != CF_OK) {
         fprintf(stderr, "icount: cf_new failed\n");
@@ -51,6 +59,14 @@ NOINLINE static void op_add_hash(cf_filter *f, const uint64_t *h)
 {
     for (uint32_t i = 0; i < FILLED; i++)
         cf_add_hash(f, h[i]);
+}
+
+NOINLINE static size_t op_add_key8(cf_filter *f, const uint64_t *keys)
+{
+    size_t added = 0;
+    for (uint32_t i = 0; i < FILLED; i++)
+        added += cf_add(f, &keys[i], KEY_BYTES) == CF_OK;
+    return added;
 }
 
 NOINLINE static size_t op_add_many(cf_filter *f, const uint64_t *h)
@@ -72,8 +88,8 @@ NOINLINE static size_t op_contains_hash_absent(const cf_filter *f, const uint64_
 NOINLINE static size_t op_contains_hash_present(const cf_filter *f, const uint64_t *h)
 {
     size_t hits = 0;
-    for (uint32_t i = 0; i < LOOKUPS; i++)
-        hits += cf_contains_hash(f, h[i % FILLED]);
+    for (uint32_t i = 0; i < FILLED; i++)
+        hits += cf_contains_hash(f, h[i]);
     return hits;
 }
 
@@ -95,11 +111,30 @@ NOINLINE static size_t op_contains_many(const cf_filter *f, const uint64_t *h, b
     return hits;
 }
 
+NOINLINE static size_t op_contains_keys8(const cf_filter *f, const void *const *ptrs,
+                                         const size_t *lens, bool *out)
+{
+    size_t hits = 0;
+    for (uint32_t i = 0; i < LOOKUPS; i += BATCH) {
+        cf_contains_keys(f, ptrs + FILLED + i, lens, BATCH, out);
+        hits += out[0];
+    }
+    return hits;
+}
+
 NOINLINE static size_t op_delete_hash(cf_filter *f, const uint64_t *h)
 {
     size_t deleted = 0;
     for (uint32_t i = 0; i < DELETES; i++)
         deleted += cf_delete_hash(f, h[i]) == CF_OK;
+    return deleted;
+}
+
+NOINLINE static size_t op_delete_key8(cf_filter *f, const uint64_t *keys)
+{
+    size_t deleted = 0;
+    for (uint32_t i = 0; i < DELETES; i++)
+        deleted += cf_delete(f, &keys[i], KEY_BYTES) == CF_OK;
     return deleted;
 }
 
@@ -113,35 +148,62 @@ NOINLINE static void op_new_free_small(void)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    uint64_t *h = malloc((FILLED + LOOKUPS + BATCH) * sizeof *h);
+    if (argc > 1 && sscanf(argv[1], "%u/%u", &g_f, &g_b) != 2) {
+        fprintf(stderr, "usage: cf-bench-icount [F/B]\n");
+        return 2;
+    }
+    size_t total = FILLED + LOOKUPS + BATCH;
+    uint64_t *h = malloc(total * sizeof *h), *keys = malloc(total * sizeof *keys);
+    const void **ptrs = malloc(total * sizeof *ptrs);
+    size_t *lens = malloc(BATCH * sizeof *lens);
     bool *out = malloc(BATCH * sizeof *out);
-    if (!h || !out)
+    if (!h || !keys || !ptrs || !lens || !out)
         return 1;
-    for (uint32_t i = 0; i < FILLED + LOOKUPS + BATCH; i++)
-        h[i] = key_hash(i);
-    cf_filter *f = make(), *g = make();
+    cf_filter *f = make(), *g = make(), *k = make();
+    /* Key i is the 8 bytes of key_hash(i); h[i] is its hash by the filters' seed, so that
+     * pre-hashed and keyed calls ask about the same keys. */
+    for (size_t i = 0; i < total; i++) {
+        keys[i] = key_hash(i);
+        h[i] = cf_hash(f, &keys[i], KEY_BYTES);
+        ptrs[i] = &keys[i];
+    }
+    for (size_t i = 0; i < BATCH; i++)
+        lens[i] = KEY_BYTES;
     op_add_hash(f, h);
     size_t batched = op_add_many(g, h);
+    size_t keyed_added = op_add_key8(k, keys);
     size_t absent = op_contains_hash_absent(f, h);
     size_t present = op_contains_hash_present(f, h);
-    size_t keyed = op_contains_key8(f, h);
+    size_t keyed = op_contains_key8(f, keys);
     size_t many = op_contains_many(f, h, out);
+    size_t many_keys = op_contains_keys8(f, (const void *const *)ptrs, lens, out);
     size_t deleted = op_delete_hash(f, h);
+    size_t deleted_keyed = op_delete_key8(k, keys);
     op_new_free_small();
     /* The counts of each operation, for icount.sh; and the answers, as a check. */
-    printf("add_hash %u\nadd_many %u\ncontains_hash_absent %u\ncontains_hash_present %u\n"
-           "contains_key8 %u\ncontains_many %u\ndelete_hash %u\nnew_free_small %u\n",
-           FILLED, FILLED, LOOKUPS, LOOKUPS, LOOKUPS, LOOKUPS, DELETES, NEW_SMALL);
-    int status = present == LOOKUPS && deleted == DELETES && batched == FILLED ? 0 : 1;
+    printf("add_hash %u\nadd_key8 %u\nadd_many %u\ncontains_hash_absent %u\n"
+           "contains_hash_present %u\ncontains_key8 %u\ncontains_many %u\ncontains_keys8 %u\n"
+           "delete_hash %u\ndelete_key8 %u\nnew_free_small %u\n",
+           FILLED, FILLED, FILLED, LOOKUPS, FILLED, LOOKUPS, LOOKUPS, LOOKUPS, DELETES, DELETES,
+           NEW_SMALL);
+    int status = present == FILLED && deleted == DELETES && deleted_keyed == DELETES &&
+                         batched == FILLED && keyed_added == FILLED
+                     ? 0
+                     : 1;
     if (status)
         fprintf(stderr, "icount: a key that was added was not found (or not added)\n");
-    fprintf(stderr, "icount: false positives %zu + %zu + %zu of %u absent lookups\n", absent, keyed,
-            many, 3 * LOOKUPS);
+    fprintf(stderr,
+            "icount: f %u b %u: false positives %zu + %zu + %zu + %zu of %u absent lookups\n", g_f,
+            g_b, absent, keyed, many, many_keys, 4 * LOOKUPS);
     cf_free(f);
     cf_free(g);
+    cf_free(k);
     free(h);
+    free(keys);
+    free(ptrs);
+    free(lens);
     free(out);
     return status;
 }

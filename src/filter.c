@@ -40,11 +40,17 @@
 /* Multiplier that spreads bucket numbers over the visited-set (2^64 / golden ratio). */
 #define CF__MARK_MULT UINT64_C(0x9e3779b97f4a7c15)
 
-/* Eviction searches of up to this many nodes run in memory on the stack (16 KB), so a
- * filter with the default budget (500 kicks) holds no search memory of its own: many
+/* Eviction searches of up to this many nodes can run in memory on the stack (16 KB), so a
+ * filter with the default budget (500 kicks) needs no search memory of its own: many
  * small filters (one per key in Redis) stay small. Larger budgets get a block with the
  * filter. */
 #define CF__STACK_NODES 512u
+
+/* A search on the stack must clear its visited set first (8 KiB for the default budget:
+ * a quarter of all the instructions of filling a table). A table of at least this many
+ * bytes gets its own search memory, whose set clears by generation, on its first search
+ * that needs the set: 16 KiB, under 2 % of such a table. */
+#define CF__OWN_SEARCH_MIN_TABLE ((size_t)1 << 20)
 
 /* A search on the stack first tries with this many nodes, checking for a visited bucket by
  * scanning its queue, which needs no visited set to clear; most evictions need fewer
@@ -248,6 +254,8 @@ static void cf__release(cf_filter *f, unsigned ntables)
                 a.free(a.ctx, f->tables[i].data);
     if (f->load_sum)
         a.free(a.ctx, f->load_sum);
+    if (f->search_block)
+        a.free(a.ctx, f->search_block);
     a.free(a.ctx, f->tables);
     a.free(a.ctx, f);
 }
@@ -448,23 +456,53 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
 
 /* Find room for fp in the full buckets i1 and i2 of t within the filter's budget
  * (max_kicks buckets examined beyond the two), moving residents if a path exists. */
+/* Search with the filter's own memory: a new generation makes every mark stale. */
+static cf__found cf__bfs_own(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
+{
+    cf__search *own = &f->search;
+    if (++own->gen == 0) { /* wrapped: stale entries could look current */
+        memset(own->marks, 0, ((size_t)1 << (64u - own->shift)) * sizeof(cf__mark));
+        own->gen = 1;
+    }
+    return cf__bfs(&f->shape, t, own, i1, i2, fp);
+}
+
+/* Give f search memory of its own for `budget` nodes, in a block of its own; false if
+ * the allocation failed (the search then runs on the stack, as before). */
+static bool cf__own_search(cf_filter *f, uint32_t budget)
+{
+    unsigned bits = cf__mark_bits(budget);
+    size_t queue_bytes = (size_t)budget * sizeof(cf__node);
+    size_t marks_bytes = ((size_t)1 << bits) * sizeof(cf__mark);
+    uint8_t *block = f->alloc.alloc(f->alloc.ctx, queue_bytes + marks_bytes);
+    if (!block)
+        return false;
+    memset(block + queue_bytes, 0, marks_bytes);
+    f->search_block = block;
+    f->search = (cf__search){(cf__node *)(void *)block,
+                             (cf__mark *)(void *)(block + queue_bytes),
+                             budget,
+                             64u - bits,
+                             0,
+                             0};
+    return true;
+}
+
 static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
 {
     uint32_t budget = f->max_kicks + 2u;
-    cf__search *own = &f->search;
-    if (own->queue) {
-        if (++own->gen == 0) { /* wrapped: stale entries could look current */
-            memset(own->marks, 0, ((size_t)1 << (64u - own->shift)) * sizeof(cf__mark));
-            own->gen = 1;
-        }
-        return cf__bfs(&f->shape, t, own, i1, i2, fp) == CF__MOVED;
-    }
+    if (f->search.queue)
+        return cf__bfs_own(f, t, i1, i2, fp) == CF__MOVED;
     cf__node queue[CF__STACK_NODES];
     cf__mark marks[2 * CF__STACK_NODES];
     cf__search z = {queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0};
     cf__found r = cf__bfs(&f->shape, t, &z, i1, i2, fp);
     if (r != CF__OUT_OF_NODES || z.cap == budget)
         return r == CF__MOVED;
+    /* The same search with the whole budget finds the same path (breadth-first, in the
+     * same order), wherever its memory is. */
+    if (t->bytes >= CF__OWN_SEARCH_MIN_TABLE && cf__own_search(f, budget))
+        return cf__bfs_own(f, t, i1, i2, fp) == CF__MOVED;
     unsigned bits = cf__mark_bits(budget);
     memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
     z = (cf__search){queue, marks, budget, 64u - bits, 1, 0};
@@ -526,8 +564,7 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
      * that share fingerprint and bucket pair (common when b * f is small). A growing
      * filter says full: growing for one hot key is how filters balloon. A fixed filter
      * may still stash it, like any key that found no room. */
-    bool hot =
-        cf__bucket_count(newest, s, n1, k->fp) + cf__bucket_count(newest, s, n2, k->fp) == 2 * s->b;
+    bool hot = cf__bucket_all(newest, s, n1, k->fp) && cf__bucket_all(newest, s, n2, k->fp);
     if (!hot && cf__evict(f, newest, n1, n2, k->fp)) {
         newest->items++;
         return CF_OK;

@@ -334,6 +334,18 @@ static inline unsigned cf__bucket_count(const cf__table *t, const cf__shape *s, 
     return n;
 }
 
+/* Every slot of the bucket holds fp. */
+static inline bool cf__bucket_all(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                  uint32_t fp)
+{
+    if (CF__LIKELY(s->swar))
+        return cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp) == s->lane_hi;
+    for (unsigned j = 0; j < s->b; j++)
+        if (cf__slot_get(t, s, bucket, j) != fp)
+            return false;
+    return true;
+}
+
 /* The first slot of the bucket holding fp (fp = 0: the first empty slot), or -1. */
 static inline int cf__bucket_find(const cf__table *t, const cf__shape *s, uint64_t bucket,
                                   uint32_t fp)
@@ -624,9 +636,12 @@ struct cf_filter {
     unsigned ntables;
     unsigned tables_cap; /* entries allocated in `tables` */
     cf__table *tables;   /* oldest first; tables[ntables - 1] is the newest */
-    /* Search memory for budgets too big for the stack (see cf__evict); queue NULL
-     * otherwise, and then the filter holds none. */
+    /* Search memory with a visited set that clears by generation (see cf__evict): made
+     * with the filter for budgets too big for the stack, or on the first search that
+     * needs it in a table large enough to afford it (then search_block is its own
+     * allocation); queue NULL otherwise, and then the filter holds none. */
     cf__search search;
+    void *search_block;
     unsigned stash_n;
     cf__stash stash[CF__STASH_SLOTS];
     /* Memory-mapped (cf_open_mapped): the mapping, which the tables point into. */

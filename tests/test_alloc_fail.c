@@ -255,9 +255,57 @@ static void test_growth_refused_then_allowed(void)
     CHECK_ALLOC_CLEAN(&ta);
 }
 
+/* A table of a megabyte or more takes search memory of its own at its first long eviction
+ * search. If that allocation fails, the search runs on the stack instead: every insert
+ * still succeeds, and the filter ends up byte for byte as one whose allocation worked. */
+static void test_search_memory_refused(void)
+{
+    cft_context("search memory refused");
+    cf_config c = {.capacity = 1000000, .seed = cft_subseed(90), .flags = CF_FIXED_SEED};
+    cft_alloc ta, tb;
+    cft_alloc_init(&ta);
+    cft_alloc_init(&tb);
+    cf_config ca = c, cb = c;
+    ca.allocator = &ta.a;
+    cb.allocator = &tb.a;
+    cf_filter *fa = NULL, *fb = NULL;
+    if (!CHECK_ST(cf_new(&ca, &fa), CF_OK) || !CHECK_ST(cf_new(&cb, &fb), CF_OK)) {
+        cf_free(fa);
+        cf_free(fb);
+        return;
+    }
+    ta.fail_at = ta.calls + 1; /* every allocation from now on fails */
+    ta.fail_persist = true;
+    uint64_t n = 950000, added = 0; /* 95 % load: many long searches */
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t h = cft_mix64(i + 1);
+        cf_status sa = cf_add_hash(fa, h), sb = cf_add_hash(fb, h);
+        if (!CHECK_ST(sa, sb))
+            break;
+        added += sa == CF_OK;
+    }
+    CHECK_EQ_U(added, n);
+    CHECK_MSG(ta.failures > 0, "the search never asked for memory");
+    CHECK_MSG(tb.calls > 3, "the search took no memory of its own");
+    uint64_t size = cf_serialized_size(fa);
+    uint8_t *ba = malloc(size), *bb = malloc(size);
+    if (ba && bb && CHECK_EQ_U(cf_serialized_size(fb), size)) {
+        CHECK_ST(cf_serialize(fa, ba, size, NULL), CF_OK);
+        CHECK_ST(cf_serialize(fb, bb, size, NULL), CF_OK);
+        CHECK_MSG(memcmp(ba, bb, size) == 0, "stack and own search memory built different filters");
+    }
+    free(ba);
+    free(bb);
+    cf_free(fa);
+    cf_free(fb);
+    CHECK_ALLOC_CLEAN(&ta);
+    CHECK_ALLOC_CLEAN(&tb);
+}
+
 int main(void)
 {
     cft_init("test_alloc_fail");
+    test_search_memory_refused();
     test_new();
     const struct {
         unsigned b, f, e;
