@@ -81,6 +81,20 @@ static inline void bench_check(cf_status st, const char *what)
     }
 }
 
+/* A fixed-size filter of `capacity` keys, f-bit fingerprints and b-slot buckets with a
+ * fixed seed, so that every run builds the same one; exits if cf_new refuses. */
+static inline cf_filter *bench_filter(uint64_t capacity, unsigned fbits, unsigned b, uint64_t seed)
+{
+    cf_config cfg = {.capacity = capacity,
+                     .fingerprint_bits = fbits,
+                     .bucket_size = b,
+                     .seed = seed,
+                     .flags = CF_FIXED_SEED};
+    cf_filter *f;
+    bench_check(cf_new(&cfg, &f), "cf_new");
+    return f;
+}
+
 /* The memory system's limit for n lookups in a table of `bytes` bytes: for each of n
  * keys, two reads of 8 bytes at positions drawn from the key's hash, in a plain loop (no
  * prefetch), the sum kept so the loads are not optimised away. Returns ns per key. */

@@ -16,18 +16,6 @@
 #define FILL_SEEDS    5                  /* median of five, as the issue asks */
 #define FPR_QUERIES   UINT64_C(10000000) /* >= 10M absent keys per width */
 
-static cf_filter *new_filter(uint64_t capacity, unsigned b, unsigned fbits, uint64_t seed)
-{
-    cf_config cfg = {.capacity = capacity,
-                     .bucket_size = b,
-                     .fingerprint_bits = fbits,
-                     .seed = seed,
-                     .flags = CF_FIXED_SEED};
-    cf_filter *f;
-    bench_check(cf_new(&cfg, &f), "cf_new");
-    return f;
-}
-
 /* Add distinct random hashes until the first CF_FULL; returns the load then, and in
  * *first_stash the load when the tables first turned a key away to the stash. */
 static double fill_to_full(cf_filter *f, uint64_t *stream, double *first_stash)
@@ -64,7 +52,7 @@ static void first_full_loads(void)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         double loads[FILL_SEEDS], alone[FILL_SEEDS];
         for (int seed = 0; seed < FILL_SEEDS; seed++) {
-            cf_filter *f = new_filter(FILL_CAPACITY, sizes[i], 12, (uint64_t)seed + 1);
+            cf_filter *f = bench_filter(FILL_CAPACITY, 12, sizes[i], (uint64_t)seed + 1);
             uint64_t stream = (uint64_t)seed * 1000003u + sizes[i];
             loads[seed] = fill_to_full(f, &stream, &alone[seed]);
             cf_free(f);
@@ -86,7 +74,7 @@ static void fpr_at_full_load(uint64_t queries)
     printf("| f | load | measured | bound 1-(1-1/(2^f-1))^(2b*load) | measured/bound |\n"
            "|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
-        cf_filter *f = new_filter(FILL_CAPACITY, 4, widths[i], 42);
+        cf_filter *f = bench_filter(FILL_CAPACITY, widths[i], 4, 42);
         uint64_t stream = 7, hits = 0;
         double first_stash;
         double load = fill_to_full(f, &stream, &first_stash);
@@ -110,7 +98,7 @@ static void bytes_for_capacities(void)
     printf("| capacity | bytes | capacity*f/(8*0.95) | ratio | power-of-two table | "
            "ratio |\n|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
-        cf_filter *f = new_filter(caps[i], 4, 12, 1);
+        cf_filter *f = bench_filter(caps[i], 12, 4, 1);
         cf_stats s;
         cf_get_stats(f, &s);
         double ideal = (double)caps[i] * 12.0 / (8.0 * 0.95);

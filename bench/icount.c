@@ -9,7 +9,8 @@
  * 30 %. Run natively it only does the work (and checks that the keys it added are found);
  * `make bench-icount` runs it under valgrind for each fast shape.
  */
-#include <cuckoofilter.h>
+#define _POSIX_C_SOURCE 199309L /* clock_gettime, in common.h */
+#include "common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,30 +30,11 @@
 #define NOINLINE
 #endif
 
-/* The hash of key i (splitmix64: distinct for distinct i); keys >= FILLED are absent. */
-static uint64_t key_hash(uint64_t i)
-{
-    uint64_t z = i + UINT64_C(0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 static unsigned g_f = 12, g_b = 4; /* the shape measured */
 
 static cf_filter *make(void)
 {
-    cf_config c = {.capacity = CAPACITY,
-                   .fingerprint_bits = g_f,
-                   .bucket_size = g_b,
-                   .seed = SEED,
-                   .flags = CF_FIXED_SEED};
-    cf_filter *f;
-    if (cf_new(&c, &f) != CF_OK) {
-        fprintf(stderr, "icount: cf_new failed\n");
-        exit(1);
-    }
-    return f;
+    return bench_filter(CAPACITY, g_f, g_b, SEED);
 }
 
 NOINLINE static void op_add_hash(cf_filter *f, const uint64_t *h)
@@ -162,10 +144,10 @@ int main(int argc, char **argv)
     if (!h || !keys || !ptrs || !lens || !out)
         return 1;
     cf_filter *f = make(), *g = make(), *k = make();
-    /* Key i is the 8 bytes of key_hash(i); h[i] is its hash by the filters' seed, so that
+    /* Key i is the 8 bytes of splitmix64 step i; h[i] is its hash by the filters' seed, so that
      * pre-hashed and keyed calls ask about the same keys. */
     for (size_t i = 0; i < total; i++) {
-        keys[i] = key_hash(i);
+        keys[i] = bench_mix64(i + BENCH_GOLDEN); /* splitmix64: distinct for distinct i */
         h[i] = cf_hash(f, &keys[i], KEY_BYTES);
         ptrs[i] = &keys[i];
     }

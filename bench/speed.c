@@ -541,18 +541,11 @@ static result run_config(uint64_t n, unsigned fbits, unsigned b, uint64_t querie
         count[i] = cheap ? q : q / REPEATS + ((uint64_t)i < q % REPEATS);
         first[i] = i ? first[i - 1] + count[i - 1] : 0;
     }
-    cf_config cfg = {.capacity = n,
-                     .fingerprint_bits = fbits,
-                     .bucket_size = b,
-                     .expansion = 0,
-                     .seed = sd->filter,
-                     .flags = CF_FIXED_SEED};
     /* f: keys through cf_add; g: the keys as hashes through cf_add_many, and h through
      * cf_add_hash, which must build g's bytes. */
-    cf_filter *f, *g, *h;
-    bench_check(cf_new(&cfg, &f), "cf_new");
-    bench_check(cf_new(&cfg, &g), "cf_new");
-    bench_check(cf_new(&cfg, &h), "cf_new");
+    cf_filter *f = bench_filter(n, fbits, b, sd->filter),
+              *g = bench_filter(n, fbits, b, sd->filter),
+              *h = bench_filter(n, fbits, b, sd->filter);
     cf_stats st;
     cf_get_stats(f, &st);
     r.bytes = st.bytes;
@@ -959,13 +952,7 @@ static void figure_fpr(const char *dir, bool quick, const seeds *sd)
                         "fpr_expected,bloom_k,bloom_bits_per_key,bloom_false_positives,"
                         "bloom_fpr_measured,bloom_fpr_theory");
     for (unsigned fbits = FIG_FPR_MIN_BITS; fbits <= FIG_FPR_MAX_BITS; fbits++) {
-        cf_config cfg = {.capacity = n,
-                         .fingerprint_bits = fbits,
-                         .bucket_size = 4,
-                         .seed = sd->filter,
-                         .flags = CF_FIXED_SEED};
-        cf_filter *f;
-        bench_check(cf_new(&cfg, &f), "cf_new");
+        cf_filter *f = bench_filter(n, fbits, 4, sd->filter);
         uint64_t fail = 0;
         (void)time_insert(f, sd->present, n, &fail);
         if (fail)
@@ -1013,13 +1000,7 @@ static void figure_load(const char *dir, bool quick, const seeds *sd)
 {
     uint64_t n = quick ? FIG_QUICK_LOAD_KEYS : FIG_LOAD_KEYS;
     uint64_t q = quick ? FIG_LOAD_QUERIES / FIG_QUICK_DIVISOR / 2 : FIG_LOAD_QUERIES;
-    cf_config cfg = {.capacity = n,
-                     .fingerprint_bits = 12,
-                     .bucket_size = 4,
-                     .seed = sd->filter,
-                     .flags = CF_FIXED_SEED};
-    cf_filter *f;
-    bench_check(cf_new(&cfg, &f), "cf_new");
+    cf_filter *f = bench_filter(n, 12, 4, sd->filter);
     cf_stats st;
     cf_get_stats(f, &st);
     size_t words = (size_t)((st.bytes + 7) / 8);

@@ -25,14 +25,6 @@
 #define CF__PASTE2(a, b) a##_##b
 #define CF__PASTE(a, b)  CF__PASTE2(a, b)
 
-#if defined(__GNUC__) || defined(__clang__)
-#define CF__INLINE          inline __attribute__((always_inline))
-#define CF__PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
-#else
-#define CF__INLINE          inline
-#define CF__PREFETCH(p, rw) ((void)(p))
-#endif
-
 /* Keys whose buckets the batched calls keep in flight ahead of the one being probed:
  * enough to cover a memory latency (~160 ns on the VM measured) at 10 to 25 ns per key;
  * 8, 16, 32 and 64 measured the same, 4 was 30 % slower. */
@@ -124,6 +116,13 @@ static CF__INLINE uint64_t cf__opaque(uint64_t x)
     return x;
 }
 
+/* Nonzero iff a slot of the bucket whose word is w holds the fingerprint whose B copies
+ * are fps (fast shapes). */
+static CF__INLINE uint64_t cf__word_match_t(uint64_t w, uint64_t fps, unsigned F, unsigned B)
+{
+    return cf__zero_lanes_t(w ^ fps, F, B);
+}
+
 /* Nonzero iff a slot of bucket i holds fp. */
 static CF__INLINE uint64_t cf__match_t(const cf__table *t, const cf__shape *s, uint64_t i,
                                        uint32_t fp, unsigned F, unsigned B)
@@ -131,19 +130,12 @@ static CF__INLINE uint64_t cf__match_t(const cf__table *t, const cf__shape *s, u
     if (!F)
         return cf__bucket_has(t, s, i, fp);
     uint64_t w = cf__load_t(cf__bucket_at_t(t, s, i, F, B), F, B);
-    return cf__zero_lanes_t(w ^ (cf__opaque(cf__lanes_lo_t(F, B)) * fp), F, B);
+    return cf__word_match_t(w, cf__opaque(cf__lanes_lo_t(F, B)) * fp, F, B);
 }
 
 static CF__INLINE cf__key cf__key_t(const cf__shape *s, uint64_t h, unsigned F)
 {
     return cf__key_bits(F ? F : s->f, h);
-}
-
-/* Nonzero iff a slot of the bucket whose word is w holds the fingerprint whose B copies
- * are fps (fast shapes). */
-static CF__INLINE uint64_t cf__word_match_t(uint64_t w, uint64_t fps, unsigned F, unsigned B)
-{
-    return cf__zero_lanes_t(w ^ fps, F, B);
 }
 
 /* A lookup in a filter of one sub-filter and an empty stash (CF__SIMPLE): two buckets. */
@@ -162,14 +154,6 @@ static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F
     uint64_t w1 = cf__load_t(cf__bucket_at_t(t, &f->shape, i1, F, B), F, B);
     uint64_t w2 = cf__load_t(cf__bucket_at_t(t, &f->shape, i2, F, B), F, B);
     return (cf__word_match_t(w1, fps, F, B) | cf__word_match_t(w2, fps, F, B)) != 0;
-}
-
-/* Any state: the simple lookup, or every sub-filter and the stash. */
-static CF__INLINE bool cf__contains_any_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
-{
-    if (f->ntables == 1 && !f->stash_n)
-        return cf__contains_t(f, h, F, B);
-    return cf__contains_all(f, h);
 }
 
 /* The hash of key j of src, and whether key j is valid (cf_contains answers false for a
@@ -198,7 +182,7 @@ static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source 
 {
     const cf__shape *s = &f->shape;
     const cf__table *t = &f->tables[f->ntables - 1];
-    bool rest = f->ntables != 1 || f->stash_n;
+    bool rest = !cf__is_simple(f);
     uint64_t hs[CF__AHEAD], i1[CF__AHEAD], i2[CF__AHEAD];
     bool valid[CF__AHEAD];
     for (size_t j = 0; j < n + CF__AHEAD; j++) {
@@ -259,7 +243,9 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
     for (size_t j = 0; j < n + CF__AHEAD; j++) {
         if (j >= CF__AHEAD) {
             size_t p = j - CF__AHEAD;
-            cf_status st = (flags & CF_ADD_UNIQUE) && cf__contains_any_t(f, hashes[p], F, B)
+            /* f->ops, not this shape's simple lookup: an insert before may have grown or
+             * stashed, and ops follows the state. */
+            cf_status st = (flags & CF_ADD_UNIQUE) && f->ops->contains(f, hashes[p])
                                ? CF_EXISTS
                                : cf__add_t(f, hashes[p], F, B);
             added += st == CF_OK;

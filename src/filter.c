@@ -19,14 +19,6 @@
 #include <sys/random.h>
 #endif
 
-#if defined(__GNUC__) || defined(__clang__)
-#define CF__INLINE          inline __attribute__((always_inline))
-#define CF__PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
-#else
-#define CF__INLINE          inline
-#define CF__PREFETCH(p, rw) ((void)(p))
-#endif
-
 /* Slots of a bucket whose moves an eviction search fetches ahead: all of them for the
  * bucket sizes that are used (up to 8); larger buckets fetch the first 8. */
 #define CF__PREFETCH_SLOTS 8u
@@ -454,8 +446,6 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
     return CF__NO_PATH;
 }
 
-/* Find room for fp in the full buckets i1 and i2 of t within the filter's budget
- * (max_kicks buckets examined beyond the two), moving residents if a path exists. */
 /* Search with the filter's own memory: a new generation makes every mark stale. */
 static cf__found cf__bfs_own(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
 {
@@ -488,6 +478,8 @@ static bool cf__own_search(cf_filter *f, uint32_t budget)
     return true;
 }
 
+/* Find room for fp in the full buckets i1 and i2 of t within the filter's budget
+ * (max_kicks buckets examined beyond the two), moving residents if a path exists. */
 static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
 {
     uint32_t budget = f->max_kicks + 2u;
@@ -807,7 +799,7 @@ uint64_t cf_hash_seeded(uint64_t seed, const void *key, size_t len)
 {
     if (!key && len)
         return 0;
-    return XXH3_64bits_withSeed(key, len, seed);
+    return cf__hash_any(seed, key, len);
 }
 
 /* The bucket counts cf_place_hash takes: even (cf__alt has no fixed point then) and

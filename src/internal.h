@@ -12,13 +12,17 @@
 #include <string.h>
 
 #if defined(__GNUC__) || defined(__clang__)
-#define CF__HIDDEN      __attribute__((visibility("hidden")))
-#define CF__LIKELY(x)   __builtin_expect(!!(x), 1)
-#define CF__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define CF__HIDDEN          __attribute__((visibility("hidden")))
+#define CF__LIKELY(x)       __builtin_expect(!!(x), 1)
+#define CF__UNLIKELY(x)     __builtin_expect(!!(x), 0)
+#define CF__INLINE          inline __attribute__((always_inline))
+#define CF__PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
 #else
 #define CF__HIDDEN
-#define CF__LIKELY(x)   (x)
-#define CF__UNLIKELY(x) (x)
+#define CF__LIKELY(x)       (x)
+#define CF__UNLIKELY(x)     (x)
+#define CF__INLINE          inline
+#define CF__PREFETCH(p, rw) ((void)(p))
 #endif
 
 /* CF__HAVE_V3: the build compiled fast.c for x86-64-v3 too (CMakeLists.txt says when). */
@@ -672,12 +676,18 @@ static inline unsigned cf__ntables_all(const cf_filter *f)
     return f->load_pos ? f->load_ntables : f->ntables;
 }
 
+/* The state whose lookups touch two buckets and nothing else: one complete sub-filter and
+ * an empty stash. */
+static inline bool cf__is_simple(const cf_filter *f)
+{
+    return f->ntables == 1 && f->stash_n == 0;
+}
+
 /* Point f->ops at the operations for f's state: to be called whenever the number of
  * complete sub-filters or of stash entries changes. */
 static inline void cf__sync_ops(cf_filter *f)
 {
-    enum cf__state st = f->ntables == 1 && f->stash_n == 0 ? CF__SIMPLE : CF__GENERAL;
-    f->ops = &(*f->variant)[st][f->shape.kind];
+    f->ops = &(*f->variant)[cf__is_simple(f) ? CF__SIMPLE : CF__GENERAL][f->shape.kind];
 }
 
 /* The filter's hash of a key (XXH3-64 with its seed): 8- and 16-byte keys inline, others

@@ -280,6 +280,12 @@ static void check_lookups(const cf_filter *f, uint64_t stream, const item *it, s
     uint64_t *hs = xmalloc(n * sizeof *hs);
     bool *want = xmalloc(n * sizeof *want);
     size_t bad = 0;
+    /* The operations the filter dispatches to follow its state: the simple ones (two
+     * buckets, nothing else) only with one complete sub-filter and an empty stash. */
+    bool simple = f->ntables == 1 && f->stash_n == 0;
+    CHECK_MSG(f->ops == &(*f->variant)[simple ? CF__SIMPLE : CF__GENERAL][f->shape.kind],
+              "f->ops does not follow the state (%u sub-filters, %u stashed)", f->ntables,
+              f->stash_n);
     for (size_t i = 0; i < n; i++) {
         hs[i] = it[i].h;
         ref[i] = ref_count(f, hs[i]);
