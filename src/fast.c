@@ -156,12 +156,13 @@ static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F
     return (cf__word_match_t(w1, fps, F, B) | cf__word_match_t(w2, fps, F, B)) != 0;
 }
 
-/* The hash of key j of src, and whether key j is valid (cf_contains answers false for a
- * NULL key of nonzero length; so does the batch). */
+/* The hash of key j of src (hashes, or keys hashed here: HASHED says which, as a constant),
+ * and whether key j is valid (cf_contains answers false for a NULL key of nonzero length;
+ * so does the batch). */
 static CF__INLINE bool cf__source_hash(const cf_filter *f, const cf__source *src, size_t j,
-                                       uint64_t *h)
+                                       bool hashed, uint64_t *h)
 {
-    if (src->hashes) {
+    if (hashed) {
         *h = src->hashes[j];
         return true;
     }
@@ -173,47 +174,83 @@ static CF__INLINE bool cf__source_hash(const cf_filter *f, const cf__source *src
     return true;
 }
 
-/* Batched lookups: while key p is probed, the buckets of key p + CF__AHEAD are already
- * being fetched, so that up to 2 * CF__AHEAD reads overlap. Only the newest sub-filter's
- * buckets are prefetched; with more sub-filters or a stash in use, a key not found there
- * is looked up completely, as cf_contains_hash would. */
-static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source *src, size_t n,
-                                           bool *out, unsigned F, unsigned B)
-{
-    const cf__shape *s = &f->shape;
-    const cf__table *t = &f->tables[f->ntables - 1];
-    bool rest = !cf__is_simple(f);
-    uint64_t hs[CF__AHEAD], i1[CF__AHEAD], i2[CF__AHEAD];
+/* What a batched lookup keeps of each key between fetching its buckets and probing them,
+ * in a ring of CF__AHEAD entries, with copies of the filter's table and shape: out is
+ * bool, which may alias anything, and a store through it would otherwise make the compiler
+ * reload them from the filter for every key. */
+typedef struct cf__pending {
+    cf__table t;
+    cf__shape s;
+    uint64_t i1[CF__AHEAD], i2[CF__AHEAD], h[CF__AHEAD];
+    uint32_t fp[CF__AHEAD];
     bool valid[CF__AHEAD];
-    for (size_t j = 0; j < n + CF__AHEAD; j++) {
-        size_t x = j % CF__AHEAD;
-        if (j >= CF__AHEAD) {
-            uint32_t fp = cf__key_t(s, hs[x], F).fp;
-            bool hit =
-                (cf__match_t(t, s, i1[x], fp, F, B) | cf__match_t(t, s, i2[x], fp, F, B)) != 0;
-            if (!hit && rest)
-                hit = cf__contains_all(f, hs[x]);
-            out[j - CF__AHEAD] = hit && valid[x];
-        }
-        if (j < n) {
-            valid[x] = cf__source_hash(f, src, j, &hs[x]);
-            cf__key k = cf__key_t(s, hs[x], F);
-            cf__buckets(t, &k, &i1[x], &i2[x]);
-            cf__prefetch_t(t, s, i1[x], false, F, B);
-            cf__prefetch_t(t, s, i2[x], false, F, B);
-        }
-    }
+} cf__pending;
+
+/* Key j of a batch: its hash and buckets, kept in the ring, and the fetch of its buckets. */
+static CF__INLINE void cf__stage_t(const cf_filter *f, const cf__source *src, size_t j,
+                                   cf__pending *q, bool simple, bool hashed, unsigned F, unsigned B)
+{
+    size_t x = j % CF__AHEAD;
+    uint64_t h;
+    bool valid = cf__source_hash(f, src, j, hashed, &h);
+    if (!hashed)
+        q->valid[x] = valid;
+    cf__key k = cf__key_t(&q->s, h, F);
+    if (simple)
+        cf__buckets0(&q->t, &k, &q->i1[x], &q->i2[x]);
+    else
+        cf__buckets(&q->t, &k, &q->i1[x], &q->i2[x]);
+    q->fp[x] = k.fp;
+    q->h[x] = h;
+    cf__prefetch_t(&q->t, &q->s, q->i1[x], false, F, B);
+    cf__prefetch_t(&q->t, &q->s, q->i2[x], false, F, B);
 }
 
-/* Insert: the first free slot of the key's first bucket in the newest sub-filter, else of
- * its second, else the slow path. */
-static CF__INLINE cf_status cf__add_t(cf_filter *f, uint64_t h, unsigned F, unsigned B)
+/* Key j's answer, without a branch on it in the simple state (whether a present key is
+ * in its first or second bucket is a coin toss the predictor would lose). */
+static CF__INLINE bool cf__probe_t(const cf_filter *f, size_t j, const cf__pending *q, bool simple,
+                                   bool hashed, unsigned F, unsigned B)
+{
+    size_t x = j % CF__AHEAD;
+    bool hit = (cf__match_t(&q->t, &q->s, q->i1[x], q->fp[x], F, B) |
+                cf__match_t(&q->t, &q->s, q->i2[x], q->fp[x], F, B)) != 0;
+    if (!simple && !hit)
+        hit = cf__contains_all(f, q->h[x]);
+    return hit & (hashed || q->valid[x]);
+}
+
+/* Batched lookups: while key p is probed, the buckets of key p + CF__AHEAD are already
+ * being fetched, so that up to 2 * CF__AHEAD reads overlap. SIMPLE (a constant: the filter
+ * is in the simple state) probes sub-filter 0 alone; otherwise only the newest
+ * sub-filter's buckets are prefetched, and a key not found there is looked up completely,
+ * as cf_contains_hash would. The loop is split where the ring fills and where it drains,
+ * so that its steady state tests nothing but its own end. */
+static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source *src, size_t n,
+                                           bool *out, bool simple, bool hashed, unsigned F,
+                                           unsigned B)
+{
+    cf__pending q;
+    q.t = f->tables[simple ? 0 : f->ntables - 1];
+    q.s = f->shape;
+    size_t j = 0;
+    for (; j < n && j < CF__AHEAD; j++)
+        cf__stage_t(f, src, j, &q, simple, hashed, F, B);
+    for (; j < n; j++) {
+        out[j - CF__AHEAD] = cf__probe_t(f, j - CF__AHEAD, &q, simple, hashed, F, B);
+        cf__stage_t(f, src, j, &q, simple, hashed, F, B);
+    }
+    for (j = n < CF__AHEAD ? 0 : n - CF__AHEAD; j < n; j++)
+        out[j] = cf__probe_t(f, j, &q, simple, hashed, F, B);
+}
+
+/* Insert of the key of hash h, whose fingerprint is fp and whose buckets in the newest
+ * sub-filter are i1 and i2: the first free slot of i1, else of i2, else the slow path. */
+static CF__INLINE cf_status cf__add_at_t(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
+                                         uint64_t i2, unsigned F, unsigned B)
 {
     const cf__shape *s = &f->shape;
     cf__table *t = &f->tables[f->ntables - 1];
-    cf__key k = cf__key_t(s, h, F);
-    uint64_t i[2];
-    cf__buckets(t, &k, &i[0], &i[1]);
+    uint64_t i[2] = {i1, i2};
     for (unsigned w = 0; w < 2; w++) {
         if (F) {
             uint8_t *p = t->data + i[w] * (F * B / 8);
@@ -221,46 +258,61 @@ static CF__INLINE cf_status cf__add_t(cf_filter *f, uint64_t h, unsigned F, unsi
             if (empty) {
                 /* The slot is zero, so or-ing the fingerprint in sets it; the rest of the
                  * word (the next bucket's bytes, if any) is written back unchanged. */
-                cf__store_t(p, word | (uint64_t)k.fp << (cf__ctz64(empty) - (F - 1)), F, B);
+                cf__store_t(p, word | (uint64_t)fp << (cf__ctz64(empty) - (F - 1)), F, B);
                 t->items++;
                 return CF_OK;
             }
-        } else if (cf__put_if_free(t, s, i[w], k.fp)) {
+        } else if (cf__put_if_free(t, s, i[w], fp)) {
             return CF_OK;
         }
     }
-    return cf__insert_rest_h(f, h, i[0], i[1]);
+    return cf__insert_rest_h(f, h, i1, i2);
+}
+
+static CF__INLINE cf_status cf__add_t(cf_filter *f, uint64_t h, unsigned F, unsigned B)
+{
+    cf__key k = cf__key_t(&f->shape, h, F);
+    uint64_t i1, i2;
+    cf__buckets(&f->tables[f->ntables - 1], &k, &i1, &i2);
+    return cf__add_at_t(f, h, k.fp, i1, i2, F, B);
 }
 
 /* Batched inserts, in order: the buckets of the next CF__AHEAD keys in the newest
- * sub-filter are fetched (for writing) while each key goes in, exactly as cf_add_hash (or,
- * with CF_ADD_UNIQUE, cf_add_unique) would put it. */
+ * sub-filter are computed and fetched (for writing) while each key goes in, exactly as
+ * cf_add_hash (or, with CF_ADD_UNIQUE, cf_add_unique) would put it. A key staged before a
+ * growth is placed anew: its buckets were the old newest sub-filter's. */
 static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, size_t n,
                                         unsigned flags, cf_status *status, unsigned F, unsigned B)
 {
-    const cf__shape *s = &f->shape;
+    uint64_t i1[CF__AHEAD], i2[CF__AHEAD];
+    uint32_t fp[CF__AHEAD];
+    unsigned staged_in[CF__AHEAD]; /* f->ntables when the key was staged */
     size_t added = 0;
     for (size_t j = 0; j < n + CF__AHEAD; j++) {
         if (j >= CF__AHEAD) {
-            size_t p = j - CF__AHEAD;
+            size_t p = j - CF__AHEAD, x = p % CF__AHEAD;
+            cf_status st;
             /* f->ops, not this shape's simple lookup: an insert before may have grown or
              * stashed, and ops follows the state. */
-            cf_status st = (flags & CF_ADD_UNIQUE) && f->ops->contains(f, hashes[p])
-                               ? CF_EXISTS
-                               : cf__add_t(f, hashes[p], F, B);
+            if ((flags & CF_ADD_UNIQUE) && f->ops->contains(f, hashes[p]))
+                st = CF_EXISTS;
+            else if (CF__LIKELY(staged_in[x] == f->ntables))
+                st = cf__add_at_t(f, hashes[p], fp[x], i1[x], i2[x], F, B);
+            else
+                st = cf__add_t(f, hashes[p], F, B);
             added += st == CF_OK;
             if (status)
                 status[p] = st;
         }
         if (j < n) {
-            /* The newest sub-filter now; a growth before this key's turn only makes the
-             * fetch useless, never wrong. */
+            size_t x = j % CF__AHEAD;
             const cf__table *t = &f->tables[f->ntables - 1];
-            cf__key k = cf__key_t(s, hashes[j], F);
-            uint64_t i1, i2;
-            cf__buckets(t, &k, &i1, &i2);
-            cf__prefetch_t(t, s, i1, true, F, B);
-            cf__prefetch_t(t, s, i2, true, F, B);
+            cf__key k = cf__key_t(&f->shape, hashes[j], F);
+            cf__buckets(t, &k, &i1[x], &i2[x]);
+            fp[x] = k.fp;
+            staged_in[x] = f->ntables;
+            cf__prefetch_t(t, &f->shape, i1[x], true, F, B);
+            cf__prefetch_t(t, &f->shape, i2[x], true, F, B);
         }
     }
     return added;
@@ -322,7 +374,15 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     static void cf__contains_many_##F##_##B(const cf_filter *f, const cf__source *src, size_t n,   \
                                             bool *out)                                             \
     {                                                                                              \
-        cf__contains_many_t(f, src, n, out, F, B);                                                 \
+        if (src->hashes)                                                                           \
+            cf__contains_many_t(f, src, n, out, true, true, F, B);                                 \
+        else                                                                                       \
+            cf__contains_many_t(f, src, n, out, true, false, F, B);                                \
+    }                                                                                              \
+    static void cf__contains_many_all_##F##_##B(const cf_filter *f, const cf__source *src,         \
+                                                size_t n, bool *out)                               \
+    {                                                                                              \
+        cf__contains_many_t(f, src, n, out, false, src->hashes != NULL, F, B);                     \
     }                                                                                              \
     static size_t cf__add_many_##F##_##B(cf_filter *f, const uint64_t *hashes, size_t n,           \
                                          unsigned flags, cf_status *status)                        \
@@ -349,8 +409,14 @@ static cf_status cf__delete_key_all(cf_filter *f, const void *key, size_t len)
      cf__add_key_##F##_##B,       cf__delete_##F##_##B,       cf__delete_key_##F##_##B,            \
      cf__contains_many_##F##_##B, cf__add_many_##F##_##B},
 #define CF__OPS_GENERAL(F, B)                                                                      \
-    {cf__contains_all, cf__contains_key_all, cf__add_##F##_##B,           cf__add_key_##F##_##B,   \
-     cf__delete_all,   cf__delete_key_all,   cf__contains_many_##F##_##B, cf__add_many_##F##_##B},
+    {cf__contains_all,                                                                             \
+     cf__contains_key_all,                                                                         \
+     cf__add_##F##_##B,                                                                            \
+     cf__add_key_##F##_##B,                                                                        \
+     cf__delete_all,                                                                               \
+     cf__delete_key_all,                                                                           \
+     cf__contains_many_all_##F##_##B,                                                              \
+     cf__add_many_##F##_##B},
 cf__variant CF__PASTE(cf__ops, CF__VARIANT) = {
     [CF__GENERAL] = {CF__OPS_GENERAL(0, 0) CF__FAST_SHAPES(CF__OPS_GENERAL)},
     [CF__SIMPLE] = {CF__OPS_SIMPLE(0, 0) CF__FAST_SHAPES(CF__OPS_SIMPLE)},
