@@ -13,6 +13,8 @@
 #                        alone (a second)
 #   make bench-icount    exact instructions per operation (valgrind callgrind; bench/icount.sh
 #                        over bench/icount.c), the noise-free judge of a hot-path change
+#   make bench-cli       keys per second of `cuckoo query` over 20M keys, half of them present
+#                        (bench/cli_query.sh)
 #   make figures         regenerate docs/img/fpr-vs-bits.png and docs/img/throughput-vs-load.png
 #                        (bench/figures.sh: cf-bench-speed --figures, then gnuplot; ~1 min)
 #   make bench-redis     the Redis module against Redis sets: throughput (redis-benchmark),
@@ -98,7 +100,7 @@ CONFIGURE_FUZZ = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(FUZZ_BUILD
 	-DCF_SANITIZE=address,undefined -DCF_FUZZ=ON -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
 FUZZ_CORPUS = $(FUZZ_BUILD_DIR)/corpus/$(FUZZ_TARGET)
 
-.PHONY: all build configure test test-asan demo bench bench-icount figures bench-redis fuzz install uninstall format \
+.PHONY: all build configure test test-asan demo bench bench-icount bench-cli figures bench-redis fuzz install uninstall format \
 	format-check deps clean help
 
 # Steps must run in order (deps, then build, then tests) even under `make -j`; the
@@ -169,6 +171,9 @@ figures: deps build
 # a smoke run of a few seconds).
 bench-icount: deps build
 	bench/icount.sh $(BUILD_DIR)/cf-bench-icount
+
+bench-cli: build
+	bench/cli_query.sh $(BUILD_DIR)/cuckoo
 
 bench-redis: deps build
 	/usr/bin/python3 bench/redis_bench.py --module $(BUILD_DIR)/redis-cuckoofilter.so $(if $(QUICK),--quick)

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """redis_bench.py - the Redis module against a plain Redis set, on one local server.
 
-  1. Throughput with redis-benchmark on loopback: CF.ADD vs SADD and CF.EXISTS vs
-     SISMEMBER, random keys (-r and __rand_int__), 50 clients, without pipelining (-P 1)
-     and with -P 16. Each pair runs interleaved (CF, set, CF, set, CF, set); medians.
+  1. Throughput with redis-benchmark on loopback: CF.ADD vs SADD, CF.EXISTS vs
+     SISMEMBER and CF.MEXISTS vs SMISMEMBER (16 keys each), random keys (-r and
+     __rand_int__), 50 clients, without pipelining (-P 1) and with -P 16. Each pair runs interleaved (CF, set, CF, set, CF, set); medians.
   2. Memory per item for N distinct items in a filter CF.RESERVEd at N (default 12-bit
      fingerprints, and FPBITS 8), in a Redis set, and in RedisBloom's layout as its
      sizing rules give it (computed, not measured), with measured false-positive rates.
@@ -44,6 +44,7 @@ CF_KEY, SET_KEY = "cfkey", "setkey"
 RESERVE = 2_000_000  # CF.RESERVE cfkey 2000000: no growth during any run
 CLIENTS = 50
 BATCH = 10_000  # items per CF.INSERT / SADD / CF.MEXISTS when loading and probing
+MEXISTS_ITEMS = 16  # keys per CF.MEXISTS / SMISMEMBER in the throughput runs
 
 # The full run keeps to about two minutes on a 2-core VM; --quick to well under 20 s.
 PROFILES = {
@@ -231,6 +232,17 @@ def throughput(bench, prof):
             log(f"  SISMEMBER -P {pipe:<2} n={n} run {rep + 1}/{reps}")
             res["set"].append(bench.run(n, 2 * pre, pipe, ["SISMEMBER", SET_KEY, "item:__rand_int__"]))
         rows.append(("CF.EXISTS vs SISMEMBER", pipe, n, res))
+    # The same keys, MEXISTS_ITEMS random ones per command (each __rand_int__ is drawn anew).
+    many = ["item:__rand_int__"] * MEXISTS_ITEMS
+    for pipe, n in pipelines:
+        res = {"cf": [], "set": []}
+        n //= MEXISTS_ITEMS // 4  # about as long a run as the single-key ones
+        for rep in range(reps):
+            log(f"  CF.MEXISTS -P {pipe:<2} n={n} run {rep + 1}/{reps}")
+            res["cf"].append(bench.run(n, 2 * pre, pipe, ["CF.MEXISTS", CF_KEY] + many))
+            log(f"  SMISMEMBER -P {pipe:<2} n={n} run {rep + 1}/{reps}")
+            res["set"].append(bench.run(n, 2 * pre, pipe, ["SMISMEMBER", SET_KEY] + many))
+        rows.append((f"CF.MEXISTS vs SMISMEMBER, {MEXISTS_ITEMS} keys each", pipe, n, res))
     exists_info = info_of(r, CF_KEY)
     r.delete(CF_KEY, SET_KEY)
     return rows, exists_info
@@ -375,6 +387,8 @@ def report(ctx, tp_rows, exists_info, mem_rows, probes, small, elapsed):
       f"lookups hit. Filter: {fmt_int(exists_info['Number of items inserted'])} items, "
       f"{exists_info['Number of filters']} sub-filter, "
       f"{fmt_int(exists_info['Number of buckets'])} buckets of {exists_info['Bucket size']}.")
+    w(f"- MEXISTS runs: the same keys, {MEXISTS_ITEMS} random ones per command; ops/s "
+      f"counts commands (keys/s = {MEXISTS_ITEMS} x ops/s).")
     w("")
     w("| commands | -P | requests/run | CF ops/s | set ops/s | CF/set | CF p50 ms | set p50 ms |")
     w("|---|---:|---:|---:|---:|---:|---:|---:|")
