@@ -3,7 +3,8 @@
 
   1. Throughput with redis-benchmark on loopback: CF.ADD vs SADD, CF.EXISTS vs
      SISMEMBER and CF.MEXISTS vs SMISMEMBER (16 keys each), random keys (-r and
-     __rand_int__), 50 clients, without pipelining (-P 1) and with -P 16. Each pair runs interleaved (CF, set, CF, set, CF, set); medians.
+     __rand_int__), 50 clients, without pipelining (-P 1) and with -P 16. Each pair
+     runs interleaved (CF, set, CF, set, CF, set); medians.
   2. Memory per item for N distinct items in a filter CF.RESERVEd at N (default 12-bit
      fingerprints, and FPBITS 8), in a Redis set, and in RedisBloom's layout as its
      sizing rules give it (computed, not measured), with measured false-positive rates.
