@@ -498,8 +498,13 @@ CF_API cf_status cf_open_mapped(const char *path, unsigned flags, const cf_alloc
  * loading state, which then takes the rest of the original dump. (A server saving its
  * data in the middle of a chunked load relies on this.) */
 
-/* Table bytes in one data chunk, at most (RedisBloom uses the same bound). */
-#define CF_CHUNK_DATA_MAX ((size_t)16 << 20)
+/* Bytes in one chunk, at most: 16 MiB, RedisBloom's bound for CF.SCANDUMP, which clients
+ * and proxies may size their buffers by. The header chunk stays far below it (its
+ * metadata is 64 bytes plus 32 per sub-filter and 16 per stash entry: 2 MiB at most). */
+#define CF_CHUNK_MAX ((size_t)16 << 20)
+
+/* Table bytes in one data chunk, at most: room for the 8-byte tag within CF_CHUNK_MAX. */
+#define CF_CHUNK_DATA_MAX (CF_CHUNK_MAX - 8u)
 
 /* The largest chunk cf_dump_chunk produces for f: a buffer this big fits any of them.
  * 0 if f is NULL. */
@@ -511,8 +516,10 @@ CF_API size_t cf_dump_chunk_max(const cf_filter *f);
  * len:    receives the chunk's size.
  * Pass the advanced *cursor to cf_load_chunk together with the chunk.
  * On a loading filter, the dump ends before the chunk the filter expects next.
- * Returns CF_OK; CF_EINVAL for NULL arguments, a cursor that is not a chunk position of
- * this filter, or a buffer too small for the chunk.
+ * A cursor past the last chunk ends the dump as the end cursor does (CF_OK, *len = 0,
+ * *cursor = 0), so that a client that asks past the end gets "no more".
+ * Returns CF_OK; CF_EINVAL for NULL arguments, a cursor before the end that is not a
+ * chunk position of this filter, or a buffer too small for the chunk.
  * Thread safety: concurrent with other const calls. */
 CF_API cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap,
                                size_t *len);

@@ -1052,7 +1052,7 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
     uint64_t pos = *cursor, end = f->load_pos ? f->load_pos : cf__table_offset(f, f->ntables);
     unsigned ntables = cf__ntables_all(f);
     cf__sink k;
-    if (pos == end) { /* past the last chunk */
+    if (pos >= end) { /* past the last chunk */
         *len = 0;
         *cursor = 0;
         return CF_OK;
@@ -1070,7 +1070,7 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
     }
     unsigned t;
     uint64_t start, n, next;
-    if (pos > end || !cf__chunk_at(f, pos, &t, &start, &n, &next))
+    if (!cf__chunk_at(f, pos, &t, &start, &n, &next))
         return CF_EINVAL;
     if (!buf || cap < n + CF__SUM_BYTES)
         return CF_EINVAL;

@@ -7,7 +7,8 @@
  *   XXH3-64 of the 64-byte header XOR the chunk's position), at the cursors that
  *   docs/FORMAT.md gives: all checked against cf_serialize's bytes by a chunker written
  *   here. cf_dump_chunk_max is the largest chunk; the final call gives length 0 and cursor
- *   0; cursors that are no chunk's and buffers too small: CF_EINVAL.
+ *   0, and so does any cursor past the end; cursors before the end that are no chunk's,
+ *   and buffers too small: CF_EINVAL.
  * - Round trips (small, growing, empty, stash entries, odd shapes, a table of three
  *   chunks), from unaligned buffers: the loaded filter serializes to the same bytes,
  *   answers alike, dumps the same chunks and behaves alike afterwards.
@@ -26,8 +27,8 @@
  *   chunks it has taken, exactly (bytes and cursors), ending where it expects the next
  *   one; cf_dump_chunk_max is the original's.
  * - Dumps of a loading filter, after each k chunks (k = 1 .. all; shapes of one and of
- *   several sub-filters, and a sub-filter of two chunks): a cursor at or past the chunk it
- *   expects (but that chunk's own, where its dump ends) or inside a chunk is CF_EINVAL;
+ *   several sub-filters, and a sub-filter of two chunks): a cursor past the chunk it
+ *   expects ends its dump as that chunk's own cursor does, one inside a chunk is CF_EINVAL;
  *   its dump loads into a filter in the same state (loading or not, stats, dump), which
  *   takes the rest of the original dump and ends identical to the original, bit for bit;
  *   so does the filter that was dumped.
@@ -125,6 +126,7 @@ static dump dump_all(const cf_filter *f)
             CHECK(memcmp(tmp + meta, file.p + file.n - SUM, SUM) == 0);
         } else if (CHECK(len > SUM && pos + len - SUM <= end)) {
             CHECK(len - SUM <= CF_CHUNK_DATA_MAX);
+            CHECK(len <= CF_CHUNK_MAX);
             CHECK(memcmp(tmp, file.p + pos, len - SUM) == 0);
             uint64_t tag = XXH3_64bits_withSeed(tmp, len - SUM, key ^ pos);
             CHECK_EQ_U(rd(tmp + len - SUM, 8), tag);
@@ -453,15 +455,15 @@ static void test_loading_dumps(const cf_filter *f, const char *label)
         cf_stats sg = cft_stats(g);
         check_loading_dump(g, &d, k, label);
         /* Past the end of what it has: chunk positions of f after the expected one, and
-         * f's end. */
+         * f's end, end its dump. */
         for (size_t j = k + 1; k < d.n && j <= d.n; j++) {
             uint64_t at = j < d.n ? d.c[j].pos : d.c[d.n - 1].cursor;
             uint64_t cursor = at;
             size_t len = 999;
-            CHECK_MSG(cf_dump_chunk(g, &cursor, tmp, cap, &len) == CF_EINVAL,
-                      "%zu of %zu chunks in: cursor %llu (chunk %zu) accepted", k, d.n,
+            CHECK_MSG(cf_dump_chunk(g, &cursor, tmp, cap, &len) == CF_OK && len == 0,
+                      "%zu of %zu chunks in: cursor %llu (chunk %zu) gave a chunk", k, d.n,
                       (unsigned long long)at, j);
-            CHECK_EQ_U(cursor, at);
+            CHECK_EQ_U(cursor, 0);
         }
         /* Positions inside chunks it has: no chunk starts there. */
         for (size_t j = 1; j < k; j++) {
@@ -1020,11 +1022,6 @@ static void test_dump_arguments(const cf_filter *f, const char *label)
     if (d.c[1].b.n - SUM >= 2)
         bad[nb++] = d.c[1].pos + (d.c[1].b.n - SUM) / 2;
     bad[nb++] = end - 1;
-    bad[nb++] = end + 1;
-    bad[nb++] = end + SUM;
-    bad[nb++] = end + 64;
-    bad[nb++] = UINT64_MAX;
-    bad[nb++] = UINT64_MAX - 63;
     for (size_t i = 1; i + 1 < d.n && nb < 60; i++) {
         uint64_t chunk_end = d.c[i].pos + d.c[i].b.n - SUM;
         if (chunk_end < d.c[i + 1].pos) /* padding between tables */
@@ -1038,6 +1035,15 @@ static void test_dump_arguments(const cf_filter *f, const char *label)
         CHECK_MSG(cf_dump_chunk(f, &cursor, tmp, cap, &len) == CF_EINVAL, "cursor %llu accepted",
                   (unsigned long long)bad[i]);
         CHECK_EQ_U(cursor, bad[i]);
+    }
+    /* Past the end: the end of the dump, as the end cursor gives it. */
+    const uint64_t past[] = {end + 1, end + SUM, end + 64, UINT64_MAX - 63, UINT64_MAX};
+    for (size_t i = 0; i < sizeof past / sizeof past[0]; i++) {
+        uint64_t cursor = past[i];
+        size_t len = 999;
+        CHECK_MSG(cf_dump_chunk(f, &cursor, tmp, cap, &len) == CF_OK && len == 0,
+                  "cursor %llu past the end gave a chunk", (unsigned long long)past[i]);
+        CHECK_EQ_U(cursor, 0);
     }
     /* Buffers one byte too small; NULL arguments. */
     for (size_t i = 0; i < d.n; i++) {
@@ -1281,6 +1287,7 @@ int main(void)
     cf_filter *f = bm.f;
     if (f) {
         CHECK(cft_stats(f).bytes > 2 * CF_CHUNK_DATA_MAX);
+        CHECK_EQ_U(cf_dump_chunk_max(f), CF_CHUNK_MAX); /* a full chunk: the bound, exactly */
         test_dump_arguments(f, "big");
         refusal_suite(f, NULL, g_dir, "big");
         test_hidden_damage(f, "big");
