@@ -130,13 +130,16 @@ def tool_version(cmd):
 
 
 def info_of(r, key):
-    """CF.INFO as a dict of str -> int."""
+    """CF.INFO as a dict of str -> int, with "fpbits" (the fingerprint width) from CF.DEBUG."""
     raw = r.execute_command("CF.INFO", key)
     if isinstance(raw, dict):
         items = raw.items()
     else:
         items = zip(raw[0::2], raw[1::2])
-    return {(k.decode() if isinstance(k, bytes) else k): v for k, v in items}
+    out = {(k.decode() if isinstance(k, bytes) else k): v for k, v in items}
+    debug = r.execute_command("CF.DEBUG", key).decode()
+    out["fpbits"] = int(debug.rsplit("fpbits:", 1)[1])
+    return out
 
 
 def used_memory(r):
@@ -301,7 +304,7 @@ def memory(r, prof):
             usage = int(r.memory_usage(key))
             check_no_false_negatives(r, key, items)
             hits = probe_fpr(r, key, absent)
-            bits, b = info["Fingerprint bits"], info["Bucket size"]
+            bits, b = info["fpbits"], info["Bucket size"]
             slots = info["Number of buckets"] * b * info["Number of filters"]
             row[name] = dict(command=" ".join(map(str, args)), info=info, usage=usage,
                              delta=after - before, hits=hits, fpr=hits / len(absent),

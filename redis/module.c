@@ -19,6 +19,7 @@
 #include <cuckoofilter.h>
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -76,6 +77,15 @@
  * stack: 1 KiB of hashes, plus their answers or statuses). */
 #define CF__HASH_BATCH 128
 
+/* free_effort counts one unit per this many bytes a filter holds. The server frees a
+ * value on its lazy-free thread (UNLINK, FLUSHALL ASYNC, lazyfree-lazy-* settings) when
+ * the effort is above 64 (its LAZYFREE_THRESHOLD): so filters over 4 MiB, whose free
+ * returns megabytes of pages to the system, never stall the command loop. */
+#define CF__FREE_EFFORT_UNIT ((size_t)64 << 10)
+
+/* The version in which each command appeared (COMMAND DOCS `since`). */
+#define CF__SINCE "0.1.0"
+
 #define CF__ERR_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 #define CF__ERR_LOADING                                                                            \
     "ERR the filter is incomplete: CF.LOADCHUNK has not received all of its chunks"
@@ -104,6 +114,27 @@ static cf__spec cf__defaults = {CF__DEFAULT_CAP,
 
 static cf_rm_type *cf__type; /* set once at load */
 
+/* Totals over every filter of this server, for INFO cuckoo. Atomic: the server may free a
+ * filter on its lazy-free thread while the main thread runs commands. */
+typedef struct cf__totals {
+    atomic_ullong filters, sub_filters, items, bytes;
+    atomic_ullong refused_full; /* adds refused for want of room (fixed filter full, or
+                                   at its sub-filter limit) */
+    atomic_ullong refused_hot;  /* adds of an item whose copies fill both its buckets */
+} cf__totals;
+
+static cf__totals cf__total;
+
+static void cf__total_add(atomic_ullong *counter, unsigned long long delta)
+{
+    atomic_fetch_add_explicit(counter, delta, memory_order_relaxed);
+}
+
+static void cf__total_sub(atomic_ullong *counter, unsigned long long delta)
+{
+    atomic_fetch_sub_explicit(counter, delta, memory_order_relaxed);
+}
+
 /* cf-load-timeout, in seconds; written only by the settings, on the main thread. */
 static long long cf__load_timeout = CF__DEFAULT_LOAD_TIMEOUT;
 
@@ -118,6 +149,8 @@ typedef struct cf__value {
     size_t bytes;            /* held by f through the allocator, headers included */
     cf_rm_ctx *ctx;          /* the running command's, for the memory check; or NULL */
     cf_allocator alloc;      /* the server's allocator, with this value as context */
+    /* What this filter adds to cf__total's items and sub-filters (cf__account). */
+    uint64_t counted_items, counted_sub_filters;
 } cf__value;
 
 /* The memory the machine has available now (MemAvailable in /proc/meminfo), in bytes;
@@ -185,6 +218,7 @@ static void *cf__alloc(void *ctx, size_t size)
         return NULL;
     memcpy(p, &size, sizeof size);
     v->bytes += size + CF__ALLOC_HEADER;
+    cf__total_add(&cf__total.bytes, size + CF__ALLOC_HEADER);
     return p + CF__ALLOC_HEADER;
 }
 
@@ -197,6 +231,7 @@ static void cf__free(void *ctx, void *ptr)
     size_t size;
     memcpy(&size, p, sizeof size);
     v->bytes -= size + CF__ALLOC_HEADER;
+    cf__total_sub(&cf__total.bytes, size + CF__ALLOC_HEADER);
     cf_rm.Free(p);
 }
 
@@ -210,13 +245,33 @@ static cf__value *cf__value_alloc(cf_rm_ctx *ctx, unsigned max_iterations)
     v->ctx = ctx;
     v->max_iterations = max_iterations;
     v->alloc = (cf_allocator){cf__alloc, cf__free, v};
+    cf__total_add(&cf__total.filters, 1);
+    cf__total_add(&cf__total.bytes, sizeof *v);
     return v;
 }
 
+/* Bring cf__total's items and sub-filters up to date with v's filter, after a change. */
+static void cf__account(cf__value *v)
+{
+    cf_stats s = {0};
+    cf_get_stats(v->f, &s);
+    cf__total_add(&cf__total.items, s.items);
+    cf__total_sub(&cf__total.items, v->counted_items);
+    cf__total_add(&cf__total.sub_filters, s.sub_filters);
+    cf__total_sub(&cf__total.sub_filters, v->counted_sub_filters);
+    v->counted_items = s.items;
+    v->counted_sub_filters = s.sub_filters;
+}
+
+/* Also the server's free callback, possibly on its lazy-free thread. */
 static void cf__value_free(cf__value *v)
 {
     if (!v)
         return;
+    cf__total_sub(&cf__total.items, v->counted_items);
+    cf__total_sub(&cf__total.sub_filters, v->counted_sub_filters);
+    cf__total_sub(&cf__total.filters, 1);
+    cf__total_sub(&cf__total.bytes, sizeof *v);
     cf_free(v->f);
     cf_rm.Free(v);
 }
@@ -248,7 +303,7 @@ static cf_status cf__value_new(cf_rm_ctx *ctx, const cf__spec *s, cf__value **ou
     };
     cf_status st = cf_new(&c, &v->f);
     if (st != CF_OK) {
-        cf_rm.Free(v);
+        cf__value_free(v);
         return st;
     }
     *out = v;
@@ -344,23 +399,56 @@ static const char *cf__create(cf_rm_ctx *ctx, cf_rm_key *key, long long capacity
     return NULL;
 }
 
-/* The error for an add of `item` that found no room. */
-static const char *cf__add_error(const cf__value *v, cf_status st, const char *item, size_t len)
+/* Why an add was refused, and what the client is told. */
+typedef enum cf__refusal {
+    CF__NO_MEMORY, /* growing failed; the filter is unchanged */
+    CF__AT_LIMIT,  /* a growing filter that would need a sub-filter beyond its limit */
+    CF__NO_ROOM,   /* a fixed filter with no room left */
+    CF__HOT,       /* the item's copies fill both of its buckets */
+} cf__refusal;
+
+static const char *const cf__refusal_error[] = {
+    [CF__NO_MEMORY] = "ERR Insufficient memory",
+    [CF__AT_LIMIT] = "Maximum expansions reached",
+    [CF__NO_ROOM] = "Filter is full",
+    [CF__HOT] = "Filter is full for this item: its copies fill both of its buckets "
+                "(CF.ADDNX adds an item once)",
+};
+
+/* Why the add of `item` (status st, not CF_OK nor CF_EXISTS) was refused; counted in the
+ * totals of INFO cuckoo. The library refuses an item whose copies fill both of its buckets
+ * (a growing filter does not grow for one item), and otherwise only when there is no room
+ * and no sub-filter to add. The test is on the filter's contents alone, which a refused
+ * add leaves as they were, so CF.INSERT can ask after its whole batch went in and get
+ * the answer CF.ADD would have got. */
+static cf__refusal cf__refused(const cf__value *v, cf_status st, const char *item, size_t len)
 {
-    static const char hot[] = "Filter is full for this item: its copies fill both of its "
-                              "buckets (CF.ADDNX adds an item once)";
-    if (st == CF_ENOMEM)
-        return "ERR Insufficient memory";
+    cf__refusal why;
     cf_config c;
-    cf_stats s;
     cf_get_config(v->f, &c);
-    cf_get_stats(v->f, &s);
-    /* A growing filter refuses an add only at its sub-filter limit or for an item whose
-     * copies fill both its buckets (it does not grow for one item). A fixed filter is
-     * also full when it has no room left at all. */
-    if (c.expansion > 0)
-        return s.sub_filters >= c.max_sub_filters ? "Maximum expansions reached" : hot;
-    return cf_count(v->f, item, len) >= 2u * s.bucket_size ? hot : "Filter is full";
+    if (st == CF_ENOMEM)
+        why = CF__NO_MEMORY;
+    else if (cf_count(v->f, item, len) >= 2u * c.bucket_size)
+        why = CF__HOT;
+    else
+        why = c.expansion > 0 ? CF__AT_LIMIT : CF__NO_ROOM;
+    if (why == CF__HOT)
+        cf__total_add(&cf__total.refused_hot, 1);
+    else if (why != CF__NO_MEMORY)
+        cf__total_add(&cf__total.refused_full, 1);
+    return why;
+}
+
+/* After a write command's work on the filter under `name`: the totals follow it, the
+ * command goes to replicas and the AOF as it came, and, if the filter changed,
+ * keyspace-event subscribers hear `event` (class d, module events). */
+static void cf__wrote(cf_rm_ctx *ctx, cf_rm_string *name, cf__value *v, const char *event,
+                      bool changed)
+{
+    cf__account(v);
+    cf_rm.ReplicateVerbatim(ctx);
+    if (changed)
+        cf_rm.NotifyKeyspaceEvent(ctx, CF_RM_NOTIFY_MODULE, event, name);
 }
 
 /* After a delete: compact once deletes pass a tenth of the items (RedisBloom's rule), so
@@ -464,6 +552,8 @@ static int cf__cmd_reserve(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
                                         : "ERR Could not create filter");
     cf_rm.ModuleTypeSetValue(key, cf__type, v);
     cf__replicate_reserve(ctx, argv[1], v);
+    cf__account(v);
+    cf_rm.NotifyKeyspaceEvent(ctx, CF_RM_NOTIFY_MODULE, "cf.reserve", argv[1]);
     cf__close(key, v);
     return cf_rm.ReplyWithSimpleString(ctx, "OK");
 }
@@ -498,14 +588,14 @@ static int cf__add_command(cf_rm_ctx *ctx, cf_rm_string **argv, int argc, bool n
     const char *item = cf_rm.StringPtrLen(argv[2], &len);
     cf_status st = nx ? cf_add_unique(v->f, item, len) : cf_add(v->f, item, len);
     if (st != CF_OK && st != CF_EXISTS) {
-        const char *err = cf__add_error(v, st, item, len);
+        const char *err = cf__refusal_error[cf__refused(v, st, item, len)];
         if (created) /* cannot happen (a new filter has room), but never leave it half-made */
             cf_rm.DeleteKey(key);
         return cf__fail(ctx, key, created ? NULL : v, err);
     }
     if (created)
         cf__replicate_reserve(ctx, argv[1], v);
-    cf_rm.ReplicateVerbatim(ctx);
+    cf__wrote(ctx, argv[1], v, nx ? "cf.addnx" : "cf.add", st == CF_OK);
     cf__close(key, v);
     return cf_rm.ReplyWithBool(ctx, st == CF_OK);
 }
@@ -559,56 +649,77 @@ static int cf__insert_command(cf_rm_ctx *ctx, cf_rm_string **argv, int argc, boo
         return cf_rm.ReplyWithError(
             ctx, "Capacity must be in the range [cf-bucket-size * 2, 1073741824]");
 
+    /* Every item's outcome comes before the reply, which is an error instead of the array
+     * if an item met the sub-filter limit. */
+    size_t count = (size_t)(argc - items);
+    cf_status *outcome = cf_rm.TryAlloc(count * sizeof *outcome);
+    if (!outcome)
+        return cf_rm.ReplyWithError(ctx, "ERR Insufficient memory");
     cf_rm_key *key;
     cf__value *v;
     bool created = false;
+    const char *err = NULL;
     switch (cf__open(ctx, argv[1], CF_RM_READ | CF_RM_WRITE, &key, &v)) {
     case CF__OTHER:
-        return cf__fail(ctx, key, v, CF__ERR_WRONGTYPE);
-    case CF__EMPTY: {
-        if (nocreate)
-            return cf__fail(ctx, key, NULL, "ERR not found");
-        const char *err = cf__create(ctx, key, capacity, &v);
-        if (err)
-            return cf__fail(ctx, key, NULL, err);
-        created = true;
+        err = CF__ERR_WRONGTYPE;
         break;
-    }
+    case CF__EMPTY:
+        if (nocreate)
+            err = "ERR not found";
+        else if (!(err = cf__create(ctx, key, capacity, &v)))
+            created = true;
+        break;
     case CF__OURS:
         if (cf_is_loading(v->f))
-            return cf__fail(ctx, key, v, CF__ERR_LOADING);
+            err = CF__ERR_LOADING;
         break;
     }
-    bool resp3 = cf__resp3(ctx);
-    cf_rm.ReplyWithArray(ctx, argc - items);
+    if (err) {
+        cf_rm.Free(outcome);
+        return cf__fail(ctx, key, v, err);
+    }
     /* The items go in batch by batch through cf_add_many, which is exactly one cf_add (for
      * CF.INSERTNX, cf_add_unique) per item in order, with the same statuses: a refused
      * item does not stop the others, and the filter ends as the loop of single adds would
      * leave it, on a replica too. */
     uint64_t hashes[CF__HASH_BATCH];
-    cf_status status[CF__HASH_BATCH];
-    for (int i = items; i < argc;) {
+    bool at_limit = false;
+    size_t added = 0;
+    for (size_t i = 0; i < count;) {
         size_t n = 0;
-        for (; n < CF__HASH_BATCH && i + (int)n < argc; n++) {
+        for (; n < CF__HASH_BATCH && i + n < count; n++) {
             size_t len;
-            const char *item = cf_rm.StringPtrLen(argv[i + (int)n], &len);
+            const char *item = cf_rm.StringPtrLen(argv[(size_t)items + i + n], &len);
             hashes[n] = cf_hash(v->f, item, len);
         }
-        cf_add_many(v->f, hashes, n, nx ? CF_ADD_UNIQUE : 0u, status);
-        for (size_t j = 0; j < n; j++) {
-            cf_status st = status[j];
-            if (nx)
-                cf_rm.ReplyWithLongLong(ctx, st == CF_OK ? 1 : st == CF_EXISTS ? 0 : -1);
-            else if (resp3)
-                cf_rm.ReplyWithBool(ctx, st == CF_OK);
-            else
-                cf_rm.ReplyWithLongLong(ctx, st == CF_OK ? 1 : -1);
-        }
-        i += (int)n;
+        added += cf_add_many(v->f, hashes, n, nx ? CF_ADD_UNIQUE : 0u, outcome + i);
+        for (size_t j = i; j < i + n; j++)
+            if (outcome[j] != CF_OK && outcome[j] != CF_EXISTS) {
+                size_t len;
+                const char *item = cf_rm.StringPtrLen(argv[(size_t)items + j], &len);
+                at_limit |= cf__refused(v, outcome[j], item, len) == CF__AT_LIMIT;
+            }
+        i += n;
     }
     if (created)
         cf__replicate_reserve(ctx, argv[1], v);
-    cf_rm.ReplicateVerbatim(ctx);
+    cf__wrote(ctx, argv[1], v, nx ? "cf.insertnx" : "cf.insert", added > 0);
+    if (at_limit) { /* as RedisBloom answers; the items that found room stay */
+        cf_rm.Free(outcome);
+        return cf__fail(ctx, key, v, cf__refusal_error[CF__AT_LIMIT]);
+    }
+    bool resp3 = cf__resp3(ctx);
+    cf_rm.ReplyWithArray(ctx, (long)count);
+    for (size_t j = 0; j < count; j++) {
+        cf_status st = outcome[j];
+        if (nx)
+            cf_rm.ReplyWithLongLong(ctx, st == CF_OK ? 1 : st == CF_EXISTS ? 0 : -1);
+        else if (resp3)
+            cf_rm.ReplyWithBool(ctx, st == CF_OK);
+        else
+            cf_rm.ReplyWithLongLong(ctx, st == CF_OK ? 1 : -1);
+    }
+    cf_rm.Free(outcome);
     cf__close(key, v);
     return CF_RM_OK;
 }
@@ -728,7 +839,7 @@ static int cf__cmd_del(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     bool deleted = cf_delete(v->f, item, len) == CF_OK;
     if (deleted)
         cf__after_delete(v);
-    cf_rm.ReplicateVerbatim(ctx);
+    cf__wrote(ctx, argv[1], v, "cf.del", deleted);
     cf__close(key, v);
     return cf_rm.ReplyWithBool(ctx, deleted);
 }
@@ -743,7 +854,7 @@ static int cf__cmd_compact(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         return CF_RM_OK;
     cf_compact(v->f);
     v->deletes = 0;
-    cf_rm.ReplicateVerbatim(ctx);
+    cf__wrote(ctx, argv[1], v, "cf.compact", true);
     cf__close(key, v);
     return cf_rm.ReplyWithSimpleString(ctx, "OK");
 }
@@ -813,8 +924,7 @@ static int cf__cmd_info(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         {"Bucket size", g.stats.bucket_size},
         {"Expansion rate", g.config.expansion},
         {"Max iterations", v->max_iterations},
-        {"Fingerprint bits", g.stats.fingerprint_bits},
-    };
+    }; /* exactly RedisBloom's fields, in its order: clients reject others (CF.DEBUG has more) */
     long n = (long)(sizeof fields / sizeof fields[0]);
     if (cf__resp3(ctx))
         cf_rm.ReplyWithMap(ctx, n);
@@ -1010,6 +1120,7 @@ static int cf__cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
             v->ctx = NULL;
             cf_rm.DeleteKey(key);
             cf_rm.Replicate(ctx, "DEL", "s", argv[1]);
+            cf_rm.NotifyKeyspaceEvent(ctx, CF_RM_NOTIFY_GENERIC, "del", argv[1]);
             cf_rm.CloseKey(key);
             return cf_rm.ReplyWithError(ctx,
                                         "Couldn't load chunk! (the incomplete filter was removed: "
@@ -1021,7 +1132,7 @@ static int cf__cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
      * makes the filter persistent. A replica and an AOF replay run the same command and
      * set the same rule (the primary's expiry reaches a replica as a DEL). */
     cf_rm.SetExpire(key, cf_is_loading(v->f) ? cf__load_timeout * 1000 : CF_RM_NO_EXPIRE);
-    cf_rm.ReplicateVerbatim(ctx);
+    cf__wrote(ctx, argv[1], v, "cf.loadchunk", true);
     cf__close(key, v);
     return cf_rm.ReplyWithSimpleString(ctx, "OK");
 }
@@ -1049,9 +1160,8 @@ static void cf__rdb_save(cf_rm_io *io, void *value)
 static void *cf__rdb_load(cf_rm_io *io, int encver)
 {
     if (encver != CF__ENCVER) {
-        cf_rm.LogIOError(io, "warning",
-                         "cuckoo: filter saved with RDB encoding %d; this module reads %d", encver,
-                         CF__ENCVER);
+        cf_rm.LogIOError(io, "warning", "filter saved with RDB encoding %d; this module reads %d",
+                         encver, CF__ENCVER);
         return NULL;
     }
     uint64_t deletes = cf_rm.LoadUnsigned(io);
@@ -1085,12 +1195,13 @@ static void *cf__rdb_load(cf_rm_io *io, int encver)
         why = "the module's fields fail their check";
     if (why || cf_rm.IsIOError(io)) {
         if (why)
-            cf_rm.LogIOError(io, "warning", "cuckoo: refusing a filter in the RDB: %s", why);
+            cf_rm.LogIOError(io, "warning", "refusing a filter in the RDB: %s", why);
         cf__value_free(v);
         return NULL;
     }
     v->deletes = deletes;
     v->ctx = NULL;
+    cf__account(v);
     return v;
 }
 
@@ -1136,6 +1247,7 @@ static void *cf__copy(cf_rm_string *from, cf_rm_string *to, const void *value)
         cf__value_free(c);
         return NULL;
     }
+    cf__account(c);
     return c;
 }
 
@@ -1148,6 +1260,35 @@ static size_t cf__mem_usage(const void *value)
 static void cf__free_value(void *value)
 {
     cf__value_free(value);
+}
+
+static size_t cf__free_effort(cf_rm_string *key, const void *value)
+{
+    (void)key;
+    const cf__value *v = value;
+    return 1 + v->bytes / CF__FREE_EFFORT_UNIT;
+}
+
+/* INFO cuckoo (and INFO, INFO everything): the totals over every filter of the server. */
+static void cf__info(cf_rm_info_ctx *ctx, int for_crash_report)
+{
+    (void)for_crash_report;
+    if (cf_rm.InfoAddSection(ctx, "") != CF_RM_OK) /* "" names the section "cuckoo" */
+        return;
+    const struct {
+        const char *name; /* the server prefixes "cuckoo_" */
+        const atomic_ullong *counter;
+    } fields[] = {
+        {"filters", &cf__total.filters},
+        {"sub_filters", &cf__total.sub_filters},
+        {"items", &cf__total.items},
+        {"bytes", &cf__total.bytes},
+        {"adds_refused_full", &cf__total.refused_full},
+        {"adds_refused_hot_item", &cf__total.refused_hot},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        cf_rm.InfoAddFieldULongLong(ctx, fields[i].name,
+                                    atomic_load_explicit(fields[i].counter, memory_order_relaxed));
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1211,7 +1352,7 @@ static int cf__configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
 {
     const size_t count = sizeof cf__settings / sizeof cf__settings[0];
     if (argc % 2) {
-        cf_rm.Log(ctx, "warning", "cuckoo: module arguments come in pairs: NAME VALUE ...");
+        cf_rm.Log(ctx, "warning", "module arguments come in pairs: NAME VALUE ...");
         return CF_RM_ERR;
     }
     for (int i = 0; i < argc; i += 2) {
@@ -1223,23 +1364,23 @@ static int cf__configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
                 (cf__settings[k].alias && cf__is(argv[i], cf__settings[k].alias)))
                 s = &cf__settings[k];
         if (!s) {
-            cf_rm.Log(ctx, "warning", "cuckoo: Unrecognized option '%.*s'", (int)len, name);
+            cf_rm.Log(ctx, "warning", "Unrecognized option '%.*s'", (int)len, name);
             return CF_RM_ERR;
         }
         if (!s->target) {
-            cf_rm.Log(ctx, "notice", "cuckoo: '%s' is a Bloom filter setting; ignored", s->name);
+            cf_rm.Log(ctx, "notice", "'%s' is a Bloom filter setting; ignored", s->name);
             continue;
         }
         long long n;
         if (!cf__ll(argv[i + 1], &n) || n < s->min || n > s->max) {
-            cf_rm.Log(ctx, "warning", "cuckoo: %s must be an integer in [%lld, %lld]", s->name,
-                      s->min, s->max);
+            cf_rm.Log(ctx, "warning", "%s must be an integer in [%lld, %lld]", s->name, s->min,
+                      s->max);
             return CF_RM_ERR;
         }
         *s->target = n;
     }
     if (cf__defaults.capacity < 2 * cf__defaults.bucket_size) {
-        cf_rm.Log(ctx, "warning", "cuckoo: cf-initial-size must be at least 2 * cf-bucket-size");
+        cf_rm.Log(ctx, "warning", "cf-initial-size must be at least 2 * cf-bucket-size");
         return CF_RM_ERR;
     }
     /* Then the configurations, starting from those values; LoadConfigs applies the
@@ -1253,6 +1394,180 @@ static int cf__configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
             return CF_RM_ERR;
     }
     return cf_rm.LoadConfigs(ctx);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The commands                                                                         */
+/* ------------------------------------------------------------------------------------ */
+/* One entry per command: its handler, flags and arity, and what COMMAND INFO and COMMAND
+ * DOCS tell clients (docs/COMMANDS.md is the full reference). Every command takes one
+ * key, argv[1]. */
+
+/* The key spec of a command whose key is argv[1] alone, with these CF_RM_KEY_* flags. */
+#define CF__KEY_SPEC(key_flags)                                                                    \
+    ((cf_rm_key_spec[]){{.flags = (key_flags),                                                     \
+                         .begin_search_type = CF_RM_KSPEC_BS_INDEX,                                \
+                         .bs.index.pos = 1,                                                        \
+                         .find_keys_type = CF_RM_KSPEC_FK_RANGE,                                   \
+                         .fk.range = {.lastkey = 0, .keystep = 1, .limit = 0}},                    \
+                        {0}})
+
+/* Arguments (a list ends with an entry of zeros). */
+#define CF__ARG_KEY                                                                                \
+    {                                                                                              \
+        .name = "key", .type = CF_RM_ARG_KEY, .key_spec_index = 0                                  \
+    }
+#define CF__ARG_ITEM                                                                               \
+    {                                                                                              \
+        .name = "item", .type = CF_RM_ARG_STRING, .key_spec_index = -1                             \
+    }
+#define CF__ARG_ITEMS                                                                              \
+    {                                                                                              \
+        .name = "item", .type = CF_RM_ARG_STRING, .key_spec_index = -1,                            \
+        .flags = CF_RM_ARG_MULTIPLE                                                                \
+    }
+#define CF__ARG_OPTION(arg_name, keyword)                                                          \
+    {                                                                                              \
+        .name = (arg_name), .type = CF_RM_ARG_INTEGER, .key_spec_index = -1, .token = (keyword),   \
+        .flags = CF_RM_ARG_OPTIONAL                                                                \
+    }
+#define CF__ARGS(...) ((cf_rm_command_arg[]){__VA_ARGS__, {0}})
+
+#define CF__INSERT_ARGS                                                                            \
+    CF__ARGS(CF__ARG_KEY, CF__ARG_OPTION("capacity", "CAPACITY"),                                  \
+             {.name = "nocreate",                                                                  \
+              .type = CF_RM_ARG_PURE_TOKEN,                                                        \
+              .key_spec_index = -1,                                                                \
+              .token = "NOCREATE",                                                                 \
+              .flags = CF_RM_ARG_OPTIONAL},                                                        \
+             {.name = "item",                                                                      \
+              .type = CF_RM_ARG_STRING,                                                            \
+              .key_spec_index = -1,                                                                \
+              .token = "ITEMS",                                                                    \
+              .flags = CF_RM_ARG_MULTIPLE})
+
+/* Complexities: k is the number of sub-filters, b the bucket size, n the number of items
+ * given, m the filter's size in bytes. */
+#define CF__O_ADD                                                                                  \
+    "O(k + MAXITERATIONS) per item, O(m) when the filter grows (a new sub-filter is allocated)"
+
+typedef struct cf__command {
+    const char *name;
+    cf_rm_cmd_fn fn;
+    const char *flags; /* server command flags */
+    int arity;         /* -N: at least N */
+    cf_rm_key_spec *key_spec;
+    cf_rm_command_arg *args;
+    const char *summary, *complexity;
+} cf__command;
+
+static const cf__command cf__commands[] = {
+    {"cf.reserve", cf__cmd_reserve, "write deny-oom", -3,
+     CF__KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_INSERT),
+     CF__ARGS(CF__ARG_KEY, {.name = "capacity", .type = CF_RM_ARG_INTEGER, .key_spec_index = -1},
+              CF__ARG_OPTION("bucketsize", "BUCKETSIZE"),
+              CF__ARG_OPTION("maxiterations", "MAXITERATIONS"),
+              CF__ARG_OPTION("expansion", "EXPANSION"), CF__ARG_OPTION("fpbits", "FPBITS"),
+              CF__ARG_OPTION("maxfilters", "MAXFILTERS")),
+     "Creates an empty cuckoo filter for capacity items",
+     "O(m) to allocate the table (zeroed lazily by the system)"},
+    {"cf.add", cf__cmd_add, "write deny-oom", 3, CF__KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_INSERT),
+     CF__ARGS(CF__ARG_KEY, CF__ARG_ITEM),
+     "Adds an item to a cuckoo filter, creating the filter if the key does not exist", CF__O_ADD},
+    {"cf.addnx", cf__cmd_addnx, "write deny-oom", 3,
+     CF__KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_ACCESS | CF_RM_KEY_INSERT),
+     CF__ARGS(CF__ARG_KEY, CF__ARG_ITEM),
+     "Adds an item to a cuckoo filter unless it is (possibly) there already", CF__O_ADD},
+    {"cf.insert", cf__cmd_insert, "write deny-oom", -4,
+     CF__KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_INSERT), CF__INSERT_ARGS,
+     "Adds items to a cuckoo filter, creating the filter unless NOCREATE is given",
+     "O(n * (k + MAXITERATIONS)), O(m) when the filter grows"},
+    {"cf.insertnx", cf__cmd_insertnx, "write deny-oom", -4,
+     CF__KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_ACCESS | CF_RM_KEY_INSERT), CF__INSERT_ARGS,
+     "Adds the items that are not (possibly) in a cuckoo filter already",
+     "O(n * (k + MAXITERATIONS)), O(m) when the filter grows"},
+    {"cf.exists", cf__cmd_exists, "readonly fast", 3, CF__KEY_SPEC(CF_RM_KEY_RO | CF_RM_KEY_ACCESS),
+     CF__ARGS(CF__ARG_KEY, CF__ARG_ITEM),
+     "Tells whether an item may be in a cuckoo filter (0: it certainly is not)", "O(k)"},
+    {"cf.mexists", cf__cmd_mexists, "readonly fast", -3,
+     CF__KEY_SPEC(CF_RM_KEY_RO | CF_RM_KEY_ACCESS), CF__ARGS(CF__ARG_KEY, CF__ARG_ITEMS),
+     "Tells for each item whether it may be in a cuckoo filter", "O(n * k)"},
+    {"cf.count", cf__cmd_count, "readonly fast", 3, CF__KEY_SPEC(CF_RM_KEY_RO | CF_RM_KEY_ACCESS),
+     CF__ARGS(CF__ARG_KEY, CF__ARG_ITEM),
+     "Counts the fingerprints in a cuckoo filter that match an item (at least its adds minus "
+     "its deletes)",
+     "O(k * b)"},
+    {"cf.del", cf__cmd_del, "write fast", 3, CF__KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_DELETE),
+     CF__ARGS(CF__ARG_KEY, CF__ARG_ITEM),
+     "Removes one copy of an item that was added to a cuckoo filter", "O(k)"},
+    {"cf.compact", cf__cmd_compact, "write", 2, CF__KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_UPDATE),
+     CF__ARGS(CF__ARG_KEY),
+     "Moves the items of a grown cuckoo filter into its older sub-filters and frees the ones "
+     "left empty",
+     "O(m)"},
+    {"cf.info", cf__cmd_info, "readonly fast", 2, CF__KEY_SPEC(CF_RM_KEY_RO), CF__ARGS(CF__ARG_KEY),
+     "Returns the size, shape and item counts of a cuckoo filter", "O(k)"},
+    {"cf.debug", cf__cmd_debug, "readonly fast", 2, CF__KEY_SPEC(CF_RM_KEY_RO),
+     CF__ARGS(CF__ARG_KEY),
+     "Returns a one-line description of a cuckoo filter, fingerprint width included", "O(k)"},
+    {"cf.scandump", cf__cmd_scandump, "readonly", 3, CF__KEY_SPEC(CF_RM_KEY_RO | CF_RM_KEY_ACCESS),
+     CF__ARGS(CF__ARG_KEY, {.name = "iterator", .type = CF_RM_ARG_INTEGER, .key_spec_index = -1}),
+     "Returns the chunk of a cuckoo filter at an iterator (0 first) and the next iterator "
+     "(0 at the end), for CF.LOADCHUNK",
+     "O(size of the chunk), at most 16 MiB"},
+    {"cf.loadchunk", cf__cmd_loadchunk, "write deny-oom", 4,
+     CF__KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_INSERT),
+     CF__ARGS(CF__ARG_KEY, {.name = "iterator", .type = CF_RM_ARG_INTEGER, .key_spec_index = -1},
+              {.name = "data", .type = CF_RM_ARG_STRING, .key_spec_index = -1}),
+     "Restores a cuckoo filter, chunk by chunk, from what CF.SCANDUMP returned",
+     "O(size of the chunk), at most 16 MiB"},
+};
+
+/* The ACL category of every command, on servers that let modules add one (ACL SETUSER u
+ * +@cuckoo). There the commands also join the categories of their flags (@read or
+ * @write, @fast or @slow), which the server gives its own commands but not a module's.
+ * Servers without module categories (Redis 7.0) put module commands in @all alone. */
+#define CF__ACL_CATEGORY "cuckoo"
+
+/* The ACL categories of command c: CF__ACL_CATEGORY and those of its flags. */
+static const char *cf__acl_categories(const cf__command *c)
+{
+    bool fast = strstr(c->flags, "fast") != NULL;
+    if (strstr(c->flags, "write"))
+        return fast ? CF__ACL_CATEGORY " write fast" : CF__ACL_CATEGORY " write slow";
+    return fast ? CF__ACL_CATEGORY " read fast" : CF__ACL_CATEGORY " read slow";
+}
+
+static int cf__register_commands(cf_rm_ctx *ctx)
+{
+    static const cf_rm_command_info_version version = {
+        .version = CF_RM_COMMAND_INFO_VERSION,
+        .sizeof_historyentry = sizeof(cf_rm_command_history),
+        .sizeof_keyspec = sizeof(cf_rm_key_spec),
+        .sizeof_arg = sizeof(cf_rm_command_arg),
+    };
+    bool category = cf_rm.AddACLCategory && cf_rm.SetCommandACLCategories &&
+                    cf_rm.AddACLCategory(ctx, CF__ACL_CATEGORY) == CF_RM_OK;
+    for (size_t i = 0; i < sizeof cf__commands / sizeof cf__commands[0]; i++) {
+        const cf__command *c = &cf__commands[i];
+        if (cf_rm.CreateCommand(ctx, c->name, c->fn, c->flags, 1, 1, 1) != CF_RM_OK)
+            return CF_RM_ERR;
+        cf_rm_command *command = cf_rm.GetCommand(ctx, c->name);
+        const cf_rm_command_info info = {
+            .version = &version,
+            .summary = c->summary,
+            .complexity = c->complexity,
+            .since = CF__SINCE,
+            .arity = c->arity,
+            .key_specs = c->key_spec,
+            .args = c->args,
+        };
+        if (!command || cf_rm.SetCommandInfo(command, &info) != CF_RM_OK)
+            return CF_RM_ERR;
+        if (category && cf_rm.SetCommandACLCategories(command, cf__acl_categories(c)) != CF_RM_OK)
+            return CF_RM_ERR;
+    }
+    return CF_RM_OK;
 }
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(cf_rm_ctx *ctx, cf_rm_string **argv,
@@ -1275,35 +1590,13 @@ int RedisModule_OnLoad(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         .mem_usage = cf__mem_usage,
         .digest = cf__digest,
         .free = cf__free_value,
+        .free_effort = cf__free_effort,
         .copy = cf__copy,
     };
     cf__type = cf_rm.CreateDataType(ctx, CF__TYPE_NAME, CF__ENCVER, &methods);
     if (!cf__type)
         return CF_RM_ERR;
-
-    const struct {
-        const char *name;
-        cf_rm_cmd_fn fn;
-        const char *flags;
-    } commands[] = {
-        {"cf.reserve", cf__cmd_reserve, "write deny-oom"},
-        {"cf.add", cf__cmd_add, "write deny-oom"},
-        {"cf.addnx", cf__cmd_addnx, "write deny-oom"},
-        {"cf.insert", cf__cmd_insert, "write deny-oom"},
-        {"cf.insertnx", cf__cmd_insertnx, "write deny-oom"},
-        {"cf.exists", cf__cmd_exists, "readonly fast"},
-        {"cf.mexists", cf__cmd_mexists, "readonly fast"},
-        {"cf.count", cf__cmd_count, "readonly fast"},
-        {"cf.del", cf__cmd_del, "write fast"},
-        {"cf.compact", cf__cmd_compact, "write"},
-        {"cf.info", cf__cmd_info, "readonly fast"},
-        {"cf.debug", cf__cmd_debug, "readonly fast"},
-        {"cf.scandump", cf__cmd_scandump, "readonly"},
-        {"cf.loadchunk", cf__cmd_loadchunk, "write deny-oom"},
-    };
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (cf_rm.CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, 1, 1,
-                                1) != CF_RM_OK)
-            return CF_RM_ERR;
-    return CF_RM_OK;
+    if (cf_rm.RegisterInfoFunc(ctx, cf__info) != CF_RM_OK)
+        return CF_RM_ERR;
+    return cf__register_commands(ctx);
 }

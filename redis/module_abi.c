@@ -3,14 +3,20 @@
  */
 #include "module_abi.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 cf_rm_api cf_rm;
 
-/* One entry per function: the server's name for it and where its address goes. */
+/* One entry per function: the server's name for it, where its address goes, and whether
+ * the module can do without it. */
 #define CF_RM_FN(field)                                                                            \
     {                                                                                              \
-        "RedisModule_" #field, (void *)&cf_rm.field                                                \
+        "RedisModule_" #field, (void *)&cf_rm.field, false                                         \
+    }
+#define CF_RM_OPTIONAL_FN(field)                                                                   \
+    {                                                                                              \
+        "RedisModule_" #field, (void *)&cf_rm.field, true                                          \
     }
 
 int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missing)
@@ -18,9 +24,14 @@ int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missi
     const struct {
         const char *name;
         void *slot;
+        bool optional;
     } fns[] = {
         CF_RM_FN(SetModuleAttribs),
         CF_RM_FN(CreateCommand),
+        CF_RM_FN(GetCommand),
+        CF_RM_FN(SetCommandInfo),
+        CF_RM_OPTIONAL_FN(AddACLCategory),
+        CF_RM_OPTIONAL_FN(SetCommandACLCategories),
         CF_RM_FN(CreateDataType),
         CF_RM_FN(SetModuleOptions),
         CF_RM_FN(GetContextFlags),
@@ -55,6 +66,10 @@ int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missi
         CF_RM_FN(ReplyWithMap),
         CF_RM_FN(ReplyWithStringBuffer),
         CF_RM_FN(ReplyWithNull),
+        CF_RM_FN(NotifyKeyspaceEvent),
+        CF_RM_FN(RegisterInfoFunc),
+        CF_RM_FN(InfoAddSection),
+        CF_RM_FN(InfoAddFieldULongLong),
         CF_RM_FN(ReplicateVerbatim),
         CF_RM_FN(Replicate),
         CF_RM_FN(EmitAOF),
@@ -73,7 +88,7 @@ int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missi
     int (*lookup)(const char *, void *);
     memcpy(&lookup, (const void *)ctx, sizeof lookup);
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
-        if (lookup(fns[i].name, fns[i].slot) != CF_RM_OK) {
+        if (lookup(fns[i].name, fns[i].slot) != CF_RM_OK && !fns[i].optional) {
             *missing = fns[i].name;
             return CF_RM_ERR;
         }

@@ -10,7 +10,8 @@
  * that way, so a server that lacks one refuses to load the module instead of crashing
  * later. The numeric constants are the server's documented values.
  *
- * Every function used here exists in Redis 7.0 and in Valkey.
+ * Every function used here exists in Redis 7.0 and in Valkey, except those marked optional:
+ * cf_rm_init leaves those NULL where the server lacks them, and every use checks first.
  */
 #ifndef CF_REDIS_MODULE_ABI_H
 #define CF_REDIS_MODULE_ABI_H
@@ -27,6 +28,8 @@ typedef struct cf_rm_io cf_rm_io;                 /* RDB or AOF stream of a type
 typedef struct cf_rm_digest cf_rm_digest;         /* DEBUG DIGEST accumulator */
 typedef struct cf_rm_info cf_rm_info;             /* result of GetServerInfo */
 typedef struct cf_rm_defrag_ctx cf_rm_defrag_ctx; /* only named in the methods table */
+typedef struct cf_rm_command cf_rm_command;       /* a registered command (GetCommand) */
+typedef struct cf_rm_info_ctx cf_rm_info_ctx;     /* an INFO reply being built */
 
 /* Status values. */
 #define CF_RM_OK  0
@@ -59,7 +62,104 @@ typedef struct cf_rm_defrag_ctx cf_rm_defrag_ctx; /* only named in the methods t
  * and by Valkey, which ignore fields past the version they are told). */
 #define CF_RM_TYPE_METHOD_VERSION 3
 
+/* NotifyKeyspaceEvent classes. */
+#define CF_RM_NOTIFY_GENERIC (1 << 2)  /* g: DEL and other type-independent events */
+#define CF_RM_NOTIFY_MODULE  (1 << 13) /* d: events of module data types */
+
 typedef int (*cf_rm_cmd_fn)(cf_rm_ctx *ctx, cf_rm_string **argv, int argc);
+
+/* INFO: the server calls this to let the module add its sections (InfoAddSection, then
+ * fields). for_crash_report: the server is writing a crash log. */
+typedef void (*cf_rm_info_fn)(cf_rm_info_ctx *ctx, int for_crash_report);
+
+/* Command metadata for SetCommandInfo (COMMAND INFO, COMMAND DOCS; the server also checks
+ * the arity before calling the handler). Version 1 of these structures, whose sizes the
+ * module passes along so that the server reads them correctly. Arrays end with an entry
+ * of zeros. Enumerations are ints in the server's ABI. */
+#define CF_RM_COMMAND_INFO_VERSION 1
+
+/* Argument types. */
+#define CF_RM_ARG_STRING     0
+#define CF_RM_ARG_INTEGER    1
+#define CF_RM_ARG_KEY        3 /* a key name: key_spec_index says which key spec */
+#define CF_RM_ARG_PURE_TOKEN 6 /* a keyword alone (token) */
+
+/* Argument flags. */
+#define CF_RM_ARG_OPTIONAL (1 << 0)
+#define CF_RM_ARG_MULTIPLE (1 << 1)
+
+/* Key specs: where the keys are (begin search) and how many follow (find keys). */
+#define CF_RM_KSPEC_BS_INDEX 2 /* at a fixed argument index */
+#define CF_RM_KSPEC_FK_RANGE 2 /* a range after it */
+
+/* Key spec flags: the access (RO, RW, OW, RM) and what the command does to the data. */
+#define CF_RM_KEY_RO     (1ull << 0)
+#define CF_RM_KEY_RW     (1ull << 1)
+#define CF_RM_KEY_ACCESS (1ull << 4) /* returns user data (or facts about it) */
+#define CF_RM_KEY_UPDATE (1ull << 5) /* changes data in place */
+#define CF_RM_KEY_INSERT (1ull << 6) /* adds data */
+#define CF_RM_KEY_DELETE (1ull << 7) /* removes data */
+
+typedef struct cf_rm_command_arg {
+    const char *name;
+    int type; /* CF_RM_ARG_* type */
+    int key_spec_index;
+    const char *token;
+    const char *summary;
+    const char *since;
+    int flags; /* CF_RM_ARG_OPTIONAL, ... */
+    const char *deprecated_since;
+    struct cf_rm_command_arg *subargs;
+    const char *display_text;
+} cf_rm_command_arg;
+
+typedef struct cf_rm_command_history {
+    const char *since;
+    const char *changes;
+} cf_rm_command_history;
+
+typedef struct cf_rm_key_spec {
+    const char *notes;
+    uint64_t flags; /* CF_RM_KEY_* */
+    int begin_search_type;
+    union {
+        struct {
+            int pos;
+        } index;
+        struct {
+            const char *keyword;
+            int startfrom;
+        } keyword;
+    } bs;
+    int find_keys_type;
+    union {
+        struct {
+            int lastkey, keystep, limit;
+        } range;
+        struct {
+            int keynumidx, firstkey, keystep;
+        } keynum;
+    } fk;
+} cf_rm_key_spec;
+
+typedef struct cf_rm_command_info_version {
+    int version;
+    size_t sizeof_historyentry;
+    size_t sizeof_keyspec;
+    size_t sizeof_arg;
+} cf_rm_command_info_version;
+
+typedef struct cf_rm_command_info {
+    const cf_rm_command_info_version *version;
+    const char *summary;
+    const char *complexity;
+    const char *since;
+    cf_rm_command_history *history;
+    const char *tips;
+    int arity; /* -N: at least N */
+    cf_rm_key_spec *key_specs;
+    cf_rm_command_arg *args;
+} cf_rm_command_info;
 
 /* A numeric module configuration (CONFIG GET / SET <module>.<name>). The setter returns
  * CF_RM_OK, or CF_RM_ERR with *err set to a string the server frees. */
@@ -92,6 +192,11 @@ typedef struct cf_rm_api {
     void (*SetModuleAttribs)(cf_rm_ctx *ctx, const char *name, int ver, int apiver);
     int (*CreateCommand)(cf_rm_ctx *ctx, const char *name, cf_rm_cmd_fn fn, const char *flags,
                          int firstkey, int lastkey, int keystep);
+    cf_rm_command *(*GetCommand)(cf_rm_ctx *ctx, const char *name);
+    int (*SetCommandInfo)(cf_rm_command *command, const cf_rm_command_info *info);
+    /* Optional (Redis 7.4, Valkey 8): module ACL categories, declared during the load. */
+    int (*AddACLCategory)(cf_rm_ctx *ctx, const char *name);
+    int (*SetCommandACLCategories)(cf_rm_command *command, const char *categories);
     cf_rm_type *(*CreateDataType)(cf_rm_ctx *ctx, const char *name, int encver,
                                   cf_rm_type_methods *methods);
     void (*SetModuleOptions)(cf_rm_ctx *ctx, int options);
@@ -136,6 +241,11 @@ typedef struct cf_rm_api {
     int (*ReplyWithMap)(cf_rm_ctx *ctx, long len);
     int (*ReplyWithStringBuffer)(cf_rm_ctx *ctx, const char *buf, size_t len);
     int (*ReplyWithNull)(cf_rm_ctx *ctx);
+
+    int (*NotifyKeyspaceEvent)(cf_rm_ctx *ctx, int type, const char *event, cf_rm_string *key);
+    int (*RegisterInfoFunc)(cf_rm_ctx *ctx, cf_rm_info_fn fn);
+    int (*InfoAddSection)(cf_rm_info_ctx *ctx, const char *name);
+    int (*InfoAddFieldULongLong)(cf_rm_info_ctx *ctx, const char *field, unsigned long long value);
 
     int (*ReplicateVerbatim)(cf_rm_ctx *ctx);
     int (*Replicate)(cf_rm_ctx *ctx, const char *cmd, const char *fmt, ...);

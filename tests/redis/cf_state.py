@@ -6,6 +6,7 @@ all of it; assert_same() compares two captures field by field with a readable me
 """
 
 import os
+import re
 import shutil
 import sys
 import traceback
@@ -69,8 +70,13 @@ def info(c, key):
 
 
 def info_dict(c, key):
+    """CF.INFO's fields, and "fpbits" (the fingerprint width) from CF.DEBUG."""
     r = info(c, key)
-    return {str(r[i]): r[i + 1] for i in range(0, len(r), 2)}
+    out = {str(r[i]): r[i + 1] for i in range(0, len(r), 2)}
+    m = re.search(rb" fpbits:(\d+)$", c.call("CF.DEBUG", key))
+    check(m is not None, f"CF.DEBUG {key}: no fpbits field")
+    out["fpbits"] = int(m.group(1))
+    return out
 
 
 def digest(c, key):
