@@ -16,7 +16,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import RespError  # noqa: E402
 
-SKIP = 77
 
 
 class TestFailure(AssertionError):
@@ -200,20 +199,20 @@ def assert_same_dataset(a, b, what):
 
 
 def require_tools(*tools, python_redis=False):
-    """Exit 77 (skip) when something the test needs is not installed."""
-    if not os.path.exists(harness.SERVER) and not shutil.which(harness.SERVER):
-        print(f"SKIP: {harness.SERVER} not found")
-        sys.exit(SKIP)
-    for t in tools:
-        if not shutil.which(t):
-            print(f"SKIP: {t} not found")
-            sys.exit(SKIP)
+    """Fail (exit 1, one line saying what to install) when something the test needs is not
+    there: a missing tool must not pass for a passing test (scripts/install-deps installs
+    them all)."""
+    for t in (harness.SERVER,) + tools:
+        if not os.path.exists(t) and not shutil.which(t):
+            print(f"FAIL: {t} not found (scripts/install-deps installs it)")
+            sys.exit(1)
     if python_redis:
         try:
             import redis.cluster  # noqa: F401  (only whether it imports)
         except ImportError:
-            print(f"SKIP: the redis Python package is not installed for {sys.executable}")
-            sys.exit(SKIP)
+            print(f"FAIL: the redis Python package is not installed for {sys.executable} "
+                  "(python3-redis; run the test with /usr/bin/python3)")
+            sys.exit(1)
     if not os.path.exists(harness.MODULE):
         print(f"FAIL: the module {harness.MODULE} does not exist (set CF_REDIS_MODULE)")
         sys.exit(1)

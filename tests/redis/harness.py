@@ -3,7 +3,9 @@ and a raw RESP2/RESP3 client that keeps the exact type of every reply.
 
 Environment:
   CF_REDIS_MODULE   path of redis-cuckoofilter.so (default: build/redis-cuckoofilter.so)
-  CF_REDIS_SERVER   the server binary (default: redis-server on PATH)
+  CF_REDIS_SERVER   the server binary (default: redis-server on PATH; valkey-server works too)
+  CF_REDIS_CLI      its command-line client, for `--cluster create` (default: redis-cli on
+                    PATH; valkey-cli for valkey-server)
   CF_TEST_SEED      seed for the random parts (printed on failure by each test)
 """
 
@@ -17,6 +19,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODULE = os.environ.get("CF_REDIS_MODULE", os.path.join(ROOT, "build", "redis-cuckoofilter.so"))
 SERVER = os.environ.get("CF_REDIS_SERVER", shutil.which("redis-server") or "redis-server")
+CLI = os.environ.get("CF_REDIS_CLI", shutil.which("redis-cli") or "redis-cli")
 
 
 def test_seed(default=0x5EED):

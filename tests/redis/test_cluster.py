@@ -12,7 +12,8 @@ does not own the slot answers MOVED. A filter is copied with CF.SCANDUMP / CF.LO
 between keys on different nodes, and one slot holding filters is migrated to another node
 (CLUSTER SETSLOT + MIGRATE, i.e. DUMP / RESTORE): same digest and answers afterwards.
 
-Environment: CF_REDIS_MODULE, CF_TEST_SEED. Exit 0 pass, 77 skipped, else failure.
+Environment: CF_REDIS_MODULE, CF_REDIS_SERVER, CF_REDIS_CLI, CF_TEST_SEED. Exit 0 pass, else
+failure (a missing server, CLI or redis-py too).
 """
 
 import logging
@@ -62,7 +63,7 @@ def start_cluster(servers):
     servers.extend(nodes)
     for n in nodes:
         n.start()
-    cmd = [shutil.which("redis-cli"), "--cluster", "create"]
+    cmd = [shutil.which(harness.CLI) or harness.CLI, "--cluster", "create"]
     cmd += [f"127.0.0.1:{n.port}" for n in nodes] + ["--cluster-replicas", "0", "--cluster-yes"]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
     out = p.stdout.decode(errors="replace")
@@ -112,7 +113,7 @@ def check_moved(nodes, owners, keys):
 
 
 def main():
-    S.require_tools("redis-cli", python_redis=True)
+    S.require_tools(harness.CLI, python_redis=True)
     from redis.cluster import RedisCluster
     servers = []
 

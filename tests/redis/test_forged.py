@@ -15,7 +15,7 @@ command held the event loop (the server's own measure, SLOWLOG; the client's rou
 is printed beside it; printed, never asserted).
 
 Environment: CF_REDIS_MODULE (the .so; libcuckoofilter.so is found beside it for XXH3),
-CF_TEST_SEED. Exit 0 = pass, 77 = skipped (no redis-server), anything else = failure.
+CF_REDIS_SERVER, CF_TEST_SEED. Exit 0 = pass, anything else = failure (a missing server too).
 """
 
 import ctypes

@@ -7,8 +7,8 @@ Every check compares what a client observes: CF.INFO (all fields), DEBUG DIGEST-
 the CF.SCANDUMP chunks byte for byte, and membership answers (every added item, plus 20k
 items never added).
 
-Environment: CF_REDIS_MODULE (the .so), CF_TEST_SEED (random choices). Exit 0 = pass,
-77 = skipped (no redis-server), anything else = failure.
+Environment: CF_REDIS_MODULE (the .so), CF_REDIS_SERVER, CF_TEST_SEED (random choices).
+Exit 0 = pass, anything else = failure (a missing server too).
 """
 
 import glob

@@ -16,7 +16,8 @@ whole dataset. Writes on a replica, CF.COMPACT included, are refused with READON
 The filters' secret seeds are random, so false positives (and with them a few choices of
 the stream) differ from run to run: CF_TEST_SEED repeats the stream closely, not exactly.
 
-Environment: CF_REDIS_MODULE, CF_TEST_SEED. Exit 0 pass, 77 skipped, else failure.
+Environment: CF_REDIS_MODULE, CF_REDIS_SERVER, CF_TEST_SEED. Exit 0 pass, else failure (a
+missing server too).
 """
 
 import collections
