@@ -56,6 +56,9 @@ struct cf_rm_string {
 struct cf_rm_key {
     int unused;
 };
+struct cf_rm_command {
+    int unused;
+};
 struct cf_rm_type {
     cf_rm_type_methods m;
 };
@@ -127,6 +130,38 @@ static int fz_create_command(cf_rm_ctx *c, const char *name, cf_rm_cmd_fn fn, co
     (void)c, (void)flags, (void)first, (void)last, (void)step;
     if (strcmp(name, "cf.loadchunk") == 0)
         fz.loadchunk = fn;
+    return CF_RM_OK;
+}
+
+/* Every command's metadata must be well formed: a version, an arity, a key spec list
+ * ended by a zero entry, arguments ended by a nameless one. */
+static cf_rm_command fz_command;
+
+static cf_rm_command *fz_get_command(cf_rm_ctx *c, const char *name)
+{
+    (void)c, (void)name;
+    return &fz_command;
+}
+
+static int fz_set_command_info(cf_rm_command *command, const cf_rm_command_info *info)
+{
+    FZ_REQUIRE(command == &fz_command && info->version && info->arity != 0 && info->summary);
+    FZ_REQUIRE(info->key_specs && info->key_specs[0].begin_search_type != 0 &&
+               info->key_specs[1].begin_search_type == 0);
+    for (const cf_rm_command_arg *a = info->args; a && a->name; a++)
+        FZ_REQUIRE(a->type != CF_RM_ARG_PURE_TOKEN || a->token);
+    return CF_RM_OK;
+}
+
+static int fz_notify(cf_rm_ctx *c, int type, const char *event, cf_rm_string *key)
+{
+    (void)c, (void)type, (void)event, (void)key;
+    return CF_RM_OK;
+}
+
+static int fz_register_info(cf_rm_ctx *c, cf_rm_info_fn fn)
+{
+    (void)c, (void)fn;
     return CF_RM_OK;
 }
 
@@ -439,6 +474,10 @@ int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missi
     cf_rm = (cf_rm_api){
         .SetModuleAttribs = fz_set_module_attribs,
         .CreateCommand = fz_create_command,
+        .GetCommand = fz_get_command,
+        .SetCommandInfo = fz_set_command_info, /* no ACL categories: as on Redis 7.0 */
+        .NotifyKeyspaceEvent = fz_notify,
+        .RegisterInfoFunc = fz_register_info,
         .CreateDataType = fz_create_data_type,
         .SetModuleOptions = fz_set_module_options,
         .GetContextFlags = fz_get_context_flags,
