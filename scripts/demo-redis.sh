@@ -59,6 +59,7 @@ printf '$ seq -f "CF.ADD visitors user-%%.0f" 1 10000 | redis-cli >/dev/null\n'
 seq -f 'CF.ADD visitors user-%.0f' 1 10000 | redis-cli -p "$port" >/dev/null
 cli CF.INFO visitors
 cli MEMORY USAGE visitors
+cli INFO cuckoo
 heading "Errors are replies; the server stays up"
 cli CF.RESERVE visitors 100000 || true
 cli CF.RESERVE other 100000 BUCKETSIZE 0 || true
