@@ -411,8 +411,8 @@ static const char *const cf__refusal_error[] = {
     [CF__NO_MEMORY] = "ERR Insufficient memory",
     [CF__AT_LIMIT] = "Maximum expansions reached",
     [CF__NO_ROOM] = "Filter is full",
-    [CF__HOT] = "Filter is full for this item: its copies fill both of its buckets "
-                "(CF.ADDNX adds an item once)",
+    [CF__HOT] = ("Filter is full for this item: its copies fill both of its buckets "
+                 "(CF.ADDNX adds an item once)"), /* one string: clang asks for the () */
 };
 
 /* Why the add of `item` (status st, not CF_OK nor CF_EXISTS) was refused; counted in the
