@@ -31,6 +31,24 @@
  * Errors: every fallible call returns a cf_status. The library never prints, never
  * aborts and never asserts on its input. A failed cf_add leaves the filter exactly as it
  * was.
+ *
+ * Stability. What this header declares is meant to be depended on:
+ *   - names and signatures of functions, types, fields and constants are never changed or
+ *     removed; the numbers of cf_status and of every flag bit are pinned;
+ *   - cf_config and cf_stats only grow, by fields appended at their end whose 0 means
+ *     "as before". A program passes the size of the struct it was compiled with (the
+ *     inline cf_new, cf_get_stats, ... below do it for you: they call the *_sized
+ *     functions with sizeof), so a program built against this header keeps working,
+ *     unrecompiled, with a later library: that library reads and writes only the fields
+ *     the program knows. A program built against a later header runs on this library as
+ *     long as it leaves the fields this library does not know at 0 (else CF_EINVAL), and
+ *     reads them as 0 from this library's cf_get_stats/cf_get_config. Bindings that call
+ *     the library without this header call the *_sized functions themselves;
+ *   - the file format is versioned (CF_FORMAT_VERSION): a library reads every version
+ *     since 2, and says CF_EVERSION for a newer one.
+ * Until version 1.0, a minor release (0.x) may still break the ABI; it then changes the
+ * shared library's soname (libcuckoofilter.so.0.MINOR), so that no program runs against a
+ * library it was not built for.
  */
 #ifndef CUCKOOFILTER_H
 #define CUCKOOFILTER_H
@@ -72,20 +90,22 @@ extern "C" {
 
 typedef struct cf_filter cf_filter; /* opaque */
 
+/* Every value is pinned: a status keeps its number in every later version, and a new
+ * status only ever takes a new number, so a program may store or compare the numbers. */
 typedef enum cf_status {
     CF_OK = 0,
-    CF_NOT_FOUND, /* cf_delete: no matching fingerprint */
-    CF_FULL,      /* cf_add: no room; the filter is exactly as it was before */
-    CF_EXISTS,    /* cf_add_unique: the key (probably) is there already; nothing added */
-    CF_EINVAL,    /* invalid argument or configuration */
-    CF_ENOMEM,    /* allocation failed; the filter is exactly as it was before */
-    CF_ECORRUPT,  /* serialized input failed validation */
-    CF_EIO,       /* a read, write or sync failed (errno says why) */
-    CF_EVERSION,  /* serialized by a newer format version, or with a feature this library
-                     does not know: upgrade the library; or by format version 1, which
-                     this library no longer reads: rebuild the filter from its keys */
-    CF_EREADONLY, /* the filter cannot change: it is memory-mapped (cf_open_mapped) or
-                     still being loaded chunk by chunk (cf_load_chunk) */
+    CF_NOT_FOUND = 1, /* cf_delete: no matching fingerprint */
+    CF_FULL = 2,      /* cf_add: no room; the filter is exactly as it was before */
+    CF_EXISTS = 3,    /* cf_add_unique: the key (probably) is there already; nothing added */
+    CF_EINVAL = 4,    /* invalid argument or configuration */
+    CF_ENOMEM = 5,    /* allocation failed; the filter is exactly as it was before */
+    CF_ECORRUPT = 6,  /* serialized input failed validation */
+    CF_EIO = 7,       /* a read, write or sync failed (errno says why) */
+    CF_EVERSION = 8,  /* serialized by a newer format version, or with a feature this library
+                         does not know: upgrade the library; or by format version 1, which
+                         this library no longer reads: rebuild the filter from its keys */
+    CF_EREADONLY = 9, /* the filter cannot change: it is memory-mapped (cf_open_mapped) or
+                         still being loaded chunk by chunk (cf_load_chunk) */
 } cf_status;
 
 /* A custom allocator, used for every allocation the filter makes. "Try" semantics:
@@ -100,7 +120,7 @@ typedef struct cf_allocator {
 
 typedef struct cf_config {
     uint64_t capacity;             /* items to hold (required, >= 1) */
-    unsigned fingerprint_bits;     /* 4..32; 0 = 12 */
+    unsigned fingerprint_bits;     /* 4..32; 0 = from target_fpr if set, else 12 */
     unsigned bucket_size;          /* 1..255; 0 = 4. Fastest shapes (code of their own):
                                       b = 4 with f = 8, 12, 16; b = 2 with f = 8, 12, 16;
                                       b = 8 with f = 8 */
@@ -117,26 +137,38 @@ typedef struct cf_config {
     unsigned max_sub_filters;      /* growing filters: at most this many sub-filters,
                                       then CF_FULL; 1..65536; 0 = 32 */
     unsigned flags;                /* 0, or CF_FIXED_SEED; other bits are CF_EINVAL */
+    double target_fpr;             /* sizing by target: with fingerprint_bits 0, the
+                                      narrowest fingerprint whose false-positive rate at
+                                      full load of the first table, cf_expected_fpr(f, b,
+                                      1.0), is at most this; (0, 1). 0 = not used. Setting
+                                      it and fingerprint_bits is CF_EINVAL */
 } cf_config;
 
 /* Flags of cf_config. */
 #define CF_FIXED_SEED 1u /* use `seed` as given even when it is 0 (no secret seed drawn) */
 
 typedef struct cf_stats {
-    uint64_t items;   /* fingerprints stored (adds minus deletes) */
+    uint64_t items;   /* fingerprints stored (adds minus deletes), stashed ones included */
     uint64_t slots;   /* fingerprint slots in all sub-filters */
     uint64_t buckets; /* buckets in all sub-filters */
     uint64_t bytes;   /* memory held by the tables */
     unsigned sub_filters;
     unsigned fingerprint_bits;
     unsigned bucket_size;
-    double load_factor; /* items / slots */
+    double load_factor; /* (items - stashed) / slots: the share of slots in use, never
+                           above 1 (the stash is counted in `stashed`, not here) */
     double fpr;         /* expected false-positive rate at the current load */
     uint64_t stashed;   /* items (counted in `items`) held in the overflow stash: a fixed
                            filter keeps up to 8 fingerprints that found no slot there;
                            non-zero means the tables are at their limit */
     uint64_t capacity;  /* the capacity the filter was created with */
 } cf_stats;
+
+/* The smallest structs the *_sized functions take: cf_config as far as `allocator` and
+ * cf_stats as far as `fpr`, the layouts of library 0.1. A larger size is read or written
+ * as far as the library knows the fields. */
+#define CF_CONFIG_SIZE_MIN (offsetof(cf_config, allocator) + sizeof(const cf_allocator *))
+#define CF_STATS_SIZE_MIN  (offsetof(cf_stats, fpr) + sizeof(double))
 
 /* ------------------------------------------------------------------------------------ */
 /* Creating and destroying                                                              */
@@ -168,13 +200,32 @@ typedef struct cf_stats {
  * CF_ENOMEM if an allocation failed; CF_EIO if a secret seed was to be drawn and the
  * system's random source gave none.
  * Thread safety: reentrant. */
-CF_API cf_status cf_new(const cf_config *config, cf_filter **out);
+static inline cf_status cf_new(const cf_config *config, cf_filter **out);
+
+/* cf_new for a config of `config_size` bytes (see "Stability" above): fields past it take
+ * their defaults. CF_EINVAL if config_size is below CF_CONFIG_SIZE_MIN, or if the bytes
+ * past the fields this library knows are not all 0. */
+CF_API cf_status cf_new_sized(const cf_config *config, size_t config_size, cf_filter **out);
+
+/* The config with every default applied and checked, as cf_new would run it: the
+ * fingerprint width (chosen from target_fpr when that is set, which then reads 0), bucket
+ * size, eviction budget and sub-filter limit take their values; capacity, expansion,
+ * seed (0 stays 0: cf_new draws the secret seed), flags and allocator are copied. So a
+ * program (the cuckoo tool does) can show the settings a filter will have before making
+ * it, without deriving defaults of its own; cf_new(out) makes the same filter as
+ * cf_new(config).
+ * Returns CF_OK and fills *out; CF_EINVAL as cf_new would (out untouched).
+ * Thread safety: reentrant. */
+static inline cf_status cf_config_resolve(const cf_config *config, cf_config *out);
+CF_API cf_status cf_config_resolve_sized(const cf_config *config, size_t config_size,
+                                         cf_config *out, size_t out_size);
 
 /* The number of bytes cf_new would allocate for `config` (the tables, the filter and its
  * scratch space), computed without allocating. Use it to refuse a config that is too big
  * before trying it.
  * Returns CF_OK and sets *bytes; CF_EINVAL as cf_new would. Thread safety: reentrant. */
-CF_API cf_status cf_bytes_needed(const cf_config *config, size_t *bytes);
+static inline cf_status cf_bytes_needed(const cf_config *config, size_t *bytes);
+CF_API cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, size_t *bytes);
 
 /* Free the filter and everything it holds, through its allocator. NULL is fine. */
 CF_API void cf_free(cf_filter *f);
@@ -221,6 +272,15 @@ CF_API bool cf_contains(const cf_filter *f, const void *key, size_t len);
 CF_API void cf_contains_keys(const cf_filter *f, const void *const *keys, const size_t *lens,
                              size_t n, bool *out);
 
+/* Many adds at once: keys[i] of lens[i] bytes for i < n, in order, exactly as cf_add_many
+ * adds their hashes (flags 0 or CF_ADD_UNIQUE, `status` and the return value as there),
+ * and as fast on a large filter. A NULL keys[i] with lens[i] > 0 gets CF_EINVAL and the
+ * other keys are still added. Returns the number of keys added; 0 if the call is refused
+ * (f, keys or lens NULL with n > 0, unknown flags, read-only filter: every status
+ * CF_EINVAL or CF_EREADONLY). Thread safety: needs exclusive access to f. */
+CF_API size_t cf_add_keys(cf_filter *f, const void *const *keys, const size_t *lens, size_t n,
+                          unsigned flags, cf_status *status);
+
 /* Remove one copy of a key.
  * Only delete keys that were added. Deleting a key that was never added can remove the
  * fingerprint of another key that shares its fingerprint and buckets, and that other key
@@ -255,7 +315,13 @@ CF_API cf_status cf_compact(cf_filter *f);
  * filter still loading by chunks (cf_load_chunk) they are those of the filter its header
  * describes, but for `bytes`, which counts only the tables whose chunks have begun to
  * arrive (the memory actually held). */
-CF_API void cf_get_stats(const cf_filter *f, cf_stats *out);
+static inline void cf_get_stats(const cf_filter *f, cf_stats *out);
+
+/* cf_get_stats into a struct of `out_size` bytes (see "Stability" above): the fields that
+ * fit are written, bytes past the fields this library knows are set to 0, and nothing
+ * beyond out_size is touched. Returns CF_OK; CF_EINVAL (nothing written) for NULL
+ * pointers or out_size below CF_STATS_SIZE_MIN. */
+CF_API cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *out, size_t out_size);
 
 /* The expected false-positive rate of a lookup in a filter of `fingerprint_bits`-bit
  * fingerprints in buckets of `bucket_size` slots, whose sub-filters' load factors add up
@@ -269,7 +335,9 @@ CF_API double cf_expected_fpr(unsigned fingerprint_bits, unsigned bucket_size, d
  * carried), defaults applied and the seed it drew, so that cf_new(out) makes an empty
  * filter of the same first size and seed (out->flags is CF_FIXED_SEED for seed 0).
  * out->allocator is set to NULL. Does nothing if either pointer is NULL. */
-CF_API void cf_get_config(const cf_filter *f, cf_config *out);
+static inline void cf_get_config(const cf_filter *f, cf_config *out);
+/* As cf_get_stats_sized, for cf_get_config (out_size at least CF_CONFIG_SIZE_MIN). */
+CF_API cf_status cf_get_config_sized(const cf_filter *f, cf_config *out, size_t out_size);
 
 /* A static, one-line English description of a status ("filter is full", ...). Never
  * NULL, also for values outside the enum. */
@@ -558,6 +626,37 @@ CF_API cf_status cf_load_chunk(cf_filter **f, uint64_t cursor, const void *data,
 
 /* true while a filter made by cf_load_chunk still expects chunks; false otherwise. */
 CF_API bool cf_is_loading(const cf_filter *f);
+
+/* ------------------------------------------------------------------------------------ */
+/* The calls that pass a struct's size, written out                                     */
+/* ------------------------------------------------------------------------------------ */
+/* Inline, so that the size compiled into a program is the size of the struct in the
+ * header it was compiled with. */
+
+static inline cf_status cf_new(const cf_config *config, cf_filter **out)
+{
+    return cf_new_sized(config, sizeof(cf_config), out);
+}
+
+static inline cf_status cf_config_resolve(const cf_config *config, cf_config *out)
+{
+    return cf_config_resolve_sized(config, sizeof(cf_config), out, sizeof(cf_config));
+}
+
+static inline cf_status cf_bytes_needed(const cf_config *config, size_t *bytes)
+{
+    return cf_bytes_needed_sized(config, sizeof(cf_config), bytes);
+}
+
+static inline void cf_get_stats(const cf_filter *f, cf_stats *out)
+{
+    (void)cf_get_stats_sized(f, out, sizeof(cf_stats));
+}
+
+static inline void cf_get_config(const cf_filter *f, cf_config *out)
+{
+    (void)cf_get_config_sized(f, out, sizeof(cf_config));
+}
 
 #ifdef __cplusplus
 }

@@ -128,15 +128,65 @@ static cf_status cf__random_seed(uint64_t *seed)
     return CF_OK;
 }
 
+/* The end of the last field of each struct this library knows: a caller's struct may be
+ * larger (a later header's), and then the bytes past these must be 0. */
+#define CF__CONFIG_END (offsetof(cf_config, target_fpr) + sizeof(double))
+#define CF__STATS_END  (offsetof(cf_stats, capacity) + sizeof(uint64_t))
+_Static_assert(CF__CONFIG_END == sizeof(cf_config),
+               "a field appended to cf_config: move CF__CONFIG_END");
+_Static_assert(CF__STATS_END == sizeof(cf_stats),
+               "a field appended to cf_stats: move CF__STATS_END");
+
+/* Copy a caller's config of `size` bytes into *c: the fields it lacks read 0 (their
+ * defaults); fields past ours must be 0, since ignoring one the caller set would give a
+ * filter other than the one asked for. */
+static cf_status cf__config_in(const cf_config *config, size_t size, cf_config *c)
+{
+    if (!config || size < CF_CONFIG_SIZE_MIN)
+        return CF_EINVAL;
+    memset(c, 0, sizeof *c);
+    memcpy(c, config, size < CF__CONFIG_END ? size : CF__CONFIG_END);
+    for (size_t i = CF__CONFIG_END; i < size; i++)
+        if (((const unsigned char *)config)[i] != 0)
+            return CF_EINVAL;
+    return CF_OK;
+}
+
+/* Copy *from (`end` bytes that this library fills) into a caller's struct of `size`
+ * bytes: what fits, and zeros past `end` for the fields of a later header. */
+static void cf__struct_out(void *out, size_t size, const void *from, size_t end)
+{
+    memcpy(out, from, size < end ? size : end);
+    if (size > end)
+        memset((unsigned char *)out + end, 0, size - end);
+}
+
+/* The narrowest fingerprint whose false-positive rate at full load of one table is at
+ * most `target`; 0 if none is (target below what 32 bits give, or not in (0, 1)). */
+static unsigned cf__bits_for_fpr(double target, unsigned b)
+{
+    if (!(target > 0.0 && target < 1.0))
+        return 0;
+    for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++)
+        if (cf_expected_fpr(f, b, 1.0) <= target)
+            return f;
+    return 0;
+}
+
 /* A config with its defaults applied and checked; no sizing yet (and no seed drawn). */
 static cf_status cf__resolve(const cf_config *c, cf__params *p)
 {
-    if (!c || c->capacity == 0 || (c->flags & ~(unsigned)CF__CONFIG_FLAGS) != 0)
+    if (c->capacity == 0 || (c->flags & ~(unsigned)CF__CONFIG_FLAGS) != 0)
         return CF_EINVAL;
     if (!cf__allocator_ok(c->allocator))
         return CF_EINVAL;
-    unsigned f = cf__or_default(c->fingerprint_bits, CF_DEFAULT_FINGERPRINT_BITS);
     unsigned b = cf__or_default(c->bucket_size, CF_DEFAULT_BUCKET_SIZE);
+    unsigned f = c->fingerprint_bits;
+    if (c->target_fpr != 0.0) {
+        if (f != 0 || b > CF_MAX_BUCKET_SIZE || (f = cf__bits_for_fpr(c->target_fpr, b)) == 0)
+            return CF_EINVAL;
+    }
+    f = cf__or_default(f, CF_DEFAULT_FINGERPRINT_BITS);
     p->capacity = c->capacity;
     p->seed = c->seed;
     p->max_kicks = cf__or_default(c->max_kicks, CF_DEFAULT_MAX_KICKS);
@@ -199,15 +249,16 @@ size_t cf__fixed_bytes(const cf__params *p, unsigned ntables)
     return h.head_bytes + h.tables_cap * sizeof(cf__table);
 }
 
-cf_status cf_bytes_needed(const cf_config *config, size_t *bytes)
+cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, size_t *bytes)
 {
+    cf_config c;
     cf__params p;
     uint64_t buckets;
     size_t table_bytes;
     if (!bytes)
         return CF_EINVAL;
-    cf_status st = cf__resolve(config, &p);
-    if (st != CF_OK)
+    cf_status st = cf__config_in(config, config_size, &c);
+    if (st != CF_OK || (st = cf__resolve(&c, &p)) != CF_OK)
         return st;
     if (!cf__buckets_for(&p.shape, p.capacity, &buckets, &table_bytes))
         return CF_EINVAL;
@@ -312,24 +363,48 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
     return CF_OK;
 }
 
-cf_status cf_new(const cf_config *config, cf_filter **out)
+cf_status cf_new_sized(const cf_config *config, size_t config_size, cf_filter **out)
 {
+    cf_config c;
     cf__params p;
     uint64_t buckets;
     size_t bytes;
     if (!out)
         return CF_EINVAL;
-    cf_status st = cf__resolve(config, &p);
-    if (st != CF_OK)
+    cf_status st = cf__config_in(config, config_size, &c);
+    if (st != CF_OK || (st = cf__resolve(&c, &p)) != CF_OK)
         return st;
     if (!cf__buckets_for(&p.shape, p.capacity, &buckets, &bytes))
         return CF_EINVAL;
     /* A seed nobody knows, unless the caller fixed one: keys cannot then be chosen in
      * advance to crowd one bucket pair (for seed 0, 40 such keys took 75 s of one core to
      * find, and they filled a pair and the whole stash at 0.15 % load). */
-    if (p.seed == 0 && !(config->flags & CF_FIXED_SEED) && (st = cf__random_seed(&p.seed)) != CF_OK)
+    if (p.seed == 0 && !(c.flags & CF_FIXED_SEED) && (st = cf__random_seed(&p.seed)) != CF_OK)
         return st;
-    return cf__filter_make(&p, config->allocator, 1, buckets, true, out);
+    return cf__filter_make(&p, c.allocator, 1, buckets, true, out);
+}
+
+cf_status cf_config_resolve_sized(const cf_config *config, size_t config_size, cf_config *out,
+                                  size_t out_size)
+{
+    cf_config c;
+    cf__params p;
+    uint64_t buckets;
+    size_t bytes;
+    if (!out || out_size < CF_CONFIG_SIZE_MIN)
+        return CF_EINVAL;
+    cf_status st = cf__config_in(config, config_size, &c);
+    if (st != CF_OK || (st = cf__resolve(&c, &p)) != CF_OK)
+        return st;
+    if (!cf__buckets_for(&p.shape, p.capacity, &buckets, &bytes))
+        return CF_EINVAL;
+    c.fingerprint_bits = p.shape.f;
+    c.bucket_size = p.shape.b;
+    c.max_kicks = p.max_kicks;
+    c.max_sub_filters = p.max_tables;
+    c.target_fpr = 0.0;
+    cf__struct_out(out, out_size, &c, CF__CONFIG_END);
+    return CF_OK;
 }
 
 void cf_free(cf_filter *f)
@@ -889,18 +964,55 @@ void cf_contains_keys(const cf_filter *f, const void *const *keys, const size_t 
     f->ops->contains_many(f, &src, n, out);
 }
 
+/* Whether a batched add may go ahead (CF_OK); if not, every key's status is the reason. */
+static cf_status cf__add_batch_ok(const cf_filter *f, bool input_ok, size_t n, unsigned flags,
+                                  cf_status *status)
+{
+    cf_status refused = !f || !input_ok || (flags & ~(unsigned)CF_ADD_UNIQUE) ? CF_EINVAL
+                        : cf__read_only(f)                                    ? CF_EREADONLY
+                                                                              : CF_OK;
+    for (size_t i = 0; refused != CF_OK && status && i < n; i++)
+        status[i] = refused;
+    return refused;
+}
+
 size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
                    cf_status *status)
 {
-    cf_status refused = !f || (!hashes && n) || (flags & ~(unsigned)CF_ADD_UNIQUE) ? CF_EINVAL
-                        : cf__read_only(f)                                         ? CF_EREADONLY
-                                                                                   : CF_OK;
-    if (refused != CF_OK) {
-        for (size_t i = 0; status && i < n; i++)
-            status[i] = refused;
+    if (cf__add_batch_ok(f, hashes || !n, n, flags, status) != CF_OK)
         return 0;
-    }
     return f->ops->add_many(f, hashes, n, flags, status);
+}
+
+/* Keys that cf_add_keys hashes at a time: their hashes stay in cache (2 KiB on the stack)
+ * and the batch is long enough for cf_add_many's prefetching to overlap its reads. */
+#define CF__ADD_KEYS_BATCH 256u
+
+size_t cf_add_keys(cf_filter *f, const void *const *keys, const size_t *lens, size_t n,
+                   unsigned flags, cf_status *status)
+{
+    if (cf__add_batch_ok(f, (keys && lens) || !n, n, flags, status) != CF_OK)
+        return 0;
+    uint64_t hashes[CF__ADD_KEYS_BATCH];
+    cf_status st[CF__ADD_KEYS_BATCH];
+    size_t added = 0;
+    for (size_t start = 0; start < n;) {
+        /* A batch of the keys that can be hashed; a NULL key with bytes to read is
+         * refused where it stands, and the next batch starts after it. */
+        size_t end = start, k = 0;
+        while (end < n && k < CF__ADD_KEYS_BATCH && (keys[end] || lens[end] == 0))
+            hashes[k++] = cf_hash(f, keys[end], lens[end]), end++;
+        added += f->ops->add_many(f, hashes, k, flags, status ? st : NULL);
+        if (status)
+            memcpy(status + start, st, k * sizeof *st);
+        if (end < n && k < CF__ADD_KEYS_BATCH) {
+            if (status)
+                status[end] = CF_EINVAL;
+            end++;
+        }
+        start = end;
+    }
+    return added;
 }
 
 cf_status cf_add(cf_filter *f, const void *key, size_t len)
@@ -947,12 +1059,12 @@ uint64_t cf_count(const cf_filter *f, const void *key, size_t len)
     return cf_count_hash(f, cf_hash(f, key, len));
 }
 
-void cf_get_stats(const cf_filter *f, cf_stats *out)
+cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
 {
-    if (!f || !out)
-        return;
+    if (!f || !caller || size < CF_STATS_SIZE_MIN)
+        return CF_EINVAL;
     const cf__shape *s = &f->shape;
-    memset(out, 0, sizeof *out);
+    cf_stats st = {0}, *out = &st;
     double loads = 0.0; /* the sum of the sub-filters' loads, for cf_expected_fpr */
     /* A filter still loading reports the filter its header describes, but for `bytes`:
      * only the tables whose chunks have begun to arrive hold memory. */
@@ -971,8 +1083,10 @@ void cf_get_stats(const cf_filter *f, cf_stats *out)
     out->fingerprint_bits = s->f;
     out->bucket_size = s->b;
     out->capacity = f->capacity;
-    out->load_factor = (double)out->items / (double)out->slots;
+    out->load_factor = (double)(out->items - out->stashed) / (double)out->slots;
     out->fpr = cf_expected_fpr(s->f, s->b, loads);
+    cf__struct_out(caller, size, out, CF__STATS_END);
+    return CF_OK;
 }
 
 double cf_expected_fpr(unsigned fingerprint_bits, unsigned bucket_size, double loads)
@@ -990,11 +1104,11 @@ double cf_expected_fpr(unsigned fingerprint_bits, unsigned bucket_size, double l
     return -expm1(2.0 * (double)bucket_size * loads * log1p(-p));
 }
 
-void cf_get_config(const cf_filter *f, cf_config *out)
+cf_status cf_get_config_sized(const cf_filter *f, cf_config *caller, size_t size)
 {
-    if (!f || !out)
-        return;
-    memset(out, 0, sizeof *out);
+    if (!f || !caller || size < CF_CONFIG_SIZE_MIN)
+        return CF_EINVAL;
+    cf_config c = {0}, *out = &c;
     out->capacity = f->capacity;
     out->fingerprint_bits = f->shape.f;
     out->bucket_size = f->shape.b;
@@ -1004,6 +1118,8 @@ void cf_get_config(const cf_filter *f, cf_config *out)
     out->flags = f->seed == 0 ? CF_FIXED_SEED : 0u; /* so that cf_new(out) keeps seed 0 */
     out->allocator = NULL;
     out->max_sub_filters = f->max_tables;
+    cf__struct_out(caller, size, out, CF__CONFIG_END);
+    return CF_OK;
 }
 
 const char *cf_strerror(cf_status s)

@@ -3,7 +3,8 @@
 #   - every defined dynamic symbol starts with cf_ (no leaked helpers, no xxHash);
 #   - every exported cf_ symbol is declared CF_API in the public header, and every
 #     function the header declares CF_API is exported;
-#   - the SONAME is libcuckoofilter.so.<major>.
+#   - the SONAME is libcuckoofilter.so.<major> from 1.0 on, libcuckoofilter.so.0.<minor>
+#     before (each 0.x may break the ABI).
 #
 # Usage: exported_symbols.sh LIBCUCKOOFILTER_SO PUBLIC_HEADER
 # Environment: NM (default nm), READELF (default readelf).
@@ -55,8 +56,9 @@ fi
 
 if command -v "$readelf" >/dev/null; then
     soname=$("$readelf" -d "$lib" | sed -nE 's/.*\(SONAME\).*\[(.*)\].*/\1/p')
-    if [[ ! $soname =~ ^libcuckoofilter\.so\.[0-9]+$ ]]; then
-        echo "exported_symbols: SONAME is '${soname:-missing}', expected libcuckoofilter.so.<major>" >&2
+    if [[ ! $soname =~ ^libcuckoofilter\.so\.(0\.[0-9]+|[1-9][0-9]*)$ ]]; then
+        echo "exported_symbols: SONAME is '${soname:-missing}', expected libcuckoofilter.so.<major>" \
+             "(libcuckoofilter.so.0.<minor> before 1.0)" >&2
         status=1
     fi
 fi

@@ -46,11 +46,14 @@ pc_file=$(find "$prefix" -name cuckoofilter.pc -print -quit)
 pc_dir=$(dirname "$pc_file")
 libdir=$(dirname "$pc_dir")
 for f in "$prefix/include/cuckoofilter.h" "$libdir/libcuckoofilter.a" \
-         "$libdir/libcuckoofilter.so" "$libdir/libcuckoofilter.so.0" \
+         "$libdir/libcuckoofilter.so" \
          "$libdir/cmake/cuckoofilter/cuckoofilterConfig.cmake" \
          "$libdir/cmake/cuckoofilter/cuckoofilterConfigVersion.cmake"; do
     [[ -e $f ]] || die "not installed: ${f#"$prefix"/}"
 done
+# The name programs load it by (libcuckoofilter.so.0.MINOR before 1.0).
+soname=$(readelf -d "$libdir/libcuckoofilter.so" | sed -nE 's/.*\(SONAME\).*\[(.*)\].*/\1/p')
+[[ -n $soname && -e $libdir/$soname ]] || die "not installed: the soname's file ${soname:-(no SONAME)}"
 grep -q "^prefix=$prefix\$" "$pc_file" || die "cuckoofilter.pc does not name prefix $prefix"
 
 # Runs a consumer and checks that the shared ones load libcuckoofilter from the prefix.
