@@ -30,6 +30,10 @@
 /* Messages (common.c)                                                                  */
 /* ------------------------------------------------------------------------------------ */
 
+/* Longest message: room for a long path (PATH_MAX is 4096 on Linux) and what follows it;
+ * anything longer is cut. */
+#define CLI_MESSAGE_MAX 8192
+
 /* "cuckoo: MESSAGE\n" on stderr: every error is one such line. */
 void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
 
@@ -42,6 +46,11 @@ int cli_usage(const char *sub, const char *fmt, ...) CLI_PRINTF(2, 3);
  * err:   errno right after the call, used for CF_EIO.
  * A corrupt or too new file is named with the reason cf_validate_file gives. */
 int cli_fail(const char *path, const char *what, cf_status st, int err);
+
+/* The line cli_fail_reason prints, without "cuckoo: " (and without "PATH: " if path is
+ * NULL), into line. */
+void cli_fail_text(char line[CLI_MESSAGE_MAX], const char *path, const char *what, cf_status st,
+                   int err, const char *reason);
 
 /* As cli_fail, with the reason cf_validate or cf_validate_file gave (NULL if none). */
 int cli_fail_reason(const char *path, const char *what, cf_status st, int err, const char *reason);
@@ -67,6 +76,8 @@ int cli_lock_file(const char *path, bool wait, int *fd);
 /* ------------------------------------------------------------------------------------ */
 
 /* What happened to the keys of an add or a build. */
+typedef struct progress progress; /* the progress line, below */
+
 typedef struct add_counts {
     uint64_t added;
     uint64_t present; /* already there: --unique adds, and repeated keys of build */
@@ -76,6 +87,18 @@ typedef struct add_counts {
 /* Counts the outcome of one add. Returns false for a status that stops the command
  * (CF_ENOMEM or anything unexpected); CF_FULL is counted and the command goes on. */
 bool cli_count_add(add_counts *c, cf_status st);
+
+/* Hashes per cf_add_many call: enough to overlap the memory reads of their buckets, few
+ * enough that a batch's hashes and statuses stay on the stack (3 KiB). */
+#define CLI_ADD_BATCH 256
+
+/* Adds hashes[0 .. n) to f through cf_add_many, CLI_ADD_BATCH at a time (flags 0 or
+ * CF_ADD_UNIQUE: what one cf_add_hash or cf_add_unique per key would do), counting each
+ * status into *c and ticking *pr with *done, the keys done so far. Returns CF_OK; or the
+ * first status that stops the command (cli_count_add), with *done counting the keys
+ * before that key. */
+cf_status cli_add_hashes(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
+                         add_counts *c, progress *pr, uint64_t *done);
 
 /* After the filter was saved: the summary line on stderr (unless quiet) and, if some
  * keys did not fit, the error line. Returns CLI_EXIT_OK or CLI_EXIT_FULL. */
@@ -115,10 +138,13 @@ typedef struct cli_opt {
     int id;           /* an enum cli_opt_id */
 } cli_opt;
 
-/* Walks a subcommand's arguments. Options and operands may come in any order; "--" ends
- * the options (for keys that begin with '-'), and "-" alone is an operand. Operands are
- * moved to the front of argv as they are met, so when cli_next_option returns
- * CLI_OPT_DONE, argv[0 .. operands) are the operands in their order. */
+/* Walks a subcommand's arguments as getopt_long does. Options and operands may come in any
+ * order; "--" ends the options (for keys that begin with '-'), and "-" alone is an
+ * operand. Short options bundle ("-0q"; one that takes a value takes the rest of the
+ * word or the next argument: "-ofile"), and a long option may be cut to any prefix that
+ * names only one ("--cap" for --capacity). Operands are moved to the front of argv as
+ * they are met, so when cli_next_option returns CLI_OPT_DONE, argv[0 .. operands) are
+ * the operands in their order. */
 typedef struct cli_parser {
     const char *sub;     /* the subcommand, for messages */
     const char *help;    /* its --help text */
@@ -127,9 +153,10 @@ typedef struct cli_parser {
     size_t nopts;
     char **argv; /* the arguments after the subcommand's name */
     int argc;
-    int next;        /* index of the next argument to look at */
-    int operands;    /* operands found so far, at argv[0 .. operands) */
-    bool no_options; /* "--" was seen */
+    int next;           /* index of the next argument to look at */
+    int operands;       /* operands found so far, at argv[0 .. operands) */
+    bool no_options;    /* "--" was seen */
+    const char *bundle; /* the short options of the current word not yet taken, or NULL */
 } cli_parser;
 
 #define CLI_OPT_DONE (-1) /* no arguments left */
@@ -142,11 +169,12 @@ void cli_parser_init(cli_parser *p, const char *sub, const char *help, const cli
  * CLI_OPT_DONE, or CLI_OPT_STOP. OPT_HELP is handled here: it prints the help text. */
 int cli_next_option(cli_parser *p, const char **value);
 
-/* Strict unsigned parsing for option `opt` of subcommand `sub`: decimal digits only
- * (no sign, no spaces), within [min, max]; with `suffixes`, one of k, M, G may follow
- * (times 10^3, 10^6, 10^9). On a bad value, reports a usage error and returns false. */
+/* Strict unsigned parsing for option `opt` of subcommand `sub`, within [min, max]: decimal
+ * digits only (no sign, no spaces); with `counts`, also a count as people write one:
+ * "2.5M", "1e6", "1.5e3k" (k, M, G multiply by 10^3, 10^6, 10^9; the value must be whole).
+ * On a bad value, reports a usage error and returns false. */
 bool cli_parse_uint(const char *sub, const char *opt, const char *text, uint64_t min, uint64_t max,
-                    bool suffixes, uint64_t *out);
+                    bool counts, uint64_t *out);
 
 /* As cli_parse_uint, for a 64-bit seed: decimal, or hexadecimal with a 0x prefix. */
 bool cli_parse_seed(const char *sub, const char *opt, const char *text, uint64_t *out);
@@ -187,14 +215,6 @@ void key_reader_args(key_reader *r, char **args, size_t n);
  * not fit in memory (errno says which). */
 int key_reader_next(key_reader *r, const char **key, size_t *len);
 
-/* Reads the rest of the input and counts its keys, as key_reader_next would return
- * them. Returns false on a read error (errno set). The reader is then at the end. */
-bool key_reader_count(key_reader *r, uint64_t *keys);
-
-/* Repositions the descriptor at `offset` and forgets everything buffered. Returns false
- * with errno set if the descriptor cannot seek. */
-bool key_reader_rewind(key_reader *r, off_t offset);
-
 void key_reader_close(key_reader *r);
 
 /* ------------------------------------------------------------------------------------ */
@@ -204,7 +224,7 @@ void key_reader_close(key_reader *r);
 /* A progress line on stderr for long key streams: shown after about a second when stderr
  * is a terminal (rewritten in place with '\r'), from the start with --progress (as
  * ordinary lines on a non-terminal), never with --quiet. */
-typedef struct progress {
+struct progress {
     const char *label;   /* "build x.cf" */
     uint64_t total;      /* keys expected, 0 if unknown */
     uint64_t next_check; /* the count at which to look at the clock again */
@@ -215,7 +235,7 @@ typedef struct progress {
     bool tty;            /* stderr is a terminal: rewrite one line */
     bool shown;          /* something was printed */
     int width;           /* characters of the last line printed on the terminal */
-} progress;
+};
 
 /* writes_stdout: the command prints results on stdout; if that is the same terminal, an
  * automatic progress line would garble them, so it stays off (unless forced). */
@@ -253,9 +273,13 @@ void progress_finish(progress *p, uint64_t done);
     {"help", 'h', false, OPT_HELP}
 /* clang-format on */
 
+/* Where a help text lists SHAPE_OPTIONS: the lines are printed there with the limits and
+ * defaults of the library's header (cli_next_option does it). */
+#define SHAPE_HELP "@SHAPE_OPTIONS@\n"
+
 typedef struct shape_opts {
-    cf_config cfg; /* what the command line set; zero fields take the library's defaults */
-    double fpr;    /* --fpr, or 0 */
+    cf_config cfg; /* what the command line set (--fpr is target_fpr); zero fields take the
+                      library's defaults */
     bool force;
     bool quiet;
 } shape_opts;
@@ -266,9 +290,10 @@ enum shape_result { SHAPE_TAKEN, SHAPE_NOT_MINE, SHAPE_BAD };
  * value as a usage error). */
 enum shape_result cli_shape_option(const char *sub, int id, const char *value, shape_opts *o);
 
-/* Turns --fpr into the narrowest fingerprint width that meets it at full load; a usage
- * error if --fingerprint-bits was given too, or if no width is enough. */
-int cli_resolve_fpr(const char *sub, shape_opts *o);
+/* Checks that the options make a shape (the library turns --fpr, cf_config.target_fpr,
+ * into a fingerprint width): a usage error if --fingerprint-bits was given with --fpr, or
+ * if no width reaches --fpr. */
+int cli_check_shape(const char *sub, const shape_opts *o);
 
 /* Refuses an existing `path` (a symbolic link too, even a dangling one) unless force. */
 int cli_check_new_file(const char *path, bool force);

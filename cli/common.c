@@ -21,18 +21,14 @@
 /* Messages                                                                             */
 /* ------------------------------------------------------------------------------------ */
 
-/* Longest message: room for a long path (PATH_MAX is 4096 on Linux) and what follows it;
- * anything longer is cut. */
-#define MESSAGE_MAX 8192
-
-/* Appends to line[0 .. MESSAGE_MAX), of which *n bytes are used, cutting what does not
+/* Appends to line[0 .. CLI_MESSAGE_MAX), of which *n bytes are used, cutting what does not
  * fit. */
 static void vappend(char *line, size_t *n, const char *fmt, va_list ap) CLI_PRINTF(3, 0);
 static void vappend(char *line, size_t *n, const char *fmt, va_list ap)
 {
-    int len = vsnprintf(line + *n, MESSAGE_MAX - *n, fmt, ap);
+    int len = vsnprintf(line + *n, CLI_MESSAGE_MAX - *n, fmt, ap);
     if (len > 0)
-        *n = *n + (size_t)len < MESSAGE_MAX ? *n + (size_t)len : MESSAGE_MAX - 1;
+        *n = *n + (size_t)len < CLI_MESSAGE_MAX ? *n + (size_t)len : CLI_MESSAGE_MAX - 1;
 }
 
 static void append(char *line, size_t *n, const char *fmt, ...) CLI_PRINTF(3, 4);
@@ -52,7 +48,7 @@ static void print_message(bool usage, const char *sub, const char *fmt, va_list 
     CLI_PRINTF(3, 0);
 static void print_message(bool usage, const char *sub, const char *fmt, va_list ap)
 {
-    char line[MESSAGE_MAX];
+    char line[CLI_MESSAGE_MAX];
     size_t n = 0;
     append(line, &n, "cuckoo: ");
     if (sub)
@@ -91,22 +87,32 @@ int cli_fail(const char *path, const char *what, cf_status st, int err)
     return cli_fail_reason(path, what, st, err, reason);
 }
 
+void cli_fail_text(char line[CLI_MESSAGE_MAX], const char *path, const char *what, cf_status st,
+                   int err, const char *reason)
+{
+    size_t n = 0;
+    line[0] = '\0';
+    if (path)
+        append(line, &n, "%s: ", path);
+    if (what)
+        append(line, &n, "%s: ", what);
+    if (st == CF_EIO)
+        append(line, &n, "%s", strerror(err));
+    else if (st == CF_ECORRUPT)
+        append(line, &n, "corrupt filter file: %s", reason ? reason : cf_strerror(st));
+    else if (st == CF_EVERSION)
+        append(line, &n,
+               "unsupported filter file: %s (this cuckoo reads format %u and older: upgrade it)",
+               reason ? reason : cf_strerror(st), CF_FORMAT_VERSION);
+    else
+        append(line, &n, "%s", cf_strerror(st));
+}
+
 int cli_fail_reason(const char *path, const char *what, cf_status st, int err, const char *reason)
 {
-    const char *sep = what ? ": " : "";
-    what = what ? what : "";
-    if (!reason)
-        reason = cf_strerror(st);
-    if (st == CF_EIO)
-        cli_error("%s: %s%s%s", path, what, sep, strerror(err));
-    else if (st == CF_ECORRUPT)
-        cli_error("%s: %s%scorrupt filter file: %s", path, what, sep, reason);
-    else if (st == CF_EVERSION)
-        cli_error("%s: %s%sunsupported filter file: %s (this cuckoo reads format %u and older: "
-                  "upgrade it)",
-                  path, what, sep, reason, CF_FORMAT_VERSION);
-    else
-        cli_error("%s: %s%s%s", path, what, sep, cf_strerror(st));
+    char line[CLI_MESSAGE_MAX];
+    cli_fail_text(line, path, what, st, err, reason);
+    cli_error("%s", line);
     return CLI_EXIT_FILE;
 }
 
@@ -151,6 +157,23 @@ bool cli_count_add(add_counts *c, cf_status st)
     default:
         return false;
     }
+}
+
+cf_status cli_add_hashes(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
+                         add_counts *c, progress *pr, uint64_t *done)
+{
+    cf_status status[CLI_ADD_BATCH];
+    for (size_t start = 0; start < n; start += CLI_ADD_BATCH) {
+        size_t k = n - start < CLI_ADD_BATCH ? n - start : CLI_ADD_BATCH;
+        cf_add_many(f, hashes + start, k, flags, status);
+        for (size_t i = 0; i < k; i++) {
+            if (!cli_count_add(c, status[i]))
+                return status[i];
+            ++*done;
+        }
+        progress_tick(pr, *done);
+    }
+    return CF_OK;
 }
 
 int cli_lock_file(const char *path, bool wait, int *fd)
@@ -220,11 +243,33 @@ static int stop_usage(cli_parser *p)
     return CLI_OPT_STOP;
 }
 
-static const cli_opt *find_long(const cli_parser *p, const char *name, size_t len)
+/* The option `name` (len bytes) names: its own, or the only one it is a prefix of. Reports
+ * an unknown or ambiguous name. */
+static const cli_opt *find_long(cli_parser *p, const char *name, size_t len)
 {
-    for (size_t i = 0; i < p->nopts; i++)
-        if (strlen(p->opts[i].name) == len && memcmp(p->opts[i].name, name, len) == 0)
+    const cli_opt *found = NULL;
+    size_t matches = 0;
+    for (size_t i = 0; i < p->nopts; i++) {
+        if (len == 0 || strncmp(p->opts[i].name, name, len) != 0)
+            continue;
+        if (p->opts[i].name[len] == '\0')
             return &p->opts[i];
+        found = &p->opts[i];
+        matches++;
+    }
+    if (matches == 1)
+        return found;
+    if (matches == 0) {
+        cli_usage(p->sub, "unknown option '--%.*s'", (int)len, name);
+        return NULL;
+    }
+    char list[CLI_MESSAGE_MAX];
+    size_t n = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < p->nopts; i++)
+        if (strncmp(p->opts[i].name, name, len) == 0)
+            append(list, &n, "%s--%s", n ? ", " : "", p->opts[i].name);
+    cli_usage(p->sub, "option '--%.*s' is ambiguous (%s)", (int)len, name, list);
     return NULL;
 }
 
@@ -236,10 +281,76 @@ static const cli_opt *find_short(const cli_parser *p, char c)
     return NULL;
 }
 
+/* The next short option of the current bundle ("-0q"), with its value if it takes one. */
+static const cli_opt *next_short(cli_parser *p, const char **value)
+{
+    char c = *p->bundle++;
+    const cli_opt *o = find_short(p, c);
+    if (!o) {
+        p->bundle = NULL;
+        cli_usage(p->sub, "unknown option '-%c'", c);
+        return NULL;
+    }
+    if (o->has_value) {
+        if (*p->bundle) {
+            *value = p->bundle;
+        } else if (p->next < p->argc) {
+            *value = p->argv[p->next++];
+        } else {
+            cli_usage(p->sub, "option '-%c' needs a value", c);
+            o = NULL;
+        }
+        p->bundle = NULL;
+    } else if (*p->bundle == '\0') {
+        p->bundle = NULL;
+    }
+    return o;
+}
+
+/* The lines of SHAPE_OPTIONS in a help text, with the header's limits and defaults. */
+static void print_shape_help(void)
+{
+    printf("  --fpr P                 false-positive rate wanted at full load, such as 0.001 or\n"
+           "                          1e-4: picks the narrowest fingerprint that meets it\n"
+           "  --fingerprint-bits F    fingerprint width, %u to %u (default %u: about %.3g%%)\n"
+           "  --bucket-size B         slots per bucket, 1 to %u (default %u)\n"
+           "  --max-kicks K           eviction budget per insert, 1 to %u (default %u)\n"
+           "  --expansion X           0 (default): fixed size, adds fail when full; X from 1 to\n"
+           "                          %u: when full, append a sub-filter X times larger\n"
+           "  --max-sub-filters M     growing filters stop at M sub-filters, 1 to %u (default %u)\n"
+           "  --seed S                hash seed, decimal or 0x-hexadecimal (default: random)\n",
+           CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS, CF_DEFAULT_FINGERPRINT_BITS,
+           100.0 * cf_expected_fpr(CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, 1.0),
+           CF_MAX_BUCKET_SIZE, CF_DEFAULT_BUCKET_SIZE, CF_MAX_MAX_KICKS, CF_DEFAULT_MAX_KICKS,
+           CF_MAX_EXPANSION, CF_MAX_SUB_FILTERS, CF_DEFAULT_MAX_SUB_FILTERS);
+}
+
+/* What cli_next_option returns for option o: its id, or CLI_OPT_STOP once --help is
+ * answered. */
+static int option_found(cli_parser *p, const cli_opt *o)
+{
+    if (o->id != OPT_HELP)
+        return o->id;
+    const char *shape = strstr(p->help, SHAPE_HELP);
+    if (shape) {
+        fwrite(p->help, 1, (size_t)(shape - p->help), stdout);
+        print_shape_help();
+        fputs(shape + strlen(SHAPE_HELP), stdout);
+    } else {
+        fputs(p->help, stdout);
+    }
+    p->status = cli_finish_stdout(CLI_EXIT_OK);
+    return CLI_OPT_STOP;
+}
+
 int cli_next_option(cli_parser *p, const char **value)
 {
     *value = NULL;
-    while (p->next < p->argc) {
+    while (p->bundle || p->next < p->argc) {
+        if (p->bundle) {
+            const cli_opt *o = next_short(p, value);
+            return o ? option_found(p, o) : stop_usage(p);
+        }
         char *arg = p->argv[p->next++];
         if (p->no_options || arg[0] != '-' || arg[1] == '\0') {
             /* Never overwrites an argument not yet looked at: operands <= next - 1. */
@@ -251,46 +362,30 @@ int cli_next_option(cli_parser *p, const char **value)
             continue;
         }
 
-        const cli_opt *o;
-        const char *inline_value = NULL;
-        if (arg[1] == '-') {
-            const char *name = arg + 2;
-            const char *eq = strchr(name, '=');
-            size_t len = eq ? (size_t)(eq - name) : strlen(name);
-            o = find_long(p, name, len);
-            if (!o) {
-                cli_usage(p->sub, "unknown option '--%.*s'", (int)len, name);
-                return stop_usage(p);
-            }
-            if (eq)
-                inline_value = eq + 1;
-        } else {
-            o = arg[2] == '\0' ? find_short(p, arg[1]) : NULL;
-            if (!o) {
-                cli_usage(p->sub, "unknown option '%s'", arg);
-                return stop_usage(p);
-            }
+        if (arg[1] != '-') {
+            p->bundle = arg + 1;
+            continue;
         }
-
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const cli_opt *o = find_long(p, name, len);
+        if (!o)
+            return stop_usage(p);
         if (o->has_value) {
-            if (inline_value) {
-                *value = inline_value;
+            if (eq) {
+                *value = eq + 1;
             } else if (p->next < p->argc) {
                 *value = p->argv[p->next++];
             } else {
                 cli_usage(p->sub, "option '--%s' needs a value", o->name);
                 return stop_usage(p);
             }
-        } else if (inline_value) {
+        } else if (eq) {
             cli_usage(p->sub, "option '--%s' takes no value", o->name);
             return stop_usage(p);
         }
-        if (o->id == OPT_HELP) {
-            fputs(p->help, stdout);
-            p->status = cli_finish_stdout(CLI_EXIT_OK);
-            return CLI_OPT_STOP;
-        }
-        return o->id;
+        return option_found(p, o);
     }
     return CLI_OPT_DONE;
 }
@@ -320,25 +415,76 @@ static bool parse_digits(const char *text, int base, uint64_t *out, char **end)
     return true;
 }
 
-bool cli_parse_uint(const char *sub, const char *opt, const char *text, uint64_t min, uint64_t max,
-                    bool suffixes, uint64_t *out)
+/* v * 10 + digit into *v; false on overflow. */
+static bool push_digit(uint64_t *v, unsigned digit)
 {
-    uint64_t v;
-    char *end;
-    bool ok = parse_digits(text, 10, &v, &end);
-    if (ok && suffixes && *end) {
-        /* Decimal multiples: these count keys, not bytes. */
-        uint64_t mult = *end == 'k'   ? UINT64_C(1000)
-                        : *end == 'M' ? UINT64_C(1000000)
-                        : *end == 'G' ? UINT64_C(1000000000)
-                                      : 0;
-        ok = mult != 0 && v <= UINT64_MAX / mult;
-        v = ok ? v * mult : 0;
-        end++;
+    if (*v > (UINT64_MAX - digit) / 10)
+        return false;
+    *v = *v * 10 + digit;
+    return true;
+}
+
+/* A count written as people write counts: "2500000", "2.5M", "1e6", "1.5e3k". Digits, an
+ * optional fraction, an optional exponent (e or E and digits) and an optional k, M or G
+ * (times 10^3, 10^6, 10^9: these count keys, not bytes), whose value must be a whole
+ * number. False if the text is not such a count or its value overflows. */
+static bool parse_count(const char *text, uint64_t *out)
+{
+    const char *p = text, *frac = NULL;
+    size_t nint = 0, nfrac = 0;
+    while (*p >= '0' && *p <= '9')
+        p++, nint++;
+    if (*p == '.') {
+        frac = ++p;
+        while (*p >= '0' && *p <= '9')
+            p++, nfrac++;
     }
-    if (!ok || *end != '\0') {
+    if (nint + nfrac == 0)
+        return false;
+    uint64_t exp = 0;
+    if (*p == 'e' || *p == 'E') {
+        if (!(*++p >= '0' && *p <= '9'))
+            return false;
+        while (*p >= '0' && *p <= '9')
+            if (!push_digit(&exp, (unsigned)(*p++ - '0')) || exp > 1000)
+                return false;
+    }
+    exp += *p == 'k' ? 3u : *p == 'M' ? 6u : *p == 'G' ? 9u : 0u;
+    if (*p == 'k' || *p == 'M' || *p == 'G')
+        p++;
+    if (*p != '\0')
+        return false;
+    /* The digits, the fraction's shifted left by the exponent: those that would fall
+     * right of the point must be 0. */
+    uint64_t v = 0;
+    for (size_t i = 0; i < nint; i++)
+        if (!push_digit(&v, (unsigned)(text[i] - '0')))
+            return false;
+    for (size_t i = 0; i < nfrac; i++) {
+        unsigned d = (unsigned)(frac[i] - '0');
+        if (i < exp) {
+            if (!push_digit(&v, d))
+                return false;
+        } else if (d != 0) {
+            return false;
+        }
+    }
+    for (uint64_t i = nfrac; i < exp; i++)
+        if (v != 0 && !push_digit(&v, 0))
+            return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_uint(const char *sub, const char *opt, const char *text, uint64_t min, uint64_t max,
+                    bool counts, uint64_t *out)
+{
+    uint64_t v = 0;
+    char *end = NULL;
+    bool ok = counts ? parse_count(text, &v) : parse_digits(text, 10, &v, &end) && *end == '\0';
+    if (!ok) {
         cli_usage(sub, "--%s: '%s' is not a whole number%s", opt, text,
-                  suffixes ? " (digits, then optionally k, M or G)" : "");
+                  counts ? " (such as 2500000, 2.5M or 1e6)" : "");
         return false;
     }
     if (v < min || v > max) {

@@ -23,7 +23,7 @@ enum shape_result cli_shape_option(const char *sub, int id, const char *value, s
     bool ok = true;
     switch (id) {
     case OPT_FPR:
-        ok = cli_parse_probability(sub, "fpr", value, &o->fpr);
+        ok = cli_parse_probability(sub, "fpr", value, &o->cfg.target_fpr);
         break;
     case OPT_FINGERPRINT_BITS:
         ok = cli_parse_uint(sub, "fingerprint-bits", value, CF_MIN_FINGERPRINT_BITS,
@@ -62,32 +62,32 @@ enum shape_result cli_shape_option(const char *sub, int id, const char *value, s
     return ok ? SHAPE_TAKEN : SHAPE_BAD;
 }
 
-static unsigned effective_bucket_size(const cf_config *cfg)
+/* The shape cfg resolves to whatever its capacity (cf_config_resolve), with the
+ * library's defaults; false if the shape itself is refused. */
+static bool resolve_shape(const cf_config *cfg, cf_config *out)
 {
-    return cfg->bucket_size ? cfg->bucket_size : CF_DEFAULT_BUCKET_SIZE;
+    cf_config c = *cfg;
+    c.capacity = 1;
+    return cf_config_resolve(&c, out) == CF_OK;
 }
 
-static unsigned effective_fingerprint_bits(const cf_config *cfg)
+int cli_check_shape(const char *sub, const shape_opts *o)
 {
-    return cfg->fingerprint_bits ? cfg->fingerprint_bits : CF_DEFAULT_FINGERPRINT_BITS;
-}
-
-int cli_resolve_fpr(const char *sub, shape_opts *o)
-{
-    if (o->fpr == 0.0)
-        return CLI_EXIT_OK;
-    if (o->cfg.fingerprint_bits != 0)
+    cf_config r;
+    if (o->cfg.target_fpr != 0.0 && o->cfg.fingerprint_bits != 0)
         return cli_usage(sub, "--fpr and --fingerprint-bits are alternatives: give one");
-    unsigned b = effective_bucket_size(&o->cfg);
-    for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++) {
-        if (cf_expected_fpr(f, b, 1.0) <= o->fpr) {
-            o->cfg.fingerprint_bits = f;
-            return CLI_EXIT_OK;
-        }
-    }
-    return cli_usage(
-        sub, "--fpr %g is below what %u-bit fingerprints reach with %u-slot buckets (%g)", o->fpr,
-        CF_MAX_FINGERPRINT_BITS, b, cf_expected_fpr(CF_MAX_FINGERPRINT_BITS, b, 1.0));
+    if (resolve_shape(&o->cfg, &r))
+        return CLI_EXIT_OK;
+    /* The options were checked one by one: only --fpr can be out of reach. */
+    cf_config widest = o->cfg;
+    widest.target_fpr = 0.0;
+    widest.fingerprint_bits = CF_MAX_FINGERPRINT_BITS;
+    if (!resolve_shape(&widest, &r))
+        return cli_usage(sub, "these options make no filter");
+    return cli_usage(sub,
+                     "--fpr %g is below what %u-bit fingerprints reach with %u-slot buckets (%g)",
+                     o->cfg.target_fpr, CF_MAX_FINGERPRINT_BITS, r.bucket_size,
+                     cf_expected_fpr(CF_MAX_FINGERPRINT_BITS, r.bucket_size, 1.0));
 }
 
 int cli_check_new_file(const char *path, bool force)
@@ -111,12 +111,13 @@ int cli_check_new_file(const char *path, bool force)
 int cli_new_filter(const char *sub, const char *path, const cf_config *cfg, cf_filter **out)
 {
     size_t bytes;
-    if (cf_bytes_needed(cfg, &bytes) != CF_OK)
+    if (cf_bytes_needed(cfg, &bytes) != CF_OK) {
+        cf_config r = {0};
+        (void)resolve_shape(cfg, &r); /* the shape is good: cli_check_shape came first */
         return cli_usage(sub,
-                         "%" PRIu64 " keys are too many for %u-bit fingerprints in %u-slot "
-                         "buckets",
-                         cfg->capacity, effective_fingerprint_bits(cfg),
-                         effective_bucket_size(cfg));
+                         "%" PRIu64 " keys are too many for %u-bit fingerprints in %u-slot buckets",
+                         cfg->capacity, r.fingerprint_bits, r.bucket_size);
+    }
     cf_status st = cf_new(cfg, out);
     if (st == CF_ENOMEM) {
         cli_error("%s: out of memory (the filter needs %zu bytes)", path, bytes);
@@ -161,16 +162,7 @@ static const char create_help[] =
     "Usage: cuckoo create FILE --capacity N [OPTION...]\n"
     "Create an empty filter file that holds N keys.\n"
     "\n"
-    "  --capacity N            keys to hold (required); k, M, G multiply by 10^3, 10^6, 10^9\n"
-    "  --fpr P                 false-positive rate wanted at full load, such as 0.001 or\n"
-    "                          1e-4: picks the narrowest fingerprint that meets it\n"
-    "  --fingerprint-bits F    fingerprint width, 4 to 32 (default 12: about 0.19%)\n"
-    "  --bucket-size B         slots per bucket, 1 to 255 (default 4)\n"
-    "  --max-kicks K           eviction budget per insert, 1 to 65535 (default 500)\n"
-    "  --expansion X           0 (default): fixed size, adds fail when full; X >= 1: when\n"
-    "                          full, append a sub-filter X times larger\n"
-    "  --max-sub-filters M     growing filters stop at M sub-filters (default 32)\n"
-    "  --seed S                hash seed, decimal or 0x-hexadecimal (default: random)\n"
+    "  --capacity N            keys to hold (required), such as 2500000, 2.5M or 1e6\n" SHAPE_HELP
     "  --force                 overwrite FILE if it exists\n"
     "  -q, --quiet             no summary on stderr\n"
     "  -h, --help              show this help\n"
@@ -203,7 +195,7 @@ int cmd_create(int argc, char **argv)
         return cli_usage("create", p.operands == 0 ? "missing FILE" : "one FILE only");
     if (!have_capacity)
         return cli_usage("create", "--capacity is required");
-    int status = cli_resolve_fpr("create", &o);
+    int status = cli_check_shape("create", &o);
     if (status != CLI_EXIT_OK)
         return status;
 

@@ -126,53 +126,6 @@ int key_reader_next(key_reader *r, const char **key, size_t *len)
     }
 }
 
-/* Adds the separators in buf[0 .. len) to *keys; *open_key tells whether the data so far
- * ends inside a key (a last line without a separator, which counts too). */
-static void count_block(const char *buf, size_t len, char sep, uint64_t *keys, bool *open_key)
-{
-    if (len == 0)
-        return;
-    const char *p = buf, *end = buf + len;
-    const char *hit;
-    while ((hit = memchr(p, sep, (size_t)(end - p))) != NULL) {
-        (*keys)++;
-        p = hit + 1;
-    }
-    *open_key = end[-1] != sep;
-}
-
-bool key_reader_count(key_reader *r, uint64_t *keys)
-{
-    if (r->fd < 0) {
-        *keys = r->nargs - r->next_arg;
-        r->next_arg = r->nargs;
-        return true;
-    }
-    uint64_t n = 0;
-    bool open_key = false;
-    count_block(r->buf + r->pos, r->end - r->pos, r->sep, &n, &open_key);
-    r->pos = r->end = r->scanned = 0;
-    while (!r->eof) {
-        ssize_t got = read_some(r->fd, r->buf, r->cap);
-        if (got < 0)
-            return false;
-        if (got == 0)
-            r->eof = true;
-        count_block(r->buf, (size_t)got, r->sep, &n, &open_key);
-    }
-    *keys = n + (open_key ? 1u : 0u);
-    return true;
-}
-
-bool key_reader_rewind(key_reader *r, off_t offset)
-{
-    if (lseek(r->fd, offset, SEEK_SET) < 0)
-        return false;
-    r->pos = r->end = r->scanned = 0;
-    r->eof = false;
-    return true;
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* Progress line                                                                        */
 /* ------------------------------------------------------------------------------------ */

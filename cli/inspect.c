@@ -140,49 +140,107 @@ int cmd_info(int argc, char **argv)
 /* ------------------------------------------------------------------------------------ */
 
 static const char verify_help[] =
-    "Usage: cuckoo verify FILE...\n"
+    "Usage: cuckoo verify [--json] FILE...\n"
     "Check each FILE completely: magic number, format version, every parameter, the\n"
     "layout, the exact length and the checksums of the header and of the tables.\n"
     "Prints \"FILE: ok\" and a few figures for a good file; for a bad one, one line\n"
     "naming the problem on stderr, and the exit status is 2.\n"
     "\n"
+    "  --json          print a JSON array instead, an object per FILE in order:\n"
+    "                  {\"file\", \"ok\": true, \"items\", \"slots\", \"sub_filters\",\n"
+    "                  \"bytes\"} or {\"file\", \"ok\": false, \"error\"}, where error is the\n"
+    "                  line stderr also gets, without \"cuckoo: FILE: \"\n"
     "  -h, --help      show this help\n";
 
-static int verify_one(const char *path)
+/* `text` as a JSON string: quotes, backslashes and control characters escaped; other
+ * bytes as they are (a path that is not UTF-8 stays what it is). */
+static void print_json_string(const char *text)
 {
-    const char *reason = NULL;
-    cf_status st = cf_validate_file(path, &reason);
-    if (st != CF_OK)
-        return cli_fail_reason(path, NULL, st, errno, reason);
+    putchar('"');
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            printf("\\%c", *c);
+        else if (*c < 0x20)
+            printf("\\u%04x", *c);
+        else
+            putchar(*c);
+    }
+    putchar('"');
+}
+
+/* What verify found for one file: good (st CF_OK, with its figures) or why not. */
+typedef struct verdict {
+    cf_status st;
+    int err;            /* errno, for CF_EIO */
+    const char *reason; /* cf_validate_file's, or NULL */
+    cf_stats s;
+    size_t bytes;
+} verdict;
+
+static verdict check_file(const char *path)
+{
+    verdict v = {0};
+    v.st = cf_validate_file(path, &v.reason);
+    v.err = errno;
+    if (v.st != CF_OK)
+        return v;
     /* Already checked in full: open without checking the tables again. */
     cf_filter *f;
-    int status = cli_open_mapped(path, false, &f);
-    if (status != CLI_EXIT_OK)
-        return status;
-    cf_stats s;
-    cf_get_stats(f, &s);
-    printf("%s: ok (%" PRIu64 " items in %" PRIu64 " slots, %u sub-filter%s, %zu bytes)\n", path,
-           s.items, s.slots, s.sub_filters, s.sub_filters == 1 ? "" : "s", cf_serialized_size(f));
+    v.st = cf_open_mapped(path, 0u, NULL, &f);
+    v.err = errno;
+    if (v.st != CF_OK)
+        return v;
+    cf_get_stats(f, &v.s);
+    v.bytes = cf_serialized_size(f);
     cf_free(f);
-    return CLI_EXIT_OK;
+    return v;
 }
 
 int cmd_verify(int argc, char **argv)
 {
-    static const cli_opt opts[] = {{"help", 'h', false, OPT_HELP}};
+    static const cli_opt opts[] = {{"json", 0, false, OPT_JSON}, {"help", 'h', false, OPT_HELP}};
+    bool json = false;
     cli_parser p;
     cli_parser_init(&p, "verify", verify_help, opts, sizeof opts / sizeof opts[0], argc, argv);
     const char *value;
     int id;
     while ((id = cli_next_option(&p, &value)) >= 0)
-        continue; /* --help is the only option */
+        json = json || id == OPT_JSON;
     if (id == CLI_OPT_STOP)
         return p.status;
     if (p.operands == 0)
         return cli_usage("verify", "missing FILE");
     int status = CLI_EXIT_OK;
-    for (int i = 0; i < p.operands; i++)
-        if (verify_one(argv[i]) != CLI_EXIT_OK)
+    if (json)
+        printf("[");
+    for (int i = 0; i < p.operands; i++) {
+        const char *path = argv[i];
+        verdict v = check_file(path);
+        if (v.st != CF_OK) {
             status = CLI_EXIT_FILE;
+            char line[CLI_MESSAGE_MAX];
+            cli_fail_reason(path, NULL, v.st, v.err, v.reason);
+            cli_fail_text(line, NULL, NULL, v.st, v.err, v.reason);
+            if (json) {
+                printf("%s\n  {\"file\": ", i ? "," : "");
+                print_json_string(path);
+                printf(", \"ok\": false, \"error\": ");
+                print_json_string(line);
+                printf("}");
+            }
+        } else if (json) {
+            printf("%s\n  {\"file\": ", i ? "," : "");
+            print_json_string(path);
+            printf(", \"ok\": true, \"items\": %" PRIu64 ", \"slots\": %" PRIu64
+                   ", \"sub_filters\": %u, \"bytes\": %zu}",
+                   v.s.items, v.s.slots, v.s.sub_filters, v.bytes);
+        } else {
+            printf("%s: ok (%" PRIu64 " items in %" PRIu64 " slots, %u sub-filter%s, %zu bytes)\n",
+                   path, v.s.items, v.s.slots, v.s.sub_filters, v.s.sub_filters == 1 ? "" : "s",
+                   v.bytes);
+        }
+    }
+    if (json)
+        printf("\n]\n");
     return cli_finish_stdout(status);
 }

@@ -18,9 +18,6 @@
 /* Keys per cf_contains_keys call: enough for the library to overlap their memory reads,
  * few enough that the keys' copies stay in the L1 cache until they are printed. */
 #define QUERY_BATCH         256
-/* Keys per cf_add_many call of add: enough to overlap the memory reads of their buckets,
- * few enough that the hashes and statuses stay on the stack (3 KiB). */
-#define ADD_BATCH           256
 /* First size of the buffer holding a batch's keys; it grows for long keys. */
 #define BATCH_BYTES_INITIAL ((size_t)1 << 16)
 /* stdout buffer when it is not a terminal: one write() per many answers. */
@@ -154,17 +151,16 @@ static const char delete_help[] =
     "FILE is replaced atomically: whatever happens, it holds the old filter or the new one.\n"
     "Commands that change the same FILE take turns (a lock on FILE).\n";
 
-/* Adds the keys of `in` to f, ADD_BATCH at a time through cf_add_many (with --unique,
- * CF_ADD_UNIQUE): what one cf_add (cf_add_unique) per key in order would do. Stops after
- * the batch whose key has a status that stops the command (cli_count_add), as if that key
- * had been the last one read: *done counts the keys before it and *st is its status.
+/* Adds the keys of `in` to f, CLI_ADD_BATCH at a time (with --unique, CF_ADD_UNIQUE):
+ * what one cf_add (cf_add_unique) per key in order would do. Stops after the batch whose
+ * key has a status that stops the command (cli_count_add), as if that key had been the
+ * last one read: *done counts the keys before it and *st is its status.
  * Returns what the last key_reader_next returned, or 1 after such a key; *err is errno of
  * a read error. */
 static int add_keys(const key_cmd *c, cf_filter *f, key_reader *in, progress *pr, add_counts *added,
                     uint64_t *done, cf_status *st, int *err)
 {
-    uint64_t hashes[ADD_BATCH];
-    cf_status status[ADD_BATCH];
+    uint64_t hashes[CLI_ADD_BATCH];
     size_t n = 0;
     const char *key;
     size_t len;
@@ -175,15 +171,10 @@ static int add_keys(const key_cmd *c, cf_filter *f, key_reader *in, progress *pr
             *err = errno;
         else if (got > 0)
             hashes[n++] = cf_hash(f, key, len);
-        if (n == ADD_BATCH || (got <= 0 && n > 0)) {
-            cf_add_many(f, hashes, n, c->unique ? CF_ADD_UNIQUE : 0u, status);
-            for (size_t i = 0; i < n; i++) {
-                if (!cli_count_add(added, status[i])) {
-                    *st = status[i];
-                    return 1;
-                }
-                progress_tick(pr, ++*done);
-            }
+        if (n == CLI_ADD_BATCH || (got <= 0 && n > 0)) {
+            *st = cli_add_hashes(f, hashes, n, c->unique ? CF_ADD_UNIQUE : 0u, added, pr, done);
+            if (*st != CF_OK)
+                return 1;
             n = 0;
         }
     } while (got > 0);

@@ -417,6 +417,14 @@ typedef struct cf_place {
  * key may be NULL only when len is 0 (otherwise returns 0). Thread safety: reentrant. */
 CF_API uint64_t cf_hash_seeded(uint64_t seed, const void *key, size_t len);
 
+/* A secret seed from the system's random source, never 0: what cf_new draws for a config
+ * whose seed is 0. For a program that hashes keys (cf_hash_seeded) before it makes the
+ * filter they go into, as `cuckoo build` does to count the distinct keys first: it then
+ * makes the filter with this seed.
+ * Returns CF_OK and sets *out; CF_EINVAL if out is NULL; CF_EIO if the system's random
+ * source gave nothing. Thread safety: reentrant. */
+CF_API cf_status cf_random_seed(uint64_t *out);
+
 /* The place of hash h in a table of `buckets` buckets with `tag_bits`-bit tags.
  * Returns CF_OK and fills *out; CF_EINVAL if out is NULL, buckets is odd or outside
  * 2 .. CF_PLACE_MAX_BUCKETS, or tag_bits is outside 4 .. 32. Thread safety: reentrant. */

@@ -95,8 +95,10 @@ static unsigned cf__or_default(unsigned v, unsigned def)
 
 /* Fill *seed with bytes from the system's random source (getrandom, else /dev/urandom),
  * never 0 (0 means "draw one"). CF_EIO if the system has none to give. */
-static cf_status cf__random_seed(uint64_t *seed)
+cf_status cf_random_seed(uint64_t *seed)
 {
+    if (!seed)
+        return CF_EINVAL;
     uint64_t x = 0;
     while (x == 0) {
         uint8_t *p = (uint8_t *)&x;
@@ -379,7 +381,7 @@ cf_status cf_new_sized(const cf_config *config, size_t config_size, cf_filter **
     /* A seed nobody knows, unless the caller fixed one: keys cannot then be chosen in
      * advance to crowd one bucket pair (for seed 0, 40 such keys took 75 s of one core to
      * find, and they filled a pair and the whole stash at 0.15 % load). */
-    if (p.seed == 0 && !(c.flags & CF_FIXED_SEED) && (st = cf__random_seed(&p.seed)) != CF_OK)
+    if (p.seed == 0 && !(c.flags & CF_FIXED_SEED) && (st = cf_random_seed(&p.seed)) != CF_OK)
         return st;
     return cf__filter_make(&p, c.allocator, 1, buckets, true, out);
 }

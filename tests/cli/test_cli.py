@@ -599,8 +599,28 @@ def test_build(t):
                 f"{len(keys)} distinct keys (duplicates must be added once)")
         t.check(doc.get("fingerprint_bits") == want_f,
                 f"build --fpr 1e-8: {doc.get('fingerprint_bits')}-bit fingerprints, want {want_f}")
-        t.check(doc.get("capacity", 0) >= len(keys), "build: capacity below the key count")
+        # Sized to the set, not to the lines: repeats would otherwise leave it part empty.
+        t.check(doc.get("capacity") == len(keys), f"build: capacity {doc.get('capacity')} for "
+                f"{len(keys)} distinct keys in {len(allk)} lines")
     t.ok(t.run(["verify", out1]), "verify a built file")
+
+    # Two overlapping lists: the filter is as full as one built from their union.
+    union = t.path("build-union.cf")
+    both = keys[:3000] + keys[1000:]
+    res = t.run(["build", union, "--seed", "7", "-q"], input=lines(both))
+    t.ok(res, "build two overlapping lists", quiet=True)
+    doc = t.info(union)
+    if doc:
+        t.check(doc.get("capacity") == len(keys) and doc.get("load_factor", 0) > 0.9,
+                f"build of overlapping lists: capacity {doc.get('capacity')}, load "
+                f"{doc.get('load_factor')} for {len(keys)} distinct keys")
+    # The same set in another order, repeated otherwise, with the same seed: the same file.
+    again = t.path("build-again.cf")
+    shuffled = list(reversed(keys)) + keys[:10]
+    res = t.run(["build", again, "--seed", "7", "-q"], input=lines(shuffled))
+    t.ok(res, "build the same set reordered", quiet=True)
+    t.check(os.path.exists(again) and os.path.exists(union) and read(again) == read(union),
+            "build: the same set and seed gave another file")
 
     out2 = t.path("build-pipe.cf")
     res = t.run(["build", out2, "--fpr", "1e-8", "--quiet"], input=read(inp))
@@ -740,12 +760,68 @@ def test_usage_errors(t):
         ["add"], ["add", f, "--nope"], ["query"], ["query", f, "--present", "--absent"],
         ["delete"], ["count"], ["info"], ["info", f, "--yaml"], ["verify"], ["build"],
         ["build", x, "--fpr", "2"], ["verify", f, "--bogus"],
+        # --max is both --max-kicks and --max-sub-filters; -0x has no x; -q takes no value.
+        ["create", x, "--capacity", "10", "--max", "3"], ["query", f, "-0x"],
+        ["query", f, "--quiet=yes"], ["create", x, "--capacity", "1.5"],
+        ["create", x, "--capacity", "1e"], ["create", x, "--capacity", "2e19"],
+        ["create", x, "--capacity", "1.2345k"],
     ]
     for args in cases:
         res = t.run(args, input=b"k1\nk2\n")
         t.usage_error(res, "cuckoo " + " ".join(args))
     t.check(not os.path.exists(x), "a usage error created a file")
     t.check(read(f) == before, "a usage error changed a file")
+
+
+def test_option_syntax(t):
+    t.section("options as getopt_long takes them: bundles, prefixes, counts like 1e6")
+    # Each spelling makes the same file as the plain one.
+    plain = t.path("plain.cf")
+    t.ok(t.run(["create", plain, "--capacity", "1500000", "--bucket-size", "2", "--seed", "3",
+                "--quiet"]), "create", quiet=True)
+    for i, args in enumerate((["--cap", "1.5e6", "--bucket=2", "--se", "3", "-q"],
+                              ["--capacity=1.5M", "--bucket-s", "2", "--seed=3", "--qu"],
+                              ["--ca", "1500k", "--b", "2", "--see", "0x3", "-q"])):
+        other = t.path(f"spelled-{i}.cf")
+        res = t.run(["create", other] + args)
+        t.ok(res, "create " + " ".join(args), quiet=True)
+        t.check(os.path.exists(other) and read(other) == read(plain),
+                f"create {' '.join(args)} made another filter than the plain options")
+    # Short options bundle: -0q is -0 -q.
+    res = t.run(["add", plain, "-0q"], input=b"k1\0k2\0")
+    t.ok(res, "add -0q", quiet=True)
+    res = t.run(["query", plain, "-0q", "--pres"], input=b"k1\0k2\0k3\0")
+    t.ok(res, "query -0q --pres", quiet=True)
+    t.check(res.out.split(b"\0")[:2] == [b"k1", b"k2"], "query -0q: not NUL-separated keys", res)
+
+
+def test_verify_json(t):
+    t.section("verify --json: an object per file, in order; exit 2 if any is bad")
+    good = t.path("vj-good.cf")
+    t.ok(t.run(["build", good, "--seed", "1", "-q"], input=b"a\nb\nc\n"), "build", quiet=True)
+    bad = t.path("vj-bad.cf")
+    write(bad, read(good)[:-1])
+    missing = t.path('vj-"missing".cf')
+    res = t.run(["verify", "--json", good, bad, missing])
+    t.check(res.rc == 2, f"verify --json with bad files: exit {res.rc}, not 2", res)
+    t.check(res.err.count(NL) == 2, "verify --json: not one stderr line per bad file", res)
+    try:
+        doc = json.loads(res.out)
+    except ValueError as e:
+        t.check(False, f"verify --json printed no JSON: {e}", res)
+        return
+    t.check(isinstance(doc, list) and [d.get("file") for d in doc] == [good, bad, missing],
+            f"verify --json: files {doc!r}")
+    if isinstance(doc, list) and len(doc) == 3:
+        t.check(doc[0].get("ok") is True and doc[0].get("items") == 3 and
+                doc[0].get("bytes") == os.path.getsize(good) and doc[0].get("sub_filters") == 1,
+                f"verify --json of a good file: {doc[0]!r}")
+        t.check(doc[1].get("ok") is False and "truncated" in doc[1].get("error", ""),
+                f"verify --json of a truncated file: {doc[1]!r}")
+        t.check(doc[2].get("ok") is False and "No such file" in doc[2].get("error", ""),
+                f"verify --json of a missing file: {doc[2]!r}")
+    res = t.run(["verify", "--json", good])
+    t.ok(res, "verify --json of a good file", quiet=True)
 
 
 def test_missing_and_directory(t):
@@ -890,6 +966,8 @@ def test_unwritable(t):
 
 def group_errors(t):
     test_usage_errors(t)
+    test_option_syntax(t)
+    test_verify_json(t)
     test_missing_and_directory(t)
     test_corrupt(t)
     test_unwritable(t)
