@@ -3,23 +3,6 @@
  */
 #include "testutil.h"
 
-static cf_filter *new_filter(uint64_t capacity, unsigned b, unsigned f, unsigned expansion,
-                             uint64_t seed, const cf_allocator *a)
-{
-    cf_config cfg = {0};
-    cfg.capacity = capacity;
-    cfg.bucket_size = b;
-    cfg.fingerprint_bits = f;
-    cfg.expansion = expansion;
-    cfg.seed = seed;
-    cfg.allocator = a;
-    cf_filter *flt = NULL;
-    if (!CHECK_ST(cf_new(&cfg, &flt), CF_OK))
-        return NULL;
-    CHECK(flt != NULL);
-    return flt;
-}
-
 /* cf_new, cf_free, defaults, and NULL arguments of cf_new. */
 static void test_new_free(void)
 {
@@ -107,7 +90,7 @@ static void test_allocator_copied(void)
 static void test_basic_ops(void)
 {
     cft_context("basic ops");
-    cf_filter *f = new_filter(1000, 0, 0, 0, 42, NULL);
+    cf_filter *f = cft_new((cf_config){.capacity = 1000, .seed = 42});
     if (f == NULL)
         return;
 
@@ -182,7 +165,7 @@ static void test_basic_ops(void)
 static void test_null_args(void)
 {
     cft_context("NULL arguments");
-    cf_filter *f = new_filter(100, 0, 0, 0, 1, NULL);
+    cf_filter *f = cft_new((cf_config){.capacity = 100, .seed = 1});
     if (f == NULL)
         return;
     CHECK_ST(cf_add(f, "k", 1), CF_OK);
@@ -243,7 +226,11 @@ static void test_clear(void)
 {
     cft_context("clear");
     for (unsigned expansion = 0; expansion <= 2; expansion += 2) {
-        cf_filter *f = new_filter(500, 4, 12, expansion, 77, NULL);
+        cf_filter *f = cft_new((cf_config){.capacity = 500,
+                                           .bucket_size = 4,
+                                           .fingerprint_bits = 12,
+                                           .expansion = expansion,
+                                           .seed = 77});
         if (f == NULL)
             return;
         uint64_t h_before = cf_hash(f, "seeded", 6);
@@ -392,10 +379,14 @@ static void test_hash(void)
 {
     cft_context("hash");
     uint64_t seed = cft_subseed(10);
-    cf_filter *a = new_filter(100, 0, 0, 0, seed, NULL);
-    cf_filter *b = new_filter(100000, 8, 16, 2, seed, NULL); /* other shape, same seed */
-    cf_filter *c = new_filter(100, 0, 0, 0, seed + 1, NULL);
-    cf_filter *d = new_filter(100, 0, 0, 0, ~seed, NULL);
+    cf_filter *a = cft_new((cf_config){.capacity = 100, .seed = seed});
+    cf_filter *b = cft_new((cf_config){.capacity = 100000,
+                                       .bucket_size = 8,
+                                       .fingerprint_bits = 16,
+                                       .expansion = 2,
+                                       .seed = seed}); /* other shape, same seed */
+    cf_filter *c = cft_new((cf_config){.capacity = 100, .seed = seed + 1});
+    cf_filter *d = cft_new((cf_config){.capacity = 100, .seed = ~seed});
     if (a == NULL || b == NULL || c == NULL || d == NULL)
         goto out;
     uint8_t k[CFT_KEY_MAX];
@@ -438,8 +429,16 @@ static void test_prehashed(void)
     for (unsigned e = 0; e <= 2; e += 2) {
         cft_context("pre-hashed, expansion %u", e);
         uint64_t seed = cft_subseed(20 + e);
-        cf_filter *a = new_filter(2000, 4, 12, e, seed, NULL);
-        cf_filter *b = new_filter(2000, 4, 12, e, seed, NULL);
+        cf_filter *a = cft_new((cf_config){.capacity = 2000,
+                                           .bucket_size = 4,
+                                           .fingerprint_bits = 12,
+                                           .expansion = e,
+                                           .seed = seed});
+        cf_filter *b = cft_new((cf_config){.capacity = 2000,
+                                           .bucket_size = 4,
+                                           .fingerprint_bits = 12,
+                                           .expansion = e,
+                                           .seed = seed});
         if (a == NULL || b == NULL) {
             cf_free(a);
             cf_free(b);
@@ -519,7 +518,7 @@ static void test_prehashed(void)
 
     /* The hash path on an empty filter, and NOT_FOUND from cf_delete_hash. */
     cft_context("pre-hashed, empty filter");
-    cf_filter *f = new_filter(100, 0, 0, 0, 5, NULL);
+    cf_filter *f = cft_new((cf_config){.capacity = 100, .seed = 5});
     if (f == NULL)
         return;
     uint64_t h = cf_hash(f, "x", 1);
@@ -557,7 +556,10 @@ static void test_stats(void)
         unsigned b = shapes[si].b, fb = shapes[si].f;
         cft_context("stats b %u f %u", b, fb);
         const uint64_t cap = 4000;
-        cf_filter *f = new_filter(cap, b, fb, 0, cft_subseed(30 + si), NULL);
+        cf_filter *f = cft_new((cf_config){.capacity = cap,
+                                           .bucket_size = b,
+                                           .fingerprint_bits = fb,
+                                           .seed = cft_subseed(30 + si)});
         if (f == NULL)
             continue;
         cf_stats s = cft_stats(f);
@@ -605,7 +607,8 @@ static void test_stats(void)
 
     /* Growing filters: slots, buckets and bytes add up over sub-filters; items stay exact. */
     cft_context("stats, growing");
-    cf_filter *g = new_filter(1000, 4, 12, 2, 99, NULL);
+    cf_filter *g = cft_new((cf_config){
+        .capacity = 1000, .bucket_size = 4, .fingerprint_bits = 12, .expansion = 2, .seed = 99});
     if (g == NULL)
         return;
     cf_stats s0 = cft_stats(g);
@@ -673,7 +676,7 @@ static void test_expected_fpr(void)
 static void test_tiny(void)
 {
     cft_context("capacity 1");
-    cf_filter *f = new_filter(1, 0, 0, 0, 3, NULL);
+    cf_filter *f = cft_new((cf_config){.capacity = 1, .seed = 3});
     if (f == NULL)
         return;
     CHECK_ST(cf_add(f, "only", 4), CF_OK);

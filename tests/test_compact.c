@@ -45,14 +45,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static cf_filter *make_filter(cf_config c)
-{
-    cf_filter *f = NULL;
-    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
-        return NULL;
-    return f;
-}
-
 /* The serialized file's view of sub-filter k and of stash entry e. */
 static uint64_t desc_buckets(const buf *s, unsigned k)
 {
@@ -363,7 +355,7 @@ static void test_differential(cf_config c, uint64_t tag, uint64_t live_max, bool
                 c.max_sub_filters, (unsigned long long)c.seed, (unsigned long long)tag);
     diff_state d;
     memset(&d, 0, sizeof d);
-    d.f = make_filter(c);
+    d.f = cft_new(c);
     if (!d.f)
         return;
     d.b = bag_make(d.f, tag, 4 * live_max + 100000, live_max);
@@ -397,7 +389,7 @@ static void test_differential(cf_config c, uint64_t tag, uint64_t live_max, bool
     CHECK_EQ_U(s.sub_filters, 1);
     cf_config fc = c;
     fc.allocator = NULL;
-    cf_filter *fresh = make_filter(fc);
+    cf_filter *fresh = cft_new(fc);
     if (fresh) {
         buf a = ser(d.f), z = ser(fresh);
         CHECK_MSG(buf_eq(a, z), "deleted and compacted, the filter is not a fresh one");
@@ -484,7 +476,7 @@ static void test_really_compacts(unsigned e, unsigned b, unsigned fb, uint64_t n
                    .allocator = &ta.a};
     cft_context("compaction compacts: e %u b %u f %u, %llu keys, filter seed 0x%016llx", e, b, fb,
                 (unsigned long long)n, (unsigned long long)c.seed);
-    cf_filter *f = make_filter(c);
+    cf_filter *f = cft_new(c);
     if (!f)
         return;
     cft_rng r = cft_rng_make(c.seed);
@@ -529,7 +521,7 @@ static void test_really_compacts(unsigned e, unsigned b, unsigned fb, uint64_t n
     CHECK_EQ_U(s3.sub_filters, 1);
     cf_config fc = c;
     fc.allocator = NULL;
-    cf_filter *fresh = make_filter(fc);
+    cf_filter *fresh = cft_new(fc);
     if (fresh) {
         buf a = ser(f), z = ser(fresh);
         CHECK_MSG(buf_eq(a, z), "deleted and compacted, the filter is not a fresh one");
@@ -559,7 +551,7 @@ static void test_determinism(unsigned e, uint64_t tag)
 {
     cf_config c = {.capacity = 700, .expansion = e, .seed = cft_subseed(tag)};
     cft_context("determinism e %u, filter seed 0x%016llx", e, (unsigned long long)c.seed);
-    cf_filter *a = make_filter(c), *b = make_filter(c);
+    cf_filter *a = cft_new(c), *b = cft_new(c);
     if (!a || !b) {
         cf_free(a);
         cf_free(b);
@@ -639,7 +631,7 @@ static void check_noop(cf_filter *f, const char *what)
 static cf_filter *shrinkable(uint64_t tag, bool **in_out, uint64_t *n_out)
 {
     cf_config c = {.capacity = 500, .expansion = 2, .seed = cft_subseed(tag)};
-    cf_filter *f = make_filter(c);
+    cf_filter *f = cft_new(c);
     if (!f)
         return NULL;
     const uint64_t n = 6000;
@@ -661,7 +653,7 @@ static void test_noops_and_refusals(const char *dir)
     /* Fixed filters: half full with some deletes, and full with stash entries. */
     {
         cf_config c = {.capacity = 3000, .seed = cft_subseed(41)};
-        cf_filter *f = make_filter(c);
+        cf_filter *f = cft_new(c);
         if (f) {
             bool in[2000];
             for (uint64_t i = 0; i < 2000; i++)
@@ -674,7 +666,7 @@ static void test_noops_and_refusals(const char *dir)
         }
         cf_config s = {
             .capacity = 40, .bucket_size = 2, .fingerprint_bits = 8, .seed = cft_subseed(42)};
-        f = make_filter(s);
+        f = cft_new(s);
         if (f) {
             for (uint64_t i = 0; i < 10000 && cft_stats(f).stashed < 8; i++)
                 (void)cf_add(f, k, cft_key(k, 42, i));
@@ -686,7 +678,7 @@ static void test_noops_and_refusals(const char *dir)
     /* A growing filter of one sub-filter, empty and with keys. */
     {
         cf_config c = {.capacity = 2000, .expansion = 2, .seed = cft_subseed(43)};
-        cf_filter *f = make_filter(c);
+        cf_filter *f = cft_new(c);
         if (f) {
             check_noop(f, "empty growing filter");
             bool in[1500];
@@ -816,7 +808,7 @@ static uint64_t test_stash_at_limit(uint64_t tag)
                    .allocator = &ta.a};
     cft_context("stash at the limit, filter seed 0x%016llx (tag %llu)", (unsigned long long)c.seed,
                 (unsigned long long)tag);
-    cf_filter *f = make_filter(c);
+    cf_filter *f = cft_new(c);
     if (!f)
         return 0;
     bag b = bag_make(f, tag, 100000, 1000);
@@ -877,7 +869,7 @@ static void test_grow_after(unsigned e, unsigned b, uint64_t tag)
                    .seed = cft_subseed(tag)};
     cft_context("growth after compaction e %u b %u, filter seed 0x%016llx", e, b,
                 (unsigned long long)c.seed);
-    cf_filter *f = make_filter(c);
+    cf_filter *f = cft_new(c);
     if (!f)
         return;
     const uint64_t m0 = cft_stats(f).buckets;
@@ -942,7 +934,7 @@ static void test_no_allocation(unsigned e, uint64_t tag)
                    .allocator = &ta.a};
     cft_context("compaction with failing allocations, e %u, filter seed 0x%016llx", e,
                 (unsigned long long)c.seed);
-    cf_filter *f = make_filter(c);
+    cf_filter *f = cft_new(c);
     if (!f)
         return;
     const uint64_t n = 8000;

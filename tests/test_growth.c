@@ -42,21 +42,6 @@ static void shuffle(uint64_t *a, size_t n, cft_rng *r)
     }
 }
 
-static cf_filter *make(uint64_t cap, unsigned b, unsigned fb, unsigned e, unsigned max_sub,
-                       uint64_t seed)
-{
-    cf_config c = {.capacity = cap,
-                   .bucket_size = b,
-                   .fingerprint_bits = fb,
-                   .expansion = e,
-                   .max_sub_filters = max_sub,
-                   .seed = seed};
-    cf_filter *f = NULL;
-    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
-        return NULL;
-    return f;
-}
-
 /* Keys ids[0..n) are all present (ids index into stream). */
 static uint64_t missing_of(const cf_filter *f, uint64_t stream, const uint64_t *ids, size_t n)
 {
@@ -78,7 +63,12 @@ static void test_grow_then_delete(unsigned b, unsigned fb, unsigned e, uint64_t 
     uint64_t seed = cft_subseed(tag);
     cft_context("grow/delete b %u f %u e %u keys %llu filter seed 0x%016llx (tag %llu)", b, fb, e,
                 (unsigned long long)nkeys, (unsigned long long)seed, (unsigned long long)tag);
-    cf_filter *f = make(cap, b, fb, e, max_sub, seed);
+    cf_filter *f = cft_new((cf_config){.capacity = cap,
+                                       .bucket_size = b,
+                                       .fingerprint_bits = fb,
+                                       .expansion = e,
+                                       .max_sub_filters = max_sub,
+                                       .seed = seed});
     if (f == NULL)
         return;
     cft_rng r = cft_rng_make(seed);
@@ -239,7 +229,11 @@ static void test_hot_key(void)
         uint64_t seed = cft_subseed(500 + i);
         cft_context("hot key b %u f %u e %u filter seed 0x%016llx", sh[i].b, sh[i].f, sh[i].e,
                     (unsigned long long)seed);
-        cf_filter *f = make(1000, sh[i].b, sh[i].f, sh[i].e, 0, seed);
+        cf_filter *f = cft_new((cf_config){.capacity = 1000,
+                                           .bucket_size = sh[i].b,
+                                           .fingerprint_bits = sh[i].f,
+                                           .expansion = sh[i].e,
+                                           .seed = seed});
         if (f == NULL)
             continue;
         uint8_t k[CFT_KEY_MAX];
@@ -270,7 +264,8 @@ static void test_hot_key(void)
 
     /* The hot key in a fixed filter: CF_FULL after 2b copies and a full stash. */
     cft_context("hot key, fixed filter");
-    cf_filter *f = make(1000, 4, 12, 0, 0, cft_subseed(555));
+    cf_filter *f = cft_new((cf_config){
+        .capacity = 1000, .bucket_size = 4, .fingerprint_bits = 12, .seed = cft_subseed(555)});
     if (f != NULL) {
         uint64_t ok = 0;
         cf_status rc = CF_OK;
@@ -306,7 +301,12 @@ static void test_max_sub_filters(void)
         cft_context("max_sub_filters %u b %u f %u e %u cap %llu filter seed 0x%016llx",
                     sh[i].max_sub, sh[i].b, sh[i].f, sh[i].e, (unsigned long long)sh[i].cap,
                     (unsigned long long)seed);
-        cf_filter *f = make(sh[i].cap, sh[i].b, sh[i].f, sh[i].e, sh[i].max_sub, seed);
+        cf_filter *f = cft_new((cf_config){.capacity = sh[i].cap,
+                                           .bucket_size = sh[i].b,
+                                           .fingerprint_bits = sh[i].f,
+                                           .expansion = sh[i].e,
+                                           .max_sub_filters = sh[i].max_sub,
+                                           .seed = seed});
         if (f == NULL)
             continue;
         const uint64_t stream = 800 + i;
@@ -360,7 +360,12 @@ static void test_duplicates(unsigned b, unsigned fb, unsigned e, uint64_t nkeys,
     uint64_t seed = cft_subseed(tag);
     cft_context("duplicates b %u f %u e %u keys %llu filter seed 0x%016llx (tag %llu)", b, fb, e,
                 (unsigned long long)nkeys, (unsigned long long)seed, (unsigned long long)tag);
-    cf_filter *f = make(500, b, fb, e, e == 1 ? 500 : 0, seed);
+    cf_filter *f = cft_new((cf_config){.capacity = 500,
+                                       .bucket_size = b,
+                                       .fingerprint_bits = fb,
+                                       .expansion = e,
+                                       .max_sub_filters = e == 1 ? 500 : 0,
+                                       .seed = seed});
     if (f == NULL)
         return;
     cft_rng r = cft_rng_make(seed ^ 1);

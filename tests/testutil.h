@@ -370,6 +370,20 @@ static inline bool cft_check_near(double a, double b, double rel, const char *fi
     cft_check_near((double)(a), (double)(b), (double)(rel), __FILE__, __LINE__, #a, #b)
 
 /* ------------------------------------------------------------------------------------ */
+/* Making filters                                                                       */
+/* ------------------------------------------------------------------------------------ */
+
+/* cf_new of config c (written in place: cft_new((cf_config){.capacity = 1000})), checked:
+ * NULL after a failed check. */
+static inline cf_filter *cft_new(cf_config c)
+{
+    cf_filter *f = NULL;
+    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+        return NULL;
+    return f;
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Stats helpers                                                                        */
 /* ------------------------------------------------------------------------------------ */
 

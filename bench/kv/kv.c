@@ -1,5 +1,5 @@
 /*
- * bench_kv.c - the cuckoo-kv benchmark (cf-bench-kv; `make bench` runs it): put and get
+ * kv.c - the cuckoo-kv benchmark (cf-bench-kv; `make bench` runs it): put and get
  * throughput, index bytes per key and load, the time to reopen a store (the index rebuilt
  * from the log), overwrites, deletes and kv_compact, beside the bare system calls a store
  * is made of (pwrite of a record, pread of a random record) measured in the same run and
@@ -19,8 +19,8 @@
  */
 #define _XOPEN_SOURCE 700 /* pread, pwrite, mkdtemp, nftw, statvfs, posix_fadvise */
 
-#include "common.h" /* bench/common.h: the benchmarks' clock, keys and report pieces */
-#include "kvstore.h"
+#include "common.h"  /* bench/common.h: the benchmarks' clock, keys and report pieces */
+#include "kvstore.h" /* the example store (examples/logstore), which knows nothing of this */
 
 #include <errno.h>
 #include <fcntl.h>
