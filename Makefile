@@ -26,7 +26,11 @@
 #                        (in $(FUZZ_BUILD_DIR)) and fuzz for FUZZ_SECONDS (60) over a scratch copy of
 #                        fuzz/corpus/$(FUZZ_TARGET); crashes go to $(FUZZ_BUILD_DIR)/artifacts/
 #                        (see fuzz/README.md). `make test` replays the committed corpora.
-#   make install         install to $(PREFIX) (DESTDIR honoured); make uninstall undoes it
+#   make install         build what is installed (the libraries, the tool, the module) and
+#                        install it to $(PREFIX) (DESTDIR honoured); make uninstall undoes it
+#   make deb             Debian packages in $(DEB_BUILD_DIR): libcuckoofilter0.MINOR,
+#                        libcuckoofilter-dev, cuckoo (the tool and its man page) and
+#                        redis-cuckoofilter (the module, in /usr/lib/redis/modules/)
 #   make format          clang-format every C source in place; make format-check checks
 #   make deps            install the Debian packages the project needs
 #   make clean           remove the build directories
@@ -56,6 +60,7 @@ FUZZ_CC        ?= clang
 FUZZ_CXX       ?= clang++
 FUZZ_ARGS      ?=
 BENCH_ARGS     ?=
+DEB_BUILD_DIR  ?= build-deb
 
 # The sanitizer build prefers clang (its sanitizers need libclang-rt-14-dev, which
 # scripts/install-deps installs) and pairs it with the matching C++ compiler for the C++
@@ -100,7 +105,7 @@ CONFIGURE_FUZZ = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(FUZZ_BUILD
 	-DCF_SANITIZE=address,undefined -DCF_FUZZ=ON -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
 FUZZ_CORPUS = $(FUZZ_BUILD_DIR)/corpus/$(FUZZ_TARGET)
 
-.PHONY: all build configure test test-asan demo bench bench-icount bench-cli figures bench-redis fuzz install uninstall format \
+.PHONY: all build configure test test-asan demo bench bench-icount bench-cli figures bench-redis fuzz install deb uninstall format \
 	format-check deps clean help
 
 # Steps must run in order (deps, then build, then tests) even under `make -j`; the
@@ -209,9 +214,19 @@ fuzz: deps
 # cmake --install honours DESTDIR from the environment. The manifest (paths without
 # DESTDIR) is kept under its own name because every `cmake --install` (the
 # install_consumer test too) rewrites install_manifest.txt. Uninstall with the same DESTDIR.
-install: build
+install: $(if $(CONFIGURE_NEEDED),configure)
+	$(CMAKE) --build $(BUILD_DIR) --parallel $(JOBS) --target cf_installables
 	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
 	cp $(BUILD_DIR)/install_manifest.txt $(BUILD_DIR)/make_install_manifest.txt
+
+# A build of its own with prefix /usr (the libdir is then Debian's multiarch one) and only
+# what the packages hold; cpack runs dpkg-shlibdeps for their dependencies.
+deb: deps
+	$(CMAKE) -S . -B $(DEB_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+		-DCF_BUILD_TESTS=OFF -DCF_BUILD_BENCH=OFF -DCF_BUILD_EXAMPLES=OFF $(ALL_CMAKE_ARGS)
+	$(CMAKE) --build $(DEB_BUILD_DIR) --parallel $(JOBS) --target cf_installables
+	cd $(DEB_BUILD_DIR) && cpack -G DEB
+	@ls -1 $(DEB_BUILD_DIR)/*.deb
 
 uninstall:
 	@if [ ! -f $(BUILD_DIR)/make_install_manifest.txt ]; then \
@@ -236,7 +251,7 @@ format-check:
 	CLANG_FORMAT=$(CLANG_FORMAT) tests/format_check.sh .
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR) $(DEB_BUILD_DIR)
 
 help:
 	@sed -n '1,/^$$/p' Makefile
