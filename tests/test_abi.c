@@ -261,7 +261,7 @@ static void test_target_fpr(void)
         }
     }
     cft_context("target_fpr refused");
-    const double bad[] = {-0.1, 1.0, 2.0, 1e-30, NAN, INFINITY};
+    const double bad[] = {-0.1, 1.0, 2.0, 1e-30, (double)NAN, (double)INFINITY};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cf_config c = {.capacity = 1000, .target_fpr = bad[i]};
         cf_filter *flt = NULL;
