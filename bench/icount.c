@@ -59,6 +59,14 @@ NOINLINE static size_t op_add_many(cf_filter *f, const uint64_t *h)
     return added;
 }
 
+NOINLINE static size_t op_add_keys8(cf_filter *f, const void *const *ptrs, const size_t *lens)
+{
+    size_t added = 0;
+    for (uint32_t i = 0; i < FILLED; i += BATCH)
+        added += cf_add_keys(f, ptrs + i, lens, FILLED - i < BATCH ? FILLED - i : BATCH, 0, NULL);
+    return added;
+}
+
 NOINLINE static size_t op_contains_hash_absent(const cf_filter *f, const uint64_t *h)
 {
     size_t hits = 0;
@@ -143,7 +151,7 @@ int main(int argc, char **argv)
     bool *out = malloc(BATCH * sizeof *out);
     if (!h || !keys || !ptrs || !lens || !out)
         return 1;
-    cf_filter *f = make(), *g = make(), *k = make();
+    cf_filter *f = make(), *g = make(), *k = make(), *m = make();
     /* Key i is the 8 bytes of splitmix64 step i; h[i] is its hash by the filters' seed, so that
      * pre-hashed and keyed calls ask about the same keys. */
     for (size_t i = 0; i < total; i++) {
@@ -156,6 +164,7 @@ int main(int argc, char **argv)
     op_add_hash(f, h);
     size_t batched = op_add_many(g, h);
     size_t keyed_added = op_add_key8(k, keys);
+    size_t keyed_batched = op_add_keys8(m, (const void *const *)ptrs, lens);
     size_t absent = op_contains_hash_absent(f, h);
     size_t present = op_contains_hash_present(f, h);
     size_t keyed = op_contains_key8(f, keys);
@@ -165,13 +174,13 @@ int main(int argc, char **argv)
     size_t deleted_keyed = op_delete_key8(k, keys);
     op_new_free_small();
     /* The counts of each operation, for icount.sh; and the answers, as a check. */
-    printf("add_hash %u\nadd_key8 %u\nadd_many %u\ncontains_hash_absent %u\n"
+    printf("add_hash %u\nadd_key8 %u\nadd_many %u\nadd_keys8 %u\ncontains_hash_absent %u\n"
            "contains_hash_present %u\ncontains_key8 %u\ncontains_many %u\ncontains_keys8 %u\n"
            "delete_hash %u\ndelete_key8 %u\nnew_free_small %u\n",
-           FILLED, FILLED, FILLED, LOOKUPS, FILLED, LOOKUPS, LOOKUPS, LOOKUPS, DELETES, DELETES,
-           NEW_SMALL);
+           FILLED, FILLED, FILLED, FILLED, LOOKUPS, FILLED, LOOKUPS, LOOKUPS, LOOKUPS, DELETES,
+           DELETES, NEW_SMALL);
     int status = present == FILLED && deleted == DELETES && deleted_keyed == DELETES &&
-                         batched == FILLED && keyed_added == FILLED
+                         batched == FILLED && keyed_added == FILLED && keyed_batched == FILLED
                      ? 0
                      : 1;
     if (status)
@@ -182,6 +191,7 @@ int main(int argc, char **argv)
     cf_free(f);
     cf_free(g);
     cf_free(k);
+    cf_free(m);
     free(h);
     free(keys);
     free(ptrs);

@@ -449,9 +449,12 @@ static bool parse_count(const char *text, uint64_t *out)
             if (!push_digit(&exp, (unsigned)(*p++ - '0')) || exp > 1000)
                 return false;
     }
-    exp += *p == 'k' ? 3u : *p == 'M' ? 6u : *p == 'G' ? 9u : 0u;
-    if (*p == 'k' || *p == 'M' || *p == 'G')
+    static const char suffixes[] = "kMG"; /* 10^3, 10^6, 10^9 */
+    const char *suffix = *p ? strchr(suffixes, *p) : NULL;
+    if (suffix) {
+        exp += 3u * (uint64_t)(suffix - suffixes + 1);
         p++;
+    }
     if (*p != '\0')
         return false;
     /* The digits, the fraction's shifted left by the exponent: those that would fall

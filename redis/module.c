@@ -256,10 +256,12 @@ static void cfm_account(cfm_value *v)
 {
     cf_stats s = {0};
     cf_get_stats(v->f, &s);
-    cfm_total_add(&cfm_total.items, s.items);
-    cfm_total_sub(&cfm_total.items, v->counted_items);
-    cfm_total_add(&cfm_total.sub_filters, s.sub_filters);
-    cfm_total_sub(&cfm_total.sub_filters, v->counted_sub_filters);
+    /* The differences, modulo 2^64 as the counters are: one atomic add for a figure that
+     * changed, none for one that did not (most commands change one at most). */
+    if (s.items != v->counted_items)
+        cfm_total_add(&cfm_total.items, s.items - v->counted_items);
+    if (s.sub_filters != v->counted_sub_filters)
+        cfm_total_add(&cfm_total.sub_filters, s.sub_filters - v->counted_sub_filters);
     v->counted_items = s.items;
     v->counted_sub_filters = s.sub_filters;
 }

@@ -139,21 +139,6 @@ _Static_assert(CF__CONFIG_END == sizeof(cf_config),
 _Static_assert(CF__STATS_END == sizeof(cf_stats),
                "a field appended to cf_stats: move CF__STATS_END");
 
-/* Copy a caller's config of `size` bytes into *c: the fields it lacks read 0 (their
- * defaults); fields past ours must be 0, since ignoring one the caller set would give a
- * filter other than the one asked for. */
-static cf_status cf__config_in(const cf_config *config, size_t size, cf_config *c)
-{
-    if (!config || size < CF_CONFIG_SIZE_MIN)
-        return CF_EINVAL;
-    memset(c, 0, sizeof *c);
-    memcpy(c, config, size < CF__CONFIG_END ? size : CF__CONFIG_END);
-    for (size_t i = CF__CONFIG_END; i < size; i++)
-        if (((const unsigned char *)config)[i] != 0)
-            return CF_EINVAL;
-    return CF_OK;
-}
-
 /* Copy *from (`end` bytes that this library fills) into a caller's struct of `size`
  * bytes: what fits, and zeros past `end` for the fields of a later header. */
 static void cf__struct_out(void *out, size_t size, const void *from, size_t end)
@@ -184,10 +169,8 @@ static cf_status cf__resolve(const cf_config *c, cf__params *p)
         return CF_EINVAL;
     unsigned b = cf__or_default(c->bucket_size, CF_DEFAULT_BUCKET_SIZE);
     unsigned f = c->fingerprint_bits;
-    if (c->target_fpr != 0.0) {
-        if (f != 0 || b > CF_MAX_BUCKET_SIZE || (f = cf__bits_for_fpr(c->target_fpr, b)) == 0)
-            return CF_EINVAL;
-    }
+    if (c->target_fpr != 0.0 && (f != 0 || (f = cf__bits_for_fpr(c->target_fpr, b)) == 0))
+        return CF_EINVAL; /* (a bucket size out of range reaches no rate either) */
     f = cf__or_default(f, CF_DEFAULT_FINGERPRINT_BITS);
     p->capacity = c->capacity;
     p->seed = c->seed;
@@ -244,6 +227,26 @@ static void cf__head_layout(const cf__params *p, unsigned ntables, cf__head *h)
     h->tables_cap = cf__tables_cap(p->max_tables, ntables);
 }
 
+/* What cf_new, cf_bytes_needed and cf_config_resolve start from: a caller's config of
+ * `size` bytes copied into *c (the fields it lacks read 0, their defaults; bytes past the
+ * fields this library knows must be 0, since ignoring a field the caller set would give
+ * a filter other than the one asked for), resolved into *p and sized. */
+static cf_status cf__config_sized(const cf_config *config, size_t size, cf_config *c, cf__params *p,
+                                  uint64_t *buckets, size_t *table_bytes)
+{
+    if (!config || size < CF_CONFIG_SIZE_MIN)
+        return CF_EINVAL;
+    memset(c, 0, sizeof *c);
+    memcpy(c, config, size < CF__CONFIG_END ? size : CF__CONFIG_END);
+    for (size_t i = CF__CONFIG_END; i < size; i++)
+        if (((const unsigned char *)config)[i] != 0)
+            return CF_EINVAL;
+    cf_status st = cf__resolve(c, p);
+    if (st == CF_OK && !cf__buckets_for(&p->shape, p->capacity, buckets, table_bytes))
+        st = CF_EINVAL;
+    return st;
+}
+
 size_t cf__fixed_bytes(const cf__params *p, unsigned ntables)
 {
     cf__head h;
@@ -259,11 +262,9 @@ cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, siz
     size_t table_bytes;
     if (!bytes)
         return CF_EINVAL;
-    cf_status st = cf__config_in(config, config_size, &c);
-    if (st != CF_OK || (st = cf__resolve(&c, &p)) != CF_OK)
+    cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &table_bytes);
+    if (st != CF_OK)
         return st;
-    if (!cf__buckets_for(&p.shape, p.capacity, &buckets, &table_bytes))
-        return CF_EINVAL;
     size_t fixed = cf__fixed_bytes(&p, 1);
     if (table_bytes > SIZE_MAX - fixed)
         return CF_EINVAL;
@@ -373,11 +374,9 @@ cf_status cf_new_sized(const cf_config *config, size_t config_size, cf_filter **
     size_t bytes;
     if (!out)
         return CF_EINVAL;
-    cf_status st = cf__config_in(config, config_size, &c);
-    if (st != CF_OK || (st = cf__resolve(&c, &p)) != CF_OK)
+    cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &bytes);
+    if (st != CF_OK)
         return st;
-    if (!cf__buckets_for(&p.shape, p.capacity, &buckets, &bytes))
-        return CF_EINVAL;
     /* A seed nobody knows, unless the caller fixed one: keys cannot then be chosen in
      * advance to crowd one bucket pair (for seed 0, 40 such keys took 75 s of one core to
      * find, and they filled a pair and the whole stash at 0.15 % load). */
@@ -395,11 +394,9 @@ cf_status cf_config_resolve_sized(const cf_config *config, size_t config_size, c
     size_t bytes;
     if (!out || out_size < CF_CONFIG_SIZE_MIN)
         return CF_EINVAL;
-    cf_status st = cf__config_in(config, config_size, &c);
-    if (st != CF_OK || (st = cf__resolve(&c, &p)) != CF_OK)
+    cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &bytes);
+    if (st != CF_OK)
         return st;
-    if (!cf__buckets_for(&p.shape, p.capacity, &buckets, &bytes))
-        return CF_EINVAL;
     c.fingerprint_bits = p.shape.f;
     c.bucket_size = p.shape.b;
     c.max_kicks = p.max_kicks;
@@ -986,8 +983,9 @@ size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flag
     return f->ops->add_many(f, hashes, n, flags, status);
 }
 
-/* Keys that cf_add_keys hashes at a time: their hashes stay in cache (2 KiB on the stack)
- * and the batch is long enough for cf_add_many's prefetching to overlap its reads. */
+/* Keys that cf_add_keys hashes at a time: their hashes and statuses stay in cache (3 KiB
+ * of stack) and the batch is long enough for cf_add_many's prefetching to overlap its
+ * reads. */
 #define CF__ADD_KEYS_BATCH 256u
 
 size_t cf_add_keys(cf_filter *f, const void *const *keys, const size_t *lens, size_t n,
@@ -1002,8 +1000,8 @@ size_t cf_add_keys(cf_filter *f, const void *const *keys, const size_t *lens, si
         /* A batch of the keys that can be hashed; a NULL key with bytes to read is
          * refused where it stands, and the next batch starts after it. */
         size_t end = start, k = 0;
-        while (end < n && k < CF__ADD_KEYS_BATCH && (keys[end] || lens[end] == 0))
-            hashes[k++] = cf_hash(f, keys[end], lens[end]), end++;
+        for (; end < n && k < CF__ADD_KEYS_BATCH && (keys[end] || lens[end] == 0); end++)
+            hashes[k++] = cf__hash_key(f, keys[end], lens[end]);
         added += f->ops->add_many(f, hashes, k, flags, status ? st : NULL);
         if (status)
             memcpy(status + start, st, k * sizeof *st);

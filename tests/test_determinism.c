@@ -143,20 +143,6 @@ static cf_status new_on(const cf_config *c, const char *variant, cf_filter **out
     return st;
 }
 
-/* The serialized bytes of two filters are the same. */
-static void check_same_bytes(const cf_filter *a, const cf_filter *b)
-{
-    size_t na = cf_serialized_size(a), nb = cf_serialized_size(b);
-    uint8_t *ba = malloc(na), *bb = malloc(nb);
-    if (!ba || !bb)
-        exit(2);
-    CHECK_ST(cf_serialize(a, ba, na, NULL), CF_OK);
-    CHECK_ST(cf_serialize(b, bb, nb, NULL), CF_OK);
-    CHECK_MSG(na == nb && memcmp(ba, bb, na) == 0, "the filters' bytes differ");
-    free(ba);
-    free(bb);
-}
-
 /* Filter 0 runs the baseline code and filter 1 the code this CPU picks (x86-64-v3 where it
  * can): the same operations must give the same answers and the same bytes. */
 static void test_same_seed(void)
@@ -197,7 +183,7 @@ static void test_same_seed(void)
         bool same = lockstep(fs, 2, 20 + i, cft_scaled(sh[i].ops), &r, &in, &next_id);
         if (same) {
             compare(fs, 2, 20 + i, next_id, probes);
-            check_same_bytes(fs[0], fs[1]);
+            CHECK_MSG(cft_same_bytes(fs[0], fs[1]), "the filters' bytes differ");
         }
         cf_stats s = cft_stats(fs[0]);
         printf("  same seed b %2u f %2u e %u: %llu items, %u sub-filters, load %.3f: %s\n", sh[i].b,

@@ -366,19 +366,6 @@ static cf_filter *mapped_copy(const cf_filter *f, const char *name)
     return m;
 }
 
-static bool same_bytes(const cf_filter *a, const cf_filter *b)
-{
-    size_t na = cf_serialized_size(a), nb = cf_serialized_size(b);
-    if (na == 0 || na != nb)
-        return false;
-    uint8_t *pa = xmalloc(na), *pb = xmalloc(nb);
-    bool same = cf_serialize(a, pa, na, NULL) == CF_OK && cf_serialize(b, pb, nb, NULL) == CF_OK &&
-                memcmp(pa, pb, na) == 0;
-    free(pa);
-    free(pb);
-    return same;
-}
-
 /* 1. Fill a filter (growing: until three sub-filters; fixed: until the stash is used and
  * adds fail), then check every lookup against the reference, delete a third, check again. */
 static void lookup_scenario(unsigned fb, unsigned b, bool growing, uint64_t tag)
@@ -634,8 +621,9 @@ static void add_many_scenario(unsigned fb, unsigned b, scenario sc, unsigned fla
     cf_stats sa = cft_stats(f[0]), sb = cft_stats(f[1]), sn = cft_stats(f[2]);
     CHECK_STATS_EQ(sa, sb);
     CHECK_STATS_EQ(sa, sn);
-    CHECK_MSG(same_bytes(f[0], f[1]), "cf_add_many (statuses) and the loop serialize differently");
-    CHECK_MSG(same_bytes(f[0], f[2]),
+    CHECK_MSG(cft_same_bytes(f[0], f[1]),
+              "cf_add_many (statuses) and the loop serialize differently");
+    CHECK_MSG(cft_same_bytes(f[0], f[2]),
               "cf_add_many (no statuses) and the loop serialize differently");
 
     /* What the scenario was meant to exercise did happen (full-size runs). With
@@ -752,7 +740,7 @@ static void last_bucket_scenario(unsigned fb, unsigned b, bool growing, uint64_t
     st[p.n] = CF_ECORRUPT;
     CHECK_EQ_U(cf_add_many(z, hs, p.n, 0, st), oks);
     CHECK_MSG(st[p.n] == CF_ECORRUPT, "a status written past the batch");
-    CHECK_MSG(same_bytes(a, z), "cf_add_many and cf_add serialize differently");
+    CHECK_MSG(cft_same_bytes(a, z), "cf_add_many and cf_add serialize differently");
     /* The last bucket of the (then) newest sub-filter is full now. */
     const cf__table *t = &a->tables[newest];
     unsigned used = 0;
@@ -770,7 +758,7 @@ static void last_bucket_scenario(unsigned fb, unsigned b, bool growing, uint64_t
         CHECK_ST(cf_delete(a, kb, len), CF_OK);
         CHECK_ST(cf_delete_hash(z, in.v[i].h), CF_OK);
     }
-    CHECK_MSG(same_bytes(a, z), "after the deletes, the twins differ");
+    CHECK_MSG(cft_same_bytes(a, z), "after the deletes, the twins differ");
     check_lookups(a, stream, p.v, p.n);
     /* And in again with CF_ADD_UNIQUE, against cf_add_unique. */
     size_t ok_u = 0;
@@ -787,7 +775,7 @@ static void last_bucket_scenario(unsigned fb, unsigned b, bool growing, uint64_t
     for (size_t i = 0; i < p.n; i++)
         diff += su[i] != st[i];
     CHECK_MSG(diff == 0, "%zu CF_ADD_UNIQUE statuses differ", diff);
-    CHECK_MSG(same_bytes(a, z), "after CF_ADD_UNIQUE, the twins differ");
+    CHECK_MSG(cft_same_bytes(a, z), "after CF_ADD_UNIQUE, the twins differ");
     check_lookups(z, stream, p.v, p.n);
     free(su);
     free(hs);
@@ -859,7 +847,7 @@ static void refusals(unsigned fb, unsigned b, uint64_t tag)
     CHECK_EQ_U(cf_add_many(f, hs, 0, CF_ADD_UNIQUE, st), 0);
     CHECK_EQ_U(cf_add_many(f, NULL, 0, 0, NULL), 0);
     CHECK_ST(st[0], CF_ECORRUPT);
-    CHECK_MSG(same_bytes(f, g), "a refused cf_add_many changed the filter");
+    CHECK_MSG(cft_same_bytes(f, g), "a refused cf_add_many changed the filter");
 
     /* cf_contains_keys does nothing when a pointer is NULL, or for n = 0. */
     {
@@ -892,7 +880,7 @@ static void refusals(unsigned fb, unsigned b, uint64_t tag)
         st[0] = CF_ECORRUPT;
         CHECK_EQ_U(cf_add_many(m, hs, 0, 0, st), 0);
         CHECK_ST(st[0], CF_ECORRUPT);
-        CHECK_MSG(same_bytes(f, m), "the mapped filter changed");
+        CHECK_MSG(cft_same_bytes(f, m), "the mapped filter changed");
         cf_free(m);
     }
 
@@ -919,14 +907,14 @@ static void refusals(unsigned fb, unsigned b, uint64_t tag)
                 break;
         }
         CHECK(!cf_is_loading(l));
-        CHECK_MSG(same_bytes(f, l), "the loaded copy differs");
+        CHECK_MSG(cft_same_bytes(f, l), "the loaded copy differs");
         cf_status sf[N], sl[N];
         size_t rf = cf_add_many(f, hs, N, CF_ADD_UNIQUE, sf);
         size_t rl = cf_add_many(l, hs, N, CF_ADD_UNIQUE, sl);
         CHECK_EQ_U(rl, rf);
         CHECK_EQ_U(rf, N / 2); /* the first half was there already */
         CHECK(memcmp(sf, sl, sizeof sf) == 0);
-        CHECK_MSG(same_bytes(f, l), "the loaded copy differs after cf_add_many");
+        CHECK_MSG(cft_same_bytes(f, l), "the loaded copy differs after cf_add_many");
     }
     cf_free(l);
     free(buf);

@@ -383,6 +383,21 @@ static inline cf_filter *cft_new(cf_config c)
     return f;
 }
 
+/* Do a and b serialize to the same bytes (the same filter, bit for bit)? False for a
+ * filter that cannot be serialized (one still loading) or if memory runs out. */
+static inline bool cft_same_bytes(const cf_filter *a, const cf_filter *b)
+{
+    size_t na = cf_serialized_size(a), nb = cf_serialized_size(b);
+    if (na == 0 || na != nb)
+        return false;
+    uint8_t *pa = malloc(na), *pb = malloc(nb);
+    bool same = pa && pb && cf_serialize(a, pa, na, NULL) == CF_OK &&
+                cf_serialize(b, pb, nb, NULL) == CF_OK && memcmp(pa, pb, na) == 0;
+    free(pa);
+    free(pb);
+    return same;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Stats helpers                                                                        */
 /* ------------------------------------------------------------------------------------ */
