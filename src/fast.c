@@ -30,109 +30,6 @@
  * 8, 16, 32 and 64 measured the same, 4 was 30 % slower. */
 #define CF__AHEAD 16u
 
-/* Bit 0 of each of the B lanes of F bits. */
-static CF__INLINE uint64_t cf__lanes_lo_t(unsigned F, unsigned B)
-{
-    uint64_t lo = 0;
-    for (unsigned j = 0; j < B; j++)
-        lo |= UINT64_C(1) << (j * F);
-    return lo;
-}
-
-/* The first byte of bucket i (fast shapes start every bucket on a byte). */
-static CF__INLINE const uint8_t *cf__bucket_at_t(const cf__table *t, const cf__shape *s, uint64_t i,
-                                                 unsigned F, unsigned B)
-{
-    if (F)
-        return t->data + i * (F * B / 8);
-    return t->data + ((i * s->bucket_bits) >> 3);
-}
-
-/* The zero lanes of w, the B lanes of F bits of a bucket: nonzero iff a lane is zero, and
- * its lowest set bit is the top bit of the first zero lane. (w - lo) & ~w sets the top bit
- * of a lane that is 0, and of a lane that is 1 with a borrow from a zero lane below it,
- * never of another: so the answer is exact as a whole and in its lowest bit. The bits
- * above the bucket (the next bucket's, loaded with it) only borrow upward, out of it. */
-static CF__INLINE uint64_t cf__zero_lanes_t(uint64_t w, unsigned F, unsigned B)
-{
-    uint64_t lo = cf__lanes_lo_t(F, B);
-    return (w - lo) & ~w & (lo << (F - 1));
-}
-
-/* Bytes a fast shape loads for a bucket: the bucket's size rounded up to 2, 4 or 8. A
- * bucket of 2, 4 or 8 bytes is then read with one aligned load that never straddles two
- * cache lines (a wider load would, now and then, and cost a second memory read). */
-static CF__INLINE unsigned cf__load_bytes_t(unsigned F, unsigned B)
-{
-    unsigned bytes = F * B / 8;
-    return bytes <= 2 ? 2u : bytes <= 4 ? 4u : 8u;
-}
-
-static CF__INLINE uint64_t cf__load_t(const uint8_t *p, unsigned F, unsigned B)
-{
-    unsigned n = cf__load_bytes_t(F, B);
-    return n == 2 ? cf__load_le16(p) : n == 4 ? cf__load_le32(p) : cf__load_le64(p);
-}
-
-static CF__INLINE void cf__store_t(uint8_t *p, uint64_t w, unsigned F, unsigned B)
-{
-    unsigned n = cf__load_bytes_t(F, B);
-    if (n == 2)
-        cf__store_le16(p, (uint16_t)w);
-    else if (n == 4)
-        cf__store_le32(p, (uint32_t)w);
-    else
-        cf__store_le64(p, w);
-}
-
-/* Start fetching bucket i: its first cache line and, for a load that may straddle two
- * lines (buckets of 3 and 6 bytes), the line of its last byte too. */
-static CF__INLINE void cf__prefetch_t(const cf__table *t, const cf__shape *s, uint64_t i,
-                                      bool write, unsigned F, unsigned B)
-{
-    const uint8_t *p = cf__bucket_at_t(t, s, i, F, B);
-    const uint8_t *last = p + (F ? cf__load_bytes_t(F, B) : 8u) - 1;
-    bool straddles = !F || F * B / 8 != cf__load_bytes_t(F, B);
-    /* The builtin takes its read/write hint as a literal only (clang checks that before
-     * inlining), hence one call per case. */
-    if (write) {
-        CF__PREFETCH(p, 1);
-        if (straddles)
-            CF__PREFETCH(last, 1);
-    } else {
-        CF__PREFETCH(p, 0);
-        if (straddles)
-            CF__PREFETCH(last, 0);
-    }
-}
-
-/* The value of x, hidden from the optimiser: a multiply by a constant that it would
- * otherwise unfold into a chain of 4 to 6 shifts and adds stays one multiply. */
-static CF__INLINE uint64_t cf__opaque(uint64_t x)
-{
-#if defined(__GNUC__) || defined(__clang__)
-    __asm__("" : "+r"(x));
-#endif
-    return x;
-}
-
-/* Nonzero iff a slot of the bucket whose word is w holds the fingerprint whose B copies
- * are fps (fast shapes). */
-static CF__INLINE uint64_t cf__word_match_t(uint64_t w, uint64_t fps, unsigned F, unsigned B)
-{
-    return cf__zero_lanes_t(w ^ fps, F, B);
-}
-
-/* Nonzero iff a slot of bucket i holds fp. */
-static CF__INLINE uint64_t cf__match_t(const cf__table *t, const cf__shape *s, uint64_t i,
-                                       uint32_t fp, unsigned F, unsigned B)
-{
-    if (!F)
-        return cf__bucket_has(t, s, i, fp);
-    uint64_t w = cf__load_t(cf__bucket_at_t(t, s, i, F, B), F, B);
-    return cf__word_match_t(w, cf__opaque(cf__lanes_lo_t(F, B)) * fp, F, B);
-}
-
 static CF__INLINE cf__key cf__key_t(const cf__shape *s, uint64_t h, unsigned F)
 {
     return cf__key_bits(F ? F : s->f, h);
@@ -145,15 +42,9 @@ static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F
     cf__key k = cf__key_t(&f->shape, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
-    if (!F)
+    if (!F) /* a present key found in its first bucket skips the second */
         return cf__bucket_has(t, &f->shape, i1, k.fp) || cf__bucket_has(t, &f->shape, i2, k.fp);
-    /* Both buckets, with no branch between them: for present keys, which of the two holds
-     * the key is a coin toss, and a mispredicted branch would throw away the lookups in
-     * flight behind it. */
-    uint64_t fps = cf__opaque(cf__lanes_lo_t(F, B)) * k.fp;
-    uint64_t w1 = cf__load_t(cf__bucket_at_t(t, &f->shape, i1, F, B), F, B);
-    uint64_t w2 = cf__load_t(cf__bucket_at_t(t, &f->shape, i2, F, B), F, B);
-    return (cf__word_match_t(w1, fps, F, B) | cf__word_match_t(w2, fps, F, B)) != 0;
+    return cf__pair_has_t(t, &f->shape, i1, i2, k.fp, F, B);
 }
 
 /* The hash of key j of src (hashes, or keys hashed here: HASHED says which, as a constant),
@@ -212,8 +103,7 @@ static CF__INLINE bool cf__probe_t(const cf_filter *f, size_t j, const cf__pendi
                                    bool hashed, unsigned F, unsigned B)
 {
     size_t x = j % CF__AHEAD;
-    bool hit = (cf__match_t(&q->t, &q->s, q->i1[x], q->fp[x], F, B) |
-                cf__match_t(&q->t, &q->s, q->i2[x], q->fp[x], F, B)) != 0;
+    bool hit = cf__pair_has_t(&q->t, &q->s, q->i1[x], q->i2[x], q->fp[x], F, B);
     if (!simple && !hit)
         hit = cf__contains_all(f, q->h[x]);
     return hit & (hashed || q->valid[x]);
@@ -250,22 +140,11 @@ static CF__INLINE cf_status cf__add_at_t(cf_filter *f, uint64_t h, uint32_t fp, 
 {
     const cf__shape *s = &f->shape;
     cf__table *t = &f->tables[f->ntables - 1];
+    /* A loop rather than two calls: the compiler then shares one store between them. */
     uint64_t i[2] = {i1, i2};
-    for (unsigned w = 0; w < 2; w++) {
-        if (F) {
-            uint8_t *p = t->data + i[w] * (F * B / 8);
-            uint64_t word = cf__load_t(p, F, B), empty = cf__zero_lanes_t(word, F, B);
-            if (empty) {
-                /* The slot is zero, so or-ing the fingerprint in sets it; the rest of the
-                 * word (the next bucket's bytes, if any) is written back unchanged. */
-                cf__store_t(p, word | (uint64_t)fp << (cf__ctz64(empty) - (F - 1)), F, B);
-                t->items++;
-                return CF_OK;
-            }
-        } else if (cf__put_if_free(t, s, i[w], fp)) {
+    for (unsigned w = 0; w < 2; w++)
+        if (cf__put_if_free_t(t, s, i[w], fp, F, B))
             return CF_OK;
-        }
-    }
     return cf__insert_rest_h(f, h, i1, i2);
 }
 
@@ -318,10 +197,9 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
     return added;
 }
 
-/* Delete in a filter of one sub-filter and an empty stash: both buckets are loaded and
- * compared before anything is decided (which bucket holds the key is a coin toss), then
- * the first matching slot of the first bucket that has one is cleared, as the slow path
- * (cf__delete_all) would choose. */
+/* Delete in a filter of one sub-filter and an empty stash: the first slot holding the
+ * fingerprint, first bucket first, is cleared, as the slow path (cf__delete_all) would
+ * choose. */
 static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
     if (!F)
@@ -330,18 +208,7 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     cf__key k = cf__key_t(&f->shape, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
-    uint8_t *p1 = t->data + i1 * (F * B / 8), *p2 = t->data + i2 * (F * B / 8);
-    uint64_t w1 = cf__load_t(p1, F, B), w2 = cf__load_t(p2, F, B);
-    uint64_t fps = cf__opaque(cf__lanes_lo_t(F, B)) * k.fp;
-    uint64_t m1 = cf__word_match_t(w1, fps, F, B), m2 = cf__word_match_t(w2, fps, F, B);
-    if (!(m1 | m2))
-        return CF_NOT_FOUND;
-    uint8_t *p = m1 ? p1 : p2;
-    uint64_t w = m1 ? w1 : w2, m = m1 ? m1 : m2;
-    uint64_t lane = ((UINT64_C(1) << F) - 1) << (cf__ctz64(m) - (F - 1));
-    cf__store_t(p, w & ~lane, F, B);
-    t->items--;
-    return CF_OK;
+    return cf__pair_remove_t(t, &f->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;
 }
 
 /* Each template compiled for each fast shape, and once for all other shapes, into tables

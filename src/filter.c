@@ -2,22 +2,13 @@
  * filter.c - the cuckoo filter: hashing keys, inserting with eviction, growth across
  * sub-filters, lookups, deletes and the public API around them.
  */
-#define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <unistd.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#include <sys/random.h>
-#endif
 
 /* Slots of a bucket whose moves an eviction search fetches ahead: all of them for the
  * bucket sizes that are used (up to 8); larger buckets fetch the first 8. */
@@ -50,37 +41,6 @@
  * which finds the same path a single search would. */
 #define CF__FIRST_NODES 16u
 
-/* Transparent huge pages: a table spread over 4 KiB pages costs a TLB miss, and in a VM a
- * two-level page walk, on nearly every lookup once it outgrows the TLB's reach (a few
- * MiB); 2 MiB pages remove most of them (batched lookups ~15 % faster at 50M keys). The
- * default allocator asks for them on blocks of at least this size, before they are first
- * touched. It is a hint: kernels without THP, or set to "never", ignore it. */
-#define CF__HUGE_PAGE     ((size_t)2 << 20)
-#define CF__HUGE_MIN_SIZE ((size_t)4 << 20)
-
-static void *cf__malloc(void *ctx, size_t size)
-{
-    (void)ctx;
-    void *p = malloc(size);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (p && size >= CF__HUGE_MIN_SIZE) {
-        uintptr_t start = ((uintptr_t)p + CF__HUGE_PAGE - 1) & ~(uintptr_t)(CF__HUGE_PAGE - 1);
-        uintptr_t end = ((uintptr_t)p + size) & ~(uintptr_t)(CF__HUGE_PAGE - 1);
-        if (end > start)
-            (void)madvise((void *)start, end - start, MADV_HUGEPAGE);
-    }
-#endif
-    return p;
-}
-
-static void cf__libc_free(void *ctx, void *ptr)
-{
-    (void)ctx;
-    free(ptr);
-}
-
-const cf_allocator cf__default_allocator = {cf__malloc, cf__libc_free, NULL};
-
 /* ------------------------------------------------------------------------------------ */
 /* Configuration                                                                        */
 /* ------------------------------------------------------------------------------------ */
@@ -92,43 +52,6 @@ static unsigned cf__or_default(unsigned v, unsigned def)
 
 /* The flags cf_config.flags may have. */
 #define CF__CONFIG_FLAGS CF_FIXED_SEED
-
-/* Fill *seed with bytes from the system's random source (getrandom, else /dev/urandom),
- * never 0 (0 means "draw one"). CF_EIO if the system has none to give. */
-cf_status cf_random_seed(uint64_t *seed)
-{
-    if (!seed)
-        return CF_EINVAL;
-    uint64_t x = 0;
-    while (x == 0) {
-        uint8_t *p = (uint8_t *)&x;
-        size_t got = 0;
-#if defined(__linux__)
-        while (got < sizeof x) {
-            ssize_t r = getrandom(p + got, sizeof x - got, 0);
-            if (r < 0 && errno != EINTR)
-                break;
-            got += r > 0 ? (size_t)r : 0;
-        }
-#endif
-        if (got < sizeof x) {
-            int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-            if (fd < 0)
-                return CF_EIO;
-            for (got = 0; got < sizeof x;) {
-                ssize_t r = read(fd, p + got, sizeof x - got);
-                if (r <= 0 && !(r < 0 && errno == EINTR))
-                    break;
-                got += r > 0 ? (size_t)r : 0;
-            }
-            close(fd);
-            if (got < sizeof x)
-                return CF_EIO;
-        }
-    }
-    *seed = x;
-    return CF_OK;
-}
 
 /* The end of the last field of each struct this library knows: a caller's struct may be
  * larger (a later header's), and then the bytes past these must be 0. */
@@ -272,23 +195,6 @@ cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, siz
     return CF_OK;
 }
 
-/* Table t, empty, of `buckets` = base * scale buckets (see cf__buckets). */
-static void cf__table_setup(cf__table *t, uint8_t *data, uint64_t base, uint64_t buckets,
-                            size_t bytes)
-{
-    if (data)
-        memset(data, 0, bytes);
-    t->data = data;
-    t->buckets = buckets;
-    t->items = 0;
-    t->bytes = bytes;
-    t->base = base;
-    t->scale = buckets / base;
-    t->per_scale = (cf__divisor){0};
-    if (t->scale > 1)
-        cf__divisor_init(&t->per_scale, t->scale);
-}
-
 /* Free what cf__filter_make allocated: the tables that have data, the array, the head;
  * and a loading filter's checksum state. */
 static void cf__release(cf_filter *f, unsigned ntables)
@@ -358,7 +264,7 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
             cf__release(f, i);
             return CF_ENOMEM;
         }
-        cf__table_setup(&tables[i], data, buckets0, buckets, bytes);
+        cf__table_init(&tables[i], data, buckets0, buckets, bytes);
     }
     f->ntables = ntables;
     cf__sync_ops(f);
@@ -419,10 +325,8 @@ void cf_clear(cf_filter *f)
 {
     if (!f || cf__read_only(f))
         return;
-    for (unsigned i = 0; i < f->ntables; i++) {
-        memset(f->tables[i].data, 0, f->tables[i].bytes);
-        f->tables[i].items = 0;
-    }
+    for (unsigned i = 0; i < f->ntables; i++)
+        cf__table_clear(&f->tables[i]);
     f->stash_n = 0;
     cf__sync_ops(f);
 }
@@ -499,7 +403,7 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
         unsigned ahead = s->b < CF__PREFETCH_SLOTS ? s->b : CF__PREFETCH_SLOTS;
         for (unsigned j = 0; j < ahead; j++) {
             nexts[j] = cf__alt_of(t, bucket, cf__slot_get(t, s, bucket, j));
-            CF__PREFETCH(t->data + ((nexts[j] * s->bucket_bits) >> 3), 1);
+            cf__bucket_prefetch(t, s, nexts[j], true);
         }
         for (unsigned j = 0; j < s->b; j++) {
             uint64_t next =
@@ -603,7 +507,7 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
         f->tables_cap = cap;
     }
     cf__table *t = &f->tables[f->ntables];
-    cf__table_setup(t, data, f->tables[0].buckets, buckets, bytes);
+    cf__table_init(t, data, f->tables[0].buckets, buckets, bytes);
     uint64_t i1, i2;
     cf__buckets(t, k, &i1, &i2);
     cf__put_if_free(t, &f->shape, i1, k->fp); /* an empty table always has room */

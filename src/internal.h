@@ -1,379 +1,20 @@
 /*
- * internal.h - what the library's translation units share: the table layout, the bucket
- * probes (inline, because they are the hot path), the hashing scheme and the filter
- * struct. Nothing here is exported: the shared library is built with
- * -fvisibility=hidden and only CF_API functions are visible.
+ * internal.h - what the library's translation units share: the hashing scheme (which
+ * buckets a key may occupy), the filter struct and the calls between files. Bucket storage
+ * and its probes are table.h's, the portable primitives bits.h's. Nothing here is
+ * exported: the shared library is built with -fvisibility=hidden and only CF_API
+ * functions are visible.
  */
 #ifndef CF_INTERNAL_H
 #define CF_INTERNAL_H
 
 #include "cuckoofilter.h"
-
-#include <string.h>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define CF__HIDDEN          __attribute__((visibility("hidden")))
-#define CF__LIKELY(x)       __builtin_expect(!!(x), 1)
-#define CF__UNLIKELY(x)     __builtin_expect(!!(x), 0)
-#define CF__INLINE          inline __attribute__((always_inline))
-#define CF__PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
-#else
-#define CF__HIDDEN
-#define CF__LIKELY(x)       (x)
-#define CF__UNLIKELY(x)     (x)
-#define CF__INLINE          inline
-#define CF__PREFETCH(p, rw) ((void)(p))
-#endif
+#include "table.h"
 
 /* CF__HAVE_V3: the build compiled fast.c for x86-64-v3 too (CMakeLists.txt says when). */
 #ifndef CF__HAVE_V3
 #define CF__HAVE_V3 0
 #endif
-
-#if defined(__SIZEOF_INT128__)
-#define CF__HAVE_U128 1
-__extension__ typedef unsigned __int128 cf__u128;
-#else
-#define CF__HAVE_U128 0
-#endif
-
-/* Bytes of zero padding after every table, so that a probe may always load 8 bytes at
- * the byte where a bucket or slot starts, even for the last one. */
-#define CF__TABLE_PAD 8u
-
-/* No table may exceed 64 TiB: no machine this runs on can address more in one block, and
- * the bound keeps every bit offset (bytes * 8) far from overflowing 64 bits. */
-#define CF__MAX_TABLE_BYTES (UINT64_C(1) << 46)
-
-/* Bucket indices come from the 64 - f hash bits that the fingerprint does not use. A
- * table of m buckets maps their 2^(64 - f) values onto m buckets; capping m at 2^(58 - f)
- * keeps each bucket's share within 1/64 of the others' (at least 64 values per bucket). */
-#define CF__INDEX_BIAS_BITS 6u
-
-/* Sizing loads, in parts per 10000, for the bucket sizes the paper measured and the ones
- * in between. Each sits just below the load at which the first insert fails (measured by
- * tests/test_full.c and bench/figures.c), so that `capacity` random keys always fit. */
-#define CF__LOAD_SCALE 10000u
-
-/* ------------------------------------------------------------------------------------ */
-/* Portable bit tricks                                                                  */
-/* ------------------------------------------------------------------------------------ */
-
-static inline unsigned cf__ctz64(uint64_t x)
-{
-#if defined(__GNUC__) || defined(__clang__)
-    return (unsigned)__builtin_ctzll(x);
-#else
-    unsigned n = 0;
-    while (!(x & 1u)) {
-        x >>= 1;
-        n++;
-    }
-    return n;
-#endif
-}
-
-/* Leading zeros of x != 0. */
-static inline unsigned cf__clz64(uint64_t x)
-{
-#if defined(__GNUC__) || defined(__clang__)
-    return (unsigned)__builtin_clzll(x);
-#else
-    unsigned n = 0;
-    while (!(x & (UINT64_C(1) << 63))) {
-        x <<= 1;
-        n++;
-    }
-    return n;
-#endif
-}
-
-static inline unsigned cf__popcount64(uint64_t x)
-{
-#if defined(__GNUC__) || defined(__clang__)
-    return (unsigned)__builtin_popcountll(x);
-#else
-    unsigned n = 0;
-    for (; x; x &= x - 1)
-        n++;
-    return n;
-#endif
-}
-
-/* The table's bytes are little-endian on every host, so that a file written on one
- * machine reads the same on another. */
-static inline uint64_t cf__load_le64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static inline uint32_t cf__load_le32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap32(v);
-#endif
-    return v;
-}
-
-static inline uint16_t cf__load_le16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static inline void cf__store_le32(uint8_t *p, uint32_t v)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap32(v);
-#endif
-    memcpy(p, &v, sizeof v);
-}
-
-static inline void cf__store_le16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static inline void cf__store_le64(uint8_t *p, uint64_t v)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    memcpy(p, &v, sizeof v);
-}
-
-/* a * b, or false if it does not fit in 64 bits. */
-static inline bool cf__mul_u64(uint64_t a, uint64_t b, uint64_t *out)
-{
-    if (a != 0 && b > UINT64_MAX / a)
-        return false;
-    *out = a * b;
-    return true;
-}
-
-static inline bool cf__add_u64(uint64_t a, uint64_t b, uint64_t *out)
-{
-    if (b > UINT64_MAX - a)
-        return false;
-    *out = a + b;
-    return true;
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* Multiply-high, and exact division without a hardware divide                           */
-/* ------------------------------------------------------------------------------------ */
-
-/* The high 64 bits of a * b: floor(a * b / 2^64), which maps a 64-bit fraction a / 2^64
- * onto [0, b) with one multiply (Lemire's "fast alternative to the modulo reduction"). */
-static inline uint64_t cf__mulhi(uint64_t a, uint64_t b)
-{
-#if defined(__BMI2__) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    /* mulx writes any two registers; gcc 12 emits mul for the 128-bit product instead,
-     * which pins rdx:rax and costs a move before and after each of a lookup's two. */
-    uint64_t hi, lo;
-    __asm__("mulx %[b], %[lo], %[hi]" : [hi] "=r"(hi), [lo] "=r"(lo) : [b] "rm"(b), "d"(a));
-    (void)lo;
-    return hi;
-#elif CF__HAVE_U128
-    return (uint64_t)(((cf__u128)a * b) >> 64);
-#else
-    uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
-    uint64_t mid = (a0 * b0 >> 32) + (uint32_t)(a1 * b0) + (uint32_t)(a0 * b1);
-    return a1 * b1 + (a1 * b0 >> 32) + (a0 * b1 >> 32) + (mid >> 32);
-#endif
-}
-
-/* A 64-bit divide costs 15 to 90 cycles depending on the CPU; dividing a bucket number by
- * a sub-filter's scale (an eviction in a grown filter) is two multiplies instead.
- *
- * For a divisor d >= 2, let L = ceil(log2 d) and M = ceil(2^(63 + L) / d). Then for every
- * a < 2^63, floor(a / d) = floor(a * M / 2^(63 + L)), which is the high word of the
- * 128-bit product a * M shifted right by L - 1. Proof: M = (2^(63+L) + e) / d with
- * 0 <= e < d, so a M / 2^(63+L) = a / d + a e / (d 2^(63+L)), and the error term is below
- * 2^63 / 2^(63+L) = 2^-L <= 1/d; a / d = q + r/d with r <= d - 1, so the sum stays below
- * q + 1. And M fits 64 bits: d > 2^(L-1) gives M <= 2^64 - 1 (and d = 2^L gives 2^63).
- * This is the method of Granlund and Montgomery, "Division by invariant integers using
- * multiplication" (1994), with the precision chosen so that no correction step is needed. */
-typedef struct cf__divisor {
-    uint64_t d;
-    uint64_t magic; /* M = ceil(2^(63 + L) / d) */
-    unsigned shift; /* L - 1 */
-} cf__divisor;
-
-CF__HIDDEN void cf__divisor_init(cf__divisor *dv, uint64_t d);
-
-/* floor(a / d), for a < 2^63 (bucket numbers: at most 58 bits). */
-static inline uint64_t cf__div63(uint64_t a, const cf__divisor *dv)
-{
-#if CF__HAVE_U128
-    return cf__mulhi(a, dv->magic) >> dv->shift;
-#else
-    return a / dv->d;
-#endif
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* Table shape and bucket probes                                                        */
-/* ------------------------------------------------------------------------------------ */
-/* See table.c for the picture of the layout. A "shape" is what every table of one filter
- * shares: fingerprint width f, bucket size b and the masks derived from them. */
-/* The shapes whose probes are compiled with constant widths (filter.c): every bucket is a
- * whole number of bytes, at most 8, so one unaligned 64-bit load at byte b * f / 8 * i
- * holds bucket i with no shift. These are the paper's shapes, the library's default
- * (b = 4, f = 12) and the Redis module's (b = 2, f = 12). Any other shape takes the same
- * code with its widths read from the shape at run time. */
-#define CF__FAST_SHAPES(X) X(8, 4) X(12, 4) X(16, 4) X(8, 2) X(12, 2) X(16, 2) X(8, 8)
-
-#define CF__KIND_ENUM(F, B) CF__KIND_##F##_##B,
-enum cf__kind { CF__KIND_GENERIC = 0, CF__FAST_SHAPES(CF__KIND_ENUM) CF__KINDS };
-#undef CF__KIND_ENUM
-
-typedef struct cf__shape {
-    enum cf__kind kind;   /* a fast shape, or CF__KIND_GENERIC */
-    unsigned f;           /* fingerprint bits, 4..32 */
-    unsigned b;           /* slots per bucket, 1..255 */
-    unsigned bucket_bits; /* b * f */
-    uint64_t fp_mask;     /* f low bits set */
-    /* The SWAR probe: when a whole bucket fits in one 64-bit load, the b slots are
-     * compared at once as b lanes of f bits. */
-    bool swar;
-    uint64_t bucket_mask; /* bucket_bits low bits set */
-    uint64_t lane_lo;     /* bit 0 of every lane */
-    uint64_t lane_hi;     /* bit f - 1 of every lane */
-    uint64_t lane_low;    /* bits 0..f-2 of every lane */
-} cf__shape;
-
-typedef struct cf__table {
-    uint8_t *data;         /* bucket_bits * buckets bits, then CF__TABLE_PAD zero bytes */
-    uint64_t buckets;      /* base * scale: always even (see cf__alt) */
-    uint64_t items;        /* occupied slots */
-    size_t bytes;          /* allocated bytes, padding included */
-    uint64_t base;         /* buckets of the filter's first sub-filter, where alternates are made */
-    uint64_t scale;        /* buckets / base: expansion^k for sub-filter k */
-    cf__divisor per_scale; /* for bucket / scale (scale >= 2; unused when it is 1) */
-} cf__table;
-
-CF__HIDDEN void cf__shape_init(cf__shape *s, unsigned f, unsigned b);
-/* Bytes that hold the slots of `buckets` buckets: their bits rounded up to whole bytes,
- * no padding (the length of a table in a file). The caller has checked the size. */
-static inline uint64_t cf__data_bytes(const cf__shape *s, uint64_t buckets)
-{
-    uint64_t bits = buckets * s->bucket_bits;
-    return bits / 8 + (bits % 8 != 0);
-}
-
-/* Bytes a table of `buckets` buckets needs (padding included), or false if it exceeds
- * CF__MAX_TABLE_BYTES or the index bias bound. */
-CF__HIDDEN bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes);
-/* The number of buckets for `capacity` items, capacity / (b * load) rounded up to an even
- * number, and the table's bytes; false if it does not fit the limits. */
-CF__HIDDEN bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets,
-                                size_t *bytes);
-
-static inline uint64_t cf__slot_bit(const cf__shape *s, uint64_t bucket, unsigned slot)
-{
-    return bucket * s->bucket_bits + (uint64_t)slot * s->f;
-}
-
-static inline uint32_t cf__slot_get(const cf__table *t, const cf__shape *s, uint64_t bucket,
-                                    unsigned slot)
-{
-    uint64_t bit = cf__slot_bit(s, bucket, slot);
-    return (uint32_t)((cf__load_le64(t->data + (bit >> 3)) >> (bit & 7u)) & s->fp_mask);
-}
-
-static inline void cf__slot_set(cf__table *t, const cf__shape *s, uint64_t bucket, unsigned slot,
-                                uint32_t fp)
-{
-    uint64_t bit = cf__slot_bit(s, bucket, slot);
-    uint8_t *p = t->data + (bit >> 3);
-    unsigned shift = (unsigned)(bit & 7u);
-    uint64_t w = cf__load_le64(p);
-    w = (w & ~(s->fp_mask << shift)) | ((uint64_t)fp << shift);
-    cf__store_le64(p, w);
-}
-
-/* The whole bucket as b lanes of f bits (only for shapes with s->swar). */
-static inline uint64_t cf__bucket_word(const cf__table *t, const cf__shape *s, uint64_t bucket)
-{
-    uint64_t bit = bucket * s->bucket_bits;
-    return (cf__load_le64(t->data + (bit >> 3)) >> (bit & 7u)) & s->bucket_mask;
-}
-
-/* The top bit of every lane of w that equals fp. Exact: no carry crosses a lane, since
- * (lane & low) + low < 2^f. */
-static inline uint64_t cf__lanes_equal(const cf__shape *s, uint64_t w, uint32_t fp)
-{
-    uint64_t x = w ^ (s->lane_lo * fp);
-    uint64_t y = (x & s->lane_low) + s->lane_low;
-    return ~(y | x | s->lane_low) & s->lane_hi;
-}
-
-static inline bool cf__bucket_has(const cf__table *t, const cf__shape *s, uint64_t bucket,
-                                  uint32_t fp)
-{
-    if (CF__LIKELY(s->swar))
-        return cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp) != 0;
-    for (unsigned j = 0; j < s->b; j++)
-        if (cf__slot_get(t, s, bucket, j) == fp)
-            return true;
-    return false;
-}
-
-static inline unsigned cf__bucket_count(const cf__table *t, const cf__shape *s, uint64_t bucket,
-                                        uint32_t fp)
-{
-    if (CF__LIKELY(s->swar))
-        return cf__popcount64(cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp));
-    unsigned n = 0;
-    for (unsigned j = 0; j < s->b; j++)
-        n += cf__slot_get(t, s, bucket, j) == fp;
-    return n;
-}
-
-/* Every slot of the bucket holds fp. */
-static inline bool cf__bucket_all(const cf__table *t, const cf__shape *s, uint64_t bucket,
-                                  uint32_t fp)
-{
-    if (CF__LIKELY(s->swar))
-        return cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp) == s->lane_hi;
-    for (unsigned j = 0; j < s->b; j++)
-        if (cf__slot_get(t, s, bucket, j) != fp)
-            return false;
-    return true;
-}
-
-/* The first slot of the bucket holding fp (fp = 0: the first empty slot), or -1. */
-static inline int cf__bucket_find(const cf__table *t, const cf__shape *s, uint64_t bucket,
-                                  uint32_t fp)
-{
-    if (CF__LIKELY(s->swar)) {
-        uint64_t m = cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp);
-        return m ? (int)(cf__ctz64(m) / s->f) : -1;
-    }
-    for (unsigned j = 0; j < s->b; j++)
-        if (cf__slot_get(t, s, bucket, j) == fp)
-            return (int)j;
-    return -1;
-}
-
-/* Put fp into the first free slot of bucket; false if it has none. */
-static inline bool cf__put_if_free(cf__table *t, const cf__shape *s, uint64_t bucket, uint32_t fp)
-{
-    int j = cf__bucket_find(t, s, bucket, 0);
-    if (j < 0)
-        return false;
-    cf__slot_set(t, s, bucket, (unsigned)j, fp);
-    t->items++;
-    return true;
-}
 
 /* ------------------------------------------------------------------------------------ */
 /* Hashing scheme (the bucket mapping of format version 2, docs/FORMAT.md)              */
@@ -497,22 +138,6 @@ typedef struct cf__flips {
     uint64_t k16lo; /* the 16-byte case's bitflips of its first and last 8 bytes */
     uint64_t k16hi;
 } cf__flips;
-
-static inline uint64_t cf__rotl64(uint64_t x, unsigned r)
-{
-    return (x << r) | (x >> (64u - r));
-}
-
-static inline uint64_t cf__bswap64(uint64_t x)
-{
-#if defined(__GNUC__) || defined(__clang__)
-    return __builtin_bswap64(x);
-#else
-    x = (x >> 32) | (x << 32);
-    x = ((x & UINT64_C(0xffff0000ffff0000)) >> 16) | ((x & UINT64_C(0x0000ffff0000ffff)) << 16);
-    return ((x & UINT64_C(0xff00ff00ff00ff00)) >> 8) | ((x & UINT64_C(0x00ff00ff00ff00ff)) << 8);
-#endif
-}
 
 /* XXH3 of the 8 bytes at p: its 4-to-8-byte case, where the input word is the key's two
  * little-endian halves swapped, xored with the bitflip and mixed by rrmxmx. */
@@ -725,16 +350,25 @@ CF__HIDDEN cf_status cf__filter_make(const cf__params *p, const cf_allocator *a,
  * search memory and the sub-filter array, as cf__filter_make allocates them. */
 CF__HIDDEN size_t cf__fixed_bytes(const cf__params *p, unsigned ntables);
 
-/* malloc and free, for filters made without an allocator. */
-CF__HIDDEN extern const cf_allocator cf__default_allocator;
-
 /* NULL (the default) or an allocator with both functions set. */
 static inline bool cf__allocator_ok(const cf_allocator *a)
 {
     return !a || (a->alloc && a->free);
 }
 
-/* Release a mapping made by cf_open_mapped (persist.c). */
+/* ------------------------------------------------------------------------------------ */
+/* The operating system (platform.c)                                                    */
+/* ------------------------------------------------------------------------------------ */
+
+/* malloc and free, with huge pages asked for on large blocks: for filters made without
+ * an allocator. */
+CF__HIDDEN extern const cf_allocator cf__default_allocator;
+
+/* Map `len` > 0 bytes of the open file fd, read-only and shared; NULL on failure (errno
+ * says why). */
+CF__HIDDEN void *cf__map_file(int fd, size_t len);
+
+/* Release a mapping made by cf__map_file. */
 CF__HIDDEN void cf__unmap(void *map, size_t len);
 
 #endif /* CF_INTERNAL_H */

@@ -29,7 +29,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +65,21 @@ enum {
     CF__H_RESERVED2 = 60,
 };
 
+/* Sub-filter descriptor field offsets (docs/FORMAT.md, "Sub-filter descriptor"). */
+enum {
+    CF__D_BUCKETS = 0,
+    CF__D_ITEMS = 8,
+    CF__D_OFFSET = 16,
+    CF__D_LENGTH = 24,
+};
+
+/* Stash entry field offsets (docs/FORMAT.md, "Stash entry"). */
+enum {
+    CF__E_BUCKET = 0,
+    CF__E_FP = 8,
+    CF__E_TABLE = 12,
+};
+
 /* Writes to a file go through a buffer of this size, so that a filter of many small
  * sub-filters does not cost a system call per descriptor. */
 #define CF__STAGE_BYTES 16384u
@@ -73,43 +87,6 @@ enum {
 /* Attempts at a fresh temporary name before cf_save gives up (each collision means
  * another process picked the same name in the same nanosecond). */
 #define CF__TMP_ATTEMPTS 64u
-
-/* ------------------------------------------------------------------------------------ */
-/* Little-endian fields                                                                 */
-/* ------------------------------------------------------------------------------------ */
-
-static uint16_t cf__get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (unsigned)p[1] << 8);
-}
-
-static uint32_t cf__get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t cf__get64(const uint8_t *p)
-{
-    return (uint64_t)cf__get32(p) | (uint64_t)cf__get32(p + 4) << 32;
-}
-
-static void cf__put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void cf__put32(uint8_t *p, uint32_t v)
-{
-    for (unsigned i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void cf__put64(uint8_t *p, uint64_t v)
-{
-    cf__put32(p, (uint32_t)v);
-    cf__put32(p + 4, (uint32_t)(v >> 32));
-}
 
 static uint64_t cf__align_up(uint64_t x)
 {
@@ -233,19 +210,19 @@ static void cf__header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
     const cf__shape *s = &f->shape;
     memset(h, 0, CF__HEADER_BYTES);
     memcpy(h + CF__H_MAGIC, cf__magic, sizeof cf__magic);
-    cf__put16(h + CF__H_VERSION, CF_FORMAT_VERSION);
-    cf__put16(h + CF__H_HEADER_BYTES, CF__HEADER_BYTES);
-    cf__put64(h + CF__H_TOTAL, cf__file_len(f));
-    cf__put64(h + CF__H_SEED, f->seed);
-    cf__put64(h + CF__H_CAPACITY, f->capacity);
+    cf__store_le16(h + CF__H_VERSION, CF_FORMAT_VERSION);
+    cf__store_le16(h + CF__H_HEADER_BYTES, CF__HEADER_BYTES);
+    cf__store_le64(h + CF__H_TOTAL, cf__file_len(f));
+    cf__store_le64(h + CF__H_SEED, f->seed);
+    cf__store_le64(h + CF__H_CAPACITY, f->capacity);
     h[CF__H_FP_BITS] = (uint8_t)s->f;
     h[CF__H_BUCKET] = (uint8_t)s->b;
     h[CF__H_HASH] = CF__HASH_XXH3;
     h[CF__H_STASH] = (uint8_t)f->stash_n;
-    cf__put16(h + CF__H_KICKS, (uint16_t)f->max_kicks);
-    cf__put32(h + CF__H_EXPANSION, f->expansion);
-    cf__put32(h + CF__H_MAX_TABLES, f->max_tables);
-    cf__put32(h + CF__H_TABLES, cf__ntables_all(f));
+    cf__store_le16(h + CF__H_KICKS, (uint16_t)f->max_kicks);
+    cf__store_le32(h + CF__H_EXPANSION, f->expansion);
+    cf__store_le32(h + CF__H_MAX_TABLES, f->max_tables);
+    cf__store_le32(h + CF__H_TABLES, cf__ntables_all(f));
 }
 
 /* The meta section: header, descriptors, stash, meta sum. Returns the meta sum. */
@@ -259,22 +236,22 @@ static uint64_t cf__emit_meta(cf__sink *k, const cf_filter *f)
     for (unsigned i = 0; i < cf__ntables_all(f); i++) {
         const cf__table *t = &f->tables[i];
         uint8_t d[CF__DESC_BYTES];
-        cf__put64(d, t->buckets);
-        cf__put64(d + 8, t->items);
-        cf__put64(d + 16, cf__table_offset(f, i));
-        cf__put64(d + 24, cf__data_bytes(s, t->buckets));
+        cf__store_le64(d + CF__D_BUCKETS, t->buckets);
+        cf__store_le64(d + CF__D_ITEMS, t->items);
+        cf__store_le64(d + CF__D_OFFSET, cf__table_offset(f, i));
+        cf__store_le64(d + CF__D_LENGTH, cf__data_bytes(s, t->buckets));
         cf__emit(k, d, sizeof d);
     }
     for (unsigned e = 0; e < f->stash_n; e++) {
         uint8_t x[CF__ENTRY_BYTES];
-        cf__put64(x, f->stash[e].bucket);
-        cf__put32(x + 8, f->stash[e].fp);
-        cf__put32(x + 12, f->stash[e].table);
+        cf__store_le64(x + CF__E_BUCKET, f->stash[e].bucket);
+        cf__store_le32(x + CF__E_FP, f->stash[e].fp);
+        cf__store_le32(x + CF__E_TABLE, f->stash[e].table);
         cf__emit(k, x, sizeof x);
     }
     uint64_t sum = XXH3_64bits_digest(&k->meta);
     uint8_t b[CF__SUM_BYTES];
-    cf__put64(b, sum);
+    cf__store_le64(b, sum);
     cf__emit(k, b, sizeof b);
     k->in_meta = false;
     return sum;
@@ -295,7 +272,7 @@ static uint64_t cf__emit_body(cf__sink *k, const cf_filter *f)
     }
     uint64_t sum = XXH3_64bits_digest(&k->whole);
     uint8_t b[CF__SUM_BYTES];
-    cf__put64(b, sum);
+    cf__store_le64(b, sum);
     cf__emit(k, b, sizeof b);
     return sum;
 }
@@ -376,7 +353,7 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         return cf__bad(why, len == 0 ? "empty" : "not a cuckoo filter (bad magic number)");
     if (len < CF__HEADER_BYTES)
         return cf__bad(why, "truncated: shorter than the 64-byte header");
-    unsigned version = cf__get16(b + CF__H_VERSION);
+    unsigned version = cf__load_le16(b + CF__H_VERSION);
     if (version == 0)
         return cf__bad(why, "bad format version 0");
     if (version > CF_FORMAT_VERSION) {
@@ -390,13 +367,13 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
                "reads: rebuild the filter from its keys";
         return CF_EVERSION;
     }
-    if (cf__get16(b + CF__H_HEADER_BYTES) != CF__HEADER_BYTES)
+    if (cf__load_le16(b + CF__H_HEADER_BYTES) != CF__HEADER_BYTES)
         return cf__bad(why, "bad header length");
-    m->total = cf__get64(b + CF__H_TOTAL);
+    m->total = cf__load_le64(b + CF__H_TOTAL);
     if (extent == CF__WHOLE && m->total != len)
         return cf__bad(why, m->total > len ? "truncated: shorter than its header says"
                                            : "longer than its header says");
-    m->ntables = cf__get32(b + CF__H_TABLES);
+    m->ntables = cf__load_le32(b + CF__H_TABLES);
     m->nstash = b[CF__H_STASH];
     if (m->ntables == 0 || m->ntables > CF_MAX_SUB_FILTERS)
         return cf__bad(why, "bad sub-filter count");
@@ -409,23 +386,23 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     /* From here on, the meta section is all present: check its sum before reading more. */
     m->base = b;
     if (XXH3_64bits(b, (size_t)m->meta_len - CF__SUM_BYTES) !=
-        cf__get64(b + m->meta_len - CF__SUM_BYTES))
+        cf__load_le64(b + m->meta_len - CF__SUM_BYTES))
         return cf__bad(why, "header checksum mismatch");
     /* A sound header with unknown flags or hash comes from a newer writer. */
-    if (cf__get32(b + CF__H_FLAGS) != 0 || b[CF__H_HASH] != CF__HASH_XXH3) {
+    if (cf__load_le32(b + CF__H_FLAGS) != 0 || b[CF__H_HASH] != CF__HASH_XXH3) {
         *why = "uses a feature or hash this library does not know";
         return CF_EVERSION;
     }
-    if (cf__get16(b + CF__H_RESERVED1) != 0 || cf__get32(b + CF__H_RESERVED2) != 0)
+    if (cf__load_le16(b + CF__H_RESERVED1) != 0 || cf__load_le32(b + CF__H_RESERVED2) != 0)
         return cf__bad(why, "reserved header field is not zero");
 
     cf__params *p = &m->p;
     unsigned f = b[CF__H_FP_BITS], bsize = b[CF__H_BUCKET];
-    p->seed = cf__get64(b + CF__H_SEED);
-    p->capacity = cf__get64(b + CF__H_CAPACITY);
-    p->max_kicks = cf__get16(b + CF__H_KICKS);
-    p->expansion = cf__get32(b + CF__H_EXPANSION);
-    p->max_tables = cf__get32(b + CF__H_MAX_TABLES);
+    p->seed = cf__load_le64(b + CF__H_SEED);
+    p->capacity = cf__load_le64(b + CF__H_CAPACITY);
+    p->max_kicks = cf__load_le16(b + CF__H_KICKS);
+    p->expansion = cf__load_le32(b + CF__H_EXPANSION);
+    p->max_tables = cf__load_le32(b + CF__H_MAX_TABLES);
     if (f < CF_MIN_FINGERPRINT_BITS || f > CF_MAX_FINGERPRINT_BITS || bsize == 0 ||
         p->capacity == 0 || p->max_kicks == 0 || p->expansion > CF_MAX_EXPANSION ||
         p->max_tables == 0 || p->max_tables > CF_MAX_SUB_FILTERS || m->ntables > p->max_tables ||
@@ -440,18 +417,18 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         uint64_t want = buckets, slots = 0;
         size_t bytes;
         if (k == 0)
-            want = m->buckets0 = cf__get64(d);
+            want = m->buckets0 = cf__load_le64(d + CF__D_BUCKETS);
         else if (!cf__mul_u64(buckets, p->expansion, &want))
             return cf__bad(why, "sub-filter size out of range");
-        buckets = cf__get64(d);
+        buckets = cf__load_le64(d + CF__D_BUCKETS);
         if (buckets != want || buckets < 2 || buckets % 2 != 0 ||
             !cf__table_bytes(&p->shape, buckets, &bytes))
             return cf__bad(why, "bad sub-filter size");
         cf__mul_u64(buckets, bsize, &slots); /* cannot overflow: bounded by the table size */
-        if (cf__get64(d + 8) > slots)
+        if (cf__load_le64(d + CF__D_ITEMS) > slots)
             return cf__bad(why, "more items than slots");
         uint64_t len_k = cf__data_bytes(&p->shape, buckets);
-        if (cf__get64(d + 16) != pos || cf__get64(d + 24) != len_k)
+        if (cf__load_le64(d + CF__D_OFFSET) != pos || cf__load_le64(d + CF__D_LENGTH) != len_k)
             return cf__bad(why, "bad table offset or length");
         pos = cf__align_up(pos + len_k); /* < 2^63: 65536 tables of at most 2^46 bytes */
     }
@@ -459,40 +436,20 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         return cf__bad(why, "total length disagrees with the tables");
     for (unsigned e = 0; e < m->nstash; e++) {
         const uint8_t *x = cf__entry(m, e);
-        uint64_t bucket = cf__get64(x);
-        uint32_t fp = cf__get32(x + 8), table = cf__get32(x + 12);
+        uint64_t bucket = cf__load_le64(x + CF__E_BUCKET);
+        uint32_t fp = cf__load_le32(x + CF__E_FP), table = cf__load_le32(x + CF__E_TABLE);
         if (table >= m->ntables || fp == 0 || fp > p->shape.fp_mask ||
-            bucket >= cf__get64(cf__desc(m, table)))
+            bucket >= cf__load_le64(cf__desc(m, table) + CF__D_BUCKETS))
             return cf__bad(why, "bad stash entry");
     }
     return CF_OK;
-}
-
-/* Occupied slots of buckets [from, to) of a table. data may be a mapped file: probes
- * must not read past the table's last byte plus the 8 that follow in the file (the next
- * table, zeros or the file sum). */
-static uint64_t cf__used_slots(const cf__shape *s, const uint8_t *data, uint64_t from, uint64_t to)
-{
-    cf__table t = {0};
-    t.data = (uint8_t *)(uintptr_t)data;
-    uint64_t used = 0;
-    for (uint64_t i = from; i < to; i++)
-        used += s->b - cf__bucket_count(&t, s, i, 0);
-    return used;
-}
-
-/* Are the bits past a table's last slot, in its last byte, zero? */
-static bool cf__tail_clear(const cf__shape *s, const uint8_t *data, uint64_t buckets)
-{
-    uint64_t bits = buckets * s->bucket_bits;
-    return bits % 8 == 0 || (data[bits / 8] >> (bits % 8)) == 0;
 }
 
 /* Occupied slots of a table, and whether the bits past its last slot are zero. */
 static bool cf__table_sound(const cf__shape *s, const uint8_t *data, uint64_t buckets,
                             uint64_t items)
 {
-    return cf__tail_clear(s, data, buckets) && cf__used_slots(s, data, 0, buckets) == items;
+    return cf__table_tail_clear(s, data, buckets) && cf__table_used(s, data, 0, buckets) == items;
 }
 
 /* The part of validation that reads the tables: the file sum, the padding and every
@@ -500,20 +457,23 @@ static bool cf__table_sound(const cf__shape *s, const uint8_t *data, uint64_t bu
 static cf_status cf__check_body(const cf__meta *m, const char **why)
 {
     const uint8_t *b = m->base;
-    if (XXH3_64bits(b, (size_t)m->total - CF__SUM_BYTES) != cf__get64(b + m->total - CF__SUM_BYTES))
+    if (XXH3_64bits(b, (size_t)m->total - CF__SUM_BYTES) !=
+        cf__load_le64(b + m->total - CF__SUM_BYTES))
         return cf__bad(why, "checksum mismatch");
     uint64_t pos = m->meta_len;
     for (unsigned k = 0; k <= m->ntables; k++) {
-        uint64_t start = k < m->ntables ? cf__get64(cf__desc(m, k) + 16) : m->total - CF__SUM_BYTES;
+        uint64_t start = k < m->ntables ? cf__load_le64(cf__desc(m, k) + CF__D_OFFSET)
+                                        : m->total - CF__SUM_BYTES;
         for (; pos < start; pos++)
             if (b[pos] != 0)
                 return cf__bad(why, "padding is not zero");
         if (k == m->ntables)
             break;
         const uint8_t *d = cf__desc(m, k);
-        if (!cf__table_sound(&m->p.shape, b + start, cf__get64(d), cf__get64(d + 8)))
+        if (!cf__table_sound(&m->p.shape, b + start, cf__load_le64(d + CF__D_BUCKETS),
+                             cf__load_le64(d + CF__D_ITEMS)))
             return cf__bad(why, "table contents disagree with the header");
-        pos = start + cf__get64(d + 24);
+        pos = start + cf__load_le64(d + CF__D_LENGTH);
     }
     return CF_OK;
 }
@@ -548,10 +508,11 @@ static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bo
     if (st != CF_OK)
         return st;
     for (unsigned k = 0; k < m->ntables; k++)
-        f->tables[k].items = cf__get64(cf__desc(m, k) + 8);
+        f->tables[k].items = cf__load_le64(cf__desc(m, k) + CF__D_ITEMS);
     for (unsigned e = 0; e < m->nstash; e++) {
         const uint8_t *x = cf__entry(m, e);
-        f->stash[e] = (cf__stash){cf__get64(x), cf__get32(x + 8), cf__get32(x + 12)};
+        f->stash[e] = (cf__stash){cf__load_le64(x + CF__E_BUCKET), cf__load_le32(x + CF__E_FP),
+                                  cf__load_le32(x + CF__E_TABLE)};
     }
     f->stash_n = m->nstash;
     cf__sync_ops(f);
@@ -572,7 +533,8 @@ static cf_status cf__build(const uint8_t *b, size_t len, const cf_allocator *a, 
         return st;
     for (unsigned k = 0; k < m.ntables; k++) {
         const uint8_t *d = cf__desc(&m, k);
-        memcpy(f->tables[k].data, b + cf__get64(d + 16), (size_t)cf__get64(d + 24));
+        memcpy(f->tables[k].data, b + cf__load_le64(d + CF__D_OFFSET),
+               (size_t)cf__load_le64(d + CF__D_LENGTH));
     }
     *out = f;
     return CF_OK;
@@ -590,11 +552,6 @@ cf_status cf_deserialize(const void *buf, size_t len, const cf_allocator *alloca
 /* Files                                                                                */
 /* ------------------------------------------------------------------------------------ */
 
-void cf__unmap(void *map, size_t len)
-{
-    munmap(map, len);
-}
-
 /* A whole file in memory: mapped when it is a regular file, read otherwise (a pipe). */
 typedef struct cf__view {
     const uint8_t *data;
@@ -607,7 +564,7 @@ typedef struct cf__view {
 static void cf__view_release(cf__view *v)
 {
     if (v->map)
-        munmap(v->map, v->len);
+        cf__unmap(v->map, v->len);
     if (v->owned)
         v->alloc->free(v->alloc->ctx, v->owned);
 }
@@ -623,7 +580,7 @@ static uint64_t cf__stream_want(const uint8_t *b, size_t len)
         return 0;
     if (len < CF__HEADER_BYTES)
         return CF__HEADER_BYTES;
-    uint32_t ntables = cf__get32(b + CF__H_TABLES);
+    uint32_t ntables = cf__load_le32(b + CF__H_TABLES);
     unsigned nstash = b[CF__H_STASH];
     if (ntables == 0 || ntables > CF_MAX_SUB_FILTERS || nstash > CF__STASH_SLOTS)
         return 0;
@@ -717,8 +674,8 @@ static cf_status cf__view_open(const char *path, const cf_allocator *a, bool map
         errno = EFBIG;
         status = CF_EIO;
     } else if (st.st_size > 0) {
-        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-        if (map == MAP_FAILED) {
+        void *map = cf__map_file(fd, (size_t)st.st_size);
+        if (!map) {
             status = CF_EIO;
         } else {
             v->map = map;
@@ -784,7 +741,8 @@ cf_status cf_open_mapped(const char *path, unsigned flags, const cf_allocator *a
         return st;
     }
     for (unsigned k = 0; k < m.ntables; k++)
-        f->tables[k].data = (uint8_t *)(uintptr_t)(v.data + cf__get64(cf__desc(&m, k) + 16));
+        f->tables[k].data =
+            (uint8_t *)(uintptr_t)(v.data + cf__load_le64(cf__desc(&m, k) + CF__D_OFFSET));
     f->map = v.map;
     f->map_len = v.len;
     *out = f;
@@ -1063,7 +1021,7 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
             return CF_EINVAL;
         cf__sink_init(&k, buf, -1, NULL);
         cf__emit_meta(&k, f);
-        cf__put64((uint8_t *)buf + meta_len, f->load_pos ? f->load_file_sum : cf__file_sum(f));
+        cf__store_le64((uint8_t *)buf + meta_len, f->load_pos ? f->load_file_sum : cf__file_sum(f));
         *len = (size_t)(meta_len + CF__SUM_BYTES);
         *cursor = cf__align_up(meta_len);
         return CF_OK;
@@ -1077,7 +1035,8 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
     memcpy(buf, f->tables[t].data + (pos - start), (size_t)n);
     uint8_t h[CF__HEADER_BYTES];
     cf__header(f, h);
-    cf__put64((uint8_t *)buf + n, cf__chunk_tag(buf, (size_t)n, XXH3_64bits(h, sizeof h), pos));
+    cf__store_le64((uint8_t *)buf + n,
+                   cf__chunk_tag(buf, (size_t)n, XXH3_64bits(h, sizeof h), pos));
     *len = (size_t)(n + CF__SUM_BYTES);
     *cursor = next;
     return CF_OK;
@@ -1107,7 +1066,8 @@ static bool cf__meta_bytes(const cf__meta *m, size_t *bytes)
     size_t total = cf__fixed_bytes(&m->p, m->ntables) + CF__SUM_STATE_BLOCK;
     for (unsigned k = 0; k < m->ntables; k++) {
         size_t t;
-        cf__table_bytes(&m->p.shape, cf__get64(cf__desc(m, k)), &t); /* checked by the parse */
+        cf__table_bytes(&m->p.shape, cf__load_le64(cf__desc(m, k) + CF__D_BUCKETS),
+                        &t); /* checked by the parse */
         if (t > SIZE_MAX - total)
             return false;
         total += t;
@@ -1158,7 +1118,7 @@ static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t
     cf__sync_ops(f);
     f->load_pos = cursor;
     f->load_header_sum = XXH3_64bits(d, CF__HEADER_BYTES);
-    f->load_file_sum = cf__get64(d + m.meta_len);
+    f->load_file_sum = cf__load_le64(d + m.meta_len);
     *out = f;
     return CF_OK;
 }
@@ -1179,7 +1139,7 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     uint64_t pos = f->load_pos, start, n, next;
     cf__chunk_at(f, pos, &k, &start, &n, &next); /* load_pos is always a chunk position */
     if (len != n + CF__SUM_BYTES || cursor != next ||
-        cf__chunk_tag(d, (size_t)n, f->load_header_sum, pos) != cf__get64(d + n))
+        cf__chunk_tag(d, (size_t)n, f->load_header_sum, pos) != cf__load_le64(d + n))
         return CF_ECORRUPT;
     cf__table *t = &f->tables[k];
     uint64_t body = cf__data_bytes(s, t->buckets);
@@ -1198,7 +1158,7 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     bool table_done = upto == body;
     uint64_t from = first ? 0 : f->load_bucket, items = first ? 0 : f->load_items;
     uint64_t to = table_done ? t->buckets : upto * 8 / s->bucket_bits;
-    items += cf__used_slots(s, t->data, from, to);
+    items += cf__table_used(s, t->data, from, to);
     XXH3_state_t sum;
     memcpy(&sum, cf__sum_state(f), sizeof sum);
     XXH3_64bits_update(&sum, d, (size_t)n);
@@ -1207,7 +1167,7 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     /* A finished table must hold as many fingerprints as the header says, and a finished
      * filter must be the very one dumped: its file sum must match the header chunk's. A
      * dump of a filter that changed midway fails here. */
-    bool ok = !table_done || (items == t->items && cf__tail_clear(s, t->data, t->buckets));
+    bool ok = !table_done || (items == t->items && cf__table_tail_clear(s, t->data, t->buckets));
     uint64_t end = cf__table_offset(f, f->load_ntables);
     if (ok && next == end)
         ok = XXH3_64bits_digest(&sum) == f->load_file_sum;

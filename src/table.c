@@ -1,42 +1,22 @@
 /*
- * table.c - bucket storage: how fingerprints are packed, how big a table is, and the
- * constants its probes use.
- *
- * A table is m buckets of b slots; a slot holds an f-bit fingerprint, 0 = empty. The slots
- * are packed back to back with no padding between slots or buckets, so the table costs
- * exactly m * b * f bits (plus 8 bytes at the end):
- *
- *   bit 0                                                              bit m*b*f
- *   |<------- bucket 0 ------->|<------- bucket 1 ------->|     |<- bucket m-1 ->|pad |
- *   | slot 0 | slot 1 |...|s b-1| slot 0 | slot 1 |...|s b-1| ... |               |8 B |
- *   |<- f ->|                                                                         |
- *
- *   slot j of bucket i starts at bit (i * b + j) * f, counted from bit 0 of byte 0
- *   (least significant bit first, so byte k holds bits 8k .. 8k+7: little-endian).
- *
- *   Example, b = 4, f = 12: a bucket is 48 bits = 6 bytes, and its four slots are
- *   the 12-bit fields at bits 0, 12, 24 and 36 of the 64-bit little-endian word loaded
- *   from byte 6 * i. One load and a few ALU operations compare all four (internal.h).
- *
- * Reading slot j of bucket i loads the 8 bytes at byte floor(bit / 8) and shifts by
- * bit % 8; since f <= 32, the slot lies inside those 64 bits, and the padding makes the
- * load legal for the last slot too.
+ * table.c - bucket storage, out of line: shapes, table sizes, and the whole-table scans
+ * that validation uses. table.h has the layout and the probes.
  */
 #include "internal.h"
 
-void cf__divisor_init(cf__divisor *dv, uint64_t d)
-{
-    dv->d = d;
-    dv->magic = 0;
-    dv->shift = 0;
-#if CF__HAVE_U128
-    unsigned L = 64u - cf__clz64(d - 1); /* ceil(log2 d), d >= 2 */
-    /* ceil(2^(63+L) / d) = floor((2^(63+L) - 1) / d) + 1; 63 + L <= 127. */
-    cf__u128 top = ((cf__u128)1 << (63u + L)) - 1;
-    dv->magic = (uint64_t)(top / d + 1);
-    dv->shift = L - 1;
-#endif
-}
+/* No table may exceed 64 TiB: no machine this runs on can address more in one block, and
+ * the bound keeps every bit offset (bytes * 8) far from overflowing 64 bits. */
+#define CF__MAX_TABLE_BYTES (UINT64_C(1) << 46)
+
+/* Bucket indices come from the 64 - f hash bits that the fingerprint does not use. A
+ * table of m buckets maps their 2^(64 - f) values onto m buckets; capping m at 2^(58 - f)
+ * keeps each bucket's share within 1/64 of the others' (at least 64 values per bucket). */
+#define CF__INDEX_BIAS_BITS 6u
+
+/* Sizing loads, in parts per 10000, for the bucket sizes the paper measured and the ones
+ * in between. Each sits just below the load at which the first insert fails (measured by
+ * tests/test_full.c and bench/figures.c), so that `capacity` random keys always fit. */
+#define CF__LOAD_SCALE 10000u
 
 void cf__shape_init(cf__shape *s, unsigned f, unsigned b)
 {
@@ -181,4 +161,35 @@ bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes)
         return false;
     *bytes = (size_t)total;
     return true;
+}
+
+void cf__table_init(cf__table *t, uint8_t *data, uint64_t base, uint64_t buckets, size_t bytes)
+{
+    if (data)
+        memset(data, 0, bytes);
+    t->data = data;
+    t->buckets = buckets;
+    t->items = 0;
+    t->bytes = bytes;
+    t->base = base;
+    t->scale = buckets / base;
+    t->per_scale = (cf__divisor){0};
+    if (t->scale > 1)
+        cf__divisor_init(&t->per_scale, t->scale);
+}
+
+uint64_t cf__table_used(const cf__shape *s, const uint8_t *data, uint64_t from, uint64_t to)
+{
+    cf__table t = {0};
+    t.data = (uint8_t *)(uintptr_t)data; /* read only: the probes below never write */
+    uint64_t used = 0;
+    for (uint64_t i = from; i < to; i++)
+        used += s->b - cf__bucket_count(&t, s, i, 0);
+    return used;
+}
+
+bool cf__table_tail_clear(const cf__shape *s, const uint8_t *data, uint64_t buckets)
+{
+    uint64_t bits = buckets * s->bucket_bits;
+    return bits % 8 == 0 || (data[bits / 8] >> (bits % 8)) == 0;
 }
