@@ -20,7 +20,8 @@ Usage: test_cli.py CUCKOO LIB_QUERY GROUP
                        within bounds, and the same answers as the library
 
 Environment: CF_TEST_SEED (an integer) fixes the randomness (printed on failure);
-CF_KILL_ITERATIONS overrides the number of kills (200). The tests use Python's standard
+CF_TEST_SCALE (a positive number, default 1) scales the number of kills (200; 5 gives the
+long form) and CF_KILL_ITERATIONS sets it outright. The tests use Python's standard
 library only, work in a temporary directory and make no timing assertions.
 """
 import json
@@ -980,8 +981,16 @@ def group_errors(t):
 KILL_DIR_FILES = ["kill.cf", "batch.txt", "committed.txt", "stderr.txt"]
 
 
+def test_scale():
+    """CF_TEST_SCALE: a positive number, 1 unless set."""
+    s = float(os.environ.get("CF_TEST_SCALE") or 1)
+    if not 0 < s < 1e6:
+        raise ValueError(f"CF_TEST_SCALE={s}: want a positive number")
+    return s
+
+
 def group_kill9(t):
-    iterations = int(os.environ.get("CF_KILL_ITERATIONS", "200"))
+    iterations = int(os.environ.get("CF_KILL_ITERATIONS") or max(50, round(200 * test_scale())))
     capacity = 500_000
     name = "kill.cf"
     f = t.path(name)

@@ -7,6 +7,9 @@ Environment:
   CF_REDIS_CLI      its command-line client, for `--cluster create` (default: redis-cli on
                     PATH; valkey-cli for valkey-server)
   CF_TEST_SEED      seed for the random parts (printed on failure by each test)
+  CF_TEST_SCALE     a positive number, default 1: how many random cases the slow tests
+                    draw (2 doubles them: the long form; 0.5 halves them). Every kind of
+                    check runs at any scale.
 """
 
 import os
@@ -25,6 +28,19 @@ CLI = os.environ.get("CF_REDIS_CLI", shutil.which("redis-cli") or "redis-cli")
 def test_seed(default=0x5EED):
     value = os.environ.get("CF_TEST_SEED")
     return int(value, 0) if value else default
+
+
+def test_scale():
+    value = os.environ.get("CF_TEST_SCALE")
+    scale = float(value) if value else 1.0
+    if not 0 < scale < 1e6:
+        raise ValueError(f"CF_TEST_SCALE={value}: want a positive number")
+    return scale
+
+
+def scaled(n, least=1):
+    """n random cases times CF_TEST_SCALE, at least `least`."""
+    return max(least, round(n * test_scale()))
 
 
 def free_port():

@@ -7,7 +7,9 @@ Every check compares what a client observes: CF.INFO (all fields), DEBUG DIGEST-
 the CF.SCANDUMP chunks byte for byte, and membership answers (every added item, plus 20k
 items never added).
 
-Environment: CF_REDIS_MODULE (the .so), CF_REDIS_SERVER, CF_TEST_SEED (random choices).
+Environment: CF_REDIS_MODULE (the .so), CF_REDIS_SERVER, CF_TEST_SEED (random choices),
+CF_TEST_SCALE (how many random bytes of each data chunk are damaged, random truncations,
+writes replayed from the AOF: 2 is twice as many).
 Exit 0 = pass, anything else = failure (a missing server too).
 """
 
@@ -19,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import RespError, Server, wait_for  # noqa: E402
+from harness import RespError, Server, scaled, wait_for  # noqa: E402
 import cf_state as S  # noqa: E402
 from cf_state import check, ok  # noqa: E402
 
@@ -506,7 +508,7 @@ def part2_forged(a, F, rng):
         for i in data_idx[:3] + data_idx[-1:]:
             d = elems[i][1]
             positions = sorted(set(list(range(4)) + list(range(len(d) - 12, len(d)))
-                                   + [rng.randrange(len(d)) for _ in range(24)]))
+                                   + [rng.randrange(len(d)) for _ in range(scaled(24))]))
             for pos in positions:
                 forged(with_elem(i, flip(d, pos, 1 << rng.randrange(8))),
                        f"data chunk {i} byte {pos}")
@@ -531,7 +533,7 @@ def part2_forged(a, F, rng):
         cuts = sorted(set([1, 5, len(prefix), len(prefix) + 2, len(prefix) + 5,
                            len(prefix) + 12, len(prefix) + 40, len(body) // 2,
                            len(body) - 3, len(body) - 2, len(body) - 1]
-                          + [rng.randrange(1, len(body)) for _ in range(10)]))
+                          + [rng.randrange(1, len(body)) for _ in range(scaled(10))]))
         for cut in cuts:
             payload = wrap(body[:cut], version)
             # RESTORE reads its record from the whole payload, footer included: when the
@@ -581,7 +583,7 @@ def aof_workload(c, rng, tag):
     ok(c.call("CF.RESERVE", f"r:{tag}", 300, "BUCKETSIZE", 4, "MAXITERATIONS", 9,
               "EXPANSION", 2, "FPBITS", 14, "MAXFILTERS", 9), "CF.RESERVE")
     cmds = []
-    for i in range(1500):
+    for i in range(scaled(1500)):
         x = rng.choice(pool)
         k = rng.choice([f"r:{tag}", f"auto:{tag}", f"ins:{tag}"])
         op = rng.random()
