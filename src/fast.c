@@ -103,7 +103,8 @@ static CF__INLINE bool cf__probe_t(const cf_filter *f, size_t j, const cf__pendi
                                    bool hashed, unsigned F, unsigned B)
 {
     size_t x = j % CF__AHEAD;
-    bool hit = cf__pair_has_t(&q->t, &q->s, q->i1[x], q->i2[x], q->fp[x], F, B);
+    bool hit = (cf__match_t(&q->t, &q->s, q->i1[x], q->fp[x], F, B) |
+                cf__match_t(&q->t, &q->s, q->i2[x], q->fp[x], F, B)) != 0;
     if (!simple && !hit)
         hit = cf__contains_all(f, q->h[x]);
     return hit & (hashed || q->valid[x]);

@@ -2,7 +2,7 @@
  * table.c - bucket storage, out of line: shapes, table sizes, and the whole-table scans
  * that validation uses. table.h has the layout and the probes.
  */
-#include "internal.h"
+#include "table.h"
 
 /* No table may exceed 64 TiB: no machine this runs on can address more in one block, and
  * the bound keeps every bit offset (bytes * 8) far from overflowing 64 bits. */
@@ -161,21 +161,6 @@ bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes)
         return false;
     *bytes = (size_t)total;
     return true;
-}
-
-void cf__table_init(cf__table *t, uint8_t *data, uint64_t base, uint64_t buckets, size_t bytes)
-{
-    if (data)
-        memset(data, 0, bytes);
-    t->data = data;
-    t->buckets = buckets;
-    t->items = 0;
-    t->bytes = bytes;
-    t->base = base;
-    t->scale = buckets / base;
-    t->per_scale = (cf__divisor){0};
-    if (t->scale > 1)
-        cf__divisor_init(&t->per_scale, t->scale);
 }
 
 uint64_t cf__table_used(const cf__shape *s, const uint8_t *data, uint64_t from, uint64_t to)

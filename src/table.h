@@ -37,8 +37,6 @@
  * the byte where a bucket or slot starts, even for the last one. */
 #define CF__TABLE_PAD 8u
 
-/* A "shape" is what every table of one filter shares: fingerprint width f, bucket size b
- * and the masks derived from them. */
 /* The shapes whose probes are compiled with constant widths (fast.c): every bucket is a
  * whole number of bytes, at most 8, so one unaligned 64-bit load at byte b * f / 8 * i
  * holds bucket i with no shift. These are the paper's shapes, the library's default
@@ -50,6 +48,8 @@
 enum cf__kind { CF__KIND_GENERIC = 0, CF__FAST_SHAPES(CF__KIND_ENUM) CF__KINDS };
 #undef CF__KIND_ENUM
 
+/* A shape is what every table of one filter shares: fingerprint width f, bucket size b and
+ * the masks derived from them. */
 typedef struct cf__shape {
     enum cf__kind kind;   /* a fast shape, or CF__KIND_GENERIC */
     unsigned f;           /* fingerprint bits, 4..32 */
@@ -86,7 +86,7 @@ static inline uint64_t cf__data_bytes(const cf__shape *s, uint64_t buckets)
 }
 
 /* Bytes a table of `buckets` buckets needs (padding included), or false if it exceeds
- * CF__MAX_TABLE_BYTES or the index bias bound. */
+ * the limits of table.c (CF__MAX_TABLE_BYTES, CF__INDEX_BIAS_BITS). */
 CF__HIDDEN bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes);
 /* The number of buckets for `capacity` items, capacity / (b * load) rounded up to an even
  * number, and the table's bytes; false if it does not fit the limits. */
@@ -95,8 +95,21 @@ CF__HIDDEN bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t 
 
 /* Table t, empty (its data zeroed, if it has any), of `buckets` = base * scale buckets
  * in `bytes` bytes (see cf__buckets). */
-CF__HIDDEN void cf__table_init(cf__table *t, uint8_t *data, uint64_t base, uint64_t buckets,
-                               size_t bytes);
+static inline void cf__table_init(cf__table *t, uint8_t *data, uint64_t base, uint64_t buckets,
+                                  size_t bytes)
+{
+    if (data)
+        memset(data, 0, bytes);
+    t->data = data;
+    t->buckets = buckets;
+    t->items = 0;
+    t->bytes = bytes;
+    t->base = base;
+    t->scale = buckets / base;
+    t->per_scale = (cf__divisor){0};
+    if (t->scale > 1)
+        cf__divisor_init(&t->per_scale, t->scale);
+}
 
 /* Every slot of the table empty again. */
 static inline void cf__table_clear(cf__table *t)
