@@ -136,16 +136,32 @@ typedef struct cf_config {
     const cf_allocator *allocator; /* NULL = malloc/free; the module passes Redis's own */
     unsigned max_sub_filters;      /* growing filters: at most this many sub-filters,
                                       then CF_FULL; 1..65536; 0 = 32 */
-    unsigned flags;                /* 0, or CF_FIXED_SEED; other bits are CF_EINVAL */
+    unsigned flags;                /* 0, or CF_FIXED_SEED and CF_GROW_SAME_WIDTH; other
+                                      bits are CF_EINVAL */
     double target_fpr;             /* sizing by target: with fingerprint_bits 0, the
                                       narrowest fingerprint whose false-positive rate at
                                       full load of the first table, cf_expected_fpr(f, b,
                                       1.0), is at most this; (0, 1). 0 = not used. Setting
                                       it and fingerprint_bits is CF_EINVAL */
+    double fpr_bound;              /* growing filters: the most the false-positive rate may
+                                      reach, however far the filter grows. Each new
+                                      sub-filter gets fingerprints wider than the last
+                                      (up to 32 bits) by just enough that the rate of all
+                                      max_sub_filters sub-filters at full load stays within
+                                      it. 0 = twice the first sub-filter's rate at full
+                                      load, cf_expected_fpr(f, b, 1.0) (halfway from it to
+                                      1 if that is more; the most widening there is if the
+                                      fingerprints are too wide to reach it). Must exceed
+                                      that rate and be below 1; CF_EINVAL for a fixed filter
+                                      or with CF_GROW_SAME_WIDTH */
 } cf_config;
 
 /* Flags of cf_config. */
-#define CF_FIXED_SEED 1u /* use `seed` as given even when it is 0 (no secret seed drawn) */
+#define CF_FIXED_SEED      1u /* use `seed` as given even when it is 0 (no secret seed drawn) */
+/* Growing filters: every sub-filter keeps the first one's fingerprint width, as in 0.1 and
+ * RedisBloom. Each sub-filter then adds its own false-positive rate: three full ones have
+ * three times the rate of one. Without it, growth keeps the rate within fpr_bound. */
+#define CF_GROW_SAME_WIDTH 2u
 
 typedef struct cf_stats {
     uint64_t items;   /* fingerprints stored (adds minus deletes), stashed ones included */
@@ -162,6 +178,11 @@ typedef struct cf_stats {
                            filter keeps up to 8 fingerprints that found no slot there;
                            non-zero means the tables are at their limit */
     uint64_t capacity;  /* the capacity the filter was created with */
+    unsigned newest_fingerprint_bits; /* the newest sub-filter's width: fingerprint_bits
+                                         (the first's) unless growth widened them */
+    double fpr_bound; /* the most `fpr` can reach: at full load of every sub-filter the
+                         filter may have (one for a fixed filter, max_sub_filters for a
+                         growing one), each at its width */
 } cf_stats;
 
 /* The smallest structs the *_sized functions take: cf_config as far as `allocator` and

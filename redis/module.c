@@ -300,7 +300,10 @@ static cf_status cfm_value_new(cf_rm_ctx *ctx, const cfm_spec *s, cfm_value **ou
         .max_kicks = cfm_kicks(s->max_iterations),
         .expansion = (unsigned)s->expansion,
         .seed = seed,
-        .flags = CF_FIXED_SEED, /* chosen here or by the primary: a replica must not redraw */
+        /* The seed is chosen here or by the primary: a replica must not redraw it. And
+         * sub-filters keep the first's width, as RedisBloom's do, so that CF.RESERVE's
+         * arguments alone (which replication sends) make the same filter. */
+        .flags = CF_FIXED_SEED | CF_GROW_SAME_WIDTH,
         .allocator = &v->alloc,
         .max_sub_filters = (unsigned)s->max_filters,
     };

@@ -204,15 +204,13 @@ static inline uint64_t cf__mulhi(uint64_t a, uint64_t b)
  * This is the method of Granlund and Montgomery, "Division by invariant integers using
  * multiplication" (1994), with the precision chosen so that no correction step is needed. */
 typedef struct cf__divisor {
-    uint64_t d;
-    uint64_t magic; /* M = ceil(2^(63 + L) / d) */
+    uint64_t magic; /* M = ceil(2^(63 + L) / d); without 128-bit arithmetic, d itself */
     unsigned shift; /* L - 1 */
 } cf__divisor;
 
 static inline void cf__divisor_init(cf__divisor *dv, uint64_t d)
 {
-    dv->d = d;
-    dv->magic = 0;
+    dv->magic = d;
     dv->shift = 0;
 #if CF__HAVE_U128
     unsigned L = 64u - cf__clz64(d - 1); /* ceil(log2 d), d >= 2 */
@@ -229,7 +227,7 @@ static inline uint64_t cf__div63(uint64_t a, const cf__divisor *dv)
 #if CF__HAVE_U128
     return cf__mulhi(a, dv->magic) >> dv->shift;
 #else
-    return a / dv->d;
+    return a / dv->magic;
 #endif
 }
 

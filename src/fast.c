@@ -30,16 +30,23 @@
  * 8, 16, 32 and 64 measured the same, 4 was 30 % slower. */
 #define CF__AHEAD 16u
 
-static CF__INLINE cf__key cf__key_t(const cf__shape *s, uint64_t h, unsigned F)
+/* The key of hash h in sub-filter t. Constant widths serve only sub-filters of the first
+ * width (a wider one is of no fast shape); run-time widths serve any, a wider one with its
+ * wider fingerprint. */
+static CF__INLINE cf__key cf__key_t(const cf_filter *f, const cf__table *t, uint64_t h, unsigned F)
 {
-    return cf__key_bits(F ? F : s->f, h);
+    if (F)
+        return cf__key_bits(F, h);
+    cf__key k = cf__key_bits(f->shape.f, h);
+    k.fp = cf__fp_in(&k, t);
+    return k;
 }
 
 /* A lookup in a filter of one sub-filter and an empty stash (CF__SIMPLE): two buckets. */
 static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
     const cf__table *t = f->tables;
-    cf__key k = cf__key_t(&f->shape, h, F);
+    cf__key k = cf__key_t(f, t, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
     if (!F) /* a present key found in its first bucket skips the second */
@@ -86,7 +93,7 @@ static CF__INLINE void cf__stage_t(const cf_filter *f, const cf__source *src, si
     bool valid = cf__source_hash(f, src, j, hashed, &h);
     if (!hashed)
         q->valid[x] = valid;
-    cf__key k = cf__key_t(&q->s, h, F);
+    cf__key k = cf__key_t(f, &q->t, h, F);
     if (simple)
         cf__buckets0(&q->t, &k, &q->i1[x], &q->i2[x]);
     else
@@ -122,7 +129,7 @@ static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source 
 {
     cf__pending q;
     q.t = f->tables[simple ? 0 : f->ntables - 1];
-    q.s = f->shape;
+    q.s = *q.t.shape;
     size_t j = 0;
     for (; j < n && j < CF__AHEAD; j++)
         cf__stage_t(f, src, j, &q, simple, hashed, F, B);
@@ -139,8 +146,8 @@ static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source 
 static CF__INLINE cf_status cf__add_at_t(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
                                          uint64_t i2, unsigned F, unsigned B)
 {
-    const cf__shape *s = &f->shape;
     cf__table *t = &f->tables[f->ntables - 1];
+    const cf__shape *s = t->shape;
     /* A loop rather than two calls: the compiler then shares one store between them. */
     uint64_t i[2] = {i1, i2};
     for (unsigned w = 0; w < 2; w++)
@@ -151,9 +158,10 @@ static CF__INLINE cf_status cf__add_at_t(cf_filter *f, uint64_t h, uint32_t fp, 
 
 static CF__INLINE cf_status cf__add_t(cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
-    cf__key k = cf__key_t(&f->shape, h, F);
+    const cf__table *t = &f->tables[f->ntables - 1];
+    cf__key k = cf__key_t(f, t, h, F);
     uint64_t i1, i2;
-    cf__buckets(&f->tables[f->ntables - 1], &k, &i1, &i2);
+    cf__buckets(t, &k, &i1, &i2);
     return cf__add_at_t(f, h, k.fp, i1, i2, F, B);
 }
 
@@ -167,8 +175,8 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
     uint64_t i1[CF__AHEAD], i2[CF__AHEAD];
     uint32_t fp[CF__AHEAD];
     unsigned staged_in[CF__AHEAD]; /* f->ntables when the key was staged */
-    size_t added = 0;
-    for (size_t j = 0; j < n + CF__AHEAD; j++) {
+    size_t added = 0, j = 0;
+    for (; j < n + CF__AHEAD; j++) {
         if (j >= CF__AHEAD) {
             size_t p = j - CF__AHEAD, x = p % CF__AHEAD;
             cf_status st;
@@ -178,6 +186,8 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
                 st = CF_EXISTS;
             else if (CF__LIKELY(staged_in[x] == f->ntables))
                 st = cf__add_at_t(f, hashes[p], fp[x], i1[x], i2[x], F, B);
+            else if (F && f->tables[f->ntables - 1].shape->ext != 0)
+                break; /* grown into a wider sub-filter, which constant widths do not serve */
             else
                 st = cf__add_t(f, hashes[p], F, B);
             added += st == CF_OK;
@@ -187,13 +197,17 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
         if (j < n) {
             size_t x = j % CF__AHEAD;
             const cf__table *t = &f->tables[f->ntables - 1];
-            cf__key k = cf__key_t(&f->shape, hashes[j], F);
+            cf__key k = cf__key_t(f, t, hashes[j], F);
             cf__buckets(t, &k, &i1[x], &i2[x]);
             fp[x] = k.fp;
             staged_in[x] = f->ntables;
-            cf__prefetch_t(t, &f->shape, i1[x], true, F, B);
-            cf__prefetch_t(t, &f->shape, i2[x], true, F, B);
+            cf__prefetch_t(t, t->shape, i1[x], true, F, B);
+            cf__prefetch_t(t, t->shape, i2[x], true, F, B);
         }
+    }
+    if (CF__UNLIKELY(j < n + CF__AHEAD)) { /* the rest, by the filter's operations as it is now */
+        size_t p = j - CF__AHEAD;
+        added += f->ops->add_many(f, hashes + p, n - p, flags, status ? status + p : NULL);
     }
     return added;
 }
@@ -206,7 +220,7 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     if (!F)
         return cf__delete_all(f, h);
     cf__table *t = f->tables;
-    cf__key k = cf__key_t(&f->shape, h, F);
+    cf__key k = cf__key_t(f, t, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
     return cf__pair_remove_t(t, &f->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;

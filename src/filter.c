@@ -51,12 +51,12 @@ static unsigned cf__or_default(unsigned v, unsigned def)
 }
 
 /* The flags cf_config.flags may have. */
-#define CF__CONFIG_FLAGS CF_FIXED_SEED
+#define CF__CONFIG_FLAGS (CF_FIXED_SEED | CF_GROW_SAME_WIDTH)
 
 /* The end of the last field of each struct this library knows: a caller's struct may be
  * larger (a later header's), and then the bytes past these must be 0. */
-#define CF__CONFIG_END (offsetof(cf_config, target_fpr) + sizeof(double))
-#define CF__STATS_END  (offsetof(cf_stats, capacity) + sizeof(uint64_t))
+#define CF__CONFIG_END (offsetof(cf_config, fpr_bound) + sizeof(double))
+#define CF__STATS_END  (offsetof(cf_stats, fpr_bound) + sizeof(double))
 _Static_assert(CF__CONFIG_END == sizeof(cf_config),
                "a field appended to cf_config: move CF__CONFIG_END");
 _Static_assert(CF__STATS_END == sizeof(cf_stats),
@@ -83,6 +83,76 @@ static unsigned cf__bits_for_fpr(double target, unsigned b)
     return 0;
 }
 
+/* log(1 - p) for a stored and a probed f-bit fingerprint matching with probability p (see
+ * cf_expected_fpr): a lookup misses a sub-filter of f-bit fingerprints at load a with
+ * probability exp(2 b a log(1 - p)). */
+static double cf__log_miss(unsigned f)
+{
+    int w = (int)f;
+    return log1p(-ldexp(ldexp(1.0, w) + 2.0, -2 * w));
+}
+
+/* The false-positive rate of `tables` sub-filters at full load, the first of f-bit
+ * fingerprints and each next one cf__ext_of bits wider: cf_stats.fpr_bound. miss[e] is
+ * cf__log_miss(f + e). Sub-filters are counted by width: those of at most e extra bits
+ * are the k with k * widen <= 256 e. */
+static double cf__bound_of(const double *miss, unsigned f, unsigned b, unsigned widen,
+                           unsigned tables)
+{
+    double sum = 0.0;
+    uint64_t done = 0; /* sub-filters counted so far */
+    for (unsigned e = 0; e <= 32u - f && done < tables; e++) {
+        uint64_t upto = widen == 0 || e == 32u - f ? tables : (uint64_t)256u * e / widen + 1u;
+        upto = upto < tables ? upto : tables;
+        sum += (double)(upto - done) * miss[e];
+        done = upto;
+    }
+    return -expm1(2.0 * (double)b * sum);
+}
+
+/* The narrowest widening (extra bits per sub-filter, in 1/256 bits) that keeps the rate
+ * of p's max_tables sub-filters at full load within `bound`; false if even 32-bit
+ * fingerprints from the second sub-filter on cannot. Bound 0 asks for twice the first
+ * sub-filter's rate, or where that cannot be had (fingerprints too wide to widen much),
+ * for the most widening there is. The rate falls as the widening grows, so a bisection
+ * finds it. */
+static bool cf__widen_for(cf__params *p, double bound)
+{
+    double miss[33];
+    unsigned f = p->shape.f, b = p->shape.b, lo = 1, hi = 256u * (32u - f);
+    for (unsigned e = 0; e <= 32u - f; e++)
+        miss[e] = cf__log_miss(f + e);
+    double first = cf_expected_fpr(f, b, 1.0);
+    bool by_default = bound == 0.0;
+    if (by_default) /* twice the first's, or for the shortest fingerprints halfway to 1 */
+        bound = 2.0 * first < 1.0 ? 2.0 * first : (1.0 + first) / 2.0;
+    else if (!(bound > first && bound < 1.0))
+        return false;
+    if (hi == 0 || !(bound > first) || cf__bound_of(miss, f, b, hi, p->max_tables) > bound) {
+        p->widen = hi;
+        return by_default;
+    }
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        if (cf__bound_of(miss, f, b, mid, p->max_tables) <= bound)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    p->widen = lo;
+    return true;
+}
+
+/* cf_stats.fpr_bound of a filter of these settings. */
+static double cf__fpr_bound(const cf__params *p)
+{
+    double miss[33];
+    unsigned f = p->shape.f;
+    for (unsigned e = 0; e <= 32u - f; e++)
+        miss[e] = cf__log_miss(f + e);
+    return cf__bound_of(miss, f, p->shape.b, p->widen, p->expansion ? p->max_tables : 1u);
+}
+
 /* A config with its defaults applied and checked; no sizing yet (and no seed drawn). */
 static cf_status cf__resolve(const cf_config *c, cf__params *p)
 {
@@ -105,6 +175,12 @@ static cf_status cf__resolve(const cf_config *c, cf__params *p)
         p->expansion > CF_MAX_EXPANSION)
         return CF_EINVAL;
     cf__shape_init(&p->shape, f, b);
+    /* Growing filters widen their fingerprints unless told not to (a bound is then an
+     * error, as it is for a filter that cannot grow). */
+    p->widen = 0;
+    bool same_width = p->expansion == 0 || (c->flags & CF_GROW_SAME_WIDTH);
+    if (same_width ? c->fpr_bound != 0.0 : !cf__widen_for(p, c->fpr_bound))
+        return CF_EINVAL;
     return CF_OK;
 }
 
@@ -170,11 +246,43 @@ static cf_status cf__config_sized(const cf_config *config, size_t size, cf_confi
     return st;
 }
 
+/* Bytes of a filter's wide shapes: one per width past the first, for a filter whose
+ * sub-filters (up to `ntables`) include a wider one. */
+static size_t cf__wide_bytes(const cf__params *p, unsigned ntables)
+{
+    bool wide = ntables > 1 && cf__ext_of(p->shape.f, p->widen, ntables - 1) > 0;
+    return wide ? (32u - p->shape.f) * sizeof(cf__shape) : 0;
+}
+
 size_t cf__fixed_bytes(const cf__params *p, unsigned ntables)
 {
     cf__head h;
     cf__head_layout(p, ntables, &h);
-    return h.head_bytes + h.tables_cap * sizeof(cf__table);
+    return h.head_bytes + h.tables_cap * sizeof(cf__table) + cf__wide_bytes(p, ntables);
+}
+
+/* The shape of the sub-filters `ext` bits wider than the first: the filter's own for
+ * ext 0, else one of wide_shapes, which the first wider sub-filter allocates; NULL if
+ * that allocation fails. */
+static const cf__shape *cf__shape_at(cf_filter *f, unsigned ext)
+{
+    if (ext == 0)
+        return &f->shape;
+    if (!f->wide_shapes) {
+        unsigned n = 32u - f->shape.f;
+        cf__shape *w = f->alloc.alloc(f->alloc.ctx, n * sizeof *w);
+        if (!w)
+            return NULL;
+        /* No code of their own: the constant-width paths take the first sub-filter's
+         * width for the key's bucket bits, which a wider sub-filter keeps. */
+        for (unsigned e = 1; e <= n; e++) {
+            cf__shape_init(&w[e - 1], f->shape.f + e, f->shape.b);
+            w[e - 1].kind = CF__KIND_GENERIC;
+            w[e - 1].ext = e;
+        }
+        f->wide_shapes = w;
+    }
+    return &f->wide_shapes[ext - 1];
 }
 
 cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, size_t *bytes)
@@ -208,6 +316,8 @@ static void cf__release(cf_filter *f, unsigned ntables)
         a.free(a.ctx, f->load_sum);
     if (f->search_block)
         a.free(a.ctx, f->search_block);
+    if (f->wide_shapes)
+        a.free(a.ctx, f->wide_shapes);
     a.free(a.ctx, f->tables);
     a.free(a.ctx, f);
 }
@@ -241,6 +351,8 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
     f->max_kicks = p->max_kicks;
     f->expansion = p->expansion;
     f->max_tables = p->max_tables;
+    f->widen = p->widen;
+    f->fpr_bound = p->widen ? cf__fpr_bound(p) : 0.0; /* see cf_get_stats */
     f->tables_cap = h.tables_cap;
     f->tables = tables;
     if (h.queue_len) {
@@ -257,14 +369,18 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
         uint8_t *data = NULL;
         /* The caller checked every size (cf_new through cf__buckets_for, a loader through
          * the file's layout), so neither of these can fail. */
-        if (i > 0)
+        const cf__shape *s = &f->shape;
+        if (i > 0) {
             cf__mul_u64(buckets, p->expansion, &buckets);
-        cf__table_bytes(&p->shape, buckets, &bytes);
-        if (with_data && !(data = a->alloc(a->ctx, bytes))) {
+            s = cf__shape_at(f, cf__ext_of(p->shape.f, p->widen, i));
+        }
+        if (s)
+            cf__table_bytes(s, buckets, &bytes);
+        if (!s || (with_data && !(data = a->alloc(a->ctx, bytes)))) {
             cf__release(f, i);
             return CF_ENOMEM;
         }
-        cf__table_init(&tables[i], data, buckets0, buckets, bytes);
+        cf__table_init(&tables[i], data, buckets0, buckets, bytes, s);
     }
     f->ntables = ntables;
     cf__sync_ops(f);
@@ -308,6 +424,7 @@ cf_status cf_config_resolve_sized(const cf_config *config, size_t config_size, c
     c.max_kicks = p.max_kicks;
     c.max_sub_filters = p.max_tables;
     c.target_fpr = 0.0;
+    c.fpr_bound = p.widen ? cf__fpr_bound(&p) : 0.0; /* which gives the same widening */
     cf__struct_out(out, out_size, &c, CF__CONFIG_END);
     return CF_OK;
 }
@@ -361,8 +478,8 @@ static bool cf__visit(cf__search *z, uint64_t bucket)
 
 /* Make the moves of a found path, from its free end back to a root: each fingerprint
  * steps into the slot its successor just left, and `fp` takes the root's slot. */
-static void cf__apply_path(const cf__shape *s, const cf__node *q, cf__table *t, uint32_t end,
-                           unsigned slot, uint32_t fp)
+static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf__table *t,
+                                      uint32_t end, unsigned slot, uint32_t fp)
 {
     uint32_t cur = end;
     while (q[cur].parent != CF__ROOT) {
@@ -388,6 +505,9 @@ typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
 static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
                          uint32_t fp)
 {
+    /* The residents' fingerprints in the first sub-filter's width, which chooses their
+     * alternates: their low bits (all of them but in a wider sub-filter). */
+    uint32_t mask0 = (uint32_t)((UINT64_C(1) << (s->f - s->ext)) - 1u);
     cf__node *q = z->queue;
     z->n = 0;
     cf__visit(z, i1);
@@ -402,12 +522,13 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
         uint64_t nexts[CF__PREFETCH_SLOTS];
         unsigned ahead = s->b < CF__PREFETCH_SLOTS ? s->b : CF__PREFETCH_SLOTS;
         for (unsigned j = 0; j < ahead; j++) {
-            nexts[j] = cf__alt_of(t, bucket, cf__slot_get(t, s, bucket, j));
+            nexts[j] = cf__alt_of0(t, bucket, cf__slot_get(t, s, bucket, j) & mask0);
             cf__bucket_prefetch(t, s, nexts[j], true);
         }
         for (unsigned j = 0; j < s->b; j++) {
-            uint64_t next =
-                j < ahead ? nexts[j] : cf__alt_of(t, bucket, cf__slot_get(t, s, bucket, j));
+            uint64_t next = j < ahead
+                                ? nexts[j]
+                                : cf__alt_of0(t, bucket, cf__slot_get(t, s, bucket, j) & mask0);
             if (!cf__visit(z, next))
                 continue;
             if (z->n == z->cap)
@@ -432,7 +553,7 @@ static cf__found cf__bfs_own(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i
         memset(own->marks, 0, ((size_t)1 << (64u - own->shift)) * sizeof(cf__mark));
         own->gen = 1;
     }
-    return cf__bfs(&f->shape, t, own, i1, i2, fp);
+    return cf__bfs(t->shape, t, own, i1, i2, fp);
 }
 
 /* Give f search memory of its own for `budget` nodes, in a block of its own; false if
@@ -466,7 +587,7 @@ static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint
     cf__node queue[CF__STACK_NODES];
     cf__mark marks[2 * CF__STACK_NODES];
     cf__search z = {queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0};
-    cf__found r = cf__bfs(&f->shape, t, &z, i1, i2, fp);
+    cf__found r = cf__bfs(t->shape, t, &z, i1, i2, fp);
     if (r != CF__OUT_OF_NODES || z.cap == budget)
         return r == CF__MOVED;
     /* The same search with the whole budget finds the same path (breadth-first, in the
@@ -476,7 +597,7 @@ static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint
     unsigned bits = cf__mark_bits(budget);
     memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
     z = (cf__search){queue, marks, budget, 64u - bits, 1, 0};
-    return cf__bfs(&f->shape, t, &z, i1, i2, fp) == CF__MOVED;
+    return cf__bfs(t->shape, t, &z, i1, i2, fp) == CF__MOVED;
 }
 
 /* Append a sub-filter `expansion` times the size of the newest and put the key in it. */
@@ -487,18 +608,31 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
     size_t bytes;
     if (f->expansion == 0 || f->ntables >= f->max_tables)
         return CF_FULL;
+    unsigned ext = cf__ext_of(f->shape.f, f->widen, f->ntables);
+    cf__shape want;
+    cf__shape_init(&want, f->shape.f + ext, f->shape.b);
     if (!cf__mul_u64(f->tables[f->ntables - 1].buckets, f->expansion, &buckets) ||
-        !cf__table_bytes(&f->shape, buckets, &bytes))
+        !cf__table_bytes(&want, buckets, &bytes))
         return CF_FULL;
-    /* Both allocations first, so that a failure of either leaves the filter as it was. */
+    /* Every allocation first (the table, a bigger sub-filter array, the first wide
+     * shapes), so that a failure of any leaves the filter as it was. */
+    bool new_shapes = ext > 0 && !f->wide_shapes;
     uint8_t *data = a->alloc(a->ctx, bytes);
-    if (!data)
+    const cf__shape *s = data ? cf__shape_at(f, ext) : NULL;
+    if (!s) {
+        if (data)
+            a->free(a->ctx, data);
         return CF_ENOMEM;
+    }
     if (f->ntables == f->tables_cap) {
         unsigned cap = cf__tables_cap(f->max_tables, f->ntables + 1);
         cf__table *bigger = a->alloc(a->ctx, cap * sizeof(cf__table));
         if (!bigger) {
             a->free(a->ctx, data);
+            if (new_shapes) {
+                a->free(a->ctx, f->wide_shapes);
+                f->wide_shapes = NULL;
+            }
             return CF_ENOMEM;
         }
         memcpy(bigger, f->tables, f->ntables * sizeof(cf__table));
@@ -507,10 +641,10 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
         f->tables_cap = cap;
     }
     cf__table *t = &f->tables[f->ntables];
-    cf__table_init(t, data, f->tables[0].buckets, buckets, bytes);
+    cf__table_init(t, data, f->tables[0].buckets, buckets, bytes, s);
     uint64_t i1, i2;
     cf__buckets(t, k, &i1, &i2);
-    cf__put_if_free(t, &f->shape, i1, k->fp); /* an empty table always has room */
+    cf__put_if_free(t, s, i1, cf__fp_in(k, t)); /* an empty table always has room */
     f->ntables++;
     cf__sync_ops(f);
     return CF_OK;
@@ -520,13 +654,15 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
  * sub-filters, then an eviction search, then growth or the stash. Off the fast path. */
 static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, uint64_t n2)
 {
-    const cf__shape *s = &f->shape;
     cf__table *newest = &f->tables[f->ntables - 1];
+    const cf__shape *s = newest->shape;
+    uint32_t fp = cf__fp_in(k, newest);
     uint64_t i1, i2;
     for (unsigned n = f->ntables - 1; n-- > 0;) {
         cf__table *t = &f->tables[n];
+        uint32_t fp_t = cf__fp_in(k, t);
         cf__buckets(t, k, &i1, &i2);
-        if (cf__put_if_free(t, s, i1, k->fp) || cf__put_if_free(t, s, i2, k->fp))
+        if (cf__put_if_free(t, t->shape, i1, fp_t) || cf__put_if_free(t, t->shape, i2, fp_t))
             return CF_OK;
     }
     /* When both buckets hold nothing but this fingerprint, no move can help (every
@@ -534,15 +670,15 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
      * that share fingerprint and bucket pair (common when b * f is small). A growing
      * filter says full: growing for one hot key is how filters balloon. A fixed filter
      * may still stash it, like any key that found no room. */
-    bool hot = cf__bucket_all(newest, s, n1, k->fp) && cf__bucket_all(newest, s, n2, k->fp);
-    if (!hot && cf__evict(f, newest, n1, n2, k->fp)) {
+    bool hot = cf__bucket_all(newest, s, n1, fp) && cf__bucket_all(newest, s, n2, fp);
+    if (!hot && cf__evict(f, newest, n1, n2, fp)) {
         newest->items++;
         return CF_OK;
     }
     cf_status st = hot ? CF_FULL : cf__grow(f, k);
     /* The last resort of a filter that cannot grow; never a way round the hot-key rule. */
     if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
-        f->stash[f->stash_n++] = (cf__stash){n1, k->fp, f->ntables - 1};
+        f->stash[f->stash_n++] = (cf__stash){n1, fp, f->ntables - 1};
         cf__sync_ops(f);
         return CF_OK;
     }
@@ -559,18 +695,19 @@ static void cf__stash_remove(cf_filter *f, unsigned e)
     cf__sync_ops(f);
 }
 
-/* Put fp, which sits in bucket x of a sub-filter of `scale` (k, or the stash of k - 1),
+/* Put fp, which sits in bucket x of sub-filter `from` (k, or k - 1 for its stash),
  * into a free slot of its pair in sub-filter k - 1 or an older one (newest first, as an
  * insert would). Bucket indices are nested, so its pair there is x divided by the ratio
  * of the two scales, and that bucket's alternate: the pair its key hashes to. Off the hot
  * path (compaction), so a plain divide. */
-static bool cf__move_older(cf_filter *f, unsigned k, uint64_t scale, uint64_t x, uint32_t fp)
+static bool cf__move_older(cf_filter *f, unsigned k, const cf__table *from, uint64_t x, uint32_t fp)
 {
     for (unsigned n = k; n-- > 0;) {
         cf__table *t = &f->tables[n];
-        uint64_t i1 = x / (scale / t->scale);
-        if (cf__put_if_free(t, &f->shape, i1, fp) ||
-            cf__put_if_free(t, &f->shape, cf__alt_of(t, i1, fp), fp))
+        uint64_t i1 = x / (from->scale / t->scale);
+        uint32_t fp_t = cf__fp_narrow(fp, from, t->shape->ext); /* the key's fingerprint there */
+        if (cf__put_if_free(t, t->shape, i1, fp_t) ||
+            cf__put_if_free(t, t->shape, cf__alt_of(t, i1, fp_t), fp_t))
             return true;
     }
     return false;
@@ -590,22 +727,22 @@ cf_status cf_compact(cf_filter *f)
         return CF_EINVAL;
     if (cf__read_only(f))
         return CF_EREADONLY;
-    const cf__shape *s = &f->shape;
     /* Stashed fingerprints first: back into their sub-filter or an older one, where
      * lookups find them without the stash and where they no longer pin a sub-filter. */
     for (unsigned e = f->stash_n; e-- > 0;) {
         cf__stash x = f->stash[e];
-        if (cf__move_older(f, x.table + 1, f->tables[x.table].scale, x.bucket, x.fp))
+        if (cf__move_older(f, x.table + 1, &f->tables[x.table], x.bucket, x.fp))
             cf__stash_remove(f, e);
     }
     /* A moved fingerprint keeps the delete rule safe: a key whose pair coincides with
      * its pair in the newer sub-filter coincides with it in the older one too. */
     for (unsigned k = f->ntables; k-- > 1;) {
         cf__table *t = &f->tables[k];
+        const cf__shape *s = t->shape;
         for (uint64_t x = 0; x < t->buckets && t->items; x++)
             for (unsigned j = 0; j < s->b; j++) {
                 uint32_t fp = cf__slot_get(t, s, x, j);
-                if (fp && cf__move_older(f, k, t->scale, x, fp)) {
+                if (fp && cf__move_older(f, k, t, x, fp)) {
                     cf__slot_set(t, s, x, j, 0);
                     t->items--;
                 }
@@ -617,6 +754,11 @@ cf_status cf_compact(cf_filter *f)
         f->alloc.free(f->alloc.ctx, f->tables[f->ntables].data);
         f->tables[f->ntables].data = NULL;
         cf__sync_ops(f);
+    }
+    /* The wide shapes go with the last wider sub-filter, as a copy would have none. */
+    if (f->wide_shapes && f->tables[f->ntables - 1].shape->ext == 0) {
+        f->alloc.free(f->alloc.ctx, f->wide_shapes);
+        f->wide_shapes = NULL;
     }
     /* Shrink the sub-filter array to its canonical size; if that allocation fails, the
      * bigger array is kept, which is only a few bytes more. */
@@ -647,9 +789,10 @@ static unsigned cf__stash_match(const cf_filter *f, unsigned table, const cf__ke
                                 uint64_t i2)
 {
     unsigned hits = 0;
+    uint32_t fp = cf__fp_in(k, &f->tables[table]);
     for (unsigned e = 0; e < f->stash_n; e++) {
         const cf__stash *x = &f->stash[e];
-        if (x->table == table && x->fp == k->fp && (x->bucket == i1 || x->bucket == i2))
+        if (x->table == table && x->fp == fp && (x->bucket == i1 || x->bucket == i2))
             hits |= 1u << e;
     }
     return hits;
@@ -665,8 +808,8 @@ static void cf__stash_drain(cf_filter *f, unsigned table)
         if (x.table != table)
             continue;
         uint64_t other = cf__alt_of(t, x.bucket, x.fp);
-        if (cf__put_if_free(t, &f->shape, x.bucket, x.fp) ||
-            cf__put_if_free(t, &f->shape, other, x.fp))
+        if (cf__put_if_free(t, t->shape, x.bucket, x.fp) ||
+            cf__put_if_free(t, t->shape, other, x.fp))
             cf__stash_remove(f, e);
     }
 }
@@ -677,13 +820,13 @@ static void cf__stash_drain(cf_filter *f, unsigned table)
 
 bool cf__contains_all(const cf_filter *f, uint64_t h)
 {
-    const cf__shape *s = &f->shape;
-    cf__key k = cf__key_of(s, h);
+    cf__key k = cf__key_bits(f->shape.f, h);
     for (unsigned n = f->ntables; n-- > 0;) {
         const cf__table *t = &f->tables[n];
+        uint32_t fp = cf__fp_in(&k, t);
         uint64_t i1, i2;
         cf__buckets(t, &k, &i1, &i2);
-        if (cf__bucket_has(t, s, i1, k.fp) || cf__bucket_has(t, s, i2, k.fp))
+        if (cf__bucket_has(t, t->shape, i1, fp) || cf__bucket_has(t, t->shape, i2, fp))
             return true;
         if (CF__UNLIKELY(f->stash_n) && cf__stash_match(f, n, &k, i1, i2))
             return true;
@@ -693,21 +836,21 @@ bool cf__contains_all(const cf_filter *f, uint64_t h)
 
 cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
 {
-    cf__key k = cf__key_of(&f->shape, h);
+    cf__key k = cf__key_bits(f->shape.f, h);
     return cf__insert_rest(f, &k, n1, n2);
 }
 
 static cf_status cf__delete_key(cf_filter *f, const cf__key *k)
 {
-    const cf__shape *s = &f->shape;
     for (unsigned n = f->ntables; n-- > 0;) {
         cf__table *t = &f->tables[n];
+        uint32_t fp = cf__fp_in(k, t);
         uint64_t i[2];
         cf__buckets(t, k, &i[0], &i[1]);
         for (unsigned w = 0; w < 2; w++) {
-            int j = cf__bucket_find(t, s, i[w], k->fp);
+            int j = cf__bucket_find(t, t->shape, i[w], fp);
             if (j >= 0) {
-                cf__slot_set(t, s, i[w], (unsigned)j, 0);
+                cf__slot_set(t, t->shape, i[w], (unsigned)j, 0);
                 t->items--;
                 if (CF__UNLIKELY(f->stash_n))
                     cf__stash_drain(f, n);
@@ -725,7 +868,7 @@ static cf_status cf__delete_key(cf_filter *f, const cf__key *k)
 
 cf_status cf__delete_all(cf_filter *f, uint64_t h)
 {
-    cf__key k = cf__key_of(&f->shape, h);
+    cf__key k = cf__key_bits(f->shape.f, h);
     return cf__delete_key(f, &k);
 }
 
@@ -749,13 +892,13 @@ cf__flips cf__hash_flips(uint64_t seed)
 
 static uint64_t cf__count_key(const cf_filter *f, const cf__key *k)
 {
-    const cf__shape *s = &f->shape;
     uint64_t total = 0;
     for (unsigned n = 0; n < f->ntables; n++) {
         const cf__table *t = &f->tables[n];
+        uint32_t fp = cf__fp_in(k, t);
         uint64_t i1, i2;
         cf__buckets(t, k, &i1, &i2);
-        total += cf__bucket_count(t, s, i1, k->fp) + cf__bucket_count(t, s, i2, k->fp);
+        total += cf__bucket_count(t, t->shape, i1, fp) + cf__bucket_count(t, t->shape, i2, fp);
         if (CF__UNLIKELY(f->stash_n))
             total += cf__popcount64(cf__stash_match(f, n, k, i1, i2));
     }
@@ -836,7 +979,7 @@ uint64_t cf_count_hash(const cf_filter *f, uint64_t h)
 {
     if (!f)
         return 0;
-    cf__key k = cf__key_of(&f->shape, h);
+    cf__key k = cf__key_bits(f->shape.f, h);
     return cf__count_key(f, &k);
 }
 
@@ -969,7 +1112,7 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
         return CF_EINVAL;
     const cf__shape *s = &f->shape;
     cf_stats st = {0}, *out = &st;
-    double loads = 0.0; /* the sum of the sub-filters' loads, for cf_expected_fpr */
+    double miss = 0.0; /* log of the chance that a lookup misses every sub-filter, / 2b */
     /* A filter still loading reports the filter its header describes, but for `bytes`:
      * only the tables whose chunks have begun to arrive hold memory. */
     for (unsigned n = 0; n < cf__ntables_all(f); n++) {
@@ -979,7 +1122,7 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
         out->buckets += t->buckets;
         out->slots += slots;
         out->bytes += t->data ? t->bytes : 0;
-        loads += (double)t->items / (double)slots;
+        miss += (double)t->items / (double)slots * cf__log_miss(t->shape->f);
     }
     out->items += f->stash_n;
     out->stashed = f->stash_n;
@@ -988,7 +1131,12 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
     out->bucket_size = s->b;
     out->capacity = f->capacity;
     out->load_factor = (double)(out->items - out->stashed) / (double)out->slots;
-    out->fpr = cf_expected_fpr(s->f, s->b, loads);
+    out->fpr = -expm1(2.0 * (double)s->b * miss); /* cf_expected_fpr, width by width */
+    out->newest_fingerprint_bits = f->tables[cf__ntables_all(f) - 1].shape->f;
+    /* Kept for a widening filter, where it took some computing; for the others a rate of
+     * one width at the load of every sub-filter there can be. */
+    out->fpr_bound =
+        f->widen ? f->fpr_bound : cf_expected_fpr(s->f, s->b, f->expansion ? f->max_tables : 1.0);
     cf__struct_out(caller, size, out, CF__STATS_END);
     return CF_OK;
 }
@@ -1020,6 +1168,10 @@ cf_status cf_get_config_sized(const cf_filter *f, cf_config *caller, size_t size
     out->expansion = f->expansion;
     out->seed = f->seed;
     out->flags = f->seed == 0 ? CF_FIXED_SEED : 0u; /* so that cf_new(out) keeps seed 0 */
+    if (f->expansion != 0 && f->widen == 0)
+        out->flags |= CF_GROW_SAME_WIDTH;
+    else if (f->expansion != 0)
+        out->fpr_bound = f->fpr_bound; /* which gives the same widening again */
     out->allocator = NULL;
     out->max_sub_filters = f->max_tables;
     cf__struct_out(caller, size, out, CF__CONFIG_END);

@@ -41,8 +41,21 @@
 typedef struct cf__key {
     uint64_t x;   /* the index bits, h << f: a fraction of 2^64 */
     uint64_t mix; /* cf__fp_mix(fp) */
-    uint32_t fp;
+    uint64_t h;   /* the hash, for the fingerprints of wider sub-filters (cf__fp_in) */
+    uint32_t fp;  /* the f-bit fingerprint, never 0 */
 } cf__key;
+
+/* Growth that keeps the false-positive rate gives each new sub-filter fingerprints `ext`
+ * bits wider than the first's: the f-bit fingerprint in the low bits, and above it the
+ * low ext bits of a second mix of the hash, (h * CF__EXT_MULT) >> 32. Mapping stays the
+ * first sub-filter's: the index bits (h << f) and the alternate (from the f-bit
+ * fingerprint, the low f bits of any wider one) are the same in every sub-filter, so pairs
+ * nest as above. And the fingerprints nest too: a narrower one is a wider one's low bits,
+ * so two keys whose fingerprint and pair coincide in a sub-filter coincide in every older
+ * one, which is what keeps deletes safe. A wider fingerprint is never 0 (its low bits are
+ * not). The mix's bits depend on every bit of h, also on those below the index bits that
+ * choose the bucket, so within a bucket the extra bits are as good as independent. */
+#define CF__EXT_MULT UINT64_C(0xd6e8feb86659fd93)
 
 /* 2^64 / golden ratio: multiples of it, as fractions, spread evenly over [0, 1). */
 #define CF__ALT_MULT UINT64_C(0x9e3779b97f4a7c15)
@@ -66,12 +79,27 @@ static inline cf__key cf__key_bits(unsigned f, uint64_t h)
     k.fp = fp + (fp < 1u); /* compare-and-add-carry: two instructions */
     k.x = h << f;
     k.mix = cf__fp_mix(k.fp);
+    k.h = h;
     return k;
 }
 
-static inline cf__key cf__key_of(const cf__shape *s, uint64_t h)
+/* The fingerprint the key has in sub-filter t: k->fp, and for a wider one the low ext bits
+ * of (h * CF__EXT_MULT) >> 32 above it. */
+static inline uint32_t cf__fp_in(const cf__key *k, const cf__table *t)
 {
-    return cf__key_bits(s->f, h);
+    unsigned ext = t->shape->ext;
+    if (CF__LIKELY(ext == 0))
+        return k->fp;
+    uint32_t more = (uint32_t)((k->h * CF__EXT_MULT) >> 32) & ((UINT32_C(1) << ext) - 1u);
+    return k->fp | more << (t->shape->f - ext);
+}
+
+/* A stored fingerprint of sub-filter t narrowed to `ext` extra bits (ext <= t's): the
+ * fingerprint the same key has in a sub-filter of that width, its low bits. */
+static inline uint32_t cf__fp_narrow(uint32_t fp, const cf__table *t, unsigned ext)
+{
+    unsigned width = t->shape->f - t->shape->ext + ext;
+    return fp & (uint32_t)((UINT64_C(1) << width) - 1u);
 }
 
 /* The odd offset of a fingerprint whose mix is `mix` in a table of m buckets (m even):
@@ -111,14 +139,21 @@ static inline void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i
     *i2 = *i1 + (a - p) * t->scale; /* modulo 2^64: a < p wraps and comes back */
 }
 
-/* The other bucket of fingerprint fp in bucket `bucket` of table t. */
-static inline uint64_t cf__alt_of(const cf__table *t, uint64_t bucket, uint32_t fp)
+/* The other bucket in table t of bucket `bucket` for a key whose fingerprint in the first
+ * sub-filter is fp0. */
+static inline uint64_t cf__alt_of0(const cf__table *t, uint64_t bucket, uint32_t fp0)
 {
-    uint64_t off = cf__alt_offset(cf__fp_mix(fp), t->base);
+    uint64_t off = cf__alt_offset(cf__fp_mix(fp0), t->base);
     if (CF__LIKELY(t->scale == 1))
         return cf__alt(bucket, off, t->base);
     uint64_t p = cf__div63(bucket, &t->per_scale);
     return bucket + (cf__alt(p, off, t->base) - p) * t->scale;
+}
+
+/* The other bucket of fingerprint fp (of t's width) in bucket `bucket` of table t. */
+static inline uint64_t cf__alt_of(const cf__table *t, uint64_t bucket, uint32_t fp)
+{
+    return cf__alt_of0(t, bucket, cf__fp_narrow(fp, t, 0));
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -262,6 +297,10 @@ struct cf_filter {
     unsigned max_kicks;
     unsigned expansion;
     unsigned max_tables;
+    unsigned widen;         /* see cf__params */
+    double fpr_bound;       /* a widening filter's cf_stats.fpr_bound, computed once */
+    cf__shape *wide_shapes; /* widening filters: the shape of ext extra bits at [ext - 1],
+                               up to 32 bits; allocated with the first wider sub-filter */
     unsigned ntables;
     unsigned tables_cap; /* entries allocated in `tables` */
     cf__table *tables;   /* oldest first; tables[ntables - 1] is the newest */
@@ -312,7 +351,10 @@ static inline bool cf__is_simple(const cf_filter *f)
  * complete sub-filters or of stash entries changes. */
 static inline void cf__sync_ops(cf_filter *f)
 {
-    f->ops = &(*f->variant)[cf__is_simple(f) ? CF__SIMPLE : CF__GENERAL][f->shape.kind];
+    /* The shape is the newest sub-filter's, where inserts go (lookups of the general
+     * state go through every sub-filter, each with its own). */
+    const cf__shape *s = f->ntables ? f->tables[f->ntables - 1].shape : &f->shape;
+    f->ops = &(*f->variant)[cf__is_simple(f) ? CF__SIMPLE : CF__GENERAL][s->kind];
 }
 
 /* The filter's hash of a key (XXH3-64 with its seed): 8- and 16-byte keys inline, others
@@ -338,7 +380,16 @@ typedef struct cf__params {
     cf__shape shape;
     uint64_t capacity, seed;
     unsigned max_kicks, expansion, max_tables;
+    unsigned widen; /* extra fingerprint bits per sub-filter, in 1/256 bits (0: same width) */
 } cf__params;
+
+/* Fingerprint bits that sub-filter k adds to the first's f: ceil(k * widen / 256), up to
+ * 32 bits in all. */
+static inline unsigned cf__ext_of(unsigned f, unsigned widen, unsigned k)
+{
+    uint64_t ext = ((uint64_t)k * widen + 255u) / 256u;
+    return ext < 32u - f ? (unsigned)ext : 32u - f;
+}
 
 /* A filter with `ntables` sub-filters, the first of buckets0 buckets, each next one
  * `expansion` times larger, all empty. Without with_data, the tables get no memory (data

@@ -43,6 +43,7 @@ static const uint8_t cf__magic[8] = {0x89, 'C', 'U', 'C', 'K', 'O', 'O', '\n'};
 #define CF__SUM_BYTES    8u  /* an XXH3-64 checksum */
 #define CF__ALIGN        64u /* table alignment in the file: a cache line, for mmap */
 #define CF__HASH_XXH3    1u  /* hash id: XXH3-64 of the key with the seed, split as in v1 */
+#define CF__FLAG_WIDEN   1u  /* header flag: sub-filters widen their fingerprints (CF__H_WIDEN) */
 
 /* Header field offsets (docs/FORMAT.md, "Header"). */
 enum {
@@ -58,7 +59,7 @@ enum {
     CF__H_HASH = 42,
     CF__H_STASH = 43,
     CF__H_KICKS = 44,
-    CF__H_RESERVED1 = 46,
+    CF__H_WIDEN = 46,
     CF__H_EXPANSION = 48,
     CF__H_MAX_TABLES = 52,
     CF__H_TABLES = 56,
@@ -103,6 +104,12 @@ static uint64_t cf__meta_len(unsigned ntables, unsigned nstash)
            (uint64_t)nstash * CF__ENTRY_BYTES + CF__SUM_BYTES;
 }
 
+/* Are all of f's tables the same size: a filter that grows by 1 and keeps its width? */
+static bool cf__equal_tables(const cf_filter *f)
+{
+    return f->expansion == 1 && f->widen == 0;
+}
+
 /* Where table k of a live filter starts in its file (k == ntables: where the file sum
  * starts). Only a filter that grows by 1 can have many sub-filters (a factor of 2 or more
  * reaches the table size limit within 58 steps), and its sub-filters are all the same
@@ -110,10 +117,10 @@ static uint64_t cf__meta_len(unsigned ntables, unsigned nstash)
 static uint64_t cf__table_offset(const cf_filter *f, unsigned k)
 {
     uint64_t pos = cf__align_up(cf__meta_len(cf__ntables_all(f), f->stash_n));
-    if (f->expansion == 1)
+    if (cf__equal_tables(f))
         return pos + k * cf__align_up(cf__data_bytes(&f->shape, f->tables[0].buckets));
     for (unsigned i = 0; i < k; i++)
-        pos = cf__align_up(pos + cf__data_bytes(&f->shape, f->tables[i].buckets));
+        pos = cf__align_up(pos + cf__data_bytes(f->tables[i].shape, f->tables[i].buckets));
     return pos;
 }
 
@@ -220,6 +227,8 @@ static void cf__header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
     h[CF__H_HASH] = CF__HASH_XXH3;
     h[CF__H_STASH] = (uint8_t)f->stash_n;
     cf__store_le16(h + CF__H_KICKS, (uint16_t)f->max_kicks);
+    cf__store_le32(h + CF__H_FLAGS, f->widen ? CF__FLAG_WIDEN : 0u);
+    cf__store_le16(h + CF__H_WIDEN, (uint16_t)f->widen);
     cf__store_le32(h + CF__H_EXPANSION, f->expansion);
     cf__store_le32(h + CF__H_MAX_TABLES, f->max_tables);
     cf__store_le32(h + CF__H_TABLES, cf__ntables_all(f));
@@ -228,7 +237,6 @@ static void cf__header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
 /* The meta section: header, descriptors, stash, meta sum. Returns the meta sum. */
 static uint64_t cf__emit_meta(cf__sink *k, const cf_filter *f)
 {
-    const cf__shape *s = &f->shape;
     uint8_t h[CF__HEADER_BYTES];
     cf__header(f, h);
     cf__emit(k, h, sizeof h);
@@ -239,7 +247,7 @@ static uint64_t cf__emit_meta(cf__sink *k, const cf_filter *f)
         cf__store_le64(d + CF__D_BUCKETS, t->buckets);
         cf__store_le64(d + CF__D_ITEMS, t->items);
         cf__store_le64(d + CF__D_OFFSET, cf__table_offset(f, i));
-        cf__store_le64(d + CF__D_LENGTH, cf__data_bytes(s, t->buckets));
+        cf__store_le64(d + CF__D_LENGTH, cf__data_bytes(t->shape, t->buckets));
         cf__emit(k, d, sizeof d);
     }
     for (unsigned e = 0; e < f->stash_n; e++) {
@@ -266,7 +274,7 @@ static uint64_t cf__emit_body(cf__sink *k, const cf_filter *f)
         cf__emit_zeros(k, start - pos);
         if (i == f->ntables)
             break;
-        uint64_t len = cf__data_bytes(&f->shape, f->tables[i].buckets);
+        uint64_t len = cf__data_bytes(f->tables[i].shape, f->tables[i].buckets);
         cf__emit(k, f->tables[i].data, (size_t)len);
         pos = start + len;
     }
@@ -389,11 +397,12 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         cf__load_le64(b + m->meta_len - CF__SUM_BYTES))
         return cf__bad(why, "header checksum mismatch");
     /* A sound header with unknown flags or hash comes from a newer writer. */
-    if (cf__load_le32(b + CF__H_FLAGS) != 0 || b[CF__H_HASH] != CF__HASH_XXH3) {
+    uint32_t flags = cf__load_le32(b + CF__H_FLAGS);
+    if ((flags & ~CF__FLAG_WIDEN) != 0 || b[CF__H_HASH] != CF__HASH_XXH3) {
         *why = "uses a feature or hash this library does not know";
         return CF_EVERSION;
     }
-    if (cf__load_le16(b + CF__H_RESERVED1) != 0 || cf__load_le32(b + CF__H_RESERVED2) != 0)
+    if (cf__load_le32(b + CF__H_RESERVED2) != 0)
         return cf__bad(why, "reserved header field is not zero");
 
     cf__params *p = &m->p;
@@ -403,31 +412,39 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     p->max_kicks = cf__load_le16(b + CF__H_KICKS);
     p->expansion = cf__load_le32(b + CF__H_EXPANSION);
     p->max_tables = cf__load_le32(b + CF__H_MAX_TABLES);
+    p->widen = cf__load_le16(b + CF__H_WIDEN);
     if (f < CF_MIN_FINGERPRINT_BITS || f > CF_MAX_FINGERPRINT_BITS || bsize == 0 ||
         p->capacity == 0 || p->max_kicks == 0 || p->expansion > CF_MAX_EXPANSION ||
         p->max_tables == 0 || p->max_tables > CF_MAX_SUB_FILTERS || m->ntables > p->max_tables ||
         (p->expansion == 0 && m->ntables != 1))
         return cf__bad(why, "parameter out of range");
+    /* Widening: flagged, of a growing filter, and no faster than to 32 bits at once. */
+    if ((p->widen != 0) != ((flags & CF__FLAG_WIDEN) != 0) ||
+        (p->widen != 0 && (p->expansion == 0 || p->widen > 256u * (32u - f))))
+        return cf__bad(why, "bad fingerprint widening");
     cf__shape_init(&p->shape, f, bsize);
 
     /* The tables: sizes nested as growth makes them, placed where the layout says. */
     uint64_t pos = cf__align_up(m->meta_len), buckets = 0;
+    cf__shape sk = p->shape; /* table k's: its width changes at most 28 times */
     for (unsigned k = 0; k < m->ntables; k++) {
         const uint8_t *d = cf__desc(m, k);
         uint64_t want = buckets, slots = 0;
         size_t bytes;
+        if (f + cf__ext_of(f, p->widen, k) != sk.f)
+            cf__shape_init(&sk, f + cf__ext_of(f, p->widen, k), bsize);
         if (k == 0)
             want = m->buckets0 = cf__load_le64(d + CF__D_BUCKETS);
         else if (!cf__mul_u64(buckets, p->expansion, &want))
             return cf__bad(why, "sub-filter size out of range");
         buckets = cf__load_le64(d + CF__D_BUCKETS);
         if (buckets != want || buckets < 2 || buckets % 2 != 0 ||
-            !cf__table_bytes(&p->shape, buckets, &bytes))
+            !cf__table_bytes(&sk, buckets, &bytes))
             return cf__bad(why, "bad sub-filter size");
         cf__mul_u64(buckets, bsize, &slots); /* cannot overflow: bounded by the table size */
         if (cf__load_le64(d + CF__D_ITEMS) > slots)
             return cf__bad(why, "more items than slots");
-        uint64_t len_k = cf__data_bytes(&p->shape, buckets);
+        uint64_t len_k = cf__data_bytes(&sk, buckets);
         if (cf__load_le64(d + CF__D_OFFSET) != pos || cf__load_le64(d + CF__D_LENGTH) != len_k)
             return cf__bad(why, "bad table offset or length");
         pos = cf__align_up(pos + len_k); /* < 2^63: 65536 tables of at most 2^46 bytes */
@@ -438,7 +455,8 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         const uint8_t *x = cf__entry(m, e);
         uint64_t bucket = cf__load_le64(x + CF__E_BUCKET);
         uint32_t fp = cf__load_le32(x + CF__E_FP), table = cf__load_le32(x + CF__E_TABLE);
-        if (table >= m->ntables || fp == 0 || fp > p->shape.fp_mask ||
+        unsigned width = table < m->ntables ? f + cf__ext_of(f, p->widen, table) : 32u;
+        if (table >= m->ntables || fp == 0 || (uint64_t)fp >> width != 0 ||
             bucket >= cf__load_le64(cf__desc(m, table) + CF__D_BUCKETS))
             return cf__bad(why, "bad stash entry");
     }
@@ -461,6 +479,8 @@ static cf_status cf__check_body(const cf__meta *m, const char **why)
         cf__load_le64(b + m->total - CF__SUM_BYTES))
         return cf__bad(why, "checksum mismatch");
     uint64_t pos = m->meta_len;
+    const cf__params *p = &m->p;
+    cf__shape sk = p->shape;
     for (unsigned k = 0; k <= m->ntables; k++) {
         uint64_t start = k < m->ntables ? cf__load_le64(cf__desc(m, k) + CF__D_OFFSET)
                                         : m->total - CF__SUM_BYTES;
@@ -470,7 +490,10 @@ static cf_status cf__check_body(const cf__meta *m, const char **why)
         if (k == m->ntables)
             break;
         const uint8_t *d = cf__desc(m, k);
-        if (!cf__table_sound(&m->p.shape, b + start, cf__load_le64(d + CF__D_BUCKETS),
+        unsigned width = p->shape.f + cf__ext_of(p->shape.f, p->widen, k);
+        if (width != sk.f)
+            cf__shape_init(&sk, width, p->shape.b);
+        if (!cf__table_sound(&sk, b + start, cf__load_le64(d + CF__D_BUCKETS),
                              cf__load_le64(d + CF__D_ITEMS)))
             return cf__bad(why, "table contents disagree with the header");
         pos = start + cf__load_le64(d + CF__D_LENGTH);
@@ -954,7 +977,7 @@ static bool cf__chunk_at(const cf_filter *f, uint64_t pos, unsigned *table, uint
                          uint64_t *len, uint64_t *next)
 {
     unsigned first = 0, ntables = cf__ntables_all(f);
-    if (f->expansion == 1) { /* equal tables: go straight to the one holding pos */
+    if (cf__equal_tables(f)) { /* go straight to the table holding pos */
         uint64_t t0 = cf__table_offset(f, 0);
         uint64_t stride = cf__align_up(cf__data_bytes(&f->shape, f->tables[0].buckets));
         if (pos < t0 || (pos - t0) / stride >= ntables)
@@ -963,7 +986,7 @@ static bool cf__chunk_at(const cf_filter *f, uint64_t pos, unsigned *table, uint
     }
     uint64_t t = cf__table_offset(f, first);
     for (unsigned k = first; k < ntables; k++) {
-        uint64_t n = cf__data_bytes(&f->shape, f->tables[k].buckets);
+        uint64_t n = cf__data_bytes(f->tables[k].shape, f->tables[k].buckets);
         if (pos >= t && pos < t + n) {
             if ((pos - t) % CF_CHUNK_DATA_MAX != 0)
                 return false;
@@ -994,7 +1017,7 @@ size_t cf_dump_chunk_max(const cf_filter *f)
         return 0;
     uint64_t most = cf__meta_len(cf__ntables_all(f), f->stash_n) + CF__SUM_BYTES;
     for (unsigned k = 0; k < cf__ntables_all(f); k++) {
-        uint64_t n = cf__data_bytes(&f->shape, f->tables[k].buckets);
+        uint64_t n = cf__data_bytes(f->tables[k].shape, f->tables[k].buckets);
         n = (n < CF_CHUNK_DATA_MAX ? n : CF_CHUNK_DATA_MAX) + CF__SUM_BYTES;
         most = n > most ? n : most;
     }
@@ -1064,9 +1087,14 @@ static void cf__sum_zeros(XXH3_state_t *st, uint64_t n)
 static bool cf__meta_bytes(const cf__meta *m, size_t *bytes)
 {
     size_t total = cf__fixed_bytes(&m->p, m->ntables) + CF__SUM_STATE_BLOCK;
+    const cf__params *p = &m->p;
+    cf__shape sk = p->shape;
     for (unsigned k = 0; k < m->ntables; k++) {
         size_t t;
-        cf__table_bytes(&m->p.shape, cf__load_le64(cf__desc(m, k) + CF__D_BUCKETS),
+        unsigned width = p->shape.f + cf__ext_of(p->shape.f, p->widen, k);
+        if (width != sk.f)
+            cf__shape_init(&sk, width, p->shape.b);
+        cf__table_bytes(&sk, cf__load_le64(cf__desc(m, k) + CF__D_BUCKETS),
                         &t); /* checked by the parse */
         if (t > SIZE_MAX - total)
             return false;
@@ -1134,7 +1162,6 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     cf_filter *f = *fp;
     if (!f->load_pos)
         return CF_EINVAL;
-    const cf__shape *s = &f->shape;
     unsigned k;
     uint64_t pos = f->load_pos, start, n, next;
     cf__chunk_at(f, pos, &k, &start, &n, &next); /* load_pos is always a chunk position */
@@ -1142,6 +1169,7 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
         cf__chunk_tag(d, (size_t)n, f->load_header_sum, pos) != cf__load_le64(d + n))
         return CF_ECORRUPT;
     cf__table *t = &f->tables[k];
+    const cf__shape *s = t->shape;
     uint64_t body = cf__data_bytes(s, t->buckets);
     bool first = pos == start;
     if (first) {

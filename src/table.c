@@ -37,6 +37,7 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b)
     s->lane_lo = 0;
     s->lane_hi = 0;
     s->lane_low = 0;
+    s->ext = 0;
     if (s->swar) {
         s->bucket_mask = s->bucket_bits == 64 ? UINT64_MAX : (UINT64_C(1) << s->bucket_bits) - 1;
         for (unsigned j = 0; j < b; j++)

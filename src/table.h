@@ -63,6 +63,7 @@ typedef struct cf__shape {
     uint64_t lane_lo;     /* bit 0 of every lane */
     uint64_t lane_hi;     /* bit f - 1 of every lane */
     uint64_t lane_low;    /* bits 0..f-2 of every lane */
+    unsigned ext;         /* f less the first sub-filter's width (0 but for wider ones) */
 } cf__shape;
 
 typedef struct cf__table {
@@ -73,6 +74,8 @@ typedef struct cf__table {
     uint64_t base;         /* buckets of the filter's first sub-filter, where alternates are made */
     uint64_t scale;        /* buckets / base: expansion^k for sub-filter k */
     cf__divisor per_scale; /* for bucket / scale (scale >= 2; unused when it is 1) */
+    const cf__shape *shape; /* its width's: wider than the first's after growth that keeps
+                               the false-positive rate (see cf__fp_in) */
 } cf__table;
 
 CF__HIDDEN void cf__shape_init(cf__shape *s, unsigned f, unsigned b);
@@ -94,10 +97,11 @@ CF__HIDDEN bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t 
                                 size_t *bytes);
 
 /* Table t, empty (its data zeroed, if it has any), of `buckets` = base * scale buckets
- * in `bytes` bytes (see cf__buckets). */
+ * in `bytes` bytes (see cf__buckets), of the given shape. */
 static inline void cf__table_init(cf__table *t, uint8_t *data, uint64_t base, uint64_t buckets,
-                                  size_t bytes)
+                                  size_t bytes, const cf__shape *shape)
 {
+    t->shape = shape;
     if (data)
         memset(data, 0, bytes);
     t->data = data;

@@ -22,7 +22,7 @@ enum {
     H_HASH = 42,
     H_STASH = 43,
     H_KICKS = 44,
-    H_RES1 = 46,
+    H_WIDEN = 46,
     H_EXP = 48,
     H_MAXT = 52,
     H_NT = 56,
@@ -54,6 +54,16 @@ static inline uint64_t align64(uint64_t x)
 }
 
 /* meta_len as the header's counts say. */
+/* Sub-filter k's fingerprint width, from the header b (FORMAT.md): the first's, plus
+ * ceil(k * widening / 256) bits for a widening filter (flag bit 0), up to 32. */
+static inline unsigned width_of(const uint8_t *b, unsigned k)
+{
+    unsigned f = b[H_F];
+    uint64_t widen = (rd(b + H_FLAGS, 4) & 1u) ? rd(b + H_WIDEN, 2) : 0;
+    uint64_t ext = (k * widen + 255) / 256;
+    return ext < 32 - f ? f + (unsigned)ext : 32u;
+}
+
 static inline uint64_t meta_len_of(const uint8_t *b)
 {
     return HDR + DESC * rd(b + H_NT, 4) + ENTRY * (uint64_t)b[H_STASH] + SUM;

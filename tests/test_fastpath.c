@@ -155,24 +155,38 @@ static void ref_buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint
 
 /* Stored fingerprints matching hash h: every slot of both buckets of every sub-filter,
  * and the stash entries of each sub-filter that sit in the key's pair. */
+/* The key's fingerprint in sub-filter t (FORMAT.md, "Hashing"): the first sub-filter's
+ * f-bit fingerprint (the top f bits of h, 0 becoming 1), and for a sub-filter ext bits
+ * wider, the low ext bits of (h * 0xd6e8feb86659fd93) >> 32 above it. */
+static uint32_t ref_fp(const cf_filter *f, const cf__table *t, uint64_t h)
+{
+    unsigned f0 = f->shape.f, e = t->shape->f - f0;
+    uint64_t fp = h >> (64u - f0);
+    if (fp == 0)
+        fp = 1;
+    uint64_t more = ((h * UINT64_C(0xd6e8feb86659fd93)) >> 32) & ((UINT64_C(1) << e) - 1);
+    return (uint32_t)(fp | more << f0);
+}
+
 static uint64_t ref_count(const cf_filter *f, uint64_t h)
 {
-    const cf__shape *s = &f->shape;
-    cf__key k = cf__key_of(s, h);
+    cf__key k = cf__key_bits(f->shape.f, h);
     uint64_t n = 0;
     for (unsigned x = 0; x < f->ntables; x++) {
         const cf__table *t = &f->tables[x];
+        const cf__shape *s = t->shape;
+        uint32_t fp = ref_fp(f, t, h);
         uint64_t i1, i2;
         ref_buckets(t, &k, &i1, &i2);
         for (unsigned j = 0; j < s->b; j++) {
-            if (cf__slot_get(t, s, i1, j) == k.fp)
+            if (cf__slot_get(t, s, i1, j) == fp)
                 n++;
-            if (cf__slot_get(t, s, i2, j) == k.fp)
+            if (cf__slot_get(t, s, i2, j) == fp)
                 n++;
         }
         for (unsigned e = 0; e < f->stash_n; e++) {
             const cf__stash *st = &f->stash[e];
-            if (st->table == x && st->fp == k.fp && (st->bucket == i1 || st->bucket == i2))
+            if (st->table == x && st->fp == fp && (st->bucket == i1 || st->bucket == i2))
                 n++;
         }
     }
@@ -283,7 +297,8 @@ static void check_lookups(const cf_filter *f, uint64_t stream, const item *it, s
     /* The operations the filter dispatches to follow its state: the simple ones (two
      * buckets, nothing else) only with one complete sub-filter and an empty stash. */
     bool simple = f->ntables == 1 && f->stash_n == 0;
-    CHECK_MSG(f->ops == &(*f->variant)[simple ? CF__SIMPLE : CF__GENERAL][f->shape.kind],
+    enum cf__kind kind = f->tables[f->ntables - 1].shape->kind; /* where inserts go */
+    CHECK_MSG(f->ops == &(*f->variant)[simple ? CF__SIMPLE : CF__GENERAL][kind],
               "f->ops does not follow the state (%u sub-filters, %u stashed)", f->ntables,
               f->stash_n);
     for (size_t i = 0; i < n; i++) {
@@ -674,7 +689,7 @@ static void find_last_bucket_keys(const cf_filter *f, const cf__table *t, uint64
     uint64_t budget = 64 * t->buckets + 10000;
     for (size_t found = 0; found < want && budget-- > 0;) {
         item x = key_item(f, stream, (*next_id)++);
-        cf__key k = cf__key_of(&f->shape, x.h);
+        cf__key k = cf__key_bits(f->shape.f, x.h);
         uint64_t i1, i2;
         ref_buckets(t, &k, &i1, &i2);
         if (want_first ? i1 == last : i2 == last && i1 != last) {
@@ -745,7 +760,7 @@ static void last_bucket_scenario(unsigned fb, unsigned b, bool growing, uint64_t
     const cf__table *t = &a->tables[newest];
     unsigned used = 0;
     for (unsigned j = 0; j < b; j++)
-        used += cf__slot_get(t, &a->shape, t->buckets - 1, j) != 0;
+        used += cf__slot_get(t, t->shape, t->buckets - 1, j) != 0;
     CHECK_MSG(used == b, "the last bucket holds %u fingerprints of %u", used, b);
 
     /* Lookups there, then out again, then lookups of what is left. */

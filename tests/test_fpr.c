@@ -17,6 +17,9 @@
  * correct filter fails this with probability below 1e-6, while a filter whose rate is
  * really 10 % off is caught half the time or more, and one 15 % off almost always. For
  * f = 16 that means about 21 million queries.
+ *
+ * Then growing filters, grown to 1000 times their first capacity: the measured rate on
+ * stats.fpr, and within stats.fpr_bound when the sub-filters widen their fingerprints.
  */
 #include "testutil.h"
 
@@ -89,6 +92,78 @@ static void measure(unsigned b, unsigned fb, uint64_t cap, uint64_t tag)
     cf_free(f);
 }
 
+/* A growing filter filled to `growth` times its first capacity, with widening (the
+ * default) or CF_GROW_SAME_WIDTH. Every key added must be found; the measured rate must be
+ * within 10 % of stats.fpr (which sums the sub-filters' rates width by width), and with
+ * widening, within stats.fpr_bound, which must be at most twice the first sub-filter's
+ * rate at full load (the default bound). Without widening the rate must exceed that: it
+ * is what widening is for. */
+static void measure_growth(unsigned fb, uint64_t cap, uint64_t growth, bool same_width,
+                           uint64_t tag)
+{
+    uint64_t seed = cft_subseed(tag);
+    cft_context("growing fpr f %u capacity %llu x %llu%s, filter seed 0x%016llx (tag %llu)", fb,
+                (unsigned long long)cap, (unsigned long long)growth,
+                same_width ? ", same width" : "", (unsigned long long)seed,
+                (unsigned long long)tag);
+    cf_config c = {.capacity = cap,
+                   .fingerprint_bits = fb,
+                   .expansion = 2,
+                   .seed = seed,
+                   .flags = same_width ? CF_GROW_SAME_WIDTH : 0u};
+    cf_filter *f = NULL;
+    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+        return;
+    uint8_t k[CFT_KEY_MAX];
+    const uint64_t in_stream = tag * 2, out_stream = tag * 2 + 1, n = cap * growth;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = cft_key(k, in_stream, i);
+        if (!CHECK_ST(cf_add(f, k, len), CF_OK))
+            break;
+    }
+    uint64_t missed = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = cft_key(k, in_stream, i);
+        missed += !cf_contains(f, k, len);
+    }
+    CHECK_MSG(missed == 0, "%llu keys added and not found", (unsigned long long)missed);
+    cf_stats s = cft_stats(f);
+    double first = cf_expected_fpr(fb, 4, 1.0);
+    uint64_t queries = cft_scaled(2000000);
+    if ((double)queries < ceil(2500.0 / s.fpr))
+        queries = (uint64_t)ceil(2500.0 / s.fpr);
+    uint64_t hits = 0;
+    for (uint64_t q = 0; q < queries; q++) {
+        size_t len = cft_key(k, out_stream, q);
+        hits += cf_contains(f, k, len);
+    }
+    double measured = (double)hits / (double)queries;
+    double sigma = sqrt(s.fpr * (1.0 - s.fpr) / (double)queries);
+    printf("  f %u, capacity %llu grown %llux%s: %u sub-filters (f %u..%u), %.2f bits per key; "
+           "%llu queries: measured %.6g, stats.fpr %.6g (%+.2f %%), bound %.6g, first "
+           "sub-filter full %.6g\n",
+           fb, (unsigned long long)cap, (unsigned long long)growth,
+           same_width ? ", same width" : "", s.sub_filters, s.fingerprint_bits,
+           s.newest_fingerprint_bits, 8.0 * (double)s.bytes / (double)n,
+           (unsigned long long)queries, measured, s.fpr, (measured / s.fpr - 1.0) * 100.0,
+           s.fpr_bound, first);
+    fflush(stdout);
+    CHECK_MSG(fabs(s.fpr - measured) <= 0.10 * measured,
+              "stats.fpr %.6g, measured %.6g: off by more than 10 %%", s.fpr, measured);
+    if (same_width) {
+        CHECK_EQ_U(s.newest_fingerprint_bits, fb);
+        CHECK_MSG(measured > 2.0 * first, "same width: measured %.6g, not above %.6g", measured,
+                  2.0 * first);
+    } else {
+        CHECK(s.newest_fingerprint_bits > fb);
+        CHECK_MSG(s.fpr_bound <= 2.0 * first, "bound %.6g above twice %.6g", s.fpr_bound, first);
+        CHECK(s.fpr <= s.fpr_bound);
+        CHECK_MSG(measured <= s.fpr_bound + 5.0 * sigma, "measured %.6g above the bound %.6g",
+                  measured, s.fpr_bound);
+    }
+    cf_free(f);
+}
+
 int main(void)
 {
     cft_init("test_fpr");
@@ -98,5 +173,10 @@ int main(void)
     measure(4, 16, cap, 3);
     measure(2, 12, cap, 4);
     measure(8, 12, cap, 5);
+    /* Grown 1000 times: 10 sub-filters of doubling size. */
+    const uint64_t first = cft_scaled_min(1000, 100);
+    measure_growth(12, first, 1000, false, 6);
+    measure_growth(8, first, 1000, false, 7);
+    measure_growth(12, first, 1000, true, 8);
     return cft_finish();
 }

@@ -61,14 +61,18 @@ static uint64_t ref_count(const uint8_t *b, const void *key, size_t len)
         uint64_t scale = m / m0, i1 = ref_scale(frac, m);
         uint64_t p = i1 / scale;
         uint64_t i2 = (off >= p ? off - p : off + m0 - p) * scale + i1 % scale;
+        /* A wider sub-filter's fingerprint: fp, and above it w - f bits of h * M. */
+        unsigned w = width_of(b, k);
+        uint64_t more = ((h * UINT64_C(0xd6e8feb86659fd93)) >> 32) & ((UINT64_C(1) << (w - f)) - 1);
+        uint32_t fk = (uint32_t)(fp | more << f);
         for (unsigned j = 0; j < bs; j++) {
-            total += ref_slot(t, i1 * bs + j, f) == fp;
-            total += ref_slot(t, i2 * bs + j, f) == fp;
+            total += ref_slot(t, i1 * bs + j, w) == fk;
+            total += ref_slot(t, i2 * bs + j, w) == fk;
         }
         for (unsigned e = 0; e < ns; e++) {
             const uint8_t *x = b + 64 + 32 * nt + 16 * e;
             uint64_t bucket = rd(x, 8);
-            total += rd(x + 12, 4) == k && rd(x + 8, 4) == fp && (bucket == i1 || bucket == i2);
+            total += rd(x + 12, 4) == k && rd(x + 8, 4) == fk && (bucket == i1 || bucket == i2);
         }
     }
     return total;
@@ -123,7 +127,12 @@ static const vector VECTORS[] = {
      0,
      3},
     {"growing: capacity 4, f 8, b 2, expansion 2, seed 2, 2 sub-filters",
-     {.capacity = 4, .fingerprint_bits = 8, .bucket_size = 2, .expansion = 2, .seed = 2},
+     {.capacity = 4,
+      .fingerprint_bits = 8,
+      .bucket_size = 2,
+      .expansion = 2,
+      .seed = 2,
+      .flags = CF_GROW_SAME_WIDTH},
      {{'a', "g0"},
       {'a', "g1"},
       {'a', "g2"},
@@ -197,7 +206,8 @@ static const vector VECTORS[] = {
       .max_kicks = 7,
       .expansion = 3,
       .seed = UINT64_MAX,
-      .max_sub_filters = 5},
+      .max_sub_filters = 5,
+      .flags = CF_GROW_SAME_WIDTH},
      {{0, NULL}},
      /* 200 bytes */
      "894355434b4f4f0a0200400000000000c800000000000000ffffffffffffffff"
@@ -216,7 +226,8 @@ static const vector VECTORS[] = {
       .bucket_size = 1,
       .expansion = 1,
       .seed = 6,
-      .max_sub_filters = 2},
+      .max_sub_filters = 2,
+      .flags = CF_GROW_SAME_WIDTH},
      {{'a', "L0"},
       {'a', "L1"},
       {'a', "L2"},
@@ -316,8 +327,9 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
     CHECK(memcmp(b, magic, 8) == 0);
     CHECK_EQ_U(rd(b + 8, 2), 2);   /* version */
     CHECK_EQ_U(rd(b + 10, 2), 64); /* header length */
-    CHECK_EQ_U(rd(b + 12, 4), 0);  /* flags */
-    CHECK_EQ_U(rd(b + 16, 8), n);  /* total length */
+    bool widens = c->expansion && !(c->flags & CF_GROW_SAME_WIDTH);
+    CHECK_EQ_U(rd(b + 12, 4), widens ? 1u : 0u); /* flags: bit 0, widening */
+    CHECK_EQ_U(rd(b + 16, 8), n);                /* total length */
     CHECK_EQ_U(rd(b + 24, 8), c->seed);
     CHECK_EQ_U(rd(b + 32, 8), c->capacity);
     CHECK_EQ_U(b[40], f);
@@ -325,7 +337,7 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
     CHECK_EQ_U(b[42], 1); /* hash id */
     CHECK_EQ_U(b[43], v->stashed);
     CHECK_EQ_U(rd(b + 44, 2), c->max_kicks ? c->max_kicks : 500);
-    CHECK_EQ_U(rd(b + 46, 2), 0);
+    CHECK((rd(b + 46, 2) != 0) == widens); /* the widening, in 1/256 bits per sub-filter */
     CHECK_EQ_U(rd(b + 48, 4), c->expansion);
     CHECK_EQ_U(rd(b + 52, 4), c->max_sub_filters ? c->max_sub_filters : 32);
     CHECK_EQ_U(rd(b + 56, 4), v->sub_filters);
@@ -337,7 +349,7 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
     uint64_t pos = (meta + 63) / 64 * 64, items = ns, prev = 0;
     for (unsigned k = 0; k < nt; k++) {
         const uint8_t *d = b + 64 + 32 * k;
-        uint64_t m = rd(d, 8), len = (m * bs * f + 7) / 8;
+        uint64_t m = rd(d, 8), len = (m * bs * width_of(b, k) + 7) / 8;
         CHECK(m >= 2 && m % 2 == 0);
         if (k > 0)
             CHECK_EQ_U(m, prev * c->expansion);
@@ -349,11 +361,11 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
             return;
         uint64_t used = 0;
         for (uint64_t s = 0; s < m * bs; s++)
-            used += ref_slot(b + pos, s, f) != 0;
+            used += ref_slot(b + pos, s, width_of(b, k)) != 0;
         CHECK_EQ_U(used, rd(d + 8, 8));
         /* Zeros from the last slot to the next table (or the file sum). */
         uint64_t end = (pos + len + 63) / 64 * 64;
-        uint64_t bits = m * bs * f;
+        uint64_t bits = m * bs * width_of(b, k);
         if (bits % 8)
             CHECK_EQ_U(b[pos + len - 1] >> (bits % 8), 0);
         for (uint64_t i = pos + len; i < end && i < n; i++)
@@ -366,8 +378,7 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
     for (unsigned e = 0; e < ns; e++) {
         const uint8_t *x = b + 64 + 32 * nt + 16 * e;
         uint32_t fp = (uint32_t)rd(x + 8, 4), t = (uint32_t)rd(x + 12, 4);
-        CHECK(fp >= 1 && fp < (UINT64_C(1) << f));
-        if (CHECK(t < nt))
+        if (CHECK(t < nt) && CHECK(fp >= 1 && fp < (UINT64_C(1) << width_of(b, t))))
             CHECK(rd(x, 8) < rd(b + 64 + 32 * t, 8));
     }
     CHECK_EQ_U(pos + 8, n);

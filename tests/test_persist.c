@@ -167,7 +167,8 @@ static void check_layout(buf b, const cf_filter *f)
     CHECK(b.n >= HDR && memcmp(b.p, MAGIC, 8) == 0);
     CHECK_EQ_U(rd(b.p + H_VERSION, 2), CF_FORMAT_VERSION);
     CHECK_EQ_U(rd(b.p + H_HLEN, 2), 64);
-    CHECK_EQ_U(rd(b.p + H_FLAGS, 4), 0);
+    bool widens = c.expansion && !(c.flags & CF_GROW_SAME_WIDTH);
+    CHECK_EQ_U(rd(b.p + H_FLAGS, 4), widens ? 1u : 0u);
     CHECK_EQ_U(rd(b.p + H_TOTAL, 8), b.n);
     CHECK_EQ_U(rd(b.p + H_SEED, 8), c.seed);
     CHECK_EQ_U(rd(b.p + H_CAP, 8), c.capacity);
@@ -176,7 +177,7 @@ static void check_layout(buf b, const cf_filter *f)
     CHECK_EQ_U(b.p[H_HASH], 1);
     CHECK_EQ_U(b.p[H_STASH], s.stashed);
     CHECK_EQ_U(rd(b.p + H_KICKS, 2), c.max_kicks);
-    CHECK_EQ_U(rd(b.p + H_RES1, 2), 0);
+    CHECK((rd(b.p + H_WIDEN, 2) != 0) == widens);
     CHECK_EQ_U(rd(b.p + H_EXP, 4), c.expansion);
     CHECK_EQ_U(rd(b.p + H_MAXT, 4), c.max_sub_filters);
     CHECK_EQ_U(rd(b.p + H_NT, 4), s.sub_filters);
@@ -185,8 +186,9 @@ static void check_layout(buf b, const cf_filter *f)
     if (!CHECK(forge_parse(&g, b.p, b.n)))
         return;
     uint64_t buckets = 0, items = 0;
-    unsigned fb = s.fingerprint_bits, bs = s.bucket_size;
+    unsigned bs = s.bucket_size;
     for (unsigned k = 0; k < g.nt; k++) {
+        unsigned fb = width_of(b.p, k);
         buckets += g.buckets[k];
         items += g.items[k];
         uint64_t bits = g.buckets[k] * bs * fb;
@@ -204,7 +206,7 @@ static void check_layout(buf b, const cf_filter *f)
     CHECK_EQ_U(items + g.ns, s.items);
     for (unsigned e = 0; e < g.ns; e++) {
         CHECK(g.s_table[e] < g.nt);
-        CHECK(g.s_fp[e] != 0 && g.s_fp[e] < (UINT64_C(1) << fb));
+        CHECK(g.s_fp[e] != 0 && g.s_fp[e] < (UINT64_C(1) << width_of(b.p, g.s_table[e])));
         CHECK(g.s_table[e] < g.nt && g.s_bucket[e] < g.buckets[g.s_table[e]]);
     }
     buf again = forge_emit(&g);
@@ -1167,8 +1169,8 @@ static void test_forged(void)
     refuse_patch(fx, H_MAXT, 4, 0, CF_ECORRUPT, M, "max sub-filters 0");
     refuse_patch(fx, H_MAXT, 4, 65537, CF_ECORRUPT, M, "max sub-filters 65537");
     refuse_patch(fx, H_CAP, 8, 0, CF_ECORRUPT, M, "capacity 0");
-    refuse_patch(fx, H_RES1, 1, 1, CF_ECORRUPT, M, "reserved byte 46");
-    refuse_patch(fx, H_RES1 + 1, 1, 0x80, CF_ECORRUPT, M, "reserved byte 47");
+    refuse_patch(fx, H_WIDEN, 1, 1, CF_ECORRUPT, M, "a widening without its flag");
+    refuse_patch(fx, H_WIDEN + 1, 1, 0x80, CF_ECORRUPT, M, "a widening without its flag (2)");
     for (unsigned i = 0; i < 4; i++) {
         char what[64];
         snprintf(what, sizeof what, "reserved byte %u", H_RES2 + i);
@@ -1191,11 +1193,15 @@ static void test_forged(void)
     }
     refuse_patch(fx, H_VERSION, 2, 3, CF_EVERSION, M, "version 3");
     refuse_patch(fx, H_VERSION, 2, 0xFFFF, CF_EVERSION, M, "version 65535");
-    for (unsigned bit = 0; bit < 32; bit++) {
+    for (unsigned bit = 1; bit < 32; bit++) {
         char what[64];
         snprintf(what, sizeof what, "flag bit %u", bit);
         refuse_patch(fx, H_FLAGS, 4, UINT64_C(1) << bit, CF_EVERSION, M, what);
     }
+    /* Bit 0 says the sub-filters widen, by the amount at byte 46: neither without the
+     * other, and never for a fixed filter. */
+    refuse_patch(fx, H_FLAGS, 4, 1, CF_ECORRUPT, M, "widening flag without a widening");
+
     refuse_patch(fx, H_HASH, 1, 2, CF_EVERSION, M, "hash id 2");
     refuse_patch(fx, H_HASH, 1, 0, CF_EVERSION, M, "hash id 0");
     refuse_patch(fx, H_HASH, 1, 255, CF_EVERSION, M, "hash id 255");
