@@ -121,6 +121,8 @@ enum cli_opt_id {
     OPT_MAX_KICKS,
     OPT_EXPANSION,
     OPT_MAX_SUB_FILTERS,
+    OPT_FPR_BOUND,
+    OPT_SAME_WIDTH,
     OPT_SEED,
     OPT_FORCE,
     OPT_UNIQUE,
@@ -267,6 +269,8 @@ void progress_finish(progress *p, uint64_t done);
     {"max-kicks", 0, true, OPT_MAX_KICKS},                                                  \
     {"expansion", 0, true, OPT_EXPANSION},                                                  \
     {"max-sub-filters", 0, true, OPT_MAX_SUB_FILTERS},                                      \
+    {"fpr-bound", 0, true, OPT_FPR_BOUND},                                                  \
+    {"same-width", 0, false, OPT_SAME_WIDTH},                                               \
     {"seed", 0, true, OPT_SEED},                                                            \
     {"force", 0, false, OPT_FORCE},                                                         \
     {"quiet", 'q', false, OPT_QUIET},                                                       \

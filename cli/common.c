@@ -318,6 +318,13 @@ static void print_shape_help(void)
            "  --expansion X           0 (default): fixed size, adds fail when full; X from 1 to\n"
            "                          %u: when full, append a sub-filter X times larger\n"
            "  --max-sub-filters M     growing filters stop at M sub-filters, 1 to %u (default %u)\n"
+           "  --fpr-bound P           growing filters: the most their false-positive rate may\n"
+           "                          reach, however far they grow (default: twice the first\n"
+           "                          sub-filter's rate at full load); each new sub-filter gets\n"
+           "                          fingerprints just wide enough for it\n"
+           "  --same-width            growing filters: every sub-filter keeps the first's\n"
+           "                          fingerprint width (as RedisBloom): less memory, but each\n"
+           "                          adds its own false-positive rate\n"
            "  --seed S                hash seed, decimal or 0x-hexadecimal (default: random)\n",
            CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS, CF_DEFAULT_FINGERPRINT_BITS,
            100.0 * cf_expected_fpr(CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, 1.0),

@@ -46,6 +46,12 @@ enum shape_result cli_shape_option(const char *sub, int id, const char *value, s
         ok = cli_parse_uint(sub, "max-sub-filters", value, 1, CF_MAX_SUB_FILTERS, false, &v);
         o->cfg.max_sub_filters = (unsigned)v;
         break;
+    case OPT_FPR_BOUND:
+        ok = cli_parse_probability(sub, "fpr-bound", value, &o->cfg.fpr_bound);
+        break;
+    case OPT_SAME_WIDTH:
+        o->cfg.flags |= CF_GROW_SAME_WIDTH;
+        break;
     case OPT_SEED: /* as given, 0 too; without --seed the library draws a secret one */
         ok = cli_parse_seed(sub, "seed", value, &o->cfg.seed);
         o->cfg.flags |= CF_FIXED_SEED;
@@ -76,8 +82,26 @@ int cli_check_shape(const char *sub, const shape_opts *o)
     cf_config r = {0};
     if (o->cfg.target_fpr != 0.0 && o->cfg.fingerprint_bits != 0)
         return cli_usage(sub, "--fpr and --fingerprint-bits are alternatives: give one");
+    bool bound = o->cfg.fpr_bound != 0.0, same = (o->cfg.flags & CF_GROW_SAME_WIDTH) != 0;
+    if ((bound || same) && o->cfg.expansion == 0)
+        return cli_usage(sub, "--%s is for growing filters: give --expansion too",
+                         bound ? "fpr-bound" : "same-width");
+    if (bound && same)
+        return cli_usage(sub, "--fpr-bound and --same-width are alternatives: give one");
     if (resolve_shape(&o->cfg, &r))
         return CLI_EXIT_OK;
+    if (bound) {
+        cf_config unbound = o->cfg;
+        unbound.fpr_bound = 0.0;
+        if (resolve_shape(&unbound, &r)) {
+            double first = cf_expected_fpr(r.fingerprint_bits, r.bucket_size, 1.0);
+            return cli_usage(sub,
+                             "--fpr-bound %g is out of reach: it must exceed %g, the first "
+                             "sub-filter's rate at full load, and fingerprints of up to 32 bits "
+                             "must keep %u sub-filters within it",
+                             o->cfg.fpr_bound, first, r.max_sub_filters);
+        }
+    }
     /* The options were checked one by one: only --fpr can be out of reach. */
     cf_config plain = o->cfg;
     plain.target_fpr = 0.0;

@@ -21,15 +21,15 @@ static const char info_help[] =
     "  -h, --help      show this help\n"
     "\n"
     "The whole file is checked first; a damaged one is refused (see cuckoo verify).\n"
-    "The expected false-positive rate is given at the current load and at full load (every\n"
-    "current sub-filter full). Bits per item is table bits / items (\"-\" when empty).\n";
+    "The expected false-positive rate is given at the current load, at full load (every\n"
+    "current sub-filter full) and as its bound (every sub-filter the filter may grow to,\n"
+    "full). Bits per item is table bits / items (\"-\" when empty).\n";
 
 /* Everything info prints, gathered once for both formats. */
 typedef struct filter_facts {
     cf_config cfg;
     cf_stats s;
     size_t file_bytes;
-    double fpr_full; /* at full load of the current sub-filters */
 } filter_facts;
 
 static void print_text(const char *path, const filter_facts *x)
@@ -41,14 +41,20 @@ static void print_text(const char *path, const filter_facts *x)
     printf("%-*s %s\n", w, "file", path);
     printf("%-*s %u\n", w, "format version", CF_FORMAT_VERSION);
     printf("%-*s %" PRIu64 "\n", w, "capacity", c->capacity);
-    printf("%-*s %u\n", w, "fingerprint bits", c->fingerprint_bits);
+    if (s->newest_fingerprint_bits == c->fingerprint_bits)
+        printf("%-*s %u\n", w, "fingerprint bits", c->fingerprint_bits);
+    else
+        printf("%-*s %u (the first sub-filter) to %u (the newest)\n", w, "fingerprint bits",
+               c->fingerprint_bits, s->newest_fingerprint_bits);
     printf("%-*s %u\n", w, "bucket size", c->bucket_size);
     printf("%-*s %u\n", w, "max kicks", c->max_kicks);
     if (c->expansion == 0)
         printf("%-*s 0 (fixed size)\n", w, "expansion");
     else
-        printf("%-*s %u (growing: each new sub-filter %u times the last)\n", w, "expansion",
-               c->expansion, c->expansion);
+        printf("%-*s %u (growing: each new sub-filter %u times the last, %s)\n", w, "expansion",
+               c->expansion, c->expansion,
+               (c->flags & CF_GROW_SAME_WIDTH) ? "of the same fingerprint width"
+                                               : "with wider fingerprints");
     printf("%-*s %u\n", w, "max sub-filters", c->max_sub_filters);
     printf("%-*s 0x%016" PRIx64 "\n", w, "seed", c->seed);
     printf("%-*s %u\n", w, "sub-filters", s->sub_filters);
@@ -64,7 +70,8 @@ static void print_text(const char *path, const filter_facts *x)
     else
         printf("%-*s %.2f\n", w, "bits per item", (double)s->bytes * 8.0 / (double)s->items);
     printf("%-*s %.6f%%\n", w, "fpr now", s->fpr * 100.0);
-    printf("%-*s %.6f%%\n", w, "fpr at full load", x->fpr_full * 100.0);
+    printf("%-*s %.6f%%\n", w, "fpr at full load", s->fpr_full * 100.0);
+    printf("%-*s %.6f%%\n", w, "fpr bound", s->fpr_bound * 100.0);
 }
 
 static void print_json(const filter_facts *x)
@@ -77,9 +84,11 @@ static void print_json(const filter_facts *x)
     printf("  \"format_version\": %u,\n", CF_FORMAT_VERSION);
     printf("  \"capacity\": %" PRIu64 ",\n", c->capacity);
     printf("  \"fingerprint_bits\": %u,\n", c->fingerprint_bits);
+    printf("  \"newest_fingerprint_bits\": %u,\n", s->newest_fingerprint_bits);
     printf("  \"bucket_size\": %u,\n", c->bucket_size);
     printf("  \"max_kicks\": %u,\n", c->max_kicks);
     printf("  \"expansion\": %u,\n", c->expansion);
+    printf("  \"same_width\": %s,\n", (c->flags & CF_GROW_SAME_WIDTH) ? "true" : "false");
     printf("  \"max_sub_filters\": %u,\n", c->max_sub_filters);
     /* A string: JSON numbers lose precision beyond 2^53 in most parsers. */
     printf("  \"seed\": \"0x%016" PRIx64 "\",\n", c->seed);
@@ -96,7 +105,8 @@ static void print_json(const filter_facts *x)
     else
         printf("  \"bits_per_item\": %.9g,\n", (double)s->bytes * 8.0 / (double)s->items);
     printf("  \"fpr\": %.9g,\n", s->fpr);
-    printf("  \"fpr_at_full_load\": %.9g\n", x->fpr_full);
+    printf("  \"fpr_at_full_load\": %.9g,\n", s->fpr_full);
+    printf("  \"fpr_bound\": %.9g\n", s->fpr_bound);
     printf("}\n");
 }
 
@@ -126,7 +136,6 @@ int cmd_info(int argc, char **argv)
     cf_get_config(f, &x.cfg);
     cf_get_stats(f, &x.s);
     x.file_bytes = cf_serialized_size(f);
-    x.fpr_full = cf_expected_fpr(x.s.fingerprint_bits, x.s.bucket_size, x.s.sub_filters);
     cf_free(f);
     if (json)
         print_json(&x);

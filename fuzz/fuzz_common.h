@@ -162,6 +162,12 @@ static inline void fz_stats_sane(const cf_stats *s, bool loading)
     FZ_REQUIRE(diff <= 1e-12 * want && -diff <= 1e-12 * want);
     FZ_REQUIRE(s->fpr >= 0.0 && s->fpr <= 1.0); /* also false for NaN */
     FZ_REQUIRE(s->items != 0 || s->fpr == 0.0);
+    FZ_REQUIRE(s->newest_fingerprint_bits >= s->fingerprint_bits &&
+               s->newest_fingerprint_bits <= CF_MAX_FINGERPRINT_BITS);
+    /* Now, full, every sub-filter there may be full: each at least the one before (the
+     * two last summed in other orders: a rounding's worth of slack). */
+    FZ_REQUIRE(s->fpr <= s->fpr_full * (1.0 + 1e-9) && s->fpr_full <= 1.0);
+    FZ_REQUIRE(s->fpr_full <= s->fpr_bound * (1.0 + 1e-9) && s->fpr_bound <= 1.0);
 }
 
 #endif /* CF_FUZZ_COMMON_H */

@@ -94,7 +94,7 @@ typedef struct fz_file {
     const uint8_t *b;
     size_t n;
     unsigned f, bsize, ntables, nstash;
-    uint64_t fp_mask;
+    unsigned widen; /* header flag bit 0: the widening at byte 46, in 1/256 bits */
 } fz_file;
 
 static void fz_file_open(fz_file *x, const uint8_t *b, size_t n)
@@ -105,7 +105,14 @@ static void fz_file_open(fz_file *x, const uint8_t *b, size_t n)
     x->bsize = b[41];
     x->nstash = b[43];
     x->ntables = fz_get32(b + 56);
-    x->fp_mask = (UINT64_C(1) << x->f) - 1;
+    x->widen = (fz_get32(b + 12) & 1u) ? (unsigned)(b[46] | b[47] << 8) : 0u;
+}
+
+/* Table k's fingerprint width (FORMAT.md): f + ceil(k * widen / 256), at most 32. */
+static unsigned fz_width(const fz_file *x, unsigned k)
+{
+    uint64_t ext = ((uint64_t)k * x->widen + 255) / 256;
+    return ext < 32u - x->f ? x->f + (unsigned)ext : 32u;
 }
 
 static const uint8_t *fz_desc(const fz_file *x, unsigned k)
@@ -123,15 +130,16 @@ static uint64_t fz_buckets(const fz_file *x, unsigned k)
     return fz_get64(fz_desc(x, k));
 }
 
-/* Slot j of bucket i of table k: f bits, least significant first. */
+/* Slot j of bucket i of table k: its width in bits, least significant first. */
 static uint32_t fz_slot(const fz_file *x, unsigned k, uint64_t i, unsigned j)
 {
-    uint64_t bit = (i * x->bsize + j) * x->f;
+    unsigned w = fz_width(x, k);
+    uint64_t bit = (i * x->bsize + j) * w;
     uint64_t at = fz_get64(fz_desc(x, k) + 16) + bit / 8;
     uint64_t v = 0;
     for (unsigned q = 0; q < 5 && at + q < x->n; q++) /* bit % 8 + f <= 39 bits */
         v |= (uint64_t)x->b[at + q] << (8 * q);
-    return (uint32_t)((v >> (bit % 8)) & x->fp_mask);
+    return (uint32_t)((v >> (bit % 8)) & ((UINT64_C(1) << w) - 1));
 }
 
 __extension__ typedef unsigned __int128 fz_u128;
@@ -150,23 +158,27 @@ static uint64_t fz_ref_count(const fz_file *x, uint64_t h)
     fp += fp == 0;
     uint64_t frac = h << x->f, total = 0, m0 = fz_buckets(x, 0);
     uint64_t off = fz_mulhi((uint64_t)fp * fp * UINT64_C(0x9e3779b97f4a7c15), m0) | 1u;
+    uint64_t more = (h * UINT64_C(0xd6e8feb86659fd93)) >> 32; /* a wider table's extra bits */
     for (unsigned k = 0; k < x->ntables; k++) {
         uint64_t m = fz_buckets(x, k), scale = m / m0;
         uint64_t i1 = fz_mulhi(frac, m), p = i1 / scale;
         uint64_t i2 = ((off + m0 - p) % m0) * scale + i1 % scale;
+        unsigned e_bits = fz_width(x, k) - x->f;
+        uint32_t fk = (uint32_t)(fp | (more & ((UINT64_C(1) << e_bits) - 1)) << x->f);
         for (unsigned j = 0; j < x->bsize; j++)
-            total += (uint64_t)(fz_slot(x, k, i1, j) == fp) + (fz_slot(x, k, i2, j) == fp);
+            total += (uint64_t)(fz_slot(x, k, i1, j) == fk) + (fz_slot(x, k, i2, j) == fk);
         for (unsigned e = 0; e < x->nstash; e++) {
             const uint8_t *s = fz_entry(x, e);
             uint64_t bucket = fz_get64(s);
-            if (fz_get32(s + 12) == k && fz_get32(s + 8) == fp && (bucket == i1 || bucket == i2))
+            if (fz_get32(s + 12) == k && fz_get32(s + 8) == fk && (bucket == i1 || bucket == i2))
                 total++;
         }
     }
     return total;
 }
 
-/* A hash whose fingerprint is v and whose first bucket in a table of m buckets is i: the
+/* A hash whose fingerprint is v (its low f bits, for a wider table's: a hit there only if
+ * the extra bits agree too) and whose first bucket in a table of m buckets is i: the
  * smallest fraction in bucket i that the 64 - f index bits can hold (a bucket spans at
  * least 2^(f + 6) of them: CF__INDEX_BIAS_BITS). */
 static uint64_t fz_hash_at(const fz_file *x, uint32_t v, uint64_t i, uint64_t m)
@@ -174,6 +186,7 @@ static uint64_t fz_hash_at(const fz_file *x, uint32_t v, uint64_t i, uint64_t m)
     uint64_t frac = (uint64_t)((((fz_u128)i << 64) + m - 1) / m);
     uint64_t low = (UINT64_C(1) << x->f) - 1;
     frac = (frac + low) & ~low;
+    v &= (uint32_t)((UINT64_C(1) << x->f) - 1);
     return ((uint64_t)v << (64u - x->f)) | (frac >> x->f);
 }
 
@@ -211,7 +224,7 @@ static void fz_scan(const fz_file *x, fz_probes *p, uint64_t seed)
             }
         }
         FZ_REQUIRE(occupied == fz_get64(fz_desc(x, k) + 8)); /* as the descriptor says */
-        uint64_t bits = m * x->bsize * x->f, len = fz_get64(fz_desc(x, k) + 24);
+        uint64_t bits = m * x->bsize * fz_width(x, k), len = fz_get64(fz_desc(x, k) + 24);
         FZ_REQUIRE(len == bits / 8 + (bits % 8 != 0));
         if (bits % 8)
             FZ_REQUIRE((x->b[fz_get64(fz_desc(x, k) + 16) + bits / 8] >> (bits % 8)) == 0);
@@ -256,6 +269,7 @@ static void fz_check_figures(const cf_filter *f, const fz_file *x)
         buckets += fz_buckets(x, k);
     }
     FZ_REQUIRE(s.items == items && s.buckets == buckets && s.stashed == x->nstash);
+    FZ_REQUIRE(s.newest_fingerprint_bits == fz_width(x, x->ntables - 1));
     FZ_REQUIRE(s.sub_filters == x->ntables && s.fingerprint_bits == x->f &&
                s.bucket_size == x->bsize && s.capacity == fz_get64(b + 32));
     cf_config c;

@@ -21,6 +21,7 @@
  *                                  forces the tracking allocator, which refuses > 64 MiB
  *                           bit 5: an allocator with a NULL function (invalid);
  *                                  bit 6 picks which
+ *                           bit 7: CF_GROW_SAME_WIDTH (else growth widens fingerprints)
  *     11    N               the tracking allocator fails its Nth call (0 = never)
  *     12-15 seed            u32 LE, spread over 64 bits
  *
@@ -565,6 +566,7 @@ enum {
     FZ_FLAG_EXP_BIG = 1u << 4,
     FZ_FLAG_BROKEN_ALLOC = 1u << 5,
     FZ_FLAG_BROKEN_FREE = 1u << 6,
+    FZ_FLAG_SAME_WIDTH = 1u << 7,
 };
 
 /* Decode the header into c; returns whether the header's ranges make it invalid. */
@@ -601,6 +603,8 @@ static bool fz_config(fz_input *in, fz_ctx *x, cf_config *c, cf_allocator *broke
         (uint64_t)h[12] | (uint64_t)h[13] << 8 | (uint64_t)h[14] << 16 | (uint64_t)h[15] << 24;
     c->seed = seed * UINT64_C(0x9e3779b97f4a7c15);
 
+    if (flags & FZ_FLAG_SAME_WIDTH)
+        c->flags |= CF_GROW_SAME_WIDTH;
     x->tracking = (flags & (FZ_FLAG_TRACKING | FZ_FLAG_EXP_BIG)) != 0;
     fz_alloc_init(&x->ta, FZ_ALLOC_LIMIT);
     x->ta.fail_at = h[11];

@@ -121,6 +121,7 @@ typedef struct shape {
     uint64_t capacity;
     unsigned f, b, kicks, expansion, max_subs;
     uint64_t seed;
+    unsigned flags;
 } shape;
 
 static cf_filter *make(const shape *s)
@@ -131,7 +132,8 @@ static cf_filter *make(const shape *s)
                    .max_kicks = s->kicks,
                    .expansion = s->expansion,
                    .seed = s->seed,
-                   .max_sub_filters = s->max_subs};
+                   .max_sub_filters = s->max_subs,
+                   .flags = s->flags};
     cf_filter *f;
     cf_status st = cf_new(&c, &f);
     if (st != CF_OK)
@@ -315,6 +317,19 @@ static void deserialize_seeds(void)
         deser("growing-e4", M_ALL, b.p, b.n);
         free(b.p);
         cf_free(f);
+        /* Sub-filters of the first's width (the others above widen theirs). */
+        shape sw = {.capacity = 16,
+                    .f = 12,
+                    .b = 4,
+                    .expansion = 2,
+                    .seed = 24,
+                    .flags = CF_GROW_SAME_WIDTH};
+        f = make(&sw);
+        fill(f, 200, 63, 0);
+        b = serialize(f);
+        deser("growing-e2-same-width", M_ALL, b.p, b.n);
+        free(b.p);
+        cf_free(f);
         shape s1 = {.capacity = 2, .f = 8, .b = 2, .expansion = 1, .max_subs = 1000, .seed = 23};
         f = make(&s1);
         fill(f, 120, 62, 0);
@@ -364,7 +379,8 @@ static void deserialize_seeds(void)
     deser_field("version-0", &grow, 8, 0, 2);
     deser_field("version-2", &grow, 8, 2, 2);
     deser_field("header-bytes-63", &grow, 10, 63, 2);
-    deser_field("flags-1", &grow, 12, 1, 4);
+    deser_field("flags-0", &grow, 12, 0, 4); /* grow widens: a widening without its flag */
+    deser_field("flags-3", &grow, 12, 3, 4); /* a flag no reader knows */
     deser_field("capacity-0", &grow, 32, 0, 8);
     deser_field("f-3", &grow, 40, 3, 1);
     deser_field("f-33", &grow, 40, 33, 1);
@@ -373,7 +389,9 @@ static void deserialize_seeds(void)
     deser_field("hash-2", &grow, 42, 2, 1);
     deser_field("stash-9", &grow, 43, 9, 1);
     deser_field("kicks-0", &grow, 44, 0, 2);
-    deser_field("reserved1", &grow, 46, 1, 2);
+    deser_field("widen-0", &grow, 46, 0, 2);
+    deser_field("widen-1", &grow, 46, 1, 2);
+    deser_field("widen-too-fast", &grow, 46, 256 * (32 - 12) + 1, 2);
     deser_field("expansion-32769", &grow, 48, 32769, 4);
     deser_field("expansion-0", &grow, 48, 0, 4);
     deser_field("expansion-3", &grow, 48, 3, 4);

@@ -183,6 +183,7 @@ typedef struct cf_stats {
     double fpr_bound; /* the most `fpr` can reach: at full load of every sub-filter the
                          filter may have (one for a fixed filter, max_sub_filters for a
                          growing one), each at its width */
+    double fpr_full;  /* `fpr` once the current sub-filters are full */
 } cf_stats;
 
 /* The smallest structs the *_sized functions take: cf_config as far as `allocator` and

@@ -977,14 +977,14 @@ static int cfm_cmd_debug(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         return CF_RM_OK;
     cfm_figures g;
     cfm_figures_of(v, &g);
-    char text[256];
+    char text[320];
     int n = snprintf(text, sizeof text,
                      "bktsize:%u buckets:%llu items:%llu deletes:%llu filters:%u "
-                     "max_iterations:%u expansion:%u fpbits:%u",
+                     "max_iterations:%u expansion:%u fpbits:%u fpr:%.6g fpr_bound:%.6g",
                      g.stats.bucket_size, (unsigned long long)g.first_buckets,
                      (unsigned long long)g.stats.items, (unsigned long long)v->deletes,
                      g.stats.sub_filters, v->max_iterations, g.config.expansion,
-                     g.stats.fingerprint_bits);
+                     g.stats.fingerprint_bits, g.stats.fpr, g.stats.fpr_bound);
     cfm_close(key, v);
     return cf_rm.ReplyWithStringBuffer(ctx, text, (size_t)n);
 }

@@ -56,7 +56,7 @@ static unsigned cf__or_default(unsigned v, unsigned def)
 /* The end of the last field of each struct this library knows: a caller's struct may be
  * larger (a later header's), and then the bytes past these must be 0. */
 #define CF__CONFIG_END (offsetof(cf_config, fpr_bound) + sizeof(double))
-#define CF__STATS_END  (offsetof(cf_stats, fpr_bound) + sizeof(double))
+#define CF__STATS_END  (offsetof(cf_stats, fpr_full) + sizeof(double))
 _Static_assert(CF__CONFIG_END == sizeof(cf_config),
                "a field appended to cf_config: move CF__CONFIG_END");
 _Static_assert(CF__STATS_END == sizeof(cf_stats),
@@ -1112,7 +1112,9 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
         return CF_EINVAL;
     const cf__shape *s = &f->shape;
     cf_stats st = {0}, *out = &st;
-    double miss = 0.0; /* log of the chance that a lookup misses every sub-filter, / 2b */
+    /* The log of the chance that a lookup misses every sub-filter, over 2b: now, and once
+     * every sub-filter is full. */
+    double miss = 0.0, miss_full = 0.0;
     /* A filter still loading reports the filter its header describes, but for `bytes`:
      * only the tables whose chunks have begun to arrive hold memory. */
     for (unsigned n = 0; n < cf__ntables_all(f); n++) {
@@ -1122,7 +1124,9 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
         out->buckets += t->buckets;
         out->slots += slots;
         out->bytes += t->data ? t->bytes : 0;
-        miss += (double)t->items / (double)slots * cf__log_miss(t->shape->f);
+        double m = cf__log_miss(t->shape->f);
+        miss += (double)t->items / (double)slots * m;
+        miss_full += m;
     }
     out->items += f->stash_n;
     out->stashed = f->stash_n;
@@ -1131,7 +1135,9 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
     out->bucket_size = s->b;
     out->capacity = f->capacity;
     out->load_factor = (double)(out->items - out->stashed) / (double)out->slots;
-    out->fpr = -expm1(2.0 * (double)s->b * miss); /* cf_expected_fpr, width by width */
+    /* cf_expected_fpr, width by width (0.0 - : an empty filter's rate is +0, not -0) */
+    out->fpr = 0.0 - expm1(2.0 * (double)s->b * miss);
+    out->fpr_full = 0.0 - expm1(2.0 * (double)s->b * miss_full);
     out->newest_fingerprint_bits = f->tables[cf__ntables_all(f) - 1].shape->f;
     /* Kept for a widening filter, where it took some computing; for the others a rate of
      * one width at the load of every sub-filter there can be. */

@@ -56,19 +56,23 @@ static uint64_t missing_of(const cf_filter *f, uint64_t stream, const uint64_t *
 
 /* ------------------------------------------------------------------------------------ */
 
-static void test_grow_then_delete(unsigned b, unsigned fb, unsigned e, uint64_t nkeys, uint64_t tag)
+/* flags: 0 (sub-filters widen their fingerprints) or CF_GROW_SAME_WIDTH. */
+static void test_grow_then_delete(unsigned b, unsigned fb, unsigned e, unsigned flags,
+                                  uint64_t nkeys, uint64_t tag)
 {
     const uint64_t cap = 1000;
     const unsigned max_sub = e == 1 ? 200 : 0;
     uint64_t seed = cft_subseed(tag);
-    cft_context("grow/delete b %u f %u e %u keys %llu filter seed 0x%016llx (tag %llu)", b, fb, e,
-                (unsigned long long)nkeys, (unsigned long long)seed, (unsigned long long)tag);
+    cft_context("grow/delete b %u f %u e %u%s keys %llu filter seed 0x%016llx (tag %llu)", b, fb, e,
+                flags ? " same width" : "", (unsigned long long)nkeys, (unsigned long long)seed,
+                (unsigned long long)tag);
     cf_filter *f = cft_new((cf_config){.capacity = cap,
                                        .bucket_size = b,
                                        .fingerprint_bits = fb,
                                        .expansion = e,
                                        .max_sub_filters = max_sub,
-                                       .seed = seed});
+                                       .seed = seed,
+                                       .flags = flags});
     if (f == NULL)
         return;
     cft_rng r = cft_rng_make(seed);
@@ -166,10 +170,10 @@ static void test_grow_then_delete(unsigned b, unsigned fb, unsigned e, uint64_t 
         found += cf_contains(f, k, len);
     }
     CHECK_EQ_U(found, 0);
-    printf("  grow/delete b %2u f %2u e %u: %llu keys in %u sub-filters, deleted in random "
+    printf("  grow/delete b %2u f %2u e %u%s: %llu keys in %u sub-filters, deleted in random "
            "order, %llu at-risk checks, %llu sweeps\n",
-           b, fb, e, (unsigned long long)nkeys, subs, (unsigned long long)risk_checks,
-           (unsigned long long)sweeps);
+           b, fb, e, flags ? " same width" : "", (unsigned long long)nkeys, subs,
+           (unsigned long long)risk_checks, (unsigned long long)sweeps);
     free(head);
     free(next);
     free(group);
@@ -461,8 +465,11 @@ int main(void)
         unsigned b, f, e;
     } sh[] = {{4, 12, 1}, {4, 12, 2}, {4, 12, 4}, {2, 8, 2},  {8, 16, 1},
               {1, 16, 2}, {3, 7, 4},  {16, 4, 2}, {2, 32, 1}, {8, 23, 4}};
-    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
-        test_grow_then_delete(sh[i].b, sh[i].f, sh[i].e, nkeys, 10 + i);
+    /* Every shape with widening sub-filters (the default), and with the first's width. */
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
+        test_grow_then_delete(sh[i].b, sh[i].f, sh[i].e, 0, nkeys, 10 + i);
+        test_grow_then_delete(sh[i].b, sh[i].f, sh[i].e, CF_GROW_SAME_WIDTH, nkeys, 40 + i);
+    }
     test_hot_key();
     test_max_sub_filters();
     const struct {

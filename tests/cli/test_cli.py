@@ -378,6 +378,41 @@ def test_create(t):
     t.usage_error(res, "create --fpr with --fingerprint-bits")
     t.check(not os.path.exists(t.path("no.cf")), "a usage error created the file")
 
+    # Growth: wider fingerprints by default, within --fpr-bound; --same-width keeps them.
+    keys = lines([b"grow-%d" % i for i in range(40000)])
+    first = full_load_fpr(12, 4)
+    for opts, name in (([], "default"), (["--fpr-bound", "0.003"], "--fpr-bound 0.003"),
+                       (["--same-width"], "--same-width")):
+        g = t.path("widen.cf")
+        res = t.run(["create", g, "--capacity", "1000", "--expansion", "2", "--seed", "5",
+                     "--force", "--quiet"] + opts)
+        if not t.ok(res, f"create growing, {name}", quiet=True):
+            continue
+        t.ok(t.run(["add", g, "-q"], input=keys), f"add to a growing filter, {name}",
+             quiet=True)
+        doc = t.info(g) or {}
+        subs, newest = doc.get("sub_filters", 0), doc.get("newest_fingerprint_bits")
+        bound, fpr = doc.get("fpr_bound", 1.0), doc.get("fpr", 1.0)
+        t.check(subs >= 5, f"{name}: {subs} sub-filters after 40x the capacity")
+        t.check(doc.get("same_width") == (name == "--same-width"),
+                f"{name}: info same_width is {doc.get('same_width')!r}")
+        if name == "--same-width":
+            t.check(newest == 12 and fpr > 2 * first,
+                    f"{name}: newest width {newest}, rate {fpr} (want 12 bits, above {2 * first})")
+        else:
+            want = 0.003 if opts else 2 * first
+            t.check(newest is not None and newest > 12 and fpr <= bound <= want,
+                    f"{name}: newest width {newest}, rate {fpr}, bound {bound} (want <= {want})")
+    for opts, what in ((["--fpr-bound", "0.01"], "--fpr-bound on a fixed filter"),
+                       (["--same-width"], "--same-width on a fixed filter"),
+                       (["--expansion", "2", "--fpr-bound", "0.01", "--same-width"],
+                        "--fpr-bound with --same-width"),
+                       (["--expansion", "2", "--fpr-bound", "0.001"],
+                        "--fpr-bound below the first sub-filter's rate")):
+        res = t.run(["create", t.path("no.cf"), "--capacity", "1000"] + opts)
+        t.usage_error(res, f"create {what}")
+    t.check(not os.path.exists(t.path("no.cf")), "a usage error created the file")
+
 
 def test_add_query(t):
     t.section("add and query: arguments, stdin, --present, --absent")

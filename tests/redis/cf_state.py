@@ -72,7 +72,7 @@ def info_dict(c, key):
     """CF.INFO's fields, and "fpbits" (the fingerprint width) from CF.DEBUG."""
     r = info(c, key)
     out = {str(r[i]): r[i + 1] for i in range(0, len(r), 2)}
-    m = re.search(rb" fpbits:(\d+)$", c.call("CF.DEBUG", key))
+    m = re.search(rb" fpbits:(\d+) fpr:(\S+) fpr_bound:(\S+)$", c.call("CF.DEBUG", key))
     check(m is not None, f"CF.DEBUG {key}: no fpbits field")
     out["fpbits"] = int(m.group(1))
     return out

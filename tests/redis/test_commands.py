@@ -162,9 +162,11 @@ def info(c, key):
           f"CF.INFO {key}: expected a flat array of {2 * len(INFO_FIELDS)}, got {short(r)}")
     out = {str(r[i]): r[i + 1] for i in range(0, len(r), 2)}
     d = c.call("CF.DEBUG", key)
-    m = re.search(rb" fpbits:(\d+)$", d)
-    check(m is not None, f"CF.DEBUG {key}: no fpbits at the end: {d!r}")
+    m = re.search(rb" fpbits:(\d+) fpr:(\S+) fpr_bound:(\S+)$", d)
+    check(m is not None, f"CF.DEBUG {key}: no fpbits, fpr and fpr_bound at the end: {d!r}")
     out["fpbits"] = int(m.group(1))
+    fpr, bound = float(m.group(2)), float(m.group(3))
+    check(0 <= fpr <= bound <= 1, f"CF.DEBUG {key}: fpr {fpr}, fpr_bound {bound}")
     return out
 
 
@@ -304,9 +306,10 @@ def reply_types(ctx):
         r = c.call_raw("CF.DEBUG", k)
         check(type(r) is bytes, f"{w} CF.DEBUG: expected a bulk string, got {short(r)}")
         m = re.fullmatch(rb"bktsize:(\d+) buckets:(\d+) items:(\d+) deletes:(\d+) filters:(\d+) "
-                         rb"max_iterations:(\d+) expansion:(\d+) fpbits:(\d+)", r)
+                         rb"max_iterations:(\d+) expansion:(\d+) fpbits:(\d+) "
+                         rb"fpr:([0-9.e+-]+) fpr_bound:([0-9.e+-]+)", r)
         check(m is not None, f"{w} CF.DEBUG format: {r!r}")
-        expect([int(g) for g in m.groups()], [2, vals[1], 5, 0, 1, 20, 1, 32],
+        expect([int(g) for g in m.groups()[:8]], [2, vals[1], 5, 0, 1, 20, 1, 32],
                f"{w} CF.DEBUG fields")
 
         r = c.call_raw("CF.SCANDUMP", k, 0)
