@@ -270,7 +270,8 @@ CF_API void cf_free(cf_filter *f);
  * The search for moves uses up to 16 KB of stack when max_kicks is at most 510 (the
  * default is 500), and memory the filter holds (32 to 48 bytes per kick) for larger budgets.
  *
- * Returns CF_OK; CF_FULL (nothing changed); CF_ENOMEM while growing (nothing changed);
+ * Returns CF_OK; CF_FULL (nothing changed); CF_ENOMEM while growing, or when a fixed
+ * filter first needs its stash (128 bytes, held while it has entries) (nothing changed);
  * CF_EINVAL for NULL arguments; CF_EREADONLY for a mapped or loading filter.
  * Thread safety: needs exclusive access to f. */
 CF_API cf_status cf_add(cf_filter *f, const void *key, size_t len);

@@ -318,6 +318,8 @@ static void cf__release(cf_filter *f, unsigned ntables)
         a.free(a.ctx, f->search_block);
     if (f->wide_shapes)
         a.free(a.ctx, f->wide_shapes);
+    if (f->stash)
+        a.free(a.ctx, f->stash);
     a.free(a.ctx, f->tables);
     a.free(a.ctx, f);
 }
@@ -444,6 +446,10 @@ void cf_clear(cf_filter *f)
         return;
     for (unsigned i = 0; i < f->ntables; i++)
         cf__table_clear(&f->tables[i]);
+    if (f->stash) {
+        f->alloc.free(f->alloc.ctx, f->stash);
+        f->stash = NULL;
+    }
     f->stash_n = 0;
     cf__sync_ops(f);
 }
@@ -678,6 +684,8 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
     cf_status st = hot ? CF_FULL : cf__grow(f, k);
     /* The last resort of a filter that cannot grow; never a way round the hot-key rule. */
     if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
+        if (!f->stash && !(f->stash = cf__stash_alloc(&f->alloc)))
+            return CF_ENOMEM; /* nothing has changed */
         f->stash[f->stash_n++] = (cf__stash){n1, fp, f->ntables - 1};
         cf__sync_ops(f);
         return CF_OK;
@@ -689,9 +697,14 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
 /* Compaction                                                                           */
 /* ------------------------------------------------------------------------------------ */
 
+/* Drop stash entry e; the stash's memory goes with its last entry. */
 static void cf__stash_remove(cf_filter *f, unsigned e)
 {
     f->stash[e] = f->stash[--f->stash_n];
+    if (f->stash_n == 0) {
+        f->alloc.free(f->alloc.ctx, f->stash);
+        f->stash = NULL;
+    }
     cf__sync_ops(f);
 }
 

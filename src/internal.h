@@ -311,7 +311,9 @@ struct cf_filter {
     cf__search search;
     void *search_block;
     unsigned stash_n;
-    cf__stash stash[CF__STASH_SLOTS];
+    cf__stash *stash; /* CF__STASH_SLOTS entries while any is in use, else NULL: most
+                         filters never stash, and many small ones (a Redis key each) should
+                         not carry the room */
     /* Memory-mapped (cf_open_mapped): the mapping, which the tables point into. */
     void *map;
     size_t map_len;
@@ -400,6 +402,12 @@ CF__HIDDEN cf_status cf__filter_make(const cf__params *p, const cf_allocator *a,
 /* The bytes of a filter with `ntables` sub-filters besides its tables: the struct, its
  * search memory and the sub-filter array, as cf__filter_make allocates them. */
 CF__HIDDEN size_t cf__fixed_bytes(const cf__params *p, unsigned ntables);
+
+/* Room for a full stash, from allocator a (NULL if it fails). */
+static inline cf__stash *cf__stash_alloc(const cf_allocator *a)
+{
+    return a->alloc(a->ctx, CF__STASH_SLOTS * sizeof(cf__stash));
+}
 
 /* NULL (the default) or an allocator with both functions set. */
 static inline bool cf__allocator_ok(const cf_allocator *a)

@@ -532,6 +532,10 @@ static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bo
         return st;
     for (unsigned k = 0; k < m->ntables; k++)
         f->tables[k].items = cf__load_le64(cf__desc(m, k) + CF__D_ITEMS);
+    if (m->nstash && !(f->stash = cf__stash_alloc(&f->alloc))) {
+        cf_free(f);
+        return CF_ENOMEM;
+    }
     for (unsigned e = 0; e < m->nstash; e++) {
         const uint8_t *x = cf__entry(m, e);
         f->stash[e] = (cf__stash){cf__load_le64(x + CF__E_BUCKET), cf__load_le32(x + CF__E_FP),
@@ -1086,7 +1090,8 @@ static void cf__sum_zeros(XXH3_state_t *st, uint64_t n)
  * tables, and while loading its checksum state. false if that exceeds a size_t. */
 static bool cf__meta_bytes(const cf__meta *m, size_t *bytes)
 {
-    size_t total = cf__fixed_bytes(&m->p, m->ntables) + CF__SUM_STATE_BLOCK;
+    size_t total = cf__fixed_bytes(&m->p, m->ntables) + CF__SUM_STATE_BLOCK +
+                   (m->nstash ? CF__STASH_SLOTS * sizeof(cf__stash) : 0);
     const cf__params *p = &m->p;
     cf__shape sk = p->shape;
     for (unsigned k = 0; k < m->ntables; k++) {

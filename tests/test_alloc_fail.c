@@ -9,6 +9,8 @@
  * retried with the allocator failing its 1st, 2nd, ... call, until it succeeds: every
  * failed add returns CF_ENOMEM and leaves the filter exactly as it was (stats, live
  * allocations, every key found, the key's count). At the end cf_free returns everything.
+ *
+ * The stash: the add that first stashes allocates its room, and fails as cleanly.
  */
 #include "testutil.h"
 
@@ -294,9 +296,62 @@ static void test_search_memory_refused(void)
     CHECK_ALLOC_CLEAN(&tb);
 }
 
+/* A fixed filter allocates room for its stash when it first stashes a fingerprint, and
+ * frees it with the last entry. Filled until CF_FULL, each add tried first with its first
+ * allocation failing: one that needed the room returns CF_ENOMEM and changes nothing,
+ * then succeeds with the room. Deleting every key gives the room back. */
+static void test_stash_room(void)
+{
+    cft_context("stash room");
+    cft_alloc ta;
+    cft_alloc_init(&ta);
+    cf_config c = {.capacity = 30,
+                   .bucket_size = 2,
+                   .fingerprint_bits = 8,
+                   .seed = cft_subseed(70),
+                   .allocator = &ta.a};
+    cf_filter *f = NULL;
+    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+        return;
+    uint8_t k[CFT_KEY_MAX];
+    uint64_t n = 0, refused = 0, base_live = ta.live;
+    for (cf_status rc = CF_OK; rc != CF_FULL && n < 100000; n++) {
+        size_t len = cft_key(k, 70, n);
+        cf_stats before = cft_stats(f);
+        uint64_t live_bytes = ta.live_bytes;
+        cft_alloc_arm(&ta, 1, false);
+        rc = cf_add(f, k, len);
+        cft_alloc_disarm(&ta);
+        if (rc == CF_ENOMEM) {
+            refused++;
+            CHECK_EQ_U(before.stashed, 0); /* only the first stash allocates */
+            cf_stats after = cft_stats(f);
+            CHECK_STATS_EQ(before, after);
+            CHECK_EQ_U(ta.live_bytes, live_bytes);
+            CHECK_EQ_U(cf_count(f, k, len), 0);
+            rc = cf_add(f, k, len);
+            CHECK_ST(rc, CF_OK);
+            CHECK_EQ_U(cft_stats(f).stashed, 1);
+        }
+        CHECK(rc == CF_OK || rc == CF_FULL);
+    }
+    CHECK_EQ_U(refused, 1);
+    CHECK_EQ_U(cft_stats(f).stashed, 8);
+    CHECK_EQ_U(ta.live, base_live + 1);
+    for (uint64_t i = 0; i + 1 < n; i++) { /* every key but the refused last */
+        size_t len = cft_key(k, 70, i);
+        CHECK_ST(cf_delete(f, k, len), CF_OK);
+    }
+    CHECK_EQ_U(cft_stats(f).items, 0);
+    CHECK_EQ_U(ta.live, base_live);
+    cf_free(f);
+    CHECK_ALLOC_CLEAN(&ta);
+}
+
 int main(void)
 {
     cft_init("test_alloc_fail");
+    test_stash_room();
     test_search_memory_refused();
     test_new();
     const struct {
