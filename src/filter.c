@@ -370,7 +370,7 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
         size_t bytes;
         uint8_t *data = NULL;
         /* The caller checked every size (cf_new through cf__buckets_for, a loader through
-         * the file's layout), so neither of these can fail. */
+         * the file's layout), so only the allocations can fail. */
         const cf__shape *s = &f->shape;
         if (i > 0) {
             cf__mul_u64(buckets, p->expansion, &buckets);

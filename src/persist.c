@@ -354,6 +354,15 @@ static const uint8_t *cf__entry(const cf__meta *m, unsigned e)
            (size_t)e * CF__ENTRY_BYTES;
 }
 
+/* Make *sk the shape of table k of a filter of settings p, for tables taken in order: its
+ * width changes at most 28 times, and only then is the shape made again. */
+static void cf__shape_for(const cf__params *p, unsigned k, cf__shape *sk)
+{
+    unsigned width = p->shape.f + cf__ext_of(p->shape.f, p->widen, k);
+    if (width != sk->f)
+        cf__shape_init(sk, width, p->shape.b);
+}
+
 static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent, cf__meta *m,
                                 const char **why)
 {
@@ -426,13 +435,12 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
 
     /* The tables: sizes nested as growth makes them, placed where the layout says. */
     uint64_t pos = cf__align_up(m->meta_len), buckets = 0;
-    cf__shape sk = p->shape; /* table k's: its width changes at most 28 times */
+    cf__shape sk = p->shape;
     for (unsigned k = 0; k < m->ntables; k++) {
         const uint8_t *d = cf__desc(m, k);
         uint64_t want = buckets, slots = 0;
         size_t bytes;
-        if (f + cf__ext_of(f, p->widen, k) != sk.f)
-            cf__shape_init(&sk, f + cf__ext_of(f, p->widen, k), bsize);
+        cf__shape_for(p, k, &sk);
         if (k == 0)
             want = m->buckets0 = cf__load_le64(d + CF__D_BUCKETS);
         else if (!cf__mul_u64(buckets, p->expansion, &want))
@@ -490,9 +498,7 @@ static cf_status cf__check_body(const cf__meta *m, const char **why)
         if (k == m->ntables)
             break;
         const uint8_t *d = cf__desc(m, k);
-        unsigned width = p->shape.f + cf__ext_of(p->shape.f, p->widen, k);
-        if (width != sk.f)
-            cf__shape_init(&sk, width, p->shape.b);
+        cf__shape_for(p, k, &sk);
         if (!cf__table_sound(&sk, b + start, cf__load_le64(d + CF__D_BUCKETS),
                              cf__load_le64(d + CF__D_ITEMS)))
             return cf__bad(why, "table contents disagree with the header");
@@ -1096,9 +1102,7 @@ static bool cf__meta_bytes(const cf__meta *m, size_t *bytes)
     cf__shape sk = p->shape;
     for (unsigned k = 0; k < m->ntables; k++) {
         size_t t;
-        unsigned width = p->shape.f + cf__ext_of(p->shape.f, p->widen, k);
-        if (width != sk.f)
-            cf__shape_init(&sk, width, p->shape.b);
+        cf__shape_for(p, k, &sk);
         cf__table_bytes(&sk, cf__load_le64(cf__desc(m, k) + CF__D_BUCKETS),
                         &t); /* checked by the parse */
         if (t > SIZE_MAX - total)
