@@ -204,6 +204,36 @@ static unsigned cf__tables_cap(unsigned max_tables, unsigned ntables)
     return cap < max_tables ? cap : max_tables;
 }
 
+/* Bytes of search memory for `nodes` nodes and 2^mark_bits marks: the struct, its queue
+ * and its marks (all 8-byte aligned: each size is a multiple of 8). */
+static size_t cf__search_bytes(size_t nodes, unsigned mark_bits)
+{
+    return sizeof(cf__search) + nodes * sizeof(cf__node) +
+           ((size_t)1 << mark_bits) * sizeof(cf__mark);
+}
+
+/* Lay search memory for `nodes` nodes and 2^mark_bits marks out in `block` (of
+ * cf__search_bytes), with every mark clear. */
+static cf__search *cf__search_at(uint8_t *block, size_t nodes, unsigned mark_bits)
+{
+    cf__search *z = (cf__search *)(void *)block;
+    uint8_t *queue = block + sizeof *z, *marks = queue + nodes * sizeof(cf__node);
+    memset(marks, 0, ((size_t)1 << mark_bits) * sizeof(cf__mark));
+    *z = (cf__search){(cf__node *)(void *)queue,
+                      (cf__mark *)(void *)marks,
+                      (uint32_t)nodes,
+                      64u - mark_bits,
+                      0,
+                      0};
+    return z;
+}
+
+/* Does f's search memory live in the filter's own block (made with it)? */
+static bool cf__search_in_head(const cf_filter *f)
+{
+    return (const void *)f->search == (const void *)(f + 1);
+}
+
 /* How the memory of a filter with `ntables` sub-filters is laid out, tables aside. */
 typedef struct cf__head {
     size_t queue_len;   /* nodes of the filter's own search memory; 0: none (stack) */
@@ -221,8 +251,7 @@ static void cf__head_layout(const cf__params *p, unsigned ntables, cf__head *h)
     h->mark_bits = h->queue_len ? cf__mark_bits(h->queue_len) : 0;
     h->head_bytes = sizeof(cf_filter);
     if (h->queue_len)
-        h->head_bytes +=
-            h->queue_len * sizeof(cf__node) + ((size_t)1 << h->mark_bits) * sizeof(cf__mark);
+        h->head_bytes += cf__search_bytes(h->queue_len, h->mark_bits);
     h->tables_cap = cf__tables_cap(p->max_tables, ntables);
 }
 
@@ -312,10 +341,10 @@ static void cf__release(cf_filter *f, unsigned ntables)
         for (unsigned i = 0; i < ntables; i++)
             if (f->tables[i].data)
                 a.free(a.ctx, f->tables[i].data);
-    if (f->load_sum)
-        a.free(a.ctx, f->load_sum);
-    if (f->search_block)
-        a.free(a.ctx, f->search_block);
+    if (f->load)
+        a.free(a.ctx, f->load);
+    if (f->search && !cf__search_in_head(f))
+        a.free(a.ctx, f->search);
     if (f->wide_shapes)
         a.free(a.ctx, f->wide_shapes);
     if (f->stash)
@@ -357,14 +386,8 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
     f->fpr_bound = p->widen ? cf__fpr_bound(p) : 0.0; /* see cf_get_stats */
     f->tables_cap = h.tables_cap;
     f->tables = tables;
-    if (h.queue_len) {
-        cf__search *z = &f->search;
-        z->queue = (cf__node *)(void *)(head + sizeof(cf_filter));
-        z->marks = (cf__mark *)(void *)(head + sizeof(cf_filter) + h.queue_len * sizeof(cf__node));
-        memset(z->marks, 0, ((size_t)1 << h.mark_bits) * sizeof(cf__mark));
-        z->cap = (uint32_t)h.queue_len;
-        z->shift = 64u - h.mark_bits;
-    }
+    if (h.queue_len)
+        f->search = cf__search_at(head + sizeof(cf_filter), h.queue_len, h.mark_bits);
     uint64_t buckets = buckets0;
     for (unsigned i = 0; i < ntables; i++) {
         size_t bytes;
@@ -554,7 +577,7 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
 /* Search with the filter's own memory: a new generation makes every mark stale. */
 static cf__found cf__bfs_own(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
 {
-    cf__search *own = &f->search;
+    cf__search *own = f->search;
     if (++own->gen == 0) { /* wrapped: stale entries could look current */
         memset(own->marks, 0, ((size_t)1 << (64u - own->shift)) * sizeof(cf__mark));
         own->gen = 1;
@@ -567,19 +590,10 @@ static cf__found cf__bfs_own(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i
 static bool cf__own_search(cf_filter *f, uint32_t budget)
 {
     unsigned bits = cf__mark_bits(budget);
-    size_t queue_bytes = (size_t)budget * sizeof(cf__node);
-    size_t marks_bytes = ((size_t)1 << bits) * sizeof(cf__mark);
-    uint8_t *block = f->alloc.alloc(f->alloc.ctx, queue_bytes + marks_bytes);
+    uint8_t *block = f->alloc.alloc(f->alloc.ctx, cf__search_bytes(budget, bits));
     if (!block)
         return false;
-    memset(block + queue_bytes, 0, marks_bytes);
-    f->search_block = block;
-    f->search = (cf__search){(cf__node *)(void *)block,
-                             (cf__mark *)(void *)(block + queue_bytes),
-                             budget,
-                             64u - bits,
-                             0,
-                             0};
+    f->search = cf__search_at(block, budget, bits);
     return true;
 }
 
@@ -588,7 +602,7 @@ static bool cf__own_search(cf_filter *f, uint32_t budget)
 static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
 {
     uint32_t budget = f->max_kicks + 2u;
-    if (f->search.queue)
+    if (f->search)
         return cf__bfs_own(f, t, i1, i2, fp) == CF__MOVED;
     cf__node queue[CF__STACK_NODES];
     cf__mark marks[2 * CF__STACK_NODES];

@@ -286,6 +286,26 @@ typedef struct cf__search {
     uint32_t n; /* nodes queued so far */
 } cf__search;
 
+/* A filter loading chunk by chunk (cf_load_chunk): the file position of the next chunk,
+ * the hash of the 64-byte header that each chunk's tag is bound to, and the whole file's
+ * checksum that the loaded filter must reproduce. While loading, the filter's `ntables`
+ * counts the sub-filters whose every chunk is in (lookups see only those) and `ntables`
+ * here the sub-filters the header describes; a table gets its memory when its first chunk
+ * arrives, so a forged header holds nothing it did not send. Each chunk is checked as it
+ * arrives, at a cost bounded by its own size: `items` counts the occupied slots of the
+ * first `bucket` buckets of the table being filled, and an XXH3 state that follows this
+ * struct in its allocation (persist.c) carries the file sum over the bytes received so
+ * far. Allocated with the header chunk, freed with the last chunk: a filter that is not
+ * loading carries none of it. */
+typedef struct cf__loading {
+    uint64_t pos;
+    uint64_t header_sum;
+    uint64_t file_sum;
+    uint64_t items;
+    uint64_t bucket;
+    unsigned ntables;
+} cf__loading;
+
 struct cf_filter {
     const cf__ops *ops;         /* the hot paths for this shape, state and CPU */
     const cf__variant *variant; /* this CPU's, chosen when the filter was made */
@@ -304,12 +324,11 @@ struct cf_filter {
     unsigned ntables;
     unsigned tables_cap; /* entries allocated in `tables` */
     cf__table *tables;   /* oldest first; tables[ntables - 1] is the newest */
-    /* Search memory with a visited set that clears by generation (see cf__evict): made
-     * with the filter for budgets too big for the stack, or on the first search that
-     * needs it in a table large enough to afford it (then search_block is its own
-     * allocation); queue NULL otherwise, and then the filter holds none. */
-    cf__search search;
-    void *search_block;
+    /* Search memory with a visited set that clears by generation (see cf__evict), the
+     * struct followed by its queue and marks: made with the filter, in its block, for
+     * budgets too big for the stack, or in a block of its own on the first search that
+     * needs it in a table large enough to afford it; NULL otherwise. */
+    cf__search *search;
     unsigned stash_n;
     cf__stash *stash; /* CF__STASH_SLOTS entries while any is in use, else NULL: most
                          filters never stash, and many small ones (a Redis key each) should
@@ -317,29 +336,14 @@ struct cf_filter {
     /* Memory-mapped (cf_open_mapped): the mapping, which the tables point into. */
     void *map;
     size_t map_len;
-    /* Loading chunk by chunk (cf_load_chunk): the file position of the next chunk (0 once
-     * complete), the hash of the 64-byte header that each chunk's tag is bound to, and the
-     * whole file's checksum that the loaded filter must reproduce. While loading, `ntables`
-     * counts the sub-filters whose every chunk is in (lookups see only those) and
-     * load_ntables the sub-filters the header describes; a table gets its memory when its
-     * first chunk arrives, so a forged header holds nothing it did not send. Each chunk is
-     * checked as it arrives, at a cost bounded by its own size: load_items counts the
-     * occupied slots of the first load_bucket buckets of the table being filled, and
-     * load_sum (an allocation holding an XXH3 state, see persist.c) carries the file sum
-     * over the bytes received so far. */
-    uint64_t load_pos;
-    uint64_t load_header_sum;
-    uint64_t load_file_sum;
-    unsigned load_ntables;
-    uint64_t load_items;
-    uint64_t load_bucket;
-    void *load_sum;
+    /* Loading chunk by chunk (cf_load_chunk), else NULL: see cf__loading. */
+    cf__loading *load;
 };
 
 /* The sub-filters a filter's file describes: all of them, also while it is still loading. */
 static inline unsigned cf__ntables_all(const cf_filter *f)
 {
-    return f->load_pos ? f->load_ntables : f->ntables;
+    return f->load ? f->load->ntables : f->ntables;
 }
 
 /* The state whose lookups touch two buckets and nothing else: one complete sub-filter and
@@ -373,7 +377,7 @@ static inline uint64_t cf__hash_key(const cf_filter *f, const void *key, size_t 
 /* Mapped and loading filters take no adds, deletes or clears. */
 static inline bool cf__read_only(const cf_filter *f)
 {
-    return f->map != NULL || f->load_pos != 0;
+    return f->map != NULL || f->load != NULL;
 }
 
 /* Settings shared by every sub-filter: a config with its defaults applied, or a file's

@@ -296,7 +296,7 @@ static uint64_t cf__file_sum(const cf_filter *f)
 
 size_t cf_serialized_size(const cf_filter *f)
 {
-    if (!f || f->load_pos)
+    if (!f || f->load)
         return 0;
     uint64_t n = cf__file_len(f);
     return n > SIZE_MAX ? 0 : (size_t)n;
@@ -304,7 +304,7 @@ size_t cf_serialized_size(const cf_filter *f)
 
 cf_status cf_serialize(const cf_filter *f, void *buf, size_t cap, size_t *written)
 {
-    if (!f || !buf || f->load_pos)
+    if (!f || !buf || f->load)
         return CF_EINVAL;
     size_t n = cf_serialized_size(f);
     if (n == 0 || cap < n)
@@ -885,7 +885,7 @@ static int cf__create_temp(const char *path, char *tmp, size_t tmp_size)
 
 cf_status cf_save(const cf_filter *f, const char *path)
 {
-    if (!f || !path || !*path || f->load_pos)
+    if (!f || !path || !*path || f->load)
         return CF_EINVAL;
     /* One block: the write buffer, the resolved path, then the temporary name (and, after
      * the rename, the directory's name). */
@@ -1040,7 +1040,7 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
         return CF_EINVAL;
     /* A loading filter dumps what it has received: its header, then the data chunks
      * before the one it expects. Loading those gives a filter in the same state. */
-    uint64_t pos = *cursor, end = f->load_pos ? f->load_pos : cf__table_offset(f, f->ntables);
+    uint64_t pos = *cursor, end = f->load ? f->load->pos : cf__table_offset(f, f->ntables);
     unsigned ntables = cf__ntables_all(f);
     cf__sink k;
     if (pos >= end) { /* past the last chunk */
@@ -1054,7 +1054,7 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
             return CF_EINVAL;
         cf__sink_init(&k, buf, -1, NULL);
         cf__emit_meta(&k, f);
-        cf__store_le64((uint8_t *)buf + meta_len, f->load_pos ? f->load_file_sum : cf__file_sum(f));
+        cf__store_le64((uint8_t *)buf + meta_len, f->load ? f->load->file_sum : cf__file_sum(f));
         *len = (size_t)(meta_len + CF__SUM_BYTES);
         *cursor = cf__align_up(meta_len);
         return CF_OK;
@@ -1075,14 +1075,15 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
     return CF_OK;
 }
 
-/* The running file sum of a loading filter lives in an allocation of its own: XXH3's
+/* A loading filter's state (cf__loading) and, after it, the running file sum: XXH3's
  * state asks for 64-byte alignment, which an allocator need not give, so the block has
  * room to align it. */
-#define CF__SUM_STATE_BLOCK (sizeof(XXH3_state_t) + 63u)
+#define CF__LOADING_BLOCK (sizeof(cf__loading) + sizeof(XXH3_state_t) + 63u)
 
 static XXH3_state_t *cf__sum_state(const cf_filter *f)
 {
-    return (XXH3_state_t *)(((uintptr_t)f->load_sum + 63u) & ~(uintptr_t)63u);
+    uintptr_t after = (uintptr_t)(f->load + 1);
+    return (XXH3_state_t *)((after + 63u) & ~(uintptr_t)63u);
 }
 
 static void cf__sum_zeros(XXH3_state_t *st, uint64_t n)
@@ -1096,7 +1097,7 @@ static void cf__sum_zeros(XXH3_state_t *st, uint64_t n)
  * tables, and while loading its checksum state. false if that exceeds a size_t. */
 static bool cf__meta_bytes(const cf__meta *m, size_t *bytes)
 {
-    size_t total = cf__fixed_bytes(&m->p, m->ntables) + CF__SUM_STATE_BLOCK +
+    size_t total = cf__fixed_bytes(&m->p, m->ntables) + CF__LOADING_BLOCK +
                    (m->nstash ? CF__STASH_SLOTS * sizeof(cf__stash) : 0);
     const cf__params *p = &m->p;
     cf__shape sk = p->shape;
@@ -1141,21 +1142,22 @@ static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t
     st = cf__make_from_meta(&m, a, false, &f);
     if (st != CF_OK)
         return st;
-    f->load_sum = f->alloc.alloc(f->alloc.ctx, CF__SUM_STATE_BLOCK);
-    if (!f->load_sum) {
+    cf__loading *load = f->alloc.alloc(f->alloc.ctx, CF__LOADING_BLOCK);
+    if (!load) {
         cf_free(f);
         return CF_ENOMEM;
     }
+    *load = (cf__loading){.pos = cursor,
+                          .header_sum = XXH3_64bits(d, CF__HEADER_BYTES),
+                          .file_sum = cf__load_le64(d + m.meta_len),
+                          .ntables = f->ntables};
+    f->load = load;
     XXH3_state_t *sum = cf__sum_state(f);
     XXH3_64bits_reset(sum);
     XXH3_64bits_update(sum, d, (size_t)m.meta_len);
     cf__sum_zeros(sum, cursor - m.meta_len);
-    f->load_ntables = f->ntables;
     f->ntables = 0;
     cf__sync_ops(f);
-    f->load_pos = cursor;
-    f->load_header_sum = XXH3_64bits(d, CF__HEADER_BYTES);
-    f->load_file_sum = cf__load_le64(d + m.meta_len);
     *out = f;
     return CF_OK;
 }
@@ -1169,13 +1171,14 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     if (!*fp)
         return cf__load_header(fp, cursor, d, len, allocator);
     cf_filter *f = *fp;
-    if (!f->load_pos)
+    cf__loading *load = f->load;
+    if (!load)
         return CF_EINVAL;
     unsigned k;
-    uint64_t pos = f->load_pos, start, n, next;
-    cf__chunk_at(f, pos, &k, &start, &n, &next); /* load_pos is always a chunk position */
+    uint64_t pos = load->pos, start, n, next;
+    cf__chunk_at(f, pos, &k, &start, &n, &next); /* load->pos is always a chunk position */
     if (len != n + CF__SUM_BYTES || cursor != next ||
-        cf__chunk_tag(d, (size_t)n, f->load_header_sum, pos) != cf__load_le64(d + n))
+        cf__chunk_tag(d, (size_t)n, load->header_sum, pos) != cf__load_le64(d + n))
         return CF_ECORRUPT;
     cf__table *t = &f->tables[k];
     const cf__shape *s = t->shape;
@@ -1193,7 +1196,7 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
      * a copy of the state until the chunk is accepted. */
     uint64_t upto = pos + n - start;
     bool table_done = upto == body;
-    uint64_t from = first ? 0 : f->load_bucket, items = first ? 0 : f->load_items;
+    uint64_t from = first ? 0 : load->bucket, items = first ? 0 : load->items;
     uint64_t to = table_done ? t->buckets : upto * 8 / s->bucket_bits;
     items += cf__table_used(s, t->data, from, to);
     XXH3_state_t sum;
@@ -1205,9 +1208,9 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
      * filter must be the very one dumped: its file sum must match the header chunk's. A
      * dump of a filter that changed midway fails here. */
     bool ok = !table_done || (items == t->items && cf__table_tail_clear(s, t->data, t->buckets));
-    uint64_t end = cf__table_offset(f, f->load_ntables);
+    uint64_t end = cf__table_offset(f, load->ntables);
     if (ok && next == end)
-        ok = XXH3_64bits_digest(&sum) == f->load_file_sum;
+        ok = XXH3_64bits_digest(&sum) == load->file_sum;
     if (!ok) {
         if (first) { /* as it was */
             f->alloc.free(f->alloc.ctx, t->data);
@@ -1216,25 +1219,21 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
         return CF_ECORRUPT;
     }
     memcpy(cf__sum_state(f), &sum, sizeof sum);
-    f->load_items = items;
-    f->load_bucket = to;
+    load->items = items;
+    load->bucket = to;
+    load->pos = next;
     if (table_done) {
         f->ntables = k + 1;
         cf__sync_ops(f);
     }
-    if (next == end) {
-        f->alloc.free(f->alloc.ctx, f->load_sum);
-        f->load_sum = NULL;
-        f->load_pos = 0;
-        f->load_ntables = 0;
-        f->load_items = f->load_bucket = 0;
-    } else {
-        f->load_pos = next;
+    if (next == end) { /* complete */
+        f->alloc.free(f->alloc.ctx, load);
+        f->load = NULL;
     }
     return CF_OK;
 }
 
 bool cf_is_loading(const cf_filter *f)
 {
-    return f && f->load_pos != 0;
+    return f && f->load != NULL;
 }
