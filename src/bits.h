@@ -134,14 +134,6 @@ static inline bool cf__mul_u64(uint64_t a, uint64_t b, uint64_t *out)
     return true;
 }
 
-static inline bool cf__add_u64(uint64_t a, uint64_t b, uint64_t *out)
-{
-    if (b > UINT64_MAX - a)
-        return false;
-    *out = a + b;
-    return true;
-}
-
 static inline uint64_t cf__rotl64(uint64_t x, unsigned r)
 {
     return (x << r) | (x >> (64u - r));

@@ -30,15 +30,20 @@
  * 8, 16, 32 and 64 measured the same, 4 was 30 % slower. */
 #define CF__AHEAD 16u
 
+/* The key of hash h in the first sub-filter (the only one of the simple state). */
+static CF__INLINE cf__key cf__key0_t(const cf_filter *f, uint64_t h, unsigned F)
+{
+    return cf__key_bits(F ? F : f->shape.f, h);
+}
+
 /* The key of hash h in sub-filter t. Constant widths serve only sub-filters of the first
  * width (a wider one is of no fast shape); run-time widths serve any, a wider one with its
  * wider fingerprint. */
 static CF__INLINE cf__key cf__key_t(const cf_filter *f, const cf__table *t, uint64_t h, unsigned F)
 {
-    if (F)
-        return cf__key_bits(F, h);
-    cf__key k = cf__key_bits(f->shape.f, h);
-    k.fp = cf__fp_in(&k, t);
+    cf__key k = cf__key0_t(f, h, F);
+    if (!F)
+        k.fp = cf__fp_in(&k, t);
     return k;
 }
 
@@ -46,7 +51,7 @@ static CF__INLINE cf__key cf__key_t(const cf_filter *f, const cf__table *t, uint
 static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
     const cf__table *t = f->tables;
-    cf__key k = cf__key_t(f, t, h, F);
+    cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
     if (!F) /* a present key found in its first bucket skips the second */
@@ -93,7 +98,7 @@ static CF__INLINE void cf__stage_t(const cf_filter *f, const cf__source *src, si
     bool valid = cf__source_hash(f, src, j, hashed, &h);
     if (!hashed)
         q->valid[x] = valid;
-    cf__key k = cf__key_t(f, &q->t, h, F);
+    cf__key k = simple ? cf__key0_t(f, h, F) : cf__key_t(f, &q->t, h, F);
     if (simple)
         cf__buckets0(&q->t, &k, &q->i1[x], &q->i2[x]);
     else
@@ -110,8 +115,7 @@ static CF__INLINE bool cf__probe_t(const cf_filter *f, size_t j, const cf__pendi
                                    bool hashed, unsigned F, unsigned B)
 {
     size_t x = j % CF__AHEAD;
-    bool hit = (cf__match_t(&q->t, &q->s, q->i1[x], q->fp[x], F, B) |
-                cf__match_t(&q->t, &q->s, q->i2[x], q->fp[x], F, B)) != 0;
+    bool hit = cf__pair_has_t(&q->t, &q->s, q->i1[x], q->i2[x], q->fp[x], F, B);
     if (!simple && !hit)
         hit = cf__contains_all(f, q->h[x]);
     return hit & (hashed || q->valid[x]);
@@ -220,7 +224,7 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     if (!F)
         return cf__delete_all(f, h);
     cf__table *t = f->tables;
-    cf__key k = cf__key_t(f, t, h, F);
+    cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
     return cf__pair_remove_t(t, &f->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;

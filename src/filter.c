@@ -128,9 +128,18 @@ static bool cf__widen_for(cf__params *p, double bound)
         bound = 2.0 * first < 1.0 ? 2.0 * first : (1.0 + first) / 2.0;
     else if (!(bound > first && bound < 1.0))
         return false;
-    if (hi == 0 || !(bound > first) || cf__bound_of(miss, f, b, hi, p->max_tables) > bound) {
-        p->widen = hi;
+    if (hi == 0) { /* 32 bits: nothing to widen */
+        p->widen = 0;
         return by_default;
+    }
+    double most = cf__bound_of(miss, f, b, hi, p->max_tables);
+    if (!(bound > first) || most > bound) {
+        if (!by_default)
+            return false;
+        /* The rate of the most widening; the bisection then finds the narrowest widening
+         * that gives it (several may give the same widths), so that a filter's own bound
+         * (cf_get_config) makes the same widening again. */
+        bound = most;
     }
     while (lo < hi) {
         unsigned mid = lo + (hi - lo) / 2;
@@ -1140,20 +1149,27 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
     const cf__shape *s = &f->shape;
     cf_stats st = {0}, *out = &st;
     /* The log of the chance that a lookup misses every sub-filter, over 2b: now, and once
-     * every sub-filter is full. */
+     * every sub-filter is full. Widths only grow from one sub-filter to the next: loads
+     * are summed over each run of one width, and a log taken per run. */
     double miss = 0.0, miss_full = 0.0;
     /* A filter still loading reports the filter its header describes, but for `bytes`:
      * only the tables whose chunks have begun to arrive hold memory. */
-    for (unsigned n = 0; n < cf__ntables_all(f); n++) {
-        const cf__table *t = &f->tables[n];
-        uint64_t slots = t->buckets * s->b;
-        out->items += t->items;
-        out->buckets += t->buckets;
-        out->slots += slots;
-        out->bytes += t->data ? t->bytes : 0;
-        double m = cf__log_miss(t->shape->f);
-        miss += (double)t->items / (double)slots * m;
-        miss_full += m;
+    for (unsigned n = 0; n < cf__ntables_all(f);) {
+        unsigned width = f->tables[n].shape->f;
+        double loads = 0.0, count = 0.0;
+        for (; n < cf__ntables_all(f) && f->tables[n].shape->f == width; n++) {
+            const cf__table *t = &f->tables[n];
+            uint64_t slots = t->buckets * s->b;
+            out->items += t->items;
+            out->buckets += t->buckets;
+            out->slots += slots;
+            out->bytes += t->data ? t->bytes : 0;
+            loads += (double)t->items / (double)slots;
+            count += 1.0;
+        }
+        double m = cf__log_miss(width);
+        miss += loads * m;
+        miss_full += count * m;
     }
     out->items += f->stash_n;
     out->stashed = f->stash_n;

@@ -104,23 +104,38 @@ static uint64_t cf__meta_len(unsigned ntables, unsigned nstash)
            (uint64_t)nstash * CF__ENTRY_BYTES + CF__SUM_BYTES;
 }
 
-/* Are all of f's tables the same size: a filter that grows by 1 and keeps its width? */
-static bool cf__equal_tables(const cf_filter *f)
+/* Only a filter that grows by 1 can have many sub-filters (a factor of 2 or more reaches
+ * the table size limit within 58 steps). Its tables all have the same buckets, and those
+ * of one fingerprint width (all of them, or a run between two widenings) take the same
+ * room in the file: the tables from i up to the returned index, before n, do. A filter
+ * that grows by more has a run per table. So a walk over a file's tables takes a step per
+ * run, at most 30 for any number of sub-filters. */
+static unsigned cf__run_end(const cf_filter *f, unsigned i, unsigned n)
 {
-    return f->expansion == 1 && f->widen == 0;
+    if (f->expansion != 1)
+        return i + 1;
+    unsigned ext = f->tables[i].shape->ext;
+    if (f->widen == 0 || ext == 32u - f->shape.f)
+        return n;
+    uint64_t end = (uint64_t)256u * ext / f->widen + 1u; /* the first table past this width */
+    return end < n ? (unsigned)end : n;
+}
+
+/* The room table i takes in the file: its bytes, aligned. */
+static uint64_t cf__table_stride(const cf_filter *f, unsigned i)
+{
+    return cf__align_up(cf__data_bytes(f->tables[i].shape, f->tables[i].buckets));
 }
 
 /* Where table k of a live filter starts in its file (k == ntables: where the file sum
- * starts). Only a filter that grows by 1 can have many sub-filters (a factor of 2 or more
- * reaches the table size limit within 58 steps), and its sub-filters are all the same
- * size, so their offsets are computed directly rather than summed. */
+ * starts), run by run. */
 static uint64_t cf__table_offset(const cf_filter *f, unsigned k)
 {
     uint64_t pos = cf__align_up(cf__meta_len(cf__ntables_all(f), f->stash_n));
-    if (cf__equal_tables(f))
-        return pos + k * cf__align_up(cf__data_bytes(&f->shape, f->tables[0].buckets));
-    for (unsigned i = 0; i < k; i++)
-        pos = cf__align_up(pos + cf__data_bytes(f->tables[i].shape, f->tables[i].buckets));
+    for (unsigned i = 0, j; i < k; i = j) {
+        j = cf__run_end(f, i, k);
+        pos += (j - i) * cf__table_stride(f, i); /* < 2^63: 65536 tables of at most 2^46 */
+    }
     return pos;
 }
 
@@ -986,27 +1001,28 @@ cf_status cf_save(const cf_filter *f, const char *path)
 static bool cf__chunk_at(const cf_filter *f, uint64_t pos, unsigned *table, uint64_t *start,
                          uint64_t *len, uint64_t *next)
 {
-    unsigned first = 0, ntables = cf__ntables_all(f);
-    if (cf__equal_tables(f)) { /* go straight to the table holding pos */
-        uint64_t t0 = cf__table_offset(f, 0);
-        uint64_t stride = cf__align_up(cf__data_bytes(&f->shape, f->tables[0].buckets));
-        if (pos < t0 || (pos - t0) / stride >= ntables)
-            return false;
-        first = (unsigned)((pos - t0) / stride);
-    }
-    uint64_t t = cf__table_offset(f, first);
-    for (unsigned k = first; k < ntables; k++) {
-        uint64_t n = cf__data_bytes(f->tables[k].shape, f->tables[k].buckets);
-        if (pos >= t && pos < t + n) {
-            if ((pos - t) % CF_CHUNK_DATA_MAX != 0)
-                return false;
-            *table = k;
-            *start = t;
-            *len = t + n - pos < CF_CHUNK_DATA_MAX ? t + n - pos : CF_CHUNK_DATA_MAX;
-            *next = pos + *len == t + n ? cf__align_up(t + n) : pos + *len;
-            return true;
+    unsigned ntables = cf__ntables_all(f);
+    uint64_t t = cf__table_offset(f, 0);
+    if (pos < t)
+        return false;
+    /* Run by run, then straight to the table of its run that holds pos. */
+    for (unsigned i = 0, j; i < ntables; i = j) {
+        j = cf__run_end(f, i, ntables);
+        uint64_t stride = cf__table_stride(f, i);
+        if (pos - t >= (j - i) * stride) {
+            t += (j - i) * stride;
+            continue;
         }
-        t = cf__align_up(t + n);
+        unsigned k = i + (unsigned)((pos - t) / stride);
+        uint64_t at = t + (k - i) * stride,
+                 n = cf__data_bytes(f->tables[k].shape, f->tables[k].buckets);
+        if (pos - at >= n || (pos - at) % CF_CHUNK_DATA_MAX != 0)
+            return false;
+        *table = k;
+        *start = at;
+        *len = at + n - pos < CF_CHUNK_DATA_MAX ? at + n - pos : CF_CHUNK_DATA_MAX;
+        *next = pos + *len == at + n ? at + stride : pos + *len;
+        return true;
     }
     return false;
 }

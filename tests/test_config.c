@@ -375,6 +375,40 @@ static void test_seeds(void)
     CHECK_ST(cf_bytes_needed(&bad, &bytes), CF_EINVAL);
 }
 
+/* A growing filter's config (cf_get_config) makes the same filter again, its widening
+ * included, for every width: also where the default bound cannot be met and the widening
+ * is the most there is (f 28 and more), which several widenings give. Filled past its
+ * first sub-filter, the copy must serialize to the same bytes. */
+static void test_growth_config(void)
+{
+    for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++) {
+        for (unsigned b = 1; b <= 8; b *= 2) {
+            cft_context("growth config f %u b %u", f, b);
+            cf_config c = {.capacity = 100,
+                           .fingerprint_bits = f,
+                           .bucket_size = b,
+                           .expansion = 2,
+                           .seed = cft_subseed(f * 10 + b)},
+                      back;
+            cf_filter *a = cft_new(c);
+            if (!a)
+                continue;
+            cf_get_config(a, &back);
+            cf_filter *g = cft_new(back);
+            if (g) {
+                for (unsigned k = 0; k < 500; k++) {
+                    cf_add(a, &k, sizeof k);
+                    cf_add(g, &k, sizeof k);
+                }
+                CHECK(cft_stats(a).sub_filters > 1);
+                CHECK(cft_same_bytes(a, g));
+            }
+            cf_free(a);
+            cf_free(g);
+        }
+    }
+}
+
 int main(void)
 {
     cft_init("test_config");
@@ -385,6 +419,7 @@ int main(void)
     test_max_kicks_effect();
     test_absurd_expansion();
     test_seeds();
+    test_growth_config();
     cft_context("end");
     CHECK_ALLOC_CLEAN(&capped);
     return cft_finish();
