@@ -12,7 +12,7 @@
 One redis-server (tests/redis/harness.py) is started with the module and stopped at the
 end. The markdown report goes to stdout (and to --out FILE); progress goes to stderr.
 
-Usage: /usr/bin/python3 bench/redis_bench.py [--quick] [--module PATH] [--out FILE]
+Usage: /usr/bin/python3 bench/redis_bench.py [--quick | --sizes] [--module PATH] [--out FILE]
 Needs: make (build/redis-cuckoofilter.so), redis-server, redis-benchmark, python3-redis.
 """
 
@@ -138,7 +138,7 @@ def info_of(r, key):
         items = zip(raw[0::2], raw[1::2])
     out = {(k.decode() if isinstance(k, bytes) else k): v for k, v in items}
     debug = r.execute_command("CF.DEBUG", key).decode()
-    out["fpbits"] = int(debug.rsplit("fpbits:", 1)[1])
+    out["fpbits"] = int(debug.split("fpbits:", 1)[1].split()[0])
     return out
 
 
@@ -328,29 +328,72 @@ def memory(r, prof):
         row["rb"] = rb
         rows.append(row)
         del items
-    # Fixed cost of a filter, whatever its capacity: an almost empty one.
+    return rows, len(absent)
+
+
+# From the least CF.RESERVE takes (2 x BUCKETSIZE, as RedisBloom's) to a million.
+SIZE_CAPACITIES = (4, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
+
+
+def filter_sizes(r):
+    """CF.INFO Size (the module's bytes for the filter: its value, every allocation with
+    its header, the tables) of an empty filter per capacity, at 12 and 8-bit fingerprints,
+    beside RedisBloom's layout for the same CF.RESERVE (computed), and the auto-created
+    filter of CF.ADD on a missing key."""
     r.flushall()
-    small = []
-    for label, args, rb_cap in (
-            ("`CF.RESERVE k 4` (smallest capacity)", ["CF.RESERVE", "small:4", 4], 4),
-            ("`CF.ADD k x` on a missing key (auto-created, capacity 1024)",
-             ["CF.ADD", "small:auto", "x"], 1024)):
-        r.execute_command(*args)
-        key = args[1]
-        info = info_of(r, key)
-        usage = int(r.memory_usage(key))
-        rb_size = 40 + 16 + next_pow2(rb_cap // 2) * 2
-        small.append(dict(label=label, usage=usage, size=info["Size"],
-                          rb_usage=rb_size + usage - info["Size"]))
+    rows = []
+    cases = [(cap, ["CF.RESERVE", f"k:{cap}", cap]) for cap in SIZE_CAPACITIES]
+    cases.insert(4, (1024, ["CF.ADD", "k:auto", "x"]))
+    for cap, args in cases:
+        row = dict(cap=cap, command=" ".join(map(str, args)))
+        for name, extra in (("cf12", []), ("cf8", ["FPBITS", 8])):
+            key = f"{args[1]}:{name}"
+            if args[0] == "CF.ADD" and extra:  # the auto-created filter takes the defaults
+                continue
+            r.execute_command(args[0], key, *args[2:], *extra)
+            info = info_of(r, key)
+            table = info["Number of buckets"] * info["Bucket size"] * info["fpbits"] // 8
+            row[name] = dict(size=info["Size"], table=table, fixed=info["Size"] - table)
+        # RedisBloom: sizeof(CuckooFilter) = 40, one 16-byte SubCF, nextPow2(cap / 2)
+        # buckets (at least 1) of two one-byte slots.
+        rb_table = max(1, next_pow2(cap // 2)) * 2
+        row["rb"] = dict(size=40 + 16 + rb_table, table=rb_table, fixed=56)
+        rows.append(row)
     r.flushall()
-    return rows, len(absent), small
+    return rows
+
+
+def sizes_report(rows):
+    out = []
+    w = out.append
+    w("| filter | ours, 12-bit (default): Size | of which table | ours, FPBITS 8: Size | "
+      "of which table | RedisBloom layout: Size | of which table |")
+    w("|---|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        c12, c8, rb = row["cf12"], row.get("cf8"), row["rb"]
+        eight = f"{fmt_int(c8['size'])} | {fmt_int(c8['table'])}" if c8 else "- | -"
+        w(f"| `{row['command']}` | {fmt_int(c12['size'])} | {fmt_int(c12['table'])} | {eight} | "
+          f"{fmt_int(rb['size'])} | {fmt_int(rb['table'])} |")
+    w("")
+    w("Size is `CF.INFO`'s. Ours: the module's value struct (56 bytes) and every "
+      "allocation of the filter as the server's allocator holds it (MallocSize: jemalloc's "
+      "size classes included), the filter's head (96 bytes, 120 with its copy of the "
+      "allocator) and its table with 8 bytes of padding. RedisBloom's layout: "
+      "sizeof(CuckooFilter) = 40, 16 per sub-filter and one byte per slot, as its CF.INFO "
+      "counts it (without the allocator's rounding). \"Of which table\": the slots' bytes "
+      "(buckets x b x f / 8). RedisBloom rounds the buckets up to a power of two and its "
+      "8-bit fingerprints give 2b/255 = 1.6 % false positives per full sub-filter; ours "
+      "are sized for the capacity at a 0.84 load (b = 2), at 0.10 % (12 bits) or 1.6 % "
+      "(8 bits).")
+    return "\n".join(out) + "\n"
+
 
 
 # ------------------------------------------------------------------------------------
 # Report
 # ------------------------------------------------------------------------------------
 
-def report(ctx, tp_rows, exists_info, mem_rows, probes, small, elapsed):
+def report(ctx, tp_rows, exists_info, mem_rows, probes, sizes, elapsed):
     out = []
     w = out.append
     prof = ctx["prof"]
@@ -456,15 +499,10 @@ def report(ctx, tp_rows, exists_info, mem_rows, probes, small, elapsed):
         w(f"| {fmt_int(row['n'])} | {fmt_int(rb['buckets'])} | {fmt_int(rb['slots'])} | "
           f"{rb['filters']} | {fmt_int(rb['size'])} |")
     w("")
-    w("Fixed cost per filter (MEMORY USAGE of an almost empty filter: the key, the module's "
-      "value, the filter struct with its 8-entry stash, the sub-filter array and the table; "
-      "the eviction search runs on the stack at the default MAXITERATIONS):")
+    w("Bytes per filter, by capacity (empty filters; the eviction search runs on the "
+      "stack at the default MAXITERATIONS):")
     w("")
-    w("| filter | ours: MEMORY USAGE | RedisBloom layout (computed) |")
-    w("|---|---:|---:|")
-    for s in small:
-        w(f"| {s['label']} | {fmt_int(s['usage'])} | {fmt_int(s['rb_usage'])} |")
-    w("")
+    w(sizes_report(sizes))
     w(f"## 3. False positives ({fmt_int(probes)} absent items `user:10000000` ..., "
       f"CF.MEXISTS, {BATCH} per command)")
     w("")
@@ -502,6 +540,8 @@ def main():
     ap.add_argument("--module", default=harness.MODULE,
                     help="the module to load (default: %(default)s)")
     ap.add_argument("--out", help="also write the report to this file")
+    ap.add_argument("--sizes", action="store_true",
+                    help="only the table of bytes per filter by capacity (a few seconds)")
     args = ap.parse_args()
 
     module = os.path.abspath(args.module)
@@ -509,7 +549,7 @@ def main():
     MODULE_PATH = module
     if not os.path.isfile(module):
         sys.exit(f"redis_bench: {module} not found (run make first)")
-    for tool in ("redis-server", "redis-benchmark"):
+    for tool in ("redis-server",) + (() if args.sizes else ("redis-benchmark",)):
         if not shutil.which(tool):
             sys.exit(f"redis_bench: {tool} not found (scripts/install-deps)")
     harness.MODULE = module  # what Server() puts on its loadmodule line
@@ -533,14 +573,18 @@ def main():
                 "{} v{}".format(*(m[b"name"].decode(), m[b"ver"]) if isinstance(m, dict) else
                                 (m[1].decode(), m[3])) for m in mods),
             date=time.strftime("%Y-%m-%d %H:%M:%S %Z"), load_start=loadavg())
-        bench = Bench(server.port, r)
-        log(f"redis_bench ({profile}): server on port {server.port}; part 1: redis-benchmark")
-        tp_rows, exists_info = throughput(bench, prof)
-        ctx["bench_commands"] = bench.commands
-        ctx["load_end_tp"] = loadavg()
-        log("part 2: memory and false positives")
-        mem_rows, probes, small = memory(r, prof)
-        text = report(ctx, tp_rows, exists_info, mem_rows, probes, small, time.time() - start)
+        if args.sizes:
+            text = sizes_report(filter_sizes(r))
+        else:
+            bench = Bench(server.port, r)
+            log(f"redis_bench ({profile}): server on port {server.port}; part 1: redis-benchmark")
+            tp_rows, exists_info = throughput(bench, prof)
+            ctx["bench_commands"] = bench.commands
+            ctx["load_end_tp"] = loadavg()
+            log("part 2: memory and false positives")
+            mem_rows, probes = memory(r, prof)
+            sizes = filter_sizes(r)
+            text = report(ctx, tp_rows, exists_info, mem_rows, probes, sizes, time.time() - start)
     except Exception:
         if server.proc is not None:
             log("server log (tail):\n" + server.log())

@@ -110,6 +110,13 @@ static void *fz_server_alloc(size_t n)
     return p;
 }
 
+/* The size the allocation was asked for: a server's allocator may round it up. */
+static size_t fz_server_malloc_size(void *p)
+{
+    const uint64_t *h = (const uint64_t *)(const void *)((const uint8_t *)p - 16);
+    return (size_t)h[0];
+}
+
 static void fz_server_free(void *p)
 {
     if (!p)
@@ -485,6 +492,7 @@ int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missi
         .LogIOError = fz_log_io_error,
         .Alloc = fz_server_alloc,
         .TryAlloc = fz_server_try_alloc,
+        .MallocSize = fz_server_malloc_size,
         .Free = fz_server_free,
         .GetRandomBytes = fz_random_bytes,
         .GetServerInfo = fz_get_server_info,

@@ -403,8 +403,9 @@ static void fz_add(fz_ctx *x, const uint8_t *key, size_t len, bool has_key, uint
     uint64_t cost = nodes * x->b * x->b + 1u;
     x->fail_budget = cost < x->fail_budget ? x->fail_budget - cost : 0;
     if (st == CF_ENOMEM) {
-        /* Only a growing filter allocates, and only a failed allocation is CF_ENOMEM. */
-        FZ_REQUIRE(x->expansion > 0);
+        /* Only growth and a fixed filter's first stash allocate, and only a failed
+         * allocation is CF_ENOMEM. */
+        FZ_REQUIRE(x->expansion > 0 || before.stashed == 0);
         FZ_REQUIRE(x->tracking && x->ta.failures > failures);
     } else if (x->expansion == 0) {
         /* A fixed filter refuses only when its stash is full too... */

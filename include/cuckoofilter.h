@@ -244,7 +244,9 @@ CF_API cf_status cf_config_resolve_sized(const cf_config *config, size_t config_
 
 /* The number of bytes cf_new would allocate for `config` (the tables, the filter and its
  * scratch space), computed without allocating. Use it to refuse a config that is too big
- * before trying it.
+ * before trying it. Besides the table, a filter holds 96 bytes, plus 24 for its copy of
+ * a caller's allocator and 48 for a bucket size above 8; growth, a stash and large
+ * eviction budgets add to that when they need it.
  * Returns CF_OK and sets *bytes; CF_EINVAL as cf_new would. Thread safety: reentrant. */
 static inline cf_status cf_bytes_needed(const cf_config *config, size_t *bytes);
 CF_API cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, size_t *bytes);
@@ -271,7 +273,7 @@ CF_API void cf_free(cf_filter *f);
  * default is 500), and memory the filter holds (32 to 48 bytes per kick) for larger budgets.
  *
  * Returns CF_OK; CF_FULL (nothing changed); CF_ENOMEM while growing, or when a fixed
- * filter first needs its stash (128 bytes, held while it has entries) (nothing changed);
+ * filter first needs its stash (200 bytes, held while it has entries) (nothing changed);
  * CF_EINVAL for NULL arguments; CF_EREADONLY for a mapped or loading filter.
  * Thread safety: needs exclusive access to f. */
 CF_API cf_status cf_add(cf_filter *f, const void *key, size_t len);

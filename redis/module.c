@@ -64,10 +64,6 @@
 #define CFM_DEFAULT_LOAD_TIMEOUT 600
 #define CFM_MAX_LOAD_TIMEOUT     (30ll * 24 * 3600) /* a month, in seconds */
 
-/* Each allocation carries its size in front, so the module knows exactly how many bytes
- * a filter holds (MEMORY USAGE, CF.INFO Size). 16 bytes keep malloc's alignment. */
-#define CFM_ALLOC_HEADER 16u
-
 /* Module fields in front of the library's header chunk in CF.SCANDUMP and in the AOF:
  * deletes since the last compaction and MAXITERATIONS, then a check of those 16 bytes
  * (the filter's own seeded hash of them), each a little-endian u64. */
@@ -147,9 +143,8 @@ typedef struct cfm_value {
     cf_filter *f;
     uint64_t deletes;        /* deletes since the last compaction (CF.INFO) */
     unsigned max_iterations; /* as given; the library runs with a scaled budget */
-    size_t bytes;            /* held by f through the allocator, headers included */
+    size_t bytes;            /* held by f: the allocator's own count (MallocSize) */
     cf_rm_ctx *ctx;          /* the running command's, for the memory check; or NULL */
-    cf_allocator alloc;      /* the server's allocator, with this value as context */
     /* What this filter adds to cfm_total's items and sub-filters (cfm_account). */
     uint64_t counted_items, counted_sub_filters;
 } cfm_value;
@@ -210,17 +205,15 @@ static bool cfm_room_for(cf_rm_ctx *ctx, size_t size)
 static void *cfm_alloc(void *ctx, size_t size)
 {
     cfm_value *v = ctx;
-    if (size > SIZE_MAX - CFM_ALLOC_HEADER)
-        return NULL;
     if (size >= CFM_CHECKED_ALLOC && !cfm_room_for(v->ctx, size))
         return NULL;
-    unsigned char *p = cf_rm.TryAlloc(size + CFM_ALLOC_HEADER);
+    void *p = cf_rm.TryAlloc(size);
     if (!p)
         return NULL;
-    memcpy(p, &size, sizeof size);
-    v->bytes += size + CFM_ALLOC_HEADER;
-    cfm_total_add(&cfm_total.bytes, size + CFM_ALLOC_HEADER);
-    return p + CFM_ALLOC_HEADER;
+    size_t held = cf_rm.MallocSize(p);
+    v->bytes += held;
+    cfm_total_add(&cfm_total.bytes, held);
+    return p;
 }
 
 static void cfm_free(void *ctx, void *ptr)
@@ -228,15 +221,20 @@ static void cfm_free(void *ctx, void *ptr)
     cfm_value *v = ctx;
     if (!ptr)
         return;
-    unsigned char *p = (unsigned char *)ptr - CFM_ALLOC_HEADER;
-    size_t size;
-    memcpy(&size, p, sizeof size);
-    v->bytes -= size + CFM_ALLOC_HEADER;
-    cfm_total_sub(&cfm_total.bytes, size + CFM_ALLOC_HEADER);
-    cf_rm.Free(p);
+    size_t held = cf_rm.MallocSize(ptr);
+    v->bytes -= held;
+    cfm_total_sub(&cfm_total.bytes, held);
+    cf_rm.Free(ptr);
 }
 
-/* A value with no filter yet; the filter is made with v->alloc. */
+/* The server's allocator with v as context, for a filter of v's: the library keeps its
+ * own copy. */
+static cf_allocator cfm_allocator(cfm_value *v)
+{
+    return (cf_allocator){cfm_alloc, cfm_free, v};
+}
+
+/* A value with no filter yet; the filter is made with cfm_allocator(v). */
 static cfm_value *cfm_value_alloc(cf_rm_ctx *ctx, unsigned max_iterations)
 {
     cfm_value *v = cf_rm.TryAlloc(sizeof *v);
@@ -245,7 +243,6 @@ static cfm_value *cfm_value_alloc(cf_rm_ctx *ctx, unsigned max_iterations)
     memset(v, 0, sizeof *v);
     v->ctx = ctx;
     v->max_iterations = max_iterations;
-    v->alloc = (cf_allocator){cfm_alloc, cfm_free, v};
     cfm_total_add(&cfm_total.filters, 1);
     cfm_total_add(&cfm_total.bytes, sizeof *v);
     return v;
@@ -293,6 +290,7 @@ static cf_status cfm_value_new(cf_rm_ctx *ctx, const cfm_spec *s, cfm_value **ou
     uint64_t seed = s->seed;
     if (!s->has_seed) /* a secret per filter: clients cannot aim keys at one bucket */
         cf_rm.GetRandomBytes((unsigned char *)&seed, sizeof seed);
+    cf_allocator alloc = cfm_allocator(v);
     cf_config c = {
         .capacity = (uint64_t)s->capacity,
         .fingerprint_bits = (unsigned)s->fpbits,
@@ -304,7 +302,7 @@ static cf_status cfm_value_new(cf_rm_ctx *ctx, const cfm_spec *s, cfm_value **ou
          * sub-filters keep the first's width, as RedisBloom's do, so that CF.RESERVE's
          * arguments alone (which replication sends) make the same filter. */
         .flags = CF_FIXED_SEED | CF_GROW_SAME_WIDTH,
-        .allocator = &v->alloc,
+        .allocator = &alloc,
         .max_sub_filters = (unsigned)s->max_filters,
     };
     cf_status st = cf_new(&c, &v->f);
@@ -1052,7 +1050,8 @@ static cf_status cfm_take_chunk(cfm_value *v, uint64_t cursor, const void *data,
     size_t need;
     if (!v->f && cf_chunk_bytes_needed(data, len, &need) == CF_OK && !cfm_room_for(v->ctx, need))
         return CF_ENOMEM;
-    return cf_load_chunk(&v->f, cursor, data, len, &v->alloc);
+    cf_allocator alloc = cfm_allocator(v);
+    return cf_load_chunk(&v->f, cursor, data, len, &alloc);
 }
 
 /* Start a value from a prefixed header chunk: CF_OK and *out, or the library's status

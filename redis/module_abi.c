@@ -39,6 +39,7 @@ int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missi
         CF_RM_FN(LogIOError),
         CF_RM_FN(Alloc),
         CF_RM_FN(TryAlloc),
+        CF_RM_FN(MallocSize),
         CF_RM_FN(Free),
         CF_RM_FN(GetRandomBytes),
         CF_RM_FN(GetServerInfo),

@@ -206,6 +206,7 @@ typedef struct cf_rm_api {
 
     void *(*Alloc)(size_t bytes); /* the server's own policy: never NULL, aborts when out */
     void *(*TryAlloc)(size_t bytes);
+    size_t (*MallocSize)(void *ptr); /* the bytes the allocator holds for ptr (Redis >= 6.0) */
     void (*Free)(void *ptr);
     void (*GetRandomBytes)(unsigned char *dst, size_t len);
     cf_rm_info *(*GetServerInfo)(cf_rm_ctx *ctx, const char *section);

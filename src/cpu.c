@@ -40,11 +40,18 @@ static bool cf__use_v3(void)
 #endif
 }
 
-const cf__variant *cf__variant_here(void)
+unsigned cf__variant_here(void)
+{
+    return cf__use_v3() ? CF__B_V3 : 0u;
+}
+
+const cf__variant *cf__variant_of(const cf_filter *f)
 {
 #if CF__HAVE_V3
-    if (cf__use_v3())
+    if (f->bits & CF__B_V3)
         return &cf__ops_v3;
+#else
+    (void)f;
 #endif
     return &cf__ops_base;
 }

@@ -33,7 +33,7 @@
 /* The key of hash h in the first sub-filter (the only one of the simple state). */
 static CF__INLINE cf__key cf__key0_t(const cf_filter *f, uint64_t h, unsigned F)
 {
-    return cf__key_bits(F ? F : f->shape.f, h);
+    return cf__key_bits(F ? F : f->fp_bits, h);
 }
 
 /* The key of hash h in sub-filter t. Constant widths serve only sub-filters of the first
@@ -55,8 +55,8 @@ static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
     if (!F) /* a present key found in its first bucket skips the second */
-        return cf__bucket_has(t, &f->shape, i1, k.fp) || cf__bucket_has(t, &f->shape, i2, k.fp);
-    return cf__pair_has_t(t, &f->shape, i1, i2, k.fp, F, B);
+        return cf__bucket_has(t, t->shape, i1, k.fp) || cf__bucket_has(t, t->shape, i2, k.fp);
+    return cf__pair_has_t(t, t->shape, i1, i2, k.fp, F, B);
 }
 
 /* The hash of key j of src (hashes, or keys hashed here: HASHED says which, as a constant),
@@ -227,11 +227,11 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
-    return cf__pair_remove_t(t, &f->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;
+    return cf__pair_remove_t(t, t->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;
 }
 
 /* Each template compiled for each fast shape, and once for all other shapes, into tables
- * of operations per state and shape (indexed by cf__shape.kind), one per variant. */
+ * of operations per state and shape (indexed by cf__kind_of), one per variant. */
 #define CF__FNS(F, B)                                                                              \
     static bool cf__contains_##F##_##B(const cf_filter *f, uint64_t h)                             \
     {                                                                                              \

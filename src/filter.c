@@ -152,14 +152,14 @@ static bool cf__widen_for(cf__params *p, double bound)
     return true;
 }
 
-/* cf_stats.fpr_bound of a filter of these settings. */
-static double cf__fpr_bound(const cf__params *p)
+/* cf_stats.fpr_bound of a widening filter whose first sub-filter has f-bit fingerprints
+ * in buckets of b, for `tables` sub-filters (a few microseconds: computed when asked). */
+static double cf__fpr_bound(unsigned f, unsigned b, unsigned widen, unsigned tables)
 {
     double miss[33];
-    unsigned f = p->shape.f;
     for (unsigned e = 0; e <= 32u - f; e++)
         miss[e] = cf__log_miss(f + e);
-    return cf__bound_of(miss, f, p->shape.b, p->widen, p->expansion ? p->max_tables : 1u);
+    return cf__bound_of(miss, f, b, widen, tables);
 }
 
 /* A config with its defaults applied and checked; no sizing yet (and no seed drawn). */
@@ -202,15 +202,27 @@ static unsigned cf__mark_bits(size_t nodes)
     return bits;
 }
 
-/* Entries of the sub-filter array for `ntables` sub-filters: it doubles as the filter
- * grows, and a loaded or compacted filter gets the size growth would have given it, so
- * that a copy holds exactly what its original holds. */
+/* The struct is the fixed cost of every filter, many of them small (a Redis key each):
+ * keep it within the 96 bytes the header promises. */
+_Static_assert(sizeof(void *) != 8 || sizeof(cf_filter) <= 96,
+               "cf_filter outgrew the 96 bytes cf_bytes_needed's documentation gives");
+
+/* Entries of the sub-filter array for `ntables` sub-filters: none for one (the struct
+ * holds it), else from CF__INITIAL_TABLES, doubling, up to max_tables. */
 static unsigned cf__tables_cap(unsigned max_tables, unsigned ntables)
 {
+    if (ntables <= 1)
+        return 0;
     unsigned cap = CF__INITIAL_TABLES;
     while (cap < ntables)
         cap *= 2;
     return cap < max_tables ? cap : max_tables;
+}
+
+/* Bytes of a sub-filter array of `cap` entries with their growth. */
+static size_t cf__array_bytes(unsigned cap)
+{
+    return cap * (sizeof(cf__table) + sizeof(cf__grown));
 }
 
 /* Bytes of search memory for `nodes` nodes and 2^mark_bits marks: the struct, its queue
@@ -237,28 +249,48 @@ static cf__search *cf__search_at(uint8_t *block, size_t nodes, unsigned mark_bit
     return z;
 }
 
-/* Does f's search memory live in the filter's own block (made with it)? */
-static bool cf__search_in_head(const cf_filter *f)
+/* The offset in a filter's head block of what bit `which` (CF__B_OWN_*) says follows the
+ * struct, for a head with `bits`: after the struct and what the lower bits add. */
+static size_t cf__head_at(unsigned bits, unsigned which)
 {
-    return (const void *)f->search == (const void *)(f + 1);
+    size_t at = sizeof(cf_filter);
+    if (which > CF__B_OWN_ALLOC && (bits & CF__B_OWN_ALLOC))
+        at += sizeof(cf_allocator);
+    if (which > CF__B_OWN_SHAPE && (bits & CF__B_OWN_SHAPE))
+        at += sizeof(cf__shape);
+    return at;
+}
+
+/* f's search memory: its head's, or one made later in `more`; NULL if it has none. */
+static cf__search *cf__search_of(cf_filter *f)
+{
+    if (f->bits & CF__B_OWN_SEARCH)
+        return (cf__search *)(void *)((uint8_t *)f + cf__head_at(f->bits, CF__B_OWN_SEARCH));
+    return f->more ? f->more->search : NULL;
 }
 
 /* How the memory of a filter with `ntables` sub-filters is laid out, tables aside. */
 typedef struct cf__head {
     size_t queue_len;   /* nodes of the filter's own search memory; 0: none (stack) */
     unsigned mark_bits; /* log2 of the entries in its visited set */
-    size_t head_bytes;  /* the filter struct, and its search memory if it has one */
+    unsigned bits;      /* the CF__B_OWN_* of its head */
+    size_t head_bytes;  /* the filter struct and what follows it */
     unsigned tables_cap;
 } cf__head;
 
-static void cf__head_layout(const cf__params *p, unsigned ntables, cf__head *h)
+/* a: the caller's allocator, or NULL for the default. */
+static void cf__head_layout(const cf__params *p, const cf_allocator *a, unsigned ntables,
+                            cf__head *h)
 {
     /* Everything here is bounded by max_kicks <= 65535 and max_tables <= 65536, so these
      * sums cannot overflow even a 32-bit size_t. */
     size_t budget = (size_t)p->max_kicks + 2;
     h->queue_len = budget > CF__STACK_NODES ? budget : 0;
     h->mark_bits = h->queue_len ? cf__mark_bits(h->queue_len) : 0;
-    h->head_bytes = sizeof(cf_filter);
+    h->bits = (a ? CF__B_OWN_ALLOC : 0u) |
+              (cf__shape_static(p->shape.f, p->shape.b) ? 0u : CF__B_OWN_SHAPE) |
+              (h->queue_len ? CF__B_OWN_SEARCH : 0u);
+    h->head_bytes = cf__head_at(h->bits, CF__B_OWN_SEARCH << 1);
     if (h->queue_len)
         h->head_bytes += cf__search_bytes(h->queue_len, h->mark_bits);
     h->tables_cap = cf__tables_cap(p->max_tables, ntables);
@@ -292,35 +324,108 @@ static size_t cf__wide_bytes(const cf__params *p, unsigned ntables)
     return wide ? (32u - p->shape.f) * sizeof(cf__shape) : 0;
 }
 
-size_t cf__fixed_bytes(const cf__params *p, unsigned ntables)
+size_t cf__fixed_bytes(const cf__params *p, const cf_allocator *a, unsigned ntables)
 {
     cf__head h;
-    cf__head_layout(p, ntables, &h);
-    return h.head_bytes + h.tables_cap * sizeof(cf__table) + cf__wide_bytes(p, ntables);
+    cf__head_layout(p, a, ntables, &h);
+    size_t more = h.tables_cap ? sizeof(cf__more) + cf__array_bytes(h.tables_cap) : 0;
+    return h.head_bytes + more + cf__wide_bytes(p, ntables);
 }
 
-/* The shape of the sub-filters `ext` bits wider than the first: the filter's own for
- * ext 0, else one of wide_shapes, which the first wider sub-filter allocates; NULL if
- * that allocation fails. */
+cf__more *cf__more_of(cf_filter *f)
+{
+    if (!f->more && (f->more = cf__malloc(f, sizeof(cf__more))) != NULL)
+        memset(f->more, 0, sizeof *f->more);
+    return f->more;
+}
+
+void cf__more_trim(cf_filter *f)
+{
+    const cf__more *m = f->more;
+    if (m && !m->tables && !m->wide_shapes && !m->stash && !m->search && !m->map && !m->load) {
+        cf__mfree(f, f->more);
+        f->more = NULL;
+    }
+}
+
+bool cf__stash_room(cf_filter *f)
+{
+    cf__more *m = cf__more_of(f);
+    if (m && !m->stash)
+        m->stash = cf__malloc(f, CF__STASH_SLOTS * sizeof(cf__stash));
+    if (m && m->stash)
+        return true;
+    cf__more_trim(f);
+    return false;
+}
+
+/* Move f's first n sub-filters into an array of `cap` entries in f->more (which exists),
+ * or for cap 0 (n <= 1) back into the struct; false if the allocation fails (nothing
+ * changed). */
+static bool cf__resize_tables(cf_filter *f, unsigned n, unsigned cap)
+{
+    cf__more *m = f->more;
+    cf__table *to = &f->t0;
+    cf__grown *grown = NULL;
+    if (cap) {
+        uint8_t *block = cf__malloc(f, cf__array_bytes(cap));
+        if (!block)
+            return false;
+        to = (cf__table *)(void *)block;
+        grown = (cf__grown *)(void *)(block + cap * sizeof(cf__table));
+    }
+    for (unsigned k = 0; k < n; k++) {
+        to[k] = f->tables[k];
+        if (f->tables[k].grown) {
+            grown[k] = *f->tables[k].grown;
+            to[k].grown = &grown[k];
+        }
+    }
+    if (m->tables)
+        cf__mfree(f, m->tables);
+    m->tables = cap ? to : NULL;
+    m->grown = grown;
+    m->tables_cap = cap;
+    f->tables = to;
+    return true;
+}
+
+/* The growth of sub-filter n, of `buckets` buckets (a multiple of the first's): NULL
+ * for the first's size, else set in f's array. */
+static const cf__grown *cf__grown_at(cf_filter *f, unsigned n, uint64_t buckets)
+{
+    uint64_t base = f->tables[0].buckets;
+    if (buckets == base)
+        return NULL;
+    cf__grown *g = &f->more->grown[n];
+    g->base = base;
+    g->scale = buckets / base;
+    cf__divisor_init(&g->per_scale, g->scale);
+    return g;
+}
+
+/* The shape of the sub-filters `ext` bits wider than the first: the first's for ext 0,
+ * else one of the wide shapes, which the first wider sub-filter allocates; NULL if an
+ * allocation fails. */
 static const cf__shape *cf__shape_at(cf_filter *f, unsigned ext)
 {
     if (ext == 0)
-        return &f->shape;
-    if (!f->wide_shapes) {
-        unsigned n = 32u - f->shape.f;
-        cf__shape *w = f->alloc.alloc(f->alloc.ctx, n * sizeof *w);
+        return cf__shape0(f);
+    cf__more *m = cf__more_of(f);
+    if (!m)
+        return NULL;
+    if (!m->wide_shapes) {
+        unsigned f0 = f->fp_bits, n = 32u - f0;
+        cf__shape *w = cf__malloc(f, n * sizeof *w);
         if (!w)
             return NULL;
-        /* No code of their own: the constant-width paths take the first sub-filter's
-         * width for the key's bucket bits, which a wider sub-filter keeps. */
         for (unsigned e = 1; e <= n; e++) {
-            cf__shape_init(&w[e - 1], f->shape.f + e, f->shape.b);
-            w[e - 1].kind = CF__KIND_GENERIC;
-            w[e - 1].ext = e;
+            cf__shape_init(&w[e - 1], f0 + e, cf__shape0(f)->b);
+            w[e - 1].ext = (uint8_t)e;
         }
-        f->wide_shapes = w;
+        m->wide_shapes = w;
     }
-    return &f->wide_shapes[ext - 1];
+    return &m->wide_shapes[ext - 1];
 }
 
 cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, size_t *bytes)
@@ -334,31 +439,30 @@ cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, siz
     cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &table_bytes);
     if (st != CF_OK)
         return st;
-    size_t fixed = cf__fixed_bytes(&p, 1);
+    size_t fixed = cf__fixed_bytes(&p, c.allocator, 1);
     if (table_bytes > SIZE_MAX - fixed)
         return CF_EINVAL;
     *bytes = fixed + table_bytes;
     return CF_OK;
 }
 
-/* Free what cf__filter_make allocated: the tables that have data, the array, the head;
- * and a loading filter's checksum state. */
+/* Free what the filter holds: the first `ntables` tables that have data (unless mapped),
+ * `more` and what it points to, the head. */
 static void cf__release(cf_filter *f, unsigned ntables)
 {
-    cf_allocator a = f->alloc;
-    if (!f->map)
+    cf_allocator a = *cf__alloc_of(f); /* a copy: the head holds it */
+    cf__more *m = f->more;
+    if (!(m && m->map))
         for (unsigned i = 0; i < ntables; i++)
             if (f->tables[i].data)
                 a.free(a.ctx, f->tables[i].data);
-    if (f->load)
-        a.free(a.ctx, f->load);
-    if (f->search && !cf__search_in_head(f))
-        a.free(a.ctx, f->search);
-    if (f->wide_shapes)
-        a.free(a.ctx, f->wide_shapes);
-    if (f->stash)
-        a.free(a.ctx, f->stash);
-    a.free(a.ctx, f->tables);
+    if (m) {
+        void *held[] = {m->load, m->search, m->wide_shapes, m->stash, m->tables};
+        for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
+            if (held[i])
+                a.free(a.ctx, held[i]);
+        a.free(a.ctx, m);
+    }
     a.free(a.ctx, f);
 }
 
@@ -366,55 +470,53 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
                           uint64_t buckets0, bool with_data, cf_filter **out)
 {
     cf__head h;
-    if (!a)
-        a = &cf__default_allocator;
-    cf__head_layout(p, ntables, &h);
-
-    /* The struct and its search memory, if any, share one block (all 8-byte aligned:
-     * each element size is a multiple of 8); the sub-filter array and the tables are
-     * separate because they change when the filter grows. */
-    uint8_t *head = a->alloc(a->ctx, h.head_bytes);
-    cf__table *tables = head ? a->alloc(a->ctx, h.tables_cap * sizeof(cf__table)) : NULL;
-    if (!tables) {
-        if (head)
-            a->free(a->ctx, head);
+    cf__head_layout(p, a, ntables, &h);
+    const cf_allocator *use = a ? a : &cf__default_allocator;
+    uint8_t *head = use->alloc(use->ctx, h.head_bytes);
+    if (!head)
         return CF_ENOMEM;
-    }
     cf_filter *f = (cf_filter *)(void *)head;
     memset(f, 0, sizeof *f);
-    f->variant = cf__variant_here();
-    f->alloc = *a;
-    f->shape = p->shape;
-    f->capacity = p->capacity;
-    f->seed = p->seed;
-    f->flips = cf__hash_flips(p->seed);
-    f->max_kicks = p->max_kicks;
-    f->expansion = p->expansion;
-    f->max_tables = p->max_tables;
-    f->widen = p->widen;
-    f->fpr_bound = p->widen ? cf__fpr_bound(p) : 0.0; /* see cf_get_stats */
-    f->tables_cap = h.tables_cap;
-    f->tables = tables;
+    f->bits = (uint8_t)(h.bits | cf__variant_here());
+    if (a)
+        memcpy(head + cf__head_at(h.bits, CF__B_OWN_ALLOC), a, sizeof *a);
+    const cf__shape *s0 = cf__shape_static(p->shape.f, p->shape.b);
+    if (!s0) {
+        cf__shape *own = (cf__shape *)(void *)(head + cf__head_at(h.bits, CF__B_OWN_SHAPE));
+        *own = p->shape;
+        s0 = own;
+    }
     if (h.queue_len)
-        f->search = cf__search_at(head + sizeof(cf_filter), h.queue_len, h.mark_bits);
+        cf__search_at(head + cf__head_at(h.bits, CF__B_OWN_SEARCH), h.queue_len, h.mark_bits);
+    f->capacity = p->capacity;
+    f->k8 = cf__k8_of(p->seed);
+    /* cf__resolve and the loaders checked the ranges these fit */
+    f->max_kicks = (uint16_t)p->max_kicks;
+    f->expansion = (uint16_t)p->expansion;
+    f->widen = (uint16_t)p->widen;
+    f->last_table = (uint16_t)(p->max_tables - 1u);
+    f->fp_bits = (uint8_t)p->shape.f;
+    f->tables = &f->t0;
+    cf__table_init(&f->t0, NULL, buckets0, s0, NULL);
+    if (h.tables_cap && (!cf__more_of(f) || !cf__resize_tables(f, 0, h.tables_cap))) {
+        cf__release(f, 0);
+        return CF_ENOMEM;
+    }
     uint64_t buckets = buckets0;
     for (unsigned i = 0; i < ntables; i++) {
-        size_t bytes;
         uint8_t *data = NULL;
         /* The caller checked every size (cf_new through cf__buckets_for, a loader through
          * the file's layout), so only the allocations can fail. */
-        const cf__shape *s = &f->shape;
+        const cf__shape *s = s0;
         if (i > 0) {
             cf__mul_u64(buckets, p->expansion, &buckets);
             s = cf__shape_at(f, cf__ext_of(p->shape.f, p->widen, i));
         }
-        if (s)
-            cf__table_bytes(s, buckets, &bytes);
-        if (!s || (with_data && !(data = a->alloc(a->ctx, bytes)))) {
+        if (!s || (with_data && !(data = cf__malloc(f, cf__table_size(s, buckets))))) {
             cf__release(f, i);
             return CF_ENOMEM;
         }
-        cf__table_init(&tables[i], data, buckets0, buckets, bytes, s);
+        cf__table_init(&f->tables[i], data, buckets, s, i ? cf__grown_at(f, i, buckets) : NULL);
     }
     f->ntables = ntables;
     cf__sync_ops(f);
@@ -458,7 +560,8 @@ cf_status cf_config_resolve_sized(const cf_config *config, size_t config_size, c
     c.max_kicks = p.max_kicks;
     c.max_sub_filters = p.max_tables;
     c.target_fpr = 0.0;
-    c.fpr_bound = p.widen ? cf__fpr_bound(&p) : 0.0; /* which gives the same widening */
+    /* which gives the same widening */
+    c.fpr_bound = p.widen ? cf__fpr_bound(p.shape.f, p.shape.b, p.widen, p.max_tables) : 0.0;
     cf__struct_out(out, out_size, &c, CF__CONFIG_END);
     return CF_OK;
 }
@@ -467,9 +570,20 @@ void cf_free(cf_filter *f)
 {
     if (!f)
         return;
-    if (f->map)
-        cf__unmap(f->map, f->map_len);
+    if (f->more && f->more->map)
+        cf__unmap(f->more->map, f->more->map_len);
     cf__release(f, cf__ntables_all(f));
+}
+
+/* Drop the stash and its memory. */
+static void cf__stash_free(cf_filter *f)
+{
+    if (f->more && f->more->stash) {
+        cf__mfree(f, f->more->stash);
+        f->more->stash = NULL;
+        cf__more_trim(f);
+    }
+    f->stash_n = 0;
 }
 
 void cf_clear(cf_filter *f)
@@ -478,11 +592,7 @@ void cf_clear(cf_filter *f)
         return;
     for (unsigned i = 0; i < f->ntables; i++)
         cf__table_clear(&f->tables[i]);
-    if (f->stash) {
-        f->alloc.free(f->alloc.ctx, f->stash);
-        f->stash = NULL;
-    }
-    f->stash_n = 0;
+    cf__stash_free(f);
     cf__sync_ops(f);
 }
 
@@ -584,9 +694,8 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
 }
 
 /* Search with the filter's own memory: a new generation makes every mark stale. */
-static cf__found cf__bfs_own(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
+static cf__found cf__bfs_own(cf__search *own, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
 {
-    cf__search *own = f->search;
     if (++own->gen == 0) { /* wrapped: stale entries could look current */
         memset(own->marks, 0, ((size_t)1 << (64u - own->shift)) * sizeof(cf__mark));
         own->gen = 1;
@@ -596,14 +705,16 @@ static cf__found cf__bfs_own(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i
 
 /* Give f search memory of its own for `budget` nodes, in a block of its own; false if
  * the allocation failed (the search then runs on the stack, as before). */
-static bool cf__own_search(cf_filter *f, uint32_t budget)
+static cf__search *cf__own_search(cf_filter *f, uint32_t budget)
 {
     unsigned bits = cf__mark_bits(budget);
-    uint8_t *block = f->alloc.alloc(f->alloc.ctx, cf__search_bytes(budget, bits));
-    if (!block)
-        return false;
-    f->search = cf__search_at(block, budget, bits);
-    return true;
+    cf__more *m = cf__more_of(f);
+    uint8_t *block = m ? cf__malloc(f, cf__search_bytes(budget, bits)) : NULL;
+    if (!block) {
+        cf__more_trim(f);
+        return NULL;
+    }
+    return m->search = cf__search_at(block, budget, bits);
 }
 
 /* Find room for fp in the full buckets i1 and i2 of t within the filter's budget
@@ -611,8 +722,9 @@ static bool cf__own_search(cf_filter *f, uint32_t budget)
 static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
 {
     uint32_t budget = f->max_kicks + 2u;
-    if (f->search)
-        return cf__bfs_own(f, t, i1, i2, fp) == CF__MOVED;
+    cf__search *own = cf__search_of(f);
+    if (own)
+        return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
     cf__node queue[CF__STACK_NODES];
     cf__mark marks[2 * CF__STACK_NODES];
     cf__search z = {queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0};
@@ -621,8 +733,9 @@ static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint
         return r == CF__MOVED;
     /* The same search with the whole budget finds the same path (breadth-first, in the
      * same order), wherever its memory is. */
-    if (t->bytes >= CF__OWN_SEARCH_MIN_TABLE && cf__own_search(f, budget))
-        return cf__bfs_own(f, t, i1, i2, fp) == CF__MOVED;
+    if (cf__table_size(t->shape, t->buckets) >= CF__OWN_SEARCH_MIN_TABLE &&
+        (own = cf__own_search(f, budget)) != NULL)
+        return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
     unsigned bits = cf__mark_bits(budget);
     memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
     z = (cf__search){queue, marks, budget, 64u - bits, 1, 0};
@@ -632,45 +745,36 @@ static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint
 /* Append a sub-filter `expansion` times the size of the newest and put the key in it. */
 static cf_status cf__grow(cf_filter *f, const cf__key *k)
 {
-    const cf_allocator *a = &f->alloc;
     uint64_t buckets;
     size_t bytes;
-    if (f->expansion == 0 || f->ntables >= f->max_tables)
+    unsigned n = f->ntables;
+    if (f->expansion == 0 || n >= cf__max_tables(f))
         return CF_FULL;
-    unsigned ext = cf__ext_of(f->shape.f, f->widen, f->ntables);
+    unsigned ext = cf__ext_of(f->fp_bits, f->widen, n);
     cf__shape want;
-    cf__shape_init(&want, f->shape.f + ext, f->shape.b);
-    if (!cf__mul_u64(f->tables[f->ntables - 1].buckets, f->expansion, &buckets) ||
+    cf__shape_init(&want, f->fp_bits + ext, cf__shape0(f)->b);
+    if (!cf__mul_u64(f->tables[n - 1].buckets, f->expansion, &buckets) ||
         !cf__table_bytes(&want, buckets, &bytes))
         return CF_FULL;
-    /* Every allocation first (the table, a bigger sub-filter array, the first wide
-     * shapes), so that a failure of any leaves the filter as it was. */
-    bool new_shapes = ext > 0 && !f->wide_shapes;
-    uint8_t *data = a->alloc(a->ctx, bytes);
+    /* Every allocation first (`more`, the table, the first wide shapes, a bigger
+     * sub-filter array), so that a failure of any leaves the filter as it was. */
+    cf__more *m = cf__more_of(f);
+    bool new_shapes = ext > 0 && m && !m->wide_shapes;
+    uint8_t *data = m ? cf__malloc(f, bytes) : NULL;
     const cf__shape *s = data ? cf__shape_at(f, ext) : NULL;
-    if (!s) {
+    unsigned cap = cf__tables_cap(cf__max_tables(f), n + 1);
+    if (!s || (cap > m->tables_cap && !cf__resize_tables(f, n, cap))) {
         if (data)
-            a->free(a->ctx, data);
+            cf__mfree(f, data);
+        if (new_shapes && m->wide_shapes) {
+            cf__mfree(f, m->wide_shapes);
+            m->wide_shapes = NULL;
+        }
+        cf__more_trim(f);
         return CF_ENOMEM;
     }
-    if (f->ntables == f->tables_cap) {
-        unsigned cap = cf__tables_cap(f->max_tables, f->ntables + 1);
-        cf__table *bigger = a->alloc(a->ctx, cap * sizeof(cf__table));
-        if (!bigger) {
-            a->free(a->ctx, data);
-            if (new_shapes) {
-                a->free(a->ctx, f->wide_shapes);
-                f->wide_shapes = NULL;
-            }
-            return CF_ENOMEM;
-        }
-        memcpy(bigger, f->tables, f->ntables * sizeof(cf__table));
-        a->free(a->ctx, f->tables);
-        f->tables = bigger;
-        f->tables_cap = cap;
-    }
-    cf__table *t = &f->tables[f->ntables];
-    cf__table_init(t, data, f->tables[0].buckets, buckets, bytes, s);
+    cf__table *t = &f->tables[n];
+    cf__table_init(t, data, buckets, s, cf__grown_at(f, n, buckets));
     uint64_t i1, i2;
     cf__buckets(t, k, &i1, &i2);
     cf__put_if_free(t, s, i1, cf__fp_in(k, t)); /* an empty table always has room */
@@ -707,9 +811,9 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
     cf_status st = hot ? CF_FULL : cf__grow(f, k);
     /* The last resort of a filter that cannot grow; never a way round the hot-key rule. */
     if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
-        if (!f->stash && !(f->stash = cf__stash_alloc(&f->alloc)))
+        if (!cf__stash_room(f))
             return CF_ENOMEM; /* nothing has changed */
-        f->stash[f->stash_n++] = (cf__stash){n1, fp, f->ntables - 1};
+        f->more->stash[f->stash_n++] = (cf__stash){n1, fp, f->ntables - 1};
         cf__sync_ops(f);
         return CF_OK;
     }
@@ -723,11 +827,10 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
 /* Drop stash entry e; the stash's memory goes with its last entry. */
 static void cf__stash_remove(cf_filter *f, unsigned e)
 {
-    f->stash[e] = f->stash[--f->stash_n];
-    if (f->stash_n == 0) {
-        f->alloc.free(f->alloc.ctx, f->stash);
-        f->stash = NULL;
-    }
+    cf__stash *stash = f->more->stash;
+    stash[e] = stash[--f->stash_n];
+    if (f->stash_n == 0)
+        cf__stash_free(f);
     cf__sync_ops(f);
 }
 
@@ -740,7 +843,7 @@ static bool cf__move_older(cf_filter *f, unsigned k, const cf__table *from, uint
 {
     for (unsigned n = k; n-- > 0;) {
         cf__table *t = &f->tables[n];
-        uint64_t i1 = x / (from->scale / t->scale);
+        uint64_t i1 = x / (cf__scale_of(from) / cf__scale_of(t));
         uint32_t fp_t = cf__fp_narrow(fp, from, t->shape->ext); /* the key's fingerprint there */
         if (cf__put_if_free(t, t->shape, i1, fp_t) ||
             cf__put_if_free(t, t->shape, cf__alt_of(t, i1, fp_t), fp_t))
@@ -752,7 +855,7 @@ static bool cf__move_older(cf_filter *f, unsigned k, const cf__table *from, uint
 static bool cf__stash_uses(const cf_filter *f, unsigned table)
 {
     for (unsigned e = 0; e < f->stash_n; e++)
-        if (f->stash[e].table == table)
+        if (f->more->stash[e].table == table)
             return true;
     return false;
 }
@@ -766,7 +869,7 @@ cf_status cf_compact(cf_filter *f)
     /* Stashed fingerprints first: back into their sub-filter or an older one, where
      * lookups find them without the stash and where they no longer pin a sub-filter. */
     for (unsigned e = f->stash_n; e-- > 0;) {
-        cf__stash x = f->stash[e];
+        cf__stash x = f->more->stash[e];
         if (cf__move_older(f, x.table + 1, &f->tables[x.table], x.bucket, x.fp))
             cf__stash_remove(f, e);
     }
@@ -787,26 +890,23 @@ cf_status cf_compact(cf_filter *f)
     while (f->ntables > 1 && f->tables[f->ntables - 1].items == 0 &&
            !cf__stash_uses(f, f->ntables - 1)) {
         f->ntables--;
-        f->alloc.free(f->alloc.ctx, f->tables[f->ntables].data);
+        cf__mfree(f, f->tables[f->ntables].data);
         f->tables[f->ntables].data = NULL;
         cf__sync_ops(f);
     }
+    cf__more *m = f->more;
     /* The wide shapes go with the last wider sub-filter, as a copy would have none. */
-    if (f->wide_shapes && f->tables[f->ntables - 1].shape->ext == 0) {
-        f->alloc.free(f->alloc.ctx, f->wide_shapes);
-        f->wide_shapes = NULL;
+    if (m && m->wide_shapes && f->tables[f->ntables - 1].shape->ext == 0) {
+        cf__mfree(f, m->wide_shapes);
+        m->wide_shapes = NULL;
     }
-    /* Shrink the sub-filter array to its canonical size; if that allocation fails, the
-     * bigger array is kept, which is only a few bytes more. */
-    unsigned cap = cf__tables_cap(f->max_tables, f->ntables);
-    cf__table *smaller =
-        cap < f->tables_cap ? f->alloc.alloc(f->alloc.ctx, cap * sizeof(cf__table)) : NULL;
-    if (smaller) {
-        memcpy(smaller, f->tables, f->ntables * sizeof(cf__table));
-        f->alloc.free(f->alloc.ctx, f->tables);
-        f->tables = smaller;
-        f->tables_cap = cap;
-    }
+    /* Shrink the sub-filter array to its canonical size (none for one sub-filter); if that
+     * allocation fails, the bigger array is kept, which is only a few bytes more. */
+    unsigned cap = cf__tables_cap(cf__max_tables(f), f->ntables);
+    if (m && cap < m->tables_cap)
+        cf__resize_tables(f, f->ntables, cap);
+    cf__sync_ops(f);
+    cf__more_trim(f);
     return CF_OK;
 }
 
@@ -827,7 +927,7 @@ static unsigned cf__stash_match(const cf_filter *f, unsigned table, const cf__ke
     unsigned hits = 0;
     uint32_t fp = cf__fp_in(k, &f->tables[table]);
     for (unsigned e = 0; e < f->stash_n; e++) {
-        const cf__stash *x = &f->stash[e];
+        const cf__stash *x = &f->more->stash[e];
         if (x->table == table && x->fp == fp && (x->bucket == i1 || x->bucket == i2))
             hits |= 1u << e;
     }
@@ -840,7 +940,7 @@ static void cf__stash_drain(cf_filter *f, unsigned table)
 {
     cf__table *t = &f->tables[table];
     for (unsigned e = f->stash_n; e-- > 0;) {
-        cf__stash x = f->stash[e];
+        cf__stash x = f->more->stash[e];
         if (x.table != table)
             continue;
         uint64_t other = cf__alt_of(t, x.bucket, x.fp);
@@ -856,7 +956,7 @@ static void cf__stash_drain(cf_filter *f, unsigned table)
 
 bool cf__contains_all(const cf_filter *f, uint64_t h)
 {
-    cf__key k = cf__key_bits(f->shape.f, h);
+    cf__key k = cf__key_bits(f->fp_bits, h);
     for (unsigned n = f->ntables; n-- > 0;) {
         const cf__table *t = &f->tables[n];
         uint32_t fp = cf__fp_in(&k, t);
@@ -872,7 +972,7 @@ bool cf__contains_all(const cf_filter *f, uint64_t h)
 
 cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
 {
-    cf__key k = cf__key_bits(f->shape.f, h);
+    cf__key k = cf__key_bits(f->fp_bits, h);
     return cf__insert_rest(f, &k, n1, n2);
 }
 
@@ -904,26 +1004,13 @@ static cf_status cf__delete_key(cf_filter *f, const cf__key *k)
 
 cf_status cf__delete_all(cf_filter *f, uint64_t h)
 {
-    cf__key k = cf__key_bits(f->shape.f, h);
+    cf__key k = cf__key_bits(f->fp_bits, h);
     return cf__delete_key(f, &k);
 }
 
 uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len)
 {
     return XXH3_64bits_withSeed(key, len, seed);
-}
-
-/* The seed's share of XXH3 for 8- and 16-byte keys: words of XXH3's default secret xored
- * in pairs and combined with the seed, as its specification says for those lengths. */
-cf__flips cf__hash_flips(uint64_t seed)
-{
-    const uint8_t *k = XXH3_kSecret;
-    uint64_t s8 = seed ^ ((uint64_t)XXH_swap32((uint32_t)seed) << 32);
-    cf__flips fl;
-    fl.k8 = (cf__load_le64(k + 8) ^ cf__load_le64(k + 16)) - s8;
-    fl.k16lo = (cf__load_le64(k + 24) ^ cf__load_le64(k + 32)) + seed;
-    fl.k16hi = (cf__load_le64(k + 40) ^ cf__load_le64(k + 48)) - seed;
-    return fl;
 }
 
 static uint64_t cf__count_key(const cf_filter *f, const cf__key *k)
@@ -1015,7 +1102,7 @@ uint64_t cf_count_hash(const cf_filter *f, uint64_t h)
 {
     if (!f)
         return 0;
-    cf__key k = cf__key_bits(f->shape.f, h);
+    cf__key k = cf__key_bits(f->fp_bits, h);
     return cf__count_key(f, &k);
 }
 
@@ -1146,7 +1233,7 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
 {
     if (!f || !caller || size < CF_STATS_SIZE_MIN)
         return CF_EINVAL;
-    const cf__shape *s = &f->shape;
+    const cf__shape *s = cf__shape0(f);
     cf_stats st = {0}, *out = &st;
     /* The log of the chance that a lookup misses every sub-filter, over 2b: now, and once
      * every sub-filter is full. Widths only grow from one sub-filter to the next: loads
@@ -1163,7 +1250,7 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
             out->items += t->items;
             out->buckets += t->buckets;
             out->slots += slots;
-            out->bytes += t->data ? t->bytes : 0;
+            out->bytes += t->data ? cf__table_size(t->shape, t->buckets) : 0;
             loads += (double)t->items / (double)slots;
             count += 1.0;
         }
@@ -1182,10 +1269,10 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
     out->fpr = 0.0 - expm1(2.0 * (double)s->b * miss);
     out->fpr_full = 0.0 - expm1(2.0 * (double)s->b * miss_full);
     out->newest_fingerprint_bits = f->tables[cf__ntables_all(f) - 1].shape->f;
-    /* Kept for a widening filter, where it took some computing; for the others a rate of
-     * one width at the load of every sub-filter there can be. */
-    out->fpr_bound =
-        f->widen ? f->fpr_bound : cf_expected_fpr(s->f, s->b, f->expansion ? f->max_tables : 1.0);
+    /* For a filter that does not widen, a rate of one width at the load of every
+     * sub-filter there can be. */
+    out->fpr_bound = f->widen ? cf__fpr_bound(s->f, s->b, f->widen, cf__max_tables(f))
+                              : cf_expected_fpr(s->f, s->b, f->expansion ? cf__max_tables(f) : 1.0);
     cf__struct_out(caller, size, out, CF__STATS_END);
     return CF_OK;
 }
@@ -1211,18 +1298,19 @@ cf_status cf_get_config_sized(const cf_filter *f, cf_config *caller, size_t size
         return CF_EINVAL;
     cf_config c = {0}, *out = &c;
     out->capacity = f->capacity;
-    out->fingerprint_bits = f->shape.f;
-    out->bucket_size = f->shape.b;
+    const cf__shape *s = cf__shape0(f);
+    out->fingerprint_bits = s->f;
+    out->bucket_size = s->b;
     out->max_kicks = f->max_kicks;
     out->expansion = f->expansion;
-    out->seed = f->seed;
-    out->flags = f->seed == 0 ? CF_FIXED_SEED : 0u; /* so that cf_new(out) keeps seed 0 */
+    out->seed = cf__seed(f);
+    out->flags = out->seed == 0 ? CF_FIXED_SEED : 0u; /* so that cf_new(out) keeps seed 0 */
     if (f->expansion != 0 && f->widen == 0)
         out->flags |= CF_GROW_SAME_WIDTH;
-    else if (f->expansion != 0)
-        out->fpr_bound = f->fpr_bound; /* which gives the same widening again */
+    else if (f->expansion != 0) /* which gives the same widening again */
+        out->fpr_bound = cf__fpr_bound(s->f, s->b, f->widen, cf__max_tables(f));
     out->allocator = NULL;
-    out->max_sub_filters = f->max_tables;
+    out->max_sub_filters = cf__max_tables(f);
     cf__struct_out(caller, size, out, CF__CONFIG_END);
     return CF_OK;
 }

@@ -126,28 +126,35 @@ static inline void cf__buckets0(const cf__table *t, const cf__key *k, uint64_t *
     *i2 = cf__alt(*i1, cf__alt_offset(k->mix, t->buckets), t->buckets);
 }
 
+/* Sub-filter t's buckets over the first's: expansion^k for sub-filter k (1 when 1). */
+static inline uint64_t cf__scale_of(const cf__table *t)
+{
+    return t->grown ? t->grown->scale : 1u;
+}
+
 /* The key's two buckets in any sub-filter. */
 static inline void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
 {
-    if (CF__LIKELY(t->scale == 1)) {
+    const cf__grown *g = t->grown;
+    if (CF__LIKELY(!g)) {
         cf__buckets0(t, k, i1, i2);
         return;
     }
-    uint64_t p = cf__mulhi(k->x, t->base); /* = floor(i1 / scale) */
-    uint64_t a = cf__alt(p, cf__alt_offset(k->mix, t->base), t->base);
+    uint64_t p = cf__mulhi(k->x, g->base); /* = floor(i1 / scale) */
+    uint64_t a = cf__alt(p, cf__alt_offset(k->mix, g->base), g->base);
     *i1 = cf__mulhi(k->x, t->buckets);
-    *i2 = *i1 + (a - p) * t->scale; /* modulo 2^64: a < p wraps and comes back */
+    *i2 = *i1 + (a - p) * g->scale; /* modulo 2^64: a < p wraps and comes back */
 }
 
 /* The other bucket in table t of bucket `bucket` for a key whose fingerprint in the first
  * sub-filter is fp0. */
 static inline uint64_t cf__alt_of0(const cf__table *t, uint64_t bucket, uint32_t fp0)
 {
-    uint64_t off = cf__alt_offset(cf__fp_mix(fp0), t->base);
-    if (CF__LIKELY(t->scale == 1))
-        return cf__alt(bucket, off, t->base);
-    uint64_t p = cf__div63(bucket, &t->per_scale);
-    return bucket + (cf__alt(p, off, t->base) - p) * t->scale;
+    const cf__grown *g = t->grown;
+    if (CF__LIKELY(!g))
+        return cf__alt(bucket, cf__alt_offset(cf__fp_mix(fp0), t->buckets), t->buckets);
+    uint64_t p = cf__div63(bucket, &g->per_scale);
+    return bucket + (cf__alt(p, cf__alt_offset(cf__fp_mix(fp0), g->base), g->base) - p) * g->scale;
 }
 
 /* The other bucket of fingerprint fp (of t's width) in bucket `bucket` of table t. */
@@ -161,24 +168,43 @@ static inline uint64_t cf__alt_of(const cf__table *t, uint64_t bucket, uint32_t 
 /* ------------------------------------------------------------------------------------ */
 /* XXH3-64 with a seed (xxHash 0.8), for the two key lengths that are most common (integer
  * ids, UUIDs and hash digests), written from XXH3's specification: for these lengths it
- * is a few operations on the key and a 64-bit word derived from the seed, which each
- * filter computes once (cf__hash_flips, filter.c). With the length a constant and that
- * word precomputed, an 8-byte key hashes in 13 instructions where the general XXH3 call
- * takes about 50. tests/test_internal.c holds both to XXH3_64bits_withSeed. */
+ * is a few operations on the key and words derived from the seed. With the length a
+ * constant, an 8-byte key hashes in 13 instructions where the general XXH3 call takes
+ * about 50. tests/test_internal.c holds both to XXH3_64bits_withSeed. */
 #define CF__XXH3_MX 0x9FB21C651E98DF25u /* XXH3's rrmxmx multiplier (4 to 8 bytes) */
 #define CF__XXH3_AV 0x165667919E3779F9u /* XXH3's avalanche multiplier (9 to 16 bytes) */
 
-typedef struct cf__flips {
-    uint64_t k8;    /* the 8-byte case's bitflip */
-    uint64_t k16lo; /* the 16-byte case's bitflips of its first and last 8 bytes */
-    uint64_t k16hi;
-} cf__flips;
+/* Words of XXH3's default secret, xored in pairs as its specification says for 8- and
+ * 16-byte keys (little-endian bytes 8..15 ^ 16..23, 24..31 ^ 32..39, 40..47 ^ 48..55). */
+#define CF__XXH3_S8    UINT64_C(0xc73ab174c5ecd5a2)
+#define CF__XXH3_S16LO UINT64_C(0x6782737bea4239b9)
+#define CF__XXH3_S16HI UINT64_C(0xaf56bc3b0996523a)
 
-/* XXH3 of the 8 bytes at p: its 4-to-8-byte case, where the input word is the key's two
- * little-endian halves swapped, xored with the bitflip and mixed by rrmxmx. */
-static inline uint64_t cf__xxh3_8(const void *p, const cf__flips *fl)
+/* x with its low half's bytes, reversed, xored into its high half: the form the seed takes
+ * in the 8-byte case. Its own inverse (the low half does not change). */
+static inline uint64_t cf__seed_swap(uint64_t x)
 {
-    uint64_t x = cf__rotl64(cf__load_le64((const uint8_t *)p), 32) ^ fl->k8;
+    return x ^ (cf__bswap64(x) & ~(uint64_t)UINT32_MAX);
+}
+
+/* The 8-byte case's bitflip for seed. A filter keeps it in place of the seed, which it
+ * gives back exactly (cf__seed_of): the 8-byte hash, the hottest, then reads one word. */
+static inline uint64_t cf__k8_of(uint64_t seed)
+{
+    return CF__XXH3_S8 - cf__seed_swap(seed);
+}
+
+static inline uint64_t cf__seed_of(uint64_t k8)
+{
+    return cf__seed_swap(CF__XXH3_S8 - k8);
+}
+
+/* XXH3 of the 8 bytes at p for the seed of bitflip k8: its 4-to-8-byte case, where the
+ * input word is the key's two little-endian halves swapped, xored with the bitflip and
+ * mixed by rrmxmx. */
+static inline uint64_t cf__xxh3_8(const void *p, uint64_t k8)
+{
+    uint64_t x = cf__rotl64(cf__load_le64((const uint8_t *)p), 32) ^ k8;
     x ^= cf__rotl64(x, 49) ^ cf__rotl64(x, 24);
     x *= CF__XXH3_MX;
     x ^= (x >> 35) + 8u;
@@ -186,11 +212,13 @@ static inline uint64_t cf__xxh3_8(const void *p, const cf__flips *fl)
     return x ^ (x >> 28);
 }
 
-/* XXH3 of the 16 bytes at p: its 9-to-16-byte case (the 128-bit product folded by xor). */
-static inline uint64_t cf__xxh3_16(const void *p, const cf__flips *fl)
+/* XXH3 of the 16 bytes at p for the seed of bitflip k8: its 9-to-16-byte case (the
+ * 128-bit product folded by xor). */
+static inline uint64_t cf__xxh3_16(const void *p, uint64_t k8)
 {
-    uint64_t lo = cf__load_le64((const uint8_t *)p) ^ fl->k16lo;
-    uint64_t hi = cf__load_le64((const uint8_t *)p + 8) ^ fl->k16hi;
+    uint64_t seed = cf__seed_of(k8);
+    uint64_t lo = cf__load_le64((const uint8_t *)p) ^ (CF__XXH3_S16LO + seed);
+    uint64_t hi = cf__load_le64((const uint8_t *)p + 8) ^ (CF__XXH3_S16HI - seed);
     uint64_t acc = 16u + cf__bswap64(lo) + hi + ((lo * hi) ^ cf__mulhi(lo, hi));
     acc ^= acc >> 37;
     acc *= CF__XXH3_AV;
@@ -222,7 +250,7 @@ typedef struct cf__ops {
                        cf_status *status);
 } cf__ops;
 
-/* Each variant's operations, indexed by [state][cf__shape.kind]: state CF__SIMPLE for a
+/* Each variant's operations, indexed by [state][cf__kind_of(shape)]: state CF__SIMPLE for a
  * filter of one sub-filter and an empty stash, whose lookups and deletes touch two buckets
  * and nothing else, CF__GENERAL for any other (grown, stashed, loading). A filter's `ops`
  * follows its state (cf__sync_ops), so the hot paths never test it. */
@@ -233,9 +261,13 @@ CF__HIDDEN extern cf__variant cf__ops_base;
 CF__HIDDEN extern cf__variant cf__ops_v3;
 #endif
 
-/* The variant this CPU runs (cpu.c): x86-64-v3 where the CPU and the OS support it,
- * unless the environment asks for the baseline. */
-CF__HIDDEN const cf__variant *cf__variant_here(void);
+/* The variant this CPU runs (cpu.c), as cf_filter.bits: CF__B_V3 where the CPU and the
+ * OS support x86-64-v3 (and the build has it), unless the environment asks for the
+ * baseline; else 0. */
+CF__HIDDEN unsigned cf__variant_here(void);
+
+/* The variant filter f runs, which its bits say (cpu.c). */
+CF__HIDDEN const cf__variant *cf__variant_of(const cf_filter *f);
 
 /* The slow paths the per-shape code falls back to (filter.c): a lookup in every sub-filter
  * and the stash; an insert whose buckets n1 and n2 in the newest sub-filter are full; a
@@ -244,9 +276,6 @@ CF__HIDDEN bool cf__contains_all(const cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2);
 CF__HIDDEN cf_status cf__delete_all(cf_filter *f, uint64_t h);
 CF__HIDDEN uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len);
-
-/* The flips of seed (filter.c, where XXH3's default secret is at hand). */
-CF__HIDDEN cf__flips cf__hash_flips(uint64_t seed);
 
 /* One node of the breadth-first search for an eviction path (see filter.c). */
 typedef struct cf__node {
@@ -306,44 +335,116 @@ typedef struct cf__loading {
     unsigned ntables;
 } cf__loading;
 
-struct cf_filter {
-    const cf__ops *ops;         /* the hot paths for this shape, state and CPU */
-    const cf__variant *variant; /* this CPU's, chosen when the filter was made */
-    cf_allocator alloc;
-    cf__shape shape;
-    uint64_t capacity; /* as configured; kept for cf_get_config and the file */
-    uint64_t seed;
-    cf__flips flips; /* the seed's share of the hash of 8- and 16-byte keys */
-    unsigned max_kicks;
-    unsigned expansion;
-    unsigned max_tables;
-    unsigned widen;         /* see cf__params */
-    double fpr_bound;       /* a widening filter's cf_stats.fpr_bound, computed once */
-    cf__shape *wide_shapes; /* widening filters: the shape of ext extra bits at [ext - 1],
-                               up to 32 bits; allocated with the first wider sub-filter */
-    unsigned ntables;
-    unsigned tables_cap; /* entries allocated in `tables` */
-    cf__table *tables;   /* oldest first; tables[ntables - 1] is the newest */
-    /* Search memory with a visited set that clears by generation (see cf__evict), the
-     * struct followed by its queue and marks: made with the filter, in its block, for
-     * budgets too big for the stack, or in a block of its own on the first search that
-     * needs it in a table large enough to afford it; NULL otherwise. */
+/* What a filter holds beyond its first sub-filter and its settings, allocated the first
+ * time one of these is needed (cf__more_of) and freed with the filter or when compaction
+ * leaves it empty: most small filters (a Redis key each) never carry it. */
+typedef struct cf__more {
+    /* The sub-filter array, once the filter (or the file it loads) has two or more, in one
+     * block with the growth of each (grown[k] for tables[k], k >= 1); else NULL. It
+     * doubles as the filter grows, and a loaded or compacted filter gets the size growth
+     * would have given it, so that a copy holds exactly what its original holds. */
+    cf__table *tables;
+    cf__grown *grown;
+    unsigned tables_cap;
+    /* Widening filters: the shape of ext extra bits at [ext - 1], up to 32 bits; allocated
+     * with the first wider sub-filter. */
+    cf__shape *wide_shapes;
+    cf__stash *stash; /* CF__STASH_SLOTS entries while any is in use, else NULL */
+    /* Search memory made on the first search that needs it in a table large enough to
+     * afford it (a filter whose budget is too big for the stack has it in its head). */
     cf__search *search;
-    unsigned stash_n;
-    cf__stash *stash; /* CF__STASH_SLOTS entries while any is in use, else NULL: most
-                         filters never stash, and many small ones (a Redis key each) should
-                         not carry the room */
     /* Memory-mapped (cf_open_mapped): the mapping, which the tables point into. */
     void *map;
     size_t map_len;
-    /* Loading chunk by chunk (cf_load_chunk), else NULL: see cf__loading. */
-    cf__loading *load;
+    cf__loading *load; /* loading chunk by chunk (cf_load_chunk), else NULL: see cf__loading */
+} cf__more;
+
+/* cf_filter.bits */
+#define CF__B_V3         1u  /* its hot paths are the x86-64-v3 variant's */
+#define CF__B_OWN_ALLOC  2u  /* a copy of a caller's allocator follows the struct */
+#define CF__B_OWN_SHAPE  4u  /* then a copy of its shape (b > CF__STATIC_SHAPE_B) */
+#define CF__B_OWN_SEARCH 8u  /* then search memory: its budget is too big for the stack */
+#define CF__B_READ_ONLY  16u /* mapped or loading (more->map, more->load) */
+
+/* A filter: 96 bytes (its fixed overhead with a shape of b <= 8 and the default allocator;
+ * a caller's allocator adds 24, a larger shape 48), then the tables. The head block holds
+ * the struct and, after it, what the bits say, in that order. */
+struct cf_filter {
+    const cf__ops *ops; /* the hot paths for this shape, state and CPU */
+    cf__table *tables;  /* oldest first: &t0 while the filter has one sub-filter, else the
+                           array in `more`; tables[ntables - 1] is the newest */
+    uint64_t k8;        /* the seed, kept as the 8-byte hash's bitflip (cf__k8_of) */
+    cf__table t0;       /* the first sub-filter while it is the only one */
+    uint64_t capacity;  /* as configured; kept for cf_get_config and the file */
+    cf__more *more;
+    uint32_t ntables;
+    uint16_t max_kicks;
+    uint16_t expansion;
+    uint16_t widen;      /* see cf__params */
+    uint16_t last_table; /* max_sub_filters - 1 */
+    uint8_t stash_n;
+    uint8_t fp_bits; /* the first sub-filter's fingerprint width (the key's bits) */
+    uint8_t bits;    /* CF__B_* */
 };
+
+/* malloc and free, with huge pages asked for on large blocks: for filters made without
+ * an allocator (platform.c). */
+CF__HIDDEN extern const cf_allocator cf__default_allocator;
+
+static inline const cf_allocator *cf__alloc_of(const cf_filter *f)
+{
+    return (f->bits & CF__B_OWN_ALLOC) ? (const cf_allocator *)(const void *)(f + 1)
+                                       : &cf__default_allocator;
+}
+
+static inline void *cf__malloc(const cf_filter *f, size_t size)
+{
+    const cf_allocator *a = cf__alloc_of(f);
+    return a->alloc(a->ctx, size);
+}
+
+static inline void cf__mfree(const cf_filter *f, void *p)
+{
+    const cf_allocator *a = cf__alloc_of(f);
+    a->free(a->ctx, p);
+}
+
+/* The first sub-filter's shape: every other sub-filter's but for its width. */
+static inline const cf__shape *cf__shape0(const cf_filter *f)
+{
+    return f->tables[0].shape;
+}
+
+static inline uint64_t cf__seed(const cf_filter *f)
+{
+    return cf__seed_of(f->k8);
+}
+
+static inline unsigned cf__max_tables(const cf_filter *f)
+{
+    return f->last_table + 1u;
+}
+
+/* f's `more`, allocated if it has none yet (filter.c); NULL if that fails. */
+CF__HIDDEN cf__more *cf__more_of(cf_filter *f);
+/* Free f's `more` if it holds nothing (filter.c). */
+CF__HIDDEN void cf__more_trim(cf_filter *f);
+
+static inline cf__stash *cf__stash_of(const cf_filter *f)
+{
+    return f->more ? f->more->stash : NULL;
+}
+
+static inline cf__loading *cf__load_of(const cf_filter *f)
+{
+    return f->more ? f->more->load : NULL;
+}
 
 /* The sub-filters a filter's file describes: all of them, also while it is still loading. */
 static inline unsigned cf__ntables_all(const cf_filter *f)
 {
-    return f->load ? f->load->ntables : f->ntables;
+    const cf__loading *load = cf__load_of(f);
+    return load ? load->ntables : f->ntables;
 }
 
 /* The state whose lookups touch two buckets and nothing else: one complete sub-filter and
@@ -357,10 +458,11 @@ static inline bool cf__is_simple(const cf_filter *f)
  * complete sub-filters or of stash entries changes. */
 static inline void cf__sync_ops(cf_filter *f)
 {
+    const cf__variant *v = cf__variant_of(f);
     /* The shape is the newest sub-filter's, where inserts go (lookups of the general
      * state go through every sub-filter, each with its own). */
-    const cf__shape *s = f->ntables ? f->tables[f->ntables - 1].shape : &f->shape;
-    f->ops = &(*f->variant)[cf__is_simple(f) ? CF__SIMPLE : CF__GENERAL][s->kind];
+    const cf__shape *s = f->tables[f->ntables ? f->ntables - 1 : 0].shape;
+    f->ops = &(*v)[cf__is_simple(f) ? CF__SIMPLE : CF__GENERAL][cf__kind_of(s)];
 }
 
 /* The filter's hash of a key (XXH3-64 with its seed): 8- and 16-byte keys inline, others
@@ -368,16 +470,16 @@ static inline void cf__sync_ops(cf_filter *f)
 static inline uint64_t cf__hash_key(const cf_filter *f, const void *key, size_t len)
 {
     if (CF__LIKELY(len == 8))
-        return cf__xxh3_8(key, &f->flips);
+        return cf__xxh3_8(key, f->k8);
     if (len == 16)
-        return cf__xxh3_16(key, &f->flips);
-    return cf__hash_any(f->seed, key, len);
+        return cf__xxh3_16(key, f->k8);
+    return cf__hash_any(cf__seed(f), key, len);
 }
 
 /* Mapped and loading filters take no adds, deletes or clears. */
 static inline bool cf__read_only(const cf_filter *f)
 {
-    return f->map != NULL || f->load != NULL;
+    return (f->bits & CF__B_READ_ONLY) != 0;
 }
 
 /* Settings shared by every sub-filter: a config with its defaults applied, or a file's
@@ -403,15 +505,13 @@ static inline unsigned cf__ext_of(unsigned f, unsigned widen, unsigned k)
 CF__HIDDEN cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned ntables,
                                      uint64_t buckets0, bool with_data, cf_filter **out);
 
-/* The bytes of a filter with `ntables` sub-filters besides its tables: the struct, its
- * search memory and the sub-filter array, as cf__filter_make allocates them. */
-CF__HIDDEN size_t cf__fixed_bytes(const cf__params *p, unsigned ntables);
+/* The bytes of a filter with `ntables` sub-filters besides its tables, made with
+ * allocator a (NULL: the default): the head (the struct and what follows it), `more`
+ * and the sub-filter array, as cf__filter_make allocates them. */
+CF__HIDDEN size_t cf__fixed_bytes(const cf__params *p, const cf_allocator *a, unsigned ntables);
 
-/* Room for a full stash, from allocator a (NULL if it fails). */
-static inline cf__stash *cf__stash_alloc(const cf_allocator *a)
-{
-    return a->alloc(a->ctx, CF__STASH_SLOTS * sizeof(cf__stash));
-}
+/* Room for a full stash in f's `more` (false if an allocation fails: nothing changed). */
+CF__HIDDEN bool cf__stash_room(cf_filter *f);
 
 /* NULL (the default) or an allocator with both functions set. */
 static inline bool cf__allocator_ok(const cf_allocator *a)
@@ -422,10 +522,6 @@ static inline bool cf__allocator_ok(const cf_allocator *a)
 /* ------------------------------------------------------------------------------------ */
 /* The operating system (platform.c)                                                    */
 /* ------------------------------------------------------------------------------------ */
-
-/* malloc and free, with huge pages asked for on large blocks: for filters made without
- * an allocator. */
-CF__HIDDEN extern const cf_allocator cf__default_allocator;
 
 /* Map `len` > 0 bytes of the open file fd, read-only and shared; NULL on failure (errno
  * says why). */

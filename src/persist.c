@@ -115,7 +115,7 @@ static unsigned cf__run_end(const cf_filter *f, unsigned i, unsigned n)
     if (f->expansion != 1)
         return i + 1;
     unsigned ext = f->tables[i].shape->ext;
-    if (f->widen == 0 || ext == 32u - f->shape.f)
+    if (f->widen == 0 || ext == 32u - f->fp_bits)
         return n;
     uint64_t end = (uint64_t)256u * ext / f->widen + 1u; /* the first table past this width */
     return end < n ? (unsigned)end : n;
@@ -229,13 +229,13 @@ static void cf__emit_zeros(cf__sink *k, uint64_t n)
 /* The 64-byte header of f's file. */
 static void cf__header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
 {
-    const cf__shape *s = &f->shape;
+    const cf__shape *s = cf__shape0(f);
     memset(h, 0, CF__HEADER_BYTES);
     memcpy(h + CF__H_MAGIC, cf__magic, sizeof cf__magic);
     cf__store_le16(h + CF__H_VERSION, CF_FORMAT_VERSION);
     cf__store_le16(h + CF__H_HEADER_BYTES, CF__HEADER_BYTES);
     cf__store_le64(h + CF__H_TOTAL, cf__file_len(f));
-    cf__store_le64(h + CF__H_SEED, f->seed);
+    cf__store_le64(h + CF__H_SEED, cf__seed(f));
     cf__store_le64(h + CF__H_CAPACITY, f->capacity);
     h[CF__H_FP_BITS] = (uint8_t)s->f;
     h[CF__H_BUCKET] = (uint8_t)s->b;
@@ -245,7 +245,7 @@ static void cf__header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
     cf__store_le32(h + CF__H_FLAGS, f->widen ? CF__FLAG_WIDEN : 0u);
     cf__store_le16(h + CF__H_WIDEN, (uint16_t)f->widen);
     cf__store_le32(h + CF__H_EXPANSION, f->expansion);
-    cf__store_le32(h + CF__H_MAX_TABLES, f->max_tables);
+    cf__store_le32(h + CF__H_MAX_TABLES, cf__max_tables(f));
     cf__store_le32(h + CF__H_TABLES, cf__ntables_all(f));
 }
 
@@ -267,9 +267,10 @@ static uint64_t cf__emit_meta(cf__sink *k, const cf_filter *f)
     }
     for (unsigned e = 0; e < f->stash_n; e++) {
         uint8_t x[CF__ENTRY_BYTES];
-        cf__store_le64(x + CF__E_BUCKET, f->stash[e].bucket);
-        cf__store_le32(x + CF__E_FP, f->stash[e].fp);
-        cf__store_le32(x + CF__E_TABLE, f->stash[e].table);
+        const cf__stash *y = &f->more->stash[e];
+        cf__store_le64(x + CF__E_BUCKET, y->bucket);
+        cf__store_le32(x + CF__E_FP, y->fp);
+        cf__store_le32(x + CF__E_TABLE, y->table);
         cf__emit(k, x, sizeof x);
     }
     uint64_t sum = XXH3_64bits_digest(&k->meta);
@@ -311,7 +312,7 @@ static uint64_t cf__file_sum(const cf_filter *f)
 
 size_t cf_serialized_size(const cf_filter *f)
 {
-    if (!f || f->load)
+    if (!f || cf__load_of(f))
         return 0;
     uint64_t n = cf__file_len(f);
     return n > SIZE_MAX ? 0 : (size_t)n;
@@ -319,7 +320,7 @@ size_t cf_serialized_size(const cf_filter *f)
 
 cf_status cf_serialize(const cf_filter *f, void *buf, size_t cap, size_t *written)
 {
-    if (!f || !buf || f->load)
+    if (!f || !buf || cf__load_of(f))
         return CF_EINVAL;
     size_t n = cf_serialized_size(f);
     if (n == 0 || cap < n)
@@ -553,16 +554,17 @@ static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bo
         return st;
     for (unsigned k = 0; k < m->ntables; k++)
         f->tables[k].items = cf__load_le64(cf__desc(m, k) + CF__D_ITEMS);
-    if (m->nstash && !(f->stash = cf__stash_alloc(&f->alloc))) {
+    if (m->nstash && !cf__stash_room(f)) {
         cf_free(f);
         return CF_ENOMEM;
     }
     for (unsigned e = 0; e < m->nstash; e++) {
         const uint8_t *x = cf__entry(m, e);
-        f->stash[e] = (cf__stash){cf__load_le64(x + CF__E_BUCKET), cf__load_le32(x + CF__E_FP),
-                                  cf__load_le32(x + CF__E_TABLE)};
+        f->more->stash[e] =
+            (cf__stash){cf__load_le64(x + CF__E_BUCKET), cf__load_le32(x + CF__E_FP),
+                        cf__load_le32(x + CF__E_TABLE)};
     }
-    f->stash_n = m->nstash;
+    f->stash_n = (uint8_t)m->nstash; /* at most CF__STASH_SLOTS: checked by the parse */
     cf__sync_ops(f);
     *out = f;
     return CF_OK;
@@ -788,11 +790,18 @@ cf_status cf_open_mapped(const char *path, unsigned flags, const cf_allocator *a
         cf__view_release(&v);
         return st;
     }
+    cf__more *more = cf__more_of(f);
+    if (!more) {
+        cf_free(f);
+        cf__view_release(&v);
+        return CF_ENOMEM;
+    }
     for (unsigned k = 0; k < m.ntables; k++)
         f->tables[k].data =
             (uint8_t *)(uintptr_t)(v.data + cf__load_le64(cf__desc(&m, k) + CF__D_OFFSET));
-    f->map = v.map;
-    f->map_len = v.len;
+    more->map = v.map;
+    more->map_len = v.len;
+    f->bits |= CF__B_READ_ONLY;
     *out = f;
     return CF_OK;
 }
@@ -900,12 +909,12 @@ static int cf__create_temp(const char *path, char *tmp, size_t tmp_size)
 
 cf_status cf_save(const cf_filter *f, const char *path)
 {
-    if (!f || !path || !*path || f->load)
+    if (!f || !path || !*path || cf__load_of(f))
         return CF_EINVAL;
     /* One block: the write buffer, the resolved path, then the temporary name (and, after
      * the rename, the directory's name). */
     const size_t block_bytes = CF__STAGE_BYTES + PATH_MAX + PATH_MAX + CF__TMP_SUFFIX;
-    uint8_t *block = f->alloc.alloc(f->alloc.ctx, block_bytes);
+    uint8_t *block = cf__malloc(f, block_bytes);
     if (!block)
         return CF_ENOMEM;
     char *resolved = (char *)(block + CF__STAGE_BYTES);
@@ -981,7 +990,7 @@ cf_status cf_save(const cf_filter *f, const char *path)
     } else if (created) {
         unlink(tmp);
     }
-    f->alloc.free(f->alloc.ctx, block);
+    cf__mfree(f, block);
     if (status != CF_OK)
         return status;
     errno = err;
@@ -1056,7 +1065,8 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
         return CF_EINVAL;
     /* A loading filter dumps what it has received: its header, then the data chunks
      * before the one it expects. Loading those gives a filter in the same state. */
-    uint64_t pos = *cursor, end = f->load ? f->load->pos : cf__table_offset(f, f->ntables);
+    uint64_t pos = *cursor,
+             end = cf__load_of(f) ? cf__load_of(f)->pos : cf__table_offset(f, f->ntables);
     unsigned ntables = cf__ntables_all(f);
     cf__sink k;
     if (pos >= end) { /* past the last chunk */
@@ -1070,7 +1080,8 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
             return CF_EINVAL;
         cf__sink_init(&k, buf, -1, NULL);
         cf__emit_meta(&k, f);
-        cf__store_le64((uint8_t *)buf + meta_len, f->load ? f->load->file_sum : cf__file_sum(f));
+        cf__store_le64((uint8_t *)buf + meta_len,
+                       cf__load_of(f) ? cf__load_of(f)->file_sum : cf__file_sum(f));
         *len = (size_t)(meta_len + CF__SUM_BYTES);
         *cursor = cf__align_up(meta_len);
         return CF_OK;
@@ -1098,7 +1109,7 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
 
 static XXH3_state_t *cf__sum_state(const cf_filter *f)
 {
-    uintptr_t after = (uintptr_t)(f->load + 1);
+    uintptr_t after = (uintptr_t)(f->more->load + 1);
     return (XXH3_state_t *)((after + 63u) & ~(uintptr_t)63u);
 }
 
@@ -1109,12 +1120,15 @@ static void cf__sum_zeros(XXH3_state_t *st, uint64_t n)
         XXH3_64bits_update(st, zeros, n < CF__ALIGN ? (size_t)n : CF__ALIGN);
 }
 
-/* The memory the complete filter of a checked meta section holds: its structures, its
- * tables, and while loading its checksum state. false if that exceeds a size_t. */
+/* The memory the complete filter of a checked meta section holds while it loads (with the
+ * default allocator): its structures, its tables and its loading state. false if that
+ * exceeds a size_t. */
 static bool cf__meta_bytes(const cf__meta *m, size_t *bytes)
 {
-    size_t total = cf__fixed_bytes(&m->p, m->ntables) + CF__LOADING_BLOCK +
+    size_t total = cf__fixed_bytes(&m->p, NULL, m->ntables) + CF__LOADING_BLOCK +
                    (m->nstash ? CF__STASH_SLOTS * sizeof(cf__stash) : 0);
+    if (m->ntables == 1) /* where a filter of more keeps the loading state */
+        total += sizeof(cf__more);
     const cf__params *p = &m->p;
     cf__shape sk = p->shape;
     for (unsigned k = 0; k < m->ntables; k++) {
@@ -1158,7 +1172,8 @@ static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t
     st = cf__make_from_meta(&m, a, false, &f);
     if (st != CF_OK)
         return st;
-    cf__loading *load = f->alloc.alloc(f->alloc.ctx, CF__LOADING_BLOCK);
+    cf__more *more = cf__more_of(f);
+    cf__loading *load = more ? cf__malloc(f, CF__LOADING_BLOCK) : NULL;
     if (!load) {
         cf_free(f);
         return CF_ENOMEM;
@@ -1167,7 +1182,8 @@ static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t
                           .header_sum = XXH3_64bits(d, CF__HEADER_BYTES),
                           .file_sum = cf__load_le64(d + m.meta_len),
                           .ntables = f->ntables};
-    f->load = load;
+    more->load = load;
+    f->bits |= CF__B_READ_ONLY;
     XXH3_state_t *sum = cf__sum_state(f);
     XXH3_64bits_reset(sum);
     XXH3_64bits_update(sum, d, (size_t)m.meta_len);
@@ -1187,7 +1203,7 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     if (!*fp)
         return cf__load_header(fp, cursor, d, len, allocator);
     cf_filter *f = *fp;
-    cf__loading *load = f->load;
+    cf__loading *load = cf__load_of(f);
     if (!load)
         return CF_EINVAL;
     unsigned k;
@@ -1203,9 +1219,10 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     if (first) {
         /* Not zeroed: the chunks fill every byte of the body before anything reads it.
          * The padding after it, which probes read, is. */
-        if (!(t->data = f->alloc.alloc(f->alloc.ctx, t->bytes)))
+        size_t bytes = cf__table_size(s, t->buckets);
+        if (!(t->data = cf__malloc(f, bytes)))
             return CF_ENOMEM;
-        memset(t->data + body, 0, t->bytes - (size_t)body);
+        memset(t->data + body, 0, bytes - (size_t)body);
     }
     memcpy(t->data + (pos - start), d, (size_t)n);
     /* Count the slots of the buckets this chunk completes, and carry the file sum on, in
@@ -1229,7 +1246,7 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
         ok = XXH3_64bits_digest(&sum) == load->file_sum;
     if (!ok) {
         if (first) { /* as it was */
-            f->alloc.free(f->alloc.ctx, t->data);
+            cf__mfree(f, t->data);
             t->data = NULL;
         }
         return CF_ECORRUPT;
@@ -1243,13 +1260,15 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
         cf__sync_ops(f);
     }
     if (next == end) { /* complete */
-        f->alloc.free(f->alloc.ctx, load);
-        f->load = NULL;
+        cf__mfree(f, load);
+        f->more->load = NULL;
+        f->bits &= (uint8_t)~CF__B_READ_ONLY;
+        cf__more_trim(f);
     }
     return CF_OK;
 }
 
 bool cf_is_loading(const cf_filter *f)
 {
-    return f && f->load != NULL;
+    return f && cf__load_of(f) != NULL;
 }

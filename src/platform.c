@@ -23,7 +23,7 @@
 #define CF__HUGE_PAGE     ((size_t)2 << 20)
 #define CF__HUGE_MIN_SIZE ((size_t)4 << 20)
 
-static void *cf__malloc(void *ctx, size_t size)
+static void *cf__sys_malloc(void *ctx, size_t size)
 {
     (void)ctx;
     void *p = malloc(size);
@@ -44,7 +44,7 @@ static void cf__libc_free(void *ctx, void *ptr)
     free(ptr);
 }
 
-const cf_allocator cf__default_allocator = {cf__malloc, cf__libc_free, NULL};
+const cf_allocator cf__default_allocator = {cf__sys_malloc, cf__libc_free, NULL};
 
 /* Fill *seed with bytes from the system's random source (getrandom, else /dev/urandom),
  * never 0 (0 means "draw one"). CF_EIO if the system has none to give. */

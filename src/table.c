@@ -4,6 +4,8 @@
  */
 #include "table.h"
 
+#include "cuckoofilter.h"
+
 /* No table may exceed 64 TiB: no machine this runs on can address more in one block, and
  * the bound keeps every bit offset (bytes * 8) far from overflowing 64 bits. */
 #define CF__MAX_TABLE_BYTES (UINT64_C(1) << 46)
@@ -18,26 +20,22 @@
  * tests/test_full.c and bench/figures.c), so that `capacity` random keys always fit. */
 #define CF__LOAD_SCALE 10000u
 
+/* A bucket fits one load if it starts on a byte (then 64 bits are usable) or if it is at
+ * most 57 bits wide (a start 0..7 bits into the byte leaves at least 57). */
+#define CF__SWAR(bits) (((bits) <= 64u && (bits) % 8u == 0) || (bits) <= 57u)
+
 void cf__shape_init(cf__shape *s, unsigned f, unsigned b)
 {
-    s->kind = CF__KIND_GENERIC;
-#define CF__KIND_CASE(F, B)                                                                        \
-    if (f == (F) && b == (B))                                                                      \
-        s->kind = CF__KIND_##F##_##B;
-    CF__FAST_SHAPES(CF__KIND_CASE)
-#undef CF__KIND_CASE
-    s->f = f;
-    s->b = b;
-    s->bucket_bits = f * b;
+    s->f = (uint8_t)f;
+    s->b = (uint8_t)b;
+    s->ext = 0;
+    s->bucket_bits = (uint16_t)(f * b);
     s->fp_mask = (UINT64_C(1) << f) - 1;
-    /* A bucket fits one load if it starts on a byte (then 64 bits are usable) or if it is
-     * at most 57 bits wide (a start 0..7 bits into the byte leaves at least 57). */
-    s->swar = (s->bucket_bits <= 64 && s->bucket_bits % 8 == 0) || s->bucket_bits <= 57;
+    s->swar = CF__SWAR(f * b);
     s->bucket_mask = 0;
     s->lane_lo = 0;
     s->lane_hi = 0;
     s->lane_low = 0;
-    s->ext = 0;
     if (s->swar) {
         s->bucket_mask = s->bucket_bits == 64 ? UINT64_MAX : (UINT64_C(1) << s->bucket_bits) - 1;
         for (unsigned j = 0; j < b; j++)
@@ -45,6 +43,56 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b)
         s->lane_hi = s->lane_lo << (f - 1);
         s->lane_low = s->lane_lo * ((UINT64_C(1) << (f - 1)) - 1);
     }
+}
+
+/* What cf__shape_init makes, as constant expressions (test_internal holds the two equal):
+ * the n low bits, lane j's bit 0, and the shape. */
+#define CF__LOW(n)        ((n) >= 64u ? UINT64_MAX : (UINT64_C(1) << ((n)&63u)) - 1u)
+#define CF__LANE(f, b, j) ((j) < (b) ? UINT64_C(1) << (((j) * (f)) & 63u) : 0u)
+#define CF__LANES(f, b)                                                                            \
+    (CF__SWAR((f) * (b))                                                                           \
+         ? CF__LANE(f, b, 0u) | CF__LANE(f, b, 1u) | CF__LANE(f, b, 2u) | CF__LANE(f, b, 3u) |     \
+               CF__LANE(f, b, 4u) | CF__LANE(f, b, 5u) | CF__LANE(f, b, 6u) | CF__LANE(f, b, 7u)   \
+         : 0u)
+#define CF__SHAPE(f, b)                                                                            \
+    {                                                                                              \
+        (f), (b), 0, CF__SWAR((f) * (b)), (f) * (b), CF__LOW(f),                                   \
+            CF__SWAR((f) * (b)) ? CF__LOW((f) * (b)) : 0u, CF__LANES(f, b),                        \
+            CF__LANES(f, b) << ((f)-1u), CF__LANES(f, b) * CF__LOW((f)-1u)                         \
+    }
+#define CF__SHAPE_ROW(f)                                                                           \
+    CF__SHAPE(f, 1u), CF__SHAPE(f, 2u), CF__SHAPE(f, 3u), CF__SHAPE(f, 4u), CF__SHAPE(f, 5u),      \
+        CF__SHAPE(f, 6u), CF__SHAPE(f, 7u), CF__SHAPE(f, 8u)
+
+/* Every shape of b <= CF__STATIC_SHAPE_B, at [f - CF_MIN_FINGERPRINT_BITS][b - 1]. */
+static const cf__shape cf__static_shapes[][CF__STATIC_SHAPE_B] = {
+    {CF__SHAPE_ROW(4u)},  {CF__SHAPE_ROW(5u)},  {CF__SHAPE_ROW(6u)},  {CF__SHAPE_ROW(7u)},
+    {CF__SHAPE_ROW(8u)},  {CF__SHAPE_ROW(9u)},  {CF__SHAPE_ROW(10u)}, {CF__SHAPE_ROW(11u)},
+    {CF__SHAPE_ROW(12u)}, {CF__SHAPE_ROW(13u)}, {CF__SHAPE_ROW(14u)}, {CF__SHAPE_ROW(15u)},
+    {CF__SHAPE_ROW(16u)}, {CF__SHAPE_ROW(17u)}, {CF__SHAPE_ROW(18u)}, {CF__SHAPE_ROW(19u)},
+    {CF__SHAPE_ROW(20u)}, {CF__SHAPE_ROW(21u)}, {CF__SHAPE_ROW(22u)}, {CF__SHAPE_ROW(23u)},
+    {CF__SHAPE_ROW(24u)}, {CF__SHAPE_ROW(25u)}, {CF__SHAPE_ROW(26u)}, {CF__SHAPE_ROW(27u)},
+    {CF__SHAPE_ROW(28u)}, {CF__SHAPE_ROW(29u)}, {CF__SHAPE_ROW(30u)}, {CF__SHAPE_ROW(31u)},
+    {CF__SHAPE_ROW(32u)},
+};
+_Static_assert(sizeof cf__static_shapes / sizeof cf__static_shapes[0] ==
+                   CF_MAX_FINGERPRINT_BITS - CF_MIN_FINGERPRINT_BITS + 1u,
+               "a row per fingerprint width");
+
+const cf__shape *cf__shape_static(unsigned f, unsigned b)
+{
+    return b >= 1 && b <= CF__STATIC_SHAPE_B && f >= 4 && f <= 32 ? &cf__static_shapes[f - 4][b - 1]
+                                                                  : NULL;
+}
+
+enum cf__kind cf__kind_of(const cf__shape *s)
+{
+#define CF__KIND_CASE(F, B)                                                                        \
+    if (s->f == (F) && s->b == (B) && s->ext == 0)                                                 \
+        return CF__KIND_##F##_##B;
+    CF__FAST_SHAPES(CF__KIND_CASE)
+#undef CF__KIND_CASE
+    return CF__KIND_GENERIC;
 }
 
 /* The load each bucket size reaches before its first failed insert, less a margin, in

@@ -49,34 +49,49 @@ enum cf__kind { CF__KIND_GENERIC = 0, CF__FAST_SHAPES(CF__KIND_ENUM) CF__KINDS }
 #undef CF__KIND_ENUM
 
 /* A shape is what every table of one filter shares: fingerprint width f, bucket size b and
- * the masks derived from them. */
+ * the masks derived from them. The shapes of b <= CF__STATIC_SHAPE_B are constants
+ * (cf__shape_static), so that a filter of one of them carries a pointer, not a copy. */
 typedef struct cf__shape {
-    enum cf__kind kind;   /* a fast shape, or CF__KIND_GENERIC */
-    unsigned f;           /* fingerprint bits, 4..32 */
-    unsigned b;           /* slots per bucket, 1..255 */
-    unsigned bucket_bits; /* b * f */
+    uint8_t f;            /* fingerprint bits, 4..32 */
+    uint8_t b;            /* slots per bucket, 1..255 */
+    uint8_t ext;          /* f less the first sub-filter's width (0 but for wider ones) */
+    bool swar;            /* see lane_lo */
+    uint16_t bucket_bits; /* b * f */
     uint64_t fp_mask;     /* f low bits set */
     /* The SWAR probe: when a whole bucket fits in one 64-bit load, the b slots are
      * compared at once as b lanes of f bits. */
-    bool swar;
     uint64_t bucket_mask; /* bucket_bits low bits set */
     uint64_t lane_lo;     /* bit 0 of every lane */
     uint64_t lane_hi;     /* bit f - 1 of every lane */
     uint64_t lane_low;    /* bits 0..f-2 of every lane */
-    unsigned ext;         /* f less the first sub-filter's width (0 but for wider ones) */
 } cf__shape;
 
-typedef struct cf__table {
-    uint8_t *data;         /* bucket_bits * buckets bits, then CF__TABLE_PAD zero bytes */
-    uint64_t buckets;      /* base * scale: always even (see cf__alt) */
-    uint64_t items;        /* occupied slots */
-    size_t bytes;          /* allocated bytes, padding included */
+/* Where the sub-filters after the first differ from it: sub-filter k has base * scale
+ * buckets, scale = expansion^k (see cf__buckets). */
+typedef struct cf__grown {
     uint64_t base;         /* buckets of the filter's first sub-filter, where alternates are made */
-    uint64_t scale;        /* buckets / base: expansion^k for sub-filter k */
-    cf__divisor per_scale; /* for bucket / scale (scale >= 2; unused when it is 1) */
+    uint64_t scale;        /* expansion^k, >= 2 */
+    cf__divisor per_scale; /* for bucket / scale */
+} cf__grown;
+
+typedef struct cf__table {
+    uint8_t *data;          /* bucket_bits * buckets bits, then CF__TABLE_PAD zero bytes */
+    uint64_t buckets;       /* always even (see cf__alt) */
+    uint64_t items;         /* occupied slots */
     const cf__shape *shape; /* its width's: wider than the first's after growth that keeps
                                the false-positive rate (see cf__fp_in) */
+    const cf__grown *grown; /* NULL for the first sub-filter (and any of its size) */
 } cf__table;
+
+/* Bucket sizes up to this have constant shapes for every fingerprint width. */
+#define CF__STATIC_SHAPE_B 8u
+
+/* The constant shape of f-bit fingerprints in buckets of b <= CF__STATIC_SHAPE_B slots
+ * (with ext 0), or NULL for larger buckets. */
+CF__HIDDEN const cf__shape *cf__shape_static(unsigned f, unsigned b);
+
+/* Which code the shape's tables take: their own (fast.c) or the generic. */
+CF__HIDDEN enum cf__kind cf__kind_of(const cf__shape *s);
 
 CF__HIDDEN void cf__shape_init(cf__shape *s, unsigned f, unsigned b);
 
@@ -96,29 +111,30 @@ CF__HIDDEN bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *by
 CF__HIDDEN bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets,
                                 size_t *bytes);
 
-/* Table t, empty (its data zeroed, if it has any), of `buckets` = base * scale buckets
- * in `bytes` bytes (see cf__buckets), of the given shape. */
-static inline void cf__table_init(cf__table *t, uint8_t *data, uint64_t base, uint64_t buckets,
-                                  size_t bytes, const cf__shape *shape)
+/* Bytes a table of `buckets` buckets holds, padding included; its size was checked. */
+static inline size_t cf__table_size(const cf__shape *s, uint64_t buckets)
+{
+    return (size_t)cf__data_bytes(s, buckets) + CF__TABLE_PAD;
+}
+
+/* Table t, empty (its data zeroed, if it has any), of `buckets` buckets of the given shape;
+ * grown is NULL for a table of the first sub-filter's size. */
+static inline void cf__table_init(cf__table *t, uint8_t *data, uint64_t buckets,
+                                  const cf__shape *shape, const cf__grown *grown)
 {
     t->shape = shape;
     if (data)
-        memset(data, 0, bytes);
+        memset(data, 0, cf__table_size(shape, buckets));
     t->data = data;
     t->buckets = buckets;
     t->items = 0;
-    t->bytes = bytes;
-    t->base = base;
-    t->scale = buckets / base;
-    t->per_scale = (cf__divisor){0};
-    if (t->scale > 1)
-        cf__divisor_init(&t->per_scale, t->scale);
+    t->grown = grown;
 }
 
 /* Every slot of the table empty again. */
 static inline void cf__table_clear(cf__table *t)
 {
-    memset(t->data, 0, t->bytes);
+    memset(t->data, 0, cf__table_size(t->shape, t->buckets));
     t->items = 0;
 }
 

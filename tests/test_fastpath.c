@@ -144,13 +144,13 @@ static item key_item(const cf_filter *f, uint64_t stream, uint64_t id)
 static void ref_buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
 {
     __extension__ typedef unsigned __int128 u128;
-    uint64_t base = t->buckets / t->scale;
+    uint64_t scale = cf__scale_of(t), base = t->buckets / scale;
     *i1 = (uint64_t)(((u128)k->x * t->buckets) >> 64);
     uint64_t off =
         (uint64_t)(((u128)((uint64_t)k->fp * k->fp * UINT64_C(0x9e3779b97f4a7c15)) * base) >> 64) |
         1u;
-    uint64_t p = *i1 / t->scale, r = *i1 % t->scale;
-    *i2 = ((off + base - p) % base) * t->scale + r;
+    uint64_t p = *i1 / scale, r = *i1 % scale;
+    *i2 = ((off + base - p) % base) * scale + r;
 }
 
 /* Stored fingerprints matching hash h: every slot of both buckets of every sub-filter,
@@ -160,7 +160,7 @@ static void ref_buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint
  * wider, the low ext bits of (h * 0xd6e8feb86659fd93) >> 32 above it. */
 static uint32_t ref_fp(const cf_filter *f, const cf__table *t, uint64_t h)
 {
-    unsigned f0 = f->shape.f, e = t->shape->f - f0;
+    unsigned f0 = f->fp_bits, e = t->shape->f - f0;
     uint64_t fp = h >> (64u - f0);
     if (fp == 0)
         fp = 1;
@@ -170,7 +170,7 @@ static uint32_t ref_fp(const cf_filter *f, const cf__table *t, uint64_t h)
 
 static uint64_t ref_count(const cf_filter *f, uint64_t h)
 {
-    cf__key k = cf__key_bits(f->shape.f, h);
+    cf__key k = cf__key_bits(f->fp_bits, h);
     uint64_t n = 0;
     for (unsigned x = 0; x < f->ntables; x++) {
         const cf__table *t = &f->tables[x];
@@ -185,7 +185,7 @@ static uint64_t ref_count(const cf_filter *f, uint64_t h)
                 n++;
         }
         for (unsigned e = 0; e < f->stash_n; e++) {
-            const cf__stash *st = &f->stash[e];
+            const cf__stash *st = &f->more->stash[e];
             if (st->table == x && st->fp == fp && (st->bucket == i1 || st->bucket == i2))
                 n++;
         }
@@ -297,8 +297,8 @@ static void check_lookups(const cf_filter *f, uint64_t stream, const item *it, s
     /* The operations the filter dispatches to follow its state: the simple ones (two
      * buckets, nothing else) only with one complete sub-filter and an empty stash. */
     bool simple = f->ntables == 1 && f->stash_n == 0;
-    enum cf__kind kind = f->tables[f->ntables - 1].shape->kind; /* where inserts go */
-    CHECK_MSG(f->ops == &(*f->variant)[simple ? CF__SIMPLE : CF__GENERAL][kind],
+    enum cf__kind kind = cf__kind_of(f->tables[f->ntables - 1].shape); /* where inserts go */
+    CHECK_MSG(f->ops == &(*cf__variant_of(f))[simple ? CF__SIMPLE : CF__GENERAL][kind],
               "f->ops does not follow the state (%u sub-filters, %u stashed)", f->ntables,
               f->stash_n);
     for (size_t i = 0; i < n; i++) {
@@ -366,7 +366,7 @@ static bool is_fast(unsigned f, unsigned b)
 {
     cf__shape s;
     cf__shape_init(&s, f, b);
-    return s.kind != CF__KIND_GENERIC;
+    return cf__kind_of(&s) != CF__KIND_GENERIC;
 }
 
 /* Save f in the temporary directory and map it; NULL on failure (reported). */
@@ -571,7 +571,7 @@ static void add_many_scenario(unsigned fb, unsigned b, scenario sc, unsigned fla
         /* The second sub-filter (twice the first) fits, the third (four times) does not. */
         size_t second;
         if (sc == SC_NOMEM &&
-            CHECK(cf__table_bytes(&f[i]->shape, 2 * f[i]->tables[0].buckets, &second)))
+            CHECK(cf__table_bytes(cf__shape0(f[i]), 2 * f[i]->tables[0].buckets, &second)))
             ta[i].max_size = second;
     }
     const uint64_t stream = tag;
@@ -689,7 +689,7 @@ static void find_last_bucket_keys(const cf_filter *f, const cf__table *t, uint64
     uint64_t budget = 64 * t->buckets + 10000;
     for (size_t found = 0; found < want && budget-- > 0;) {
         item x = key_item(f, stream, (*next_id)++);
-        cf__key k = cf__key_bits(f->shape.f, x.h);
+        cf__key k = cf__key_bits(f->fp_bits, x.h);
         uint64_t i1, i2;
         ref_buckets(t, &k, &i1, &i2);
         if (want_first ? i1 == last : i2 == last && i1 != last) {

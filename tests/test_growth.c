@@ -24,7 +24,7 @@
 
 static uint64_t risk_group(const cf_filter *f, const uint8_t *key, size_t len)
 {
-    cf__key k = cf__key_bits(f->shape.f, cf_hash(f, key, len));
+    cf__key k = cf__key_bits(f->fp_bits, cf_hash(f, key, len));
     const cf__table *t = &f->tables[0];
     uint64_t i1, i2;
     cf__buckets(t, &k, &i1, &i2);

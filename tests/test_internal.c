@@ -87,7 +87,7 @@ static void test_slots_and_probes(void)
             size_t bytes;
             if (!CHECK(cf__table_bytes(&s, buckets, &bytes)))
                 continue;
-            cf__table t = {.buckets = buckets, .bytes = bytes};
+            cf__table t = {.buckets = buckets, .shape = &s};
             t.data = calloc(1, bytes);
             uint32_t *model = calloc(buckets * b, sizeof *model);
             if (!t.data || !model) {
@@ -149,12 +149,45 @@ static void test_swar_shapes(void)
     }
 }
 
-/* A table of base * scale buckets, as cf__table_init makes it (without data). */
-static cf__table table_of(uint64_t base, uint64_t scale)
+/* The constant shapes are what cf__shape_init makes, field by field, and the larger
+ * buckets have none. */
+static void test_static_shapes(void)
 {
-    cf__table t = {.buckets = base * scale, .base = base, .scale = scale};
-    if (scale > 1)
-        cf__divisor_init(&t.per_scale, scale);
+    for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++)
+        for (unsigned b = 1; b <= CF_MAX_BUCKET_SIZE; b++) {
+            cft_context("static shape b %u f %u", b, f);
+            const cf__shape *c = cf__shape_static(f, b);
+            if (b > CF__STATIC_SHAPE_B) {
+                CHECK(c == NULL);
+                continue;
+            }
+            cf__shape s;
+            cf__shape_init(&s, f, b);
+            if (!CHECK(c != NULL))
+                continue;
+            CHECK_EQ_U(c->f, s.f);
+            CHECK_EQ_U(c->b, s.b);
+            CHECK_EQ_U(c->ext, s.ext);
+            CHECK_EQ_U(c->swar, s.swar);
+            CHECK_EQ_U(c->bucket_bits, s.bucket_bits);
+            CHECK_EQ_U(c->fp_mask, s.fp_mask);
+            CHECK_EQ_U(c->bucket_mask, s.bucket_mask);
+            CHECK_EQ_U(c->lane_lo, s.lane_lo);
+            CHECK_EQ_U(c->lane_hi, s.lane_hi);
+            CHECK_EQ_U(c->lane_low, s.lane_low);
+        }
+}
+
+/* A table of base * scale buckets, as cf__table_init makes it (without data), with its
+ * growth in *g. */
+static cf__table table_of(uint64_t base, uint64_t scale, cf__grown *g)
+{
+    cf__table t = {.buckets = base * scale};
+    if (scale > 1) {
+        *g = (cf__grown){.base = base, .scale = scale};
+        cf__divisor_init(&g->per_scale, scale);
+        t.grown = g;
+    }
     return t;
 }
 
@@ -164,7 +197,8 @@ static void test_alt(void)
     for (int i = 0; i < 200000; i++) {
         uint64_t m = (cft_next(&rng) >> (cft_next(&rng) % 60 + 4)) | 2u;
         m += m & 1u;
-        cf__table t = table_of(m, 1);
+        cf__grown g;
+        cf__table t = table_of(m, 1, &g);
         uint32_t fp = (uint32_t)(cft_next(&rng) % 0xffffffffu) + 1;
         uint64_t b0 = cft_next(&rng) % m;
         uint64_t b1 = cf__alt_of0(&t, b0, fp);
@@ -176,7 +210,8 @@ static void test_alt(void)
         uint64_t e = 1 + cft_next(&rng) % 5, big;
         if (!cf__mul_u64(m, e * e, &big) || big > UINT64_C(1) << 58)
             continue;
-        cf__table T = table_of(m, e * e), M = table_of(m, e);
+        cf__grown gT, gM;
+        cf__table T = table_of(m, e * e, &gT), M = table_of(m, e, &gM);
         cf__key k = cf__key_bits(1 + (unsigned)(cft_next(&rng) % 32), cft_next(&rng));
         uint64_t B0, B1, s0, s1, M0, M1;
         cf__buckets(&T, &k, &B0, &B1);
@@ -229,7 +264,8 @@ static void test_place(void)
             (unsigned)cft_below(&rng, CF_MAX_FINGERPRINT_BITS - CF_MIN_FINGERPRINT_BITS + 1);
         cf__shape s;
         cf__shape_init(&s, f, 4);
-        cf__table t = table_of(m, 1);
+        cf__grown g;
+        cf__table t = table_of(m, 1, &g);
         uint64_t h = cft_next(&rng);
         cf__key k = cf__key_bits(s.f, h);
         uint64_t i1, i2;
@@ -298,10 +334,11 @@ static void test_short_hash(void)
             buf[j] = (uint8_t)cft_next(&rng);
         if (i % 7 == 0)
             memset(buf, i % 14 ? 0xff : 0, sizeof buf);
-        cf__flips fl = cf__hash_flips(seed);
+        uint64_t k8 = cf__k8_of(seed);
         size_t at = (size_t)i % 16;
-        if (!CHECK_EQ_U(cf__xxh3_8(buf + at, &fl), XXH3_64bits_withSeed(buf + at, 8, seed)) ||
-            !CHECK_EQ_U(cf__xxh3_16(buf + at, &fl), XXH3_64bits_withSeed(buf + at, 16, seed)))
+        if (!CHECK_EQ_U(cf__seed_of(k8), seed) || /* the filter keeps k8 in place of its seed */
+            !CHECK_EQ_U(cf__xxh3_8(buf + at, k8), XXH3_64bits_withSeed(buf + at, 8, seed)) ||
+            !CHECK_EQ_U(cf__xxh3_16(buf + at, k8), XXH3_64bits_withSeed(buf + at, 16, seed)))
             break;
     }
 }
@@ -313,6 +350,7 @@ int main(void)
     test_mulhi_div();
     test_slots_and_probes();
     test_swar_shapes();
+    test_static_shapes();
     test_alt();
     test_key_bits();
     test_short_hash();
