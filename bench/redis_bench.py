@@ -375,7 +375,7 @@ def sizes_report(rows):
         w(f"| `{row['command']}` | {fmt_int(c12['size'])} | {fmt_int(c12['table'])} | {eight} | "
           f"{fmt_int(rb['size'])} | {fmt_int(rb['table'])} |")
     w("")
-    w("Size is `CF.INFO`'s. Ours: the module's value struct (56 bytes) and every "
+    w("Size is `CF.INFO`'s. Ours: the module's value struct (48 bytes) and every "
       "allocation of the filter as the server's allocator holds it (MallocSize: jemalloc's "
       "size classes included), the filter's head (96 bytes, 120 with its copy of the "
       "allocator) and its table with 8 bytes of padding. RedisBloom's layout: "

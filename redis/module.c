@@ -139,14 +139,16 @@ static long long cfm_load_timeout = CFM_DEFAULT_LOAD_TIMEOUT;
 /* The value stored under a key                                                         */
 /* ------------------------------------------------------------------------------------ */
 
+/* 48 bytes: one of these per key. */
 typedef struct cfm_value {
     cf_filter *f;
     uint64_t deletes;        /* deletes since the last compaction (CF.INFO) */
-    unsigned max_iterations; /* as given; the library runs with a scaled budget */
-    size_t bytes;            /* held by f: the allocator's own count (MallocSize) */
+    size_t bytes;            /* held by this value and f, as the allocator counts (MallocSize) */
     cf_rm_ctx *ctx;          /* the running command's, for the memory check; or NULL */
+    unsigned max_iterations; /* as given; the library runs with a scaled budget */
     /* What this filter adds to cfm_total's items and sub-filters (cfm_account). */
-    uint64_t counted_items, counted_sub_filters;
+    unsigned counted_sub_filters;
+    uint64_t counted_items;
 } cfm_value;
 
 /* The memory the machine has available now (MemAvailable in /proc/meminfo), in bytes;
@@ -244,7 +246,8 @@ static cfm_value *cfm_value_alloc(cf_rm_ctx *ctx, unsigned max_iterations)
     v->ctx = ctx;
     v->max_iterations = max_iterations;
     cfm_total_add(&cfm_total.filters, 1);
-    cfm_total_add(&cfm_total.bytes, sizeof *v);
+    v->bytes = cf_rm.MallocSize(v);
+    cfm_total_add(&cfm_total.bytes, v->bytes);
     return v;
 }
 
@@ -258,7 +261,7 @@ static void cfm_account(cfm_value *v)
     if (s.items != v->counted_items)
         cfm_total_add(&cfm_total.items, s.items - v->counted_items);
     if (s.sub_filters != v->counted_sub_filters)
-        cfm_total_add(&cfm_total.sub_filters, s.sub_filters - v->counted_sub_filters);
+        cfm_total_add(&cfm_total.sub_filters, (uint64_t)s.sub_filters - v->counted_sub_filters);
     v->counted_items = s.items;
     v->counted_sub_filters = s.sub_filters;
 }
@@ -271,7 +274,7 @@ static void cfm_value_free(cfm_value *v)
     cfm_total_sub(&cfm_total.items, v->counted_items);
     cfm_total_sub(&cfm_total.sub_filters, v->counted_sub_filters);
     cfm_total_sub(&cfm_total.filters, 1);
-    cfm_total_sub(&cfm_total.bytes, sizeof *v);
+    cfm_total_sub(&cfm_total.bytes, cf_rm.MallocSize(v));
     cf_free(v->f);
     cf_rm.Free(v);
 }
@@ -926,7 +929,7 @@ static void cfm_figures_of(const cfm_value *v, cfm_figures *out)
         term *= out->config.expansion;
     }
     out->first_buckets = sum ? out->stats.buckets / sum : 0;
-    out->size = sizeof *v + v->bytes;
+    out->size = v->bytes;
 }
 
 static int cfm_cmd_info(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
@@ -1282,7 +1285,7 @@ static void *cfm_copy(cf_rm_string *from, cf_rm_string *to, const void *value)
 static size_t cfm_mem_usage(const void *value)
 {
     const cfm_value *v = value;
-    return sizeof *v + v->bytes;
+    return v->bytes;
 }
 
 static void cfm_free_value(void *value)

@@ -336,8 +336,9 @@ typedef struct cf__loading {
 } cf__loading;
 
 /* What a filter holds beyond its first sub-filter and its settings, allocated the first
- * time one of these is needed (cf__more_of) and freed with the filter or when compaction
- * leaves it empty: most small filters (a Redis key each) never carry it. */
+ * time one of these is needed (cf__more_of) and freed with the filter or as soon as it
+ * holds none of them again (cf__more_trim): most small filters (a Redis key each) never
+ * carry it. */
 typedef struct cf__more {
     /* The sub-filter array, once the filter (or the file it loads) has two or more, in one
      * block with the growth of each (grown[k] for tables[k], k >= 1); else NULL. It
@@ -350,8 +351,9 @@ typedef struct cf__more {
      * with the first wider sub-filter. */
     cf__shape *wide_shapes;
     cf__stash *stash; /* CF__STASH_SLOTS entries while any is in use, else NULL */
-    /* Search memory made on the first search that needs it in a table large enough to
-     * afford it (a filter whose budget is too big for the stack has it in its head). */
+    /* Search memory with a visited set that clears by generation (see cf__evict), made
+     * on the first search that needs it in a table large enough to afford it (a filter
+     * whose budget is too big for the stack has it in its head instead). */
     cf__search *search;
     /* Memory-mapped (cf_open_mapped): the mapping, which the tables point into. */
     void *map;
