@@ -81,15 +81,17 @@ static inline void bench_check(cf_status st, const char *what)
     }
 }
 
-/* A fixed-size filter of `capacity` keys, f-bit fingerprints and b-slot buckets with a
- * fixed seed, so that every run builds the same one; exits if cf_new refuses. */
-static inline cf_filter *bench_filter(uint64_t capacity, unsigned fbits, unsigned b, uint64_t seed)
+/* A fixed-size filter of `capacity` keys, f-bit fingerprints and b-slot buckets (flags:
+ * 0 or CF_SEMI_SORT) with a fixed seed, so that every run builds the same one; exits if
+ * cf_new refuses. */
+static inline cf_filter *bench_filter(uint64_t capacity, unsigned fbits, unsigned b, unsigned flags,
+                                      uint64_t seed)
 {
     cf_config cfg = {.capacity = capacity,
                      .fingerprint_bits = fbits,
                      .bucket_size = b,
                      .seed = seed,
-                     .flags = CF_FIXED_SEED};
+                     .flags = CF_FIXED_SEED | flags};
     cf_filter *f;
     bench_check(cf_new(&cfg, &f), "cf_new");
     return f;

@@ -52,7 +52,7 @@ static void first_full_loads(void)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         double loads[FILL_SEEDS], alone[FILL_SEEDS];
         for (int seed = 0; seed < FILL_SEEDS; seed++) {
-            cf_filter *f = bench_filter(FILL_CAPACITY, 12, sizes[i], (uint64_t)seed + 1);
+            cf_filter *f = bench_filter(FILL_CAPACITY, 12, sizes[i], 0, (uint64_t)seed + 1);
             uint64_t stream = (uint64_t)seed * 1000003u + sizes[i];
             loads[seed] = fill_to_full(f, &stream, &alone[seed]);
             cf_free(f);
@@ -74,7 +74,7 @@ static void fpr_at_full_load(uint64_t queries)
     printf("| f | load | measured | bound 1-(1-1/(2^f-1))^(2b*load) | measured/bound |\n"
            "|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
-        cf_filter *f = bench_filter(FILL_CAPACITY, widths[i], 4, 42);
+        cf_filter *f = bench_filter(FILL_CAPACITY, widths[i], 4, 0, 42);
         uint64_t stream = 7, hits = 0;
         double first_stash;
         double load = fill_to_full(f, &stream, &first_stash);
@@ -98,7 +98,7 @@ static void bytes_for_capacities(void)
     printf("| capacity | bytes | capacity*f/(8*0.95) | ratio | power-of-two table | "
            "ratio |\n|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
-        cf_filter *f = bench_filter(caps[i], 12, 4, 1);
+        cf_filter *f = bench_filter(caps[i], 12, 4, 0, 1);
         cf_stats s;
         cf_get_stats(f, &s);
         double ideal = (double)caps[i] * 12.0 / (8.0 * 0.95);

@@ -2,7 +2,8 @@
  * icount.c - the operations whose instruction counts bench/icount.sh reports.
  *
  * Each operation runs in a function of its own (op_<name>, never inlined), COUNT times on
- * a filter of capacity 1M (the shape given as "F/B" in argv[1], default 12/4; a fixed
+ * a filter of capacity 1M (the shape given as "F/B" in argv[1], default 12/4, or "F/4s" for
+ * semi-sorted buckets; a fixed
  * seed), so that callgrind's inclusive count of that function, divided by COUNT, is the
  * exact number of instructions per operation, the calling loop's few included: a figure
  * with no noise, which judges a change to a hot path where times on this machine drift by
@@ -31,10 +32,11 @@
 #endif
 
 static unsigned g_f = 12, g_b = 4; /* the shape measured */
+static unsigned g_flags;           /* CF_SEMI_SORT for "F/4s" */
 
 static cf_filter *make(void)
 {
-    return bench_filter(CAPACITY, g_f, g_b, SEED);
+    return bench_filter(CAPACITY, g_f, g_b, g_flags, SEED);
 }
 
 NOINLINE static void op_add_hash(cf_filter *f, const uint64_t *h)
@@ -140,10 +142,12 @@ NOINLINE static void op_new_free_small(void)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && sscanf(argv[1], "%u/%u", &g_f, &g_b) != 2) {
-        fprintf(stderr, "usage: cf-bench-icount [F/B]\n");
+    char semi = 0;
+    if (argc > 1 && (sscanf(argv[1], "%u/%u%c", &g_f, &g_b, &semi) < 2 || (semi && semi != 's'))) {
+        fprintf(stderr, "usage: cf-bench-icount [F/B, or F/4s for semi-sorted buckets]\n");
         return 2;
     }
+    g_flags = semi ? CF_SEMI_SORT : 0u;
     size_t total = FILLED + LOOKUPS + BATCH;
     uint64_t *h = malloc(total * sizeof *h), *keys = malloc(total * sizeof *keys);
     const void **ptrs = malloc(total * sizeof *ptrs);

@@ -7,13 +7,13 @@
 # judged by the difference.
 #
 # Usage: bench/icount.sh [BINARY [SHAPE...]]   (default build/cf-bench-icount and the fast
-#        shapes 12/4 8/4 16/4 12/2 8/2 16/2 8/8; `make bench-icount`)
+#        shapes 12/4 8/4 16/4 12/2 8/2 16/2 8/8 and the semi-sorted 13/4s 9/4s; `make bench-icount`)
 # CUCKOOFILTER_CPU=baseline in the environment measures the baseline code.
 set -euo pipefail
 bin=${1:-build/cf-bench-icount}
 shift || true
 shapes=("$@")
-[[ ${#shapes[@]} -gt 0 ]] || shapes=(12/4 8/4 16/4 12/2 8/2 16/2 8/8)
+[[ ${#shapes[@]} -gt 0 ]] || shapes=(12/4 8/4 16/4 12/2 8/2 16/2 8/8 13/4s 9/4s)
 command -v valgrind >/dev/null || { echo "icount: valgrind is not installed" >&2; exit 1; }
 [[ -x $bin ]] || { echo "icount: $bin was not built (make)" >&2; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/cf-icount.XXXXXX")

@@ -10,7 +10,7 @@
  * reads per key in an array as large as the table) with and without hashing, and batched
  * with prefetch; libbloom at the same bits per key.
  *
- * Usage: cf-bench-speed [--keys N[,N...]] [--shapes f/b[,f/b...]] [--queries Q]
+ * Usage: cf-bench-speed [--keys N[,N...]] [--shapes f/b[s][,f/b[s]...]] [--queries Q]
  *                       [--seed S] [--quick] [--csv DIR] [--figures DIR]
  * Numbers take a k, M or G suffix (10M = 10000000). --figures DIR writes the datasets of
  * the README's two figures instead of the tables (bench/figures.sh plots them).
@@ -43,8 +43,8 @@
 #define PREFETCH(p) ((void)(p))
 #endif
 
-#define DEFAULT_KEYS   "1000000,50000000"           /* in cache (1.6 MB table) and far out of it */
-#define DEFAULT_SHAPES "12/4,8/4,16/4,8/2,16/2,8/8" /* the default shape first */
+#define DEFAULT_KEYS   "1000000,50000000" /* in cache (1.6 MB table) and far out of it */
+#define DEFAULT_SHAPES "12/4,13/4s,8/4,16/4,8/2,16/2,8/8" /* the default first; s: semi-sorted */
 #define MAX_QUERIES    UINT64_C(10000000) /* per measurement: enough for 0.1 % FPR to ~1 % */
 #define QUICK_KEYS     "100000"           /* --quick: a smoke test of a few seconds */
 #define QUICK_SHAPES   "12/4,8/4"
@@ -487,6 +487,7 @@ static const unsigned PCTS[3] = {0, 50, 100};
 typedef struct result {
     uint64_t n, bytes;
     unsigned f, b;
+    bool semi; /* semi-sorted buckets (CF_SEMI_SORT) */
     /* Fills and deletes: keyed (cf_add, cf_delete) and pre-hashed (cf_add_hash,
      * cf_add_many, cf_delete_hash). Lookups by query mix: keyed single and batched
      * (cf_contains, cf_contains_keys), pre-hashed single and batched (cf_contains_hash,
@@ -527,10 +528,11 @@ static bool same_filter(const cf_filter *x, const cf_filter *y)
     return same;
 }
 
-static result run_config(uint64_t n, unsigned fbits, unsigned b, uint64_t queries_opt,
+static result run_config(uint64_t n, unsigned fbits, unsigned b, bool semi, uint64_t queries_opt,
                          const seeds *sd)
 {
-    result r = {.n = n, .f = fbits, .b = b};
+    result r = {.n = n, .f = fbits, .b = b, .semi = semi};
+    unsigned flags = semi ? CF_SEMI_SORT : 0u;
     bool cheap = n <= REPEAT_KEYS;
     int reps = cheap ? REPEATS : 1; /* of inserts */
     uint64_t q = queries_opt ? queries_opt : (n < MAX_QUERIES ? n : MAX_QUERIES);
@@ -543,9 +545,9 @@ static result run_config(uint64_t n, unsigned fbits, unsigned b, uint64_t querie
     }
     /* f: keys through cf_add; g: the keys as hashes through cf_add_many, and h through
      * cf_add_hash, which must build g's bytes. */
-    cf_filter *f = bench_filter(n, fbits, b, sd->filter),
-              *g = bench_filter(n, fbits, b, sd->filter),
-              *h = bench_filter(n, fbits, b, sd->filter);
+    cf_filter *f = bench_filter(n, fbits, b, flags, sd->filter),
+              *g = bench_filter(n, fbits, b, flags, sd->filter),
+              *h = bench_filter(n, fbits, b, flags, sd->filter);
     cf_stats st;
     cf_get_stats(f, &st);
     r.bytes = st.bytes;
@@ -861,6 +863,36 @@ static void print_targets(const result *r)
     printf("\n");
 }
 
+/* Semi-sorted 13-bit buckets against plain 12-bit ones: the same memory per slot. */
+static void print_semi(const result *s, const result *p)
+{
+    char nb[32];
+    printf("## Semi-sorted buckets (f = 13, b = 4 semi-sorted against f = 12, b = 4; %s keys, "
+           "the same memory)\n\n",
+           bench_grouped(s->n, nb, sizeof nb));
+    printf("| operation | semi-sorted ns | plain ns | ratio | goal | met |\n"
+           "|---|---:|---:|---:|---:|---|\n");
+    const struct {
+        const char *name;
+        double semi, plain;
+    } rows[] = {
+        {"cf_contains_hash, absent keys", s->lookup_hash[0], p->lookup_hash[0]},
+        {"cf_contains_hash, present keys", s->lookup_hash[2], p->lookup_hash[2]},
+        {"cf_contains, 8-byte keys (absent)", s->lookup[0], p->lookup[0]},
+        {"cf_contains_many, 256 per call (absent)", s->lookup_many[0], p->lookup_many[0]},
+        {"cf_contains_many, 256 per call (present)", s->lookup_many[2], p->lookup_many[2]},
+        {"cf_contains_keys, 256 per call (absent)", s->lookup_batched[0], p->lookup_batched[0]},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        double x = rows[i].semi / rows[i].plain;
+        printf("| %s | %.1f | %.1f | %.2f | <= 1.30 | %s |\n", rows[i].name, rows[i].semi,
+               rows[i].plain, x, x <= 1.30 ? "yes" : "no");
+    }
+    printf("| bytes | %" PRIu64 " | %" PRIu64 " | %.4f | | |\n", s->bytes, p->bytes,
+           (double)s->bytes / (double)p->bytes);
+    printf("| false-positive rate | %.4f%% | %.4f%% | | | |\n\n", s->fpr * 100.0, p->fpr * 100.0);
+}
+
 static void print_header(int argc, char **argv, const seeds *sd, uint64_t queries)
 {
     char cpu[256] = "unknown", thp[256] = "unknown (no /sys/kernel/mm/transparent_hugepage)";
@@ -952,7 +984,7 @@ static void figure_fpr(const char *dir, bool quick, const seeds *sd)
                         "fpr_expected,bloom_k,bloom_bits_per_key,bloom_false_positives,"
                         "bloom_fpr_measured,bloom_fpr_theory");
     for (unsigned fbits = FIG_FPR_MIN_BITS; fbits <= FIG_FPR_MAX_BITS; fbits++) {
-        cf_filter *f = bench_filter(n, fbits, 4, sd->filter);
+        cf_filter *f = bench_filter(n, fbits, 4, 0, sd->filter);
         uint64_t fail = 0;
         (void)time_insert(f, sd->present, n, &fail);
         if (fail)
@@ -1000,7 +1032,7 @@ static void figure_load(const char *dir, bool quick, const seeds *sd)
 {
     uint64_t n = quick ? FIG_QUICK_LOAD_KEYS : FIG_LOAD_KEYS;
     uint64_t q = quick ? FIG_LOAD_QUERIES / FIG_QUICK_DIVISOR / 2 : FIG_LOAD_QUERIES;
-    cf_filter *f = bench_filter(n, 12, 4, sd->filter);
+    cf_filter *f = bench_filter(n, 12, 4, 0, sd->filter);
     cf_stats st;
     cf_get_stats(f, &st);
     size_t words = (size_t)((st.bytes + 7) / 8);
@@ -1070,7 +1102,8 @@ static void usage(void)
             "usage: cf-bench-speed [--keys N[,N...]] [--shapes f/b[,f/b...]] [--queries Q]\n"
             "                      [--seed S] [--quick] [--csv DIR] [--figures DIR]\n"
             "  --keys     filter sizes (default " DEFAULT_KEYS ")\n"
-            "  --shapes   fingerprint bits / bucket size (default " DEFAULT_SHAPES ")\n"
+            "  --shapes   fingerprint bits / bucket size, s after 4 for semi-sorted buckets\n"
+            "             (default " DEFAULT_SHAPES ")\n"
             "  --queries  lookups per measurement (default min(keys, 10M))\n"
             "  --seed     the seed every stream derives from (default %" PRIu64 ")\n"
             "  --quick    a smoke test: " QUICK_KEYS " keys, shapes " QUICK_SHAPES "\n"
@@ -1097,7 +1130,8 @@ static size_t parse_keys(const char *s, uint64_t *out)
     }
 }
 
-static size_t parse_shapes(const char *s, unsigned *fs, unsigned *bs)
+/* f/b, or f/4s for semi-sorted buckets. */
+static size_t parse_shapes(const char *s, unsigned *fs, unsigned *bs, bool *semi)
 {
     size_t n = 0;
     for (;;) {
@@ -1107,8 +1141,11 @@ static size_t parse_shapes(const char *s, unsigned *fs, unsigned *bs)
             return 0;
         const char *bstart = e + 1;
         unsigned long b = strtoul(bstart, &e, 10);
+        semi[n] = *e == 's';
+        e += semi[n];
         if (e == bstart || f < CF_MIN_FINGERPRINT_BITS || f > CF_MAX_FINGERPRINT_BITS || b < 1 ||
-            b > CF_MAX_BUCKET_SIZE || n == MAX_LIST || (*e != ',' && *e != '\0'))
+            b > CF_MAX_BUCKET_SIZE || (semi[n] && b != 4) || n == MAX_LIST ||
+            (*e != ',' && *e != '\0'))
             return 0;
         fs[n] = (unsigned)f;
         bs[n] = (unsigned)b;
@@ -1151,11 +1188,12 @@ int main(int argc, char **argv)
     }
     uint64_t keys[MAX_LIST];
     unsigned fs[MAX_LIST], bs[MAX_LIST];
+    bool semi[MAX_LIST];
     size_t nkeys = parse_keys(keys_arg ? keys_arg : quick ? QUICK_KEYS : DEFAULT_KEYS, keys);
     size_t nshapes = parse_shapes(shapes_arg ? shapes_arg
                                   : quick    ? QUICK_SHAPES
                                              : DEFAULT_SHAPES,
-                                  fs, bs);
+                                  fs, bs, semi);
     if (nkeys == 0 || nshapes == 0)
         usage();
     seeds sd = make_seeds(seed);
@@ -1186,21 +1224,25 @@ int main(int argc, char **argv)
     }
 
     print_header(argc, argv, &sd, queries);
-    result target = {0};
+    result target = {0}, semi13 = {0};
     for (size_t s = 0; s < nshapes; s++) {
         for (size_t k = 0; k < nkeys; k++) {
             char nb[32];
-            printf("## f = %u, b = %u, %s keys\n\n", fs[s], bs[s],
-                   bench_grouped(keys[k], nb, sizeof nb));
+            printf("## f = %u, b = %u%s, %s keys\n\n", fs[s], bs[s],
+                   semi[s] ? " (semi-sorted)" : "", bench_grouped(keys[k], nb, sizeof nb));
             fflush(stdout);
-            result r = run_config(keys[k], fs[s], bs[s], queries, &sd);
+            result r = run_config(keys[k], fs[s], bs[s], semi[s], queries, &sd);
             print_result(&r);
-            if (fs[s] == 12 && bs[s] == 4 && r.n >= target.n)
+            if (fs[s] == 12 && bs[s] == 4 && !semi[s] && r.n >= target.n)
                 target = r;
+            if (fs[s] == 13 && semi[s] && r.n >= semi13.n)
+                semi13 = r;
         }
     }
     if (target.n)
         print_targets(&target);
+    if (target.n && semi13.n == target.n)
+        print_semi(&semi13, &target);
     if (csv_speed)
         fclose(csv_speed);
     if (csv_fpr)

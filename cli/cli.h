@@ -123,6 +123,7 @@ enum cli_opt_id {
     OPT_MAX_SUB_FILTERS,
     OPT_FPR_BOUND,
     OPT_SAME_WIDTH,
+    OPT_SEMI_SORT,
     OPT_SEED,
     OPT_FORCE,
     OPT_UNIQUE,
@@ -271,6 +272,7 @@ void progress_finish(progress *p, uint64_t done);
     {"max-sub-filters", 0, true, OPT_MAX_SUB_FILTERS},                                      \
     {"fpr-bound", 0, true, OPT_FPR_BOUND},                                                  \
     {"same-width", 0, false, OPT_SAME_WIDTH},                                               \
+    {"semi-sort", 0, false, OPT_SEMI_SORT},                                                 \
     {"seed", 0, true, OPT_SEED},                                                            \
     {"force", 0, false, OPT_FORCE},                                                         \
     {"quiet", 'q', false, OPT_QUIET},                                                       \

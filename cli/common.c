@@ -325,6 +325,8 @@ static void print_shape_help(void)
            "  --same-width            growing filters: every sub-filter keeps the first's\n"
            "                          fingerprint width (as RedisBloom): less memory, but each\n"
            "                          adds its own false-positive rate\n"
+           "  --semi-sort             semi-sorted buckets (4 slots): each slot takes one bit\n"
+           "                          less at the same false-positive rate; lookups slower\n"
            "  --seed S                hash seed, decimal or 0x-hexadecimal (default: random)\n",
            CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS, CF_DEFAULT_FINGERPRINT_BITS,
            100.0 * cf_expected_fpr(CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, 1.0),

@@ -52,6 +52,9 @@ enum shape_result cli_shape_option(const char *sub, int id, const char *value, s
     case OPT_SAME_WIDTH:
         o->cfg.flags |= CF_GROW_SAME_WIDTH;
         break;
+    case OPT_SEMI_SORT:
+        o->cfg.flags |= CF_SEMI_SORT;
+        break;
     case OPT_SEED: /* as given, 0 too; without --seed the library draws a secret one */
         ok = cli_parse_seed(sub, "seed", value, &o->cfg.seed);
         o->cfg.flags |= CF_FIXED_SEED;
@@ -88,6 +91,9 @@ int cli_check_shape(const char *sub, const shape_opts *o)
                          bound ? "fpr-bound" : "same-width");
     if (bound && same)
         return cli_usage(sub, "--fpr-bound and --same-width are alternatives: give one");
+    if ((o->cfg.flags & CF_SEMI_SORT) && o->cfg.bucket_size != 0 && o->cfg.bucket_size != 4)
+        return cli_usage(sub, "--semi-sort is for 4-slot buckets, not --bucket-size %u",
+                         o->cfg.bucket_size);
     if (resolve_shape(&o->cfg, &r))
         return CLI_EXIT_OK;
     if (bound) {
@@ -169,9 +175,10 @@ void cli_describe(const char *path, const char *what, const cf_filter *f)
     cf_get_config(f, &cfg);
     cf_get_stats(f, &s);
     fprintf(stderr,
-            "%s: %s: capacity %" PRIu64 ", %u-bit fingerprints, %u-slot buckets, %s, %" PRIu64
+            "%s: %s: capacity %" PRIu64 ", %u-bit fingerprints, %u-slot%s buckets, %s, %" PRIu64
             " table bytes, false-positive rate %.4g%% at full load\n",
             path, what, cfg.capacity, s.fingerprint_bits, s.bucket_size,
+            (cfg.flags & CF_SEMI_SORT) ? " semi-sorted" : "",
             cfg.expansion ? "growing" : "fixed size", s.bytes,
             100.0 * cf_expected_fpr(s.fingerprint_bits, s.bucket_size, s.sub_filters));
 }

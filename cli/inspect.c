@@ -46,7 +46,8 @@ static void print_text(const char *path, const filter_facts *x)
     else
         printf("%-*s %u (the first sub-filter) to %u (the newest)\n", w, "fingerprint bits",
                c->fingerprint_bits, s->newest_fingerprint_bits);
-    printf("%-*s %u\n", w, "bucket size", c->bucket_size);
+    printf("%-*s %u%s\n", w, "bucket size", c->bucket_size,
+           (c->flags & CF_SEMI_SORT) ? " (semi-sorted: f - 1 bits per slot)" : "");
     printf("%-*s %u\n", w, "max kicks", c->max_kicks);
     if (c->expansion == 0)
         printf("%-*s 0 (fixed size)\n", w, "expansion");
@@ -89,6 +90,7 @@ static void print_json(const filter_facts *x)
     printf("  \"max_kicks\": %u,\n", c->max_kicks);
     printf("  \"expansion\": %u,\n", c->expansion);
     printf("  \"same_width\": %s,\n", (c->flags & CF_GROW_SAME_WIDTH) ? "true" : "false");
+    printf("  \"semi_sorted\": %s,\n", (c->flags & CF_SEMI_SORT) ? "true" : "false");
     printf("  \"max_sub_filters\": %u,\n", c->max_sub_filters);
     /* A string: JSON numbers lose precision beyond 2^53 in most parsers. */
     printf("  \"seed\": \"0x%016" PRIx64 "\",\n", c->seed);

@@ -159,7 +159,7 @@ static void fz_check_loading(fz_load *L, uint64_t cursor, const uint8_t *d, size
     FZ_REQUIRE(cf_chunk_bytes_needed(d, len, &needed) == CF_OK && needed > tables);
     cf_stats s, s2;
     cf_get_stats(f, &s);
-    fz_stats_sane(&s, true);
+    fz_stats_sane(f, &s, true);
     FZ_REQUIRE(s.items == items && s.buckets == buckets && s.sub_filters == ntables &&
                s.bytes == 0 && s.stashed == nstash && s.fingerprint_bits == d[40] &&
                s.bucket_size == d[41] && s.capacity == fz_get64(d + 32));

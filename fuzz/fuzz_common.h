@@ -144,16 +144,20 @@ static inline bool fz_stats_equal(const cf_stats *a, const cf_stats *b)
            !(a->fpr < b->fpr || a->fpr > b->fpr);
 }
 
-/* What every filter's figures must satisfy, whatever its contents. A filter still loading
- * chunk by chunk holds memory only for the tables whose chunks have begun to arrive. */
-static inline void fz_stats_sane(const cf_stats *s, bool loading)
+/* What every filter's figures (s, of filter f) must satisfy, whatever its contents. A
+ * filter still loading chunk by chunk holds memory only for the tables whose chunks have
+ * begun to arrive. */
+static inline void fz_stats_sane(const cf_filter *f, const cf_stats *s, bool loading)
 {
+    cf_config c;
+    cf_get_config(f, &c);
+    uint64_t slot_bits = s->fingerprint_bits - ((c.flags & CF_SEMI_SORT) ? 1u : 0u);
     FZ_REQUIRE(s->sub_filters >= 1 && s->buckets >= 2 * (uint64_t)s->sub_filters);
     FZ_REQUIRE(s->fingerprint_bits >= CF_MIN_FINGERPRINT_BITS &&
                s->fingerprint_bits <= CF_MAX_FINGERPRINT_BITS);
     FZ_REQUIRE(s->bucket_size >= 1 && s->bucket_size <= CF_MAX_BUCKET_SIZE);
     FZ_REQUIRE(s->slots == s->buckets * s->bucket_size);
-    FZ_REQUIRE(loading || s->bytes * 8 >= s->slots * s->fingerprint_bits);
+    FZ_REQUIRE(loading || s->bytes * 8 >= s->slots * slot_bits); /* semi-sorted: f - 1 */
     FZ_REQUIRE(s->stashed <= 8 && s->stashed <= s->items);
     FZ_REQUIRE(s->items <= s->slots + s->stashed);
     FZ_REQUIRE(s->capacity >= 1);

@@ -95,6 +95,7 @@ typedef struct fz_file {
     size_t n;
     unsigned f, bsize, ntables, nstash;
     unsigned widen; /* header flag bit 0: the widening at byte 46, in 1/256 bits */
+    bool semi;      /* header flag bit 1: semi-sorted buckets */
 } fz_file;
 
 static void fz_file_open(fz_file *x, const uint8_t *b, size_t n)
@@ -106,6 +107,7 @@ static void fz_file_open(fz_file *x, const uint8_t *b, size_t n)
     x->nstash = b[43];
     x->ntables = fz_get32(b + 56);
     x->widen = (fz_get32(b + 12) & 1u) ? (unsigned)(b[46] | b[47] << 8) : 0u;
+    x->semi = (fz_get32(b + 12) & 2u) != 0;
 }
 
 /* Table k's fingerprint width (FORMAT.md): f + ceil(k * widen / 256), at most 32. */
@@ -130,16 +132,44 @@ static uint64_t fz_buckets(const fz_file *x, unsigned k)
     return fz_get64(fz_desc(x, k));
 }
 
-/* Slot j of bucket i of table k: its width in bits, least significant first. */
+/* The n <= 32 bits at bit `bit` of table k, least significant first. */
+static uint32_t fz_bits(const fz_file *x, unsigned k, uint64_t bit, unsigned n)
+{
+    uint64_t at = fz_get64(fz_desc(x, k) + 16) + bit / 8;
+    uint64_t v = 0;
+    for (unsigned q = 0; q < 5 && at + q < x->n; q++) /* bit % 8 + n <= 39 bits */
+        v |= (uint64_t)x->b[at + q] << (8 * q);
+    return (uint32_t)((v >> (bit % 8)) & ((UINT64_C(1) << n) - 1));
+}
+
+/* C(n, k) for the small n and k of a semi-sorted code. */
+static uint32_t fz_choose(unsigned n, unsigned k)
+{
+    uint32_t r = 1;
+    for (unsigned i = 1; i <= k; i++)
+        r = i <= n ? r * (n + 1 - i) / i : 0;
+    return r;
+}
+
+/* Slot j of bucket i of table k. Plain: its width in bits, least significant first.
+ * Semi-sorted (FORMAT.md): the prefix decoded from the 12-bit code at the bucket's start,
+ * p3 first, then the suffix of value j; a file the validator accepted has codes below
+ * 3876 and values in order, which fz_scan checks. */
 static uint32_t fz_slot(const fz_file *x, unsigned k, uint64_t i, unsigned j)
 {
     unsigned w = fz_width(x, k);
-    uint64_t bit = (i * x->bsize + j) * w;
-    uint64_t at = fz_get64(fz_desc(x, k) + 16) + bit / 8;
-    uint64_t v = 0;
-    for (unsigned q = 0; q < 5 && at + q < x->n; q++) /* bit % 8 + f <= 39 bits */
-        v |= (uint64_t)x->b[at + q] << (8 * q);
-    return (uint32_t)((v >> (bit % 8)) & ((UINT64_C(1) << w) - 1));
+    if (!x->semi)
+        return fz_bits(x, k, (i * x->bsize + j) * w, w);
+    uint64_t bit = i * 4u * (w - 1u);
+    uint32_t rest = fz_bits(x, k, bit, 12), prefix = 0;
+    for (unsigned q = 4; q-- > j;) { /* p_q: the largest p with C(p + q, q + 1) <= rest */
+        unsigned p = 15;
+        while (fz_choose(p + q, q + 1) > rest)
+            p--;
+        rest -= fz_choose(p + q, q + 1);
+        prefix = p;
+    }
+    return prefix << (w - 4) | fz_bits(x, k, bit + 12 + (uint64_t)j * (w - 4), w - 4);
 }
 
 __extension__ typedef unsigned __int128 fz_u128;
@@ -213,6 +243,11 @@ static void fz_scan(const fz_file *x, fz_probes *p, uint64_t seed)
         }
         scanned += m * x->bsize;
         for (uint64_t i = 0; i < m; i++) {
+            if (x->semi) /* a valid code, ascending values */
+                FZ_REQUIRE(fz_bits(x, k, i * 4u * (fz_width(x, k) - 1u), 12) < 3876u &&
+                           fz_slot(x, k, i, 0) <= fz_slot(x, k, i, 1) &&
+                           fz_slot(x, k, i, 1) <= fz_slot(x, k, i, 2) &&
+                           fz_slot(x, k, i, 2) <= fz_slot(x, k, i, 3));
             for (unsigned j = 0; j < x->bsize; j++) {
                 uint32_t v = fz_slot(x, k, i, j);
                 if (v == 0)
@@ -224,7 +259,8 @@ static void fz_scan(const fz_file *x, fz_probes *p, uint64_t seed)
             }
         }
         FZ_REQUIRE(occupied == fz_get64(fz_desc(x, k) + 8)); /* as the descriptor says */
-        uint64_t bits = m * x->bsize * fz_width(x, k), len = fz_get64(fz_desc(x, k) + 24);
+        uint64_t per = x->semi ? 4u * (fz_width(x, k) - 1u) : (uint64_t)x->bsize * fz_width(x, k);
+        uint64_t bits = m * per, len = fz_get64(fz_desc(x, k) + 24);
         FZ_REQUIRE(len == bits / 8 + (bits % 8 != 0));
         if (bits % 8)
             FZ_REQUIRE((x->b[fz_get64(fz_desc(x, k) + 16) + bits / 8] >> (bits % 8)) == 0);
@@ -262,7 +298,7 @@ static void fz_check_figures(const cf_filter *f, const fz_file *x)
     const uint8_t *b = x->b;
     cf_stats s;
     cf_get_stats(f, &s);
-    fz_stats_sane(&s, false);
+    fz_stats_sane(f, &s, false);
     uint64_t items = x->nstash, buckets = 0;
     for (unsigned k = 0; k < x->ntables; k++) {
         items += fz_get64(fz_desc(x, k) + 8);
@@ -328,7 +364,7 @@ static void fz_check_updates(cf_filter *f, fz_alloc *ta, uint64_t seed)
         cf_get_stats(f, &before);
         cf_status st = cf_add_hash(f, h);
         cf_get_stats(f, &after);
-        fz_stats_sane(&after, false);
+        fz_stats_sane(f, &after, false);
         if (st == CF_OK) {
             FZ_REQUIRE(cf_count_hash(f, h) == c0 + 1 && cf_contains_hash(f, h));
             FZ_REQUIRE(after.items == before.items + 1);
@@ -350,7 +386,7 @@ static void fz_check_updates(cf_filter *f, fz_alloc *ta, uint64_t seed)
         cf_get_stats(f, &before);
         FZ_REQUIRE(c0 >= 1 && cf_delete_hash(f, h) == CF_OK);
         cf_get_stats(f, &after);
-        fz_stats_sane(&after, false);
+        fz_stats_sane(f, &after, false);
         FZ_REQUIRE(cf_count_hash(f, h) == c0 - 1 && after.items + 1 == before.items);
         FZ_REQUIRE(after.slots == before.slots && after.sub_filters == before.sub_filters);
     }
@@ -360,7 +396,7 @@ static void fz_check_updates(cf_filter *f, fz_alloc *ta, uint64_t seed)
     fz_check_round_trip(f);
     cf_clear(f);
     cf_get_stats(f, &s1);
-    fz_stats_sane(&s1, false);
+    fz_stats_sane(f, &s1, false);
     FZ_REQUIRE(s1.items == 0 && s1.stashed == 0 && s1.load_factor == 0.0);
     fz_check_round_trip(f);
 }
@@ -398,7 +434,7 @@ static void fz_exercise_mapped(const cf_filter *m, size_t n, const fz_probes *p)
 {
     cf_stats s;
     cf_get_stats(m, &s);
-    fz_stats_sane(&s, false);
+    fz_stats_sane(m, &s, false);
     bool many[FZ_MAX_PROBES];
     cf_contains_many(m, p->h, p->n, many);
     for (unsigned i = 0; i < p->n; i++)

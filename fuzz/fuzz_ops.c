@@ -9,7 +9,8 @@
  *     2     fingerprint     bit 7 clear: one of the valid 0, 4..32; set: (v & 127) % 41
  *     3     bucket size     < 0xC0: v % 9 (0..8); < 0xF8: 9 + byte 4 % 247 (9..255);
  *                           else 256..260 (invalid)
- *     4     bucket size, the part above 8
+ *     4     bucket size, the part above 8; with byte 3 < 0xC0, bit 7: CF_SEMI_SORT
+ *           (CF_EINVAL unless the bucket size is 0 or 4)
  *     5-6   max_kicks       u16 LE: bit 15 set: v; clear: v % 600
  *     7     expansion       v % 6
  *     8-9   max_sub_filters u16 LE: bit 15 set: v & 0x7fff; clear: v % 10
@@ -285,6 +286,7 @@ typedef struct fz_ctx {
     /* The config, defaults resolved. */
     uint64_t capacity;
     unsigned fbits, b, max_kicks, max_sub, expansion;
+    bool semi;     /* CF_SEMI_SORT */
     cf_stats last; /* at the previous stats check */
     uint64_t verify_budget;
     uint64_t fail_budget;
@@ -311,7 +313,8 @@ static cf_stats fz_check_stats(fz_ctx *x)
     FZ_REQUIRE(s.sub_filters >= 1 && s.sub_filters <= x->max_sub);
     FZ_REQUIRE(x->expansion != 0 || s.sub_filters == 1);
     FZ_REQUIRE(s.slots == s.buckets * x->b);
-    FZ_REQUIRE(s.bytes * 8 >= s.slots * x->fbits); /* f bits per slot, packed or not */
+    /* f bits per slot, packed or not; semi-sorted, f - 1 */
+    FZ_REQUIRE(s.bytes * 8 >= s.slots * (x->fbits - (x->semi ? 1u : 0u)));
     FZ_REQUIRE(s.stashed <= FZ_STASH_SLOTS && s.stashed <= s.items);
     FZ_REQUIRE(s.items <= s.slots + s.stashed);
     double want = (double)(s.items - s.stashed) / (double)s.slots; /* never above 1 */
@@ -606,6 +609,8 @@ static bool fz_config(fz_input *in, fz_ctx *x, cf_config *c, cf_allocator *broke
 
     if (flags & FZ_FLAG_SAME_WIDTH)
         c->flags |= CF_GROW_SAME_WIDTH;
+    if (h[3] < 0xC0 && (h[4] & 0x80))
+        c->flags |= CF_SEMI_SORT;
     x->tracking = (flags & (FZ_FLAG_TRACKING | FZ_FLAG_EXP_BIG)) != 0;
     fz_alloc_init(&x->ta, FZ_ALLOC_LIMIT);
     x->ta.fail_at = h[11];
@@ -624,6 +629,7 @@ static bool fz_config(fz_input *in, fz_ctx *x, cf_config *c, cf_allocator *broke
 
     x->capacity = c->capacity;
     x->fbits = c->fingerprint_bits ? c->fingerprint_bits : CF_DEFAULT_FINGERPRINT_BITS;
+    x->semi = (c->flags & CF_SEMI_SORT) != 0;
     x->b = c->bucket_size ? c->bucket_size : CF_DEFAULT_BUCKET_SIZE;
     x->max_kicks = c->max_kicks ? c->max_kicks : CF_DEFAULT_MAX_KICKS;
     x->max_sub = c->max_sub_filters ? c->max_sub_filters : CF_DEFAULT_MAX_SUB_FILTERS;
@@ -634,7 +640,8 @@ static bool fz_config(fz_input *in, fz_ctx *x, cf_config *c, cf_allocator *broke
                                              c->fingerprint_bits <= CF_MAX_FINGERPRINT_BITS);
     return c->capacity == 0 || !f_ok || c->bucket_size > CF_MAX_BUCKET_SIZE ||
            c->max_kicks > CF_MAX_MAX_KICKS || c->max_sub_filters > CF_MAX_SUB_FILTERS ||
-           c->expansion > CF_MAX_EXPANSION || broken_allocator;
+           c->expansion > CF_MAX_EXPANSION || broken_allocator ||
+           ((c->flags & CF_SEMI_SORT) && x->b != 4); /* semi-sorted buckets have 4 slots */
 }
 
 /* ------------------------------------------------------------------------------------ */

@@ -249,9 +249,13 @@ static void deserialize_seeds(void)
         {.capacity = 40, .f = 5, .b = 16, .seed = 5},
         {.capacity = 300, .f = 32, .b = 255, .seed = 9},
         {.capacity = 50, .f = 13, .b = 5, .kicks = 65535, .seed = UINT64_MAX},
+        {.capacity = 80, .f = 13, .b = 4, .seed = 13, .flags = CF_SEMI_SORT},
+        {.capacity = 80, .f = 5, .b = 4, .seed = 14, .flags = CF_SEMI_SORT},
+        {.capacity = 40, .f = 32, .b = 4, .seed = 15, .flags = CF_SEMI_SORT},
     };
-    static const char *const odd_names[] = {"f7-b3", "f5-b16", "f32-b255", "f13-b5-kicks65535"};
-    for (unsigned i = 0; i < 4; i++) {
+    static const char *const odd_names[] = {"f7-b3",    "f5-b16",  "f32-b255", "f13-b5-kicks65535",
+                                            "semi-f13", "semi-f5", "semi-f32"};
+    for (unsigned i = 0; i < sizeof odd / sizeof odd[0]; i++) {
         cf_filter *f = make(&odd[i]);
         fill(f, (unsigned)odd[i].capacity / 2, 40 + i, 0);
         blob b = serialize(f);
@@ -569,6 +573,10 @@ static void chunks_seeds(void)
         {"empty", {.capacity = 1}, 0, 0},
         {"stash", {.capacity = 24, .f = 8, .b = 1, .kicks = 1, .seed = 11}, 500, 4},
         {"growing-e2", {.capacity = 16, .f = 12, .b = 4, .expansion = 2, .seed = 21}, 200, 0},
+        {"semi-growing-e2",
+         {.capacity = 16, .f = 13, .b = 4, .expansion = 2, .seed = 24, .flags = CF_SEMI_SORT},
+         200,
+         0},
         {"growing-e1-many",
          {.capacity = 2, .f = 8, .b = 2, .expansion = 1, .max_subs = 100, .seed = 23},
          80,

@@ -136,7 +136,7 @@ typedef struct cf_config {
     const cf_allocator *allocator; /* NULL = malloc/free; the module passes Redis's own */
     unsigned max_sub_filters;      /* growing filters: at most this many sub-filters,
                                       then CF_FULL; 1..65536; 0 = 32 */
-    unsigned flags;                /* 0, or CF_FIXED_SEED and CF_GROW_SAME_WIDTH; other
+    unsigned flags;                /* 0, or CF_FIXED_SEED, CF_GROW_SAME_WIDTH, CF_SEMI_SORT; other
                                       bits are CF_EINVAL */
     double target_fpr;             /* sizing by target: with fingerprint_bits 0, the
                                       narrowest fingerprint whose false-positive rate at
@@ -162,6 +162,11 @@ typedef struct cf_config {
  * RedisBloom. Each sub-filter then adds its own false-positive rate: three full ones have
  * three times the rate of one. Without it, growth keeps the rate within fpr_bound. */
 #define CF_GROW_SAME_WIDTH 2u
+/* Semi-sorted buckets (the paper's section 5.2; 4-slot buckets only, else CF_EINVAL): each
+ * bucket keeps its fingerprints sorted and codes their top 4 bits together, so that a slot
+ * costs f - 1 bits instead of f, at the same false-positive rate: capacity * (f - 1) /
+ * (8 * 0.95) bytes. Inserts and deletes take more work; lookups a little more. */
+#define CF_SEMI_SORT       4u
 
 typedef struct cf_stats {
     uint64_t items;   /* fingerprints stored (adds minus deletes), stashed ones included */

@@ -94,6 +94,7 @@
 /* What a new filter is made of. */
 typedef struct cfm_spec {
     long long capacity, bucket_size, max_iterations, expansion, fpbits, max_filters;
+    long long semi_sort; /* 1: semi-sorted buckets (CF_SEMI_SORT), 4 slots only */
     uint64_t seed;
     bool has_seed;
 } cfm_spec;
@@ -106,6 +107,7 @@ static cfm_spec cfm_defaults = {CFM_DEFAULT_CAP,
                                 CFM_DEFAULT_EXPAND,
                                 CFM_DEFAULT_FPBITS,
                                 CFM_DEFAULT_FILTERS,
+                                0,
                                 0,
                                 false};
 
@@ -304,7 +306,7 @@ static cf_status cfm_value_new(cf_rm_ctx *ctx, const cfm_spec *s, cfm_value **ou
         /* The seed is chosen here or by the primary: a replica must not redraw it. And
          * sub-filters keep the first's width, as RedisBloom's do, so that CF.RESERVE's
          * arguments alone (which replication sends) make the same filter. */
-        .flags = CF_FIXED_SEED | CF_GROW_SAME_WIDTH,
+        .flags = CF_FIXED_SEED | CF_GROW_SAME_WIDTH | (s->semi_sort ? CF_SEMI_SORT : 0u),
         .allocator = &alloc,
         .max_sub_filters = (unsigned)s->max_filters,
     };
@@ -386,10 +388,11 @@ static void cfm_replicate_reserve(cf_rm_ctx *ctx, cf_rm_string *key, const cfm_v
 {
     cf_config c;
     cf_get_config(v->f, &c);
-    cf_rm.Replicate(ctx, "CF.RESERVE", "slclclclclclcl", key, (long long)c.capacity, "BUCKETSIZE",
+    cf_rm.Replicate(ctx, "CF.RESERVE", "slclclclclclclcl", key, (long long)c.capacity, "BUCKETSIZE",
                     (long long)c.bucket_size, "MAXITERATIONS", (long long)v->max_iterations,
                     "EXPANSION", (long long)c.expansion, "FPBITS", (long long)c.fingerprint_bits,
-                    "MAXFILTERS", (long long)c.max_sub_filters, "SEED", (long long)c.seed);
+                    "MAXFILTERS", (long long)c.max_sub_filters, "SEMISORT",
+                    (long long)((c.flags & CF_SEMI_SORT) != 0), "SEED", (long long)c.seed);
 }
 
 /* Make a filter for a command that creates one on a missing key (CF.ADD, CF.INSERT). */
@@ -514,7 +517,7 @@ static void cfm_after_delete(cfm_value *v)
 
 /* ------------------------------------------------------------------------------------ */
 /* CF.RESERVE key capacity [BUCKETSIZE b] [MAXITERATIONS m] [EXPANSION e] [FPBITS f]    */
-/*            [MAXFILTERS n]                                                            */
+/*            [MAXFILTERS n] [SEMISORT 0|1]                                             */
 /* ------------------------------------------------------------------------------------ */
 
 /* The options of CF.RESERVE and their ranges (the library's limits), from which their
@@ -531,7 +534,11 @@ static const cfm_option cfm_options[] = {
     {"EXPANSION", 0, CF_MAX_EXPANSION, offsetof(cfm_spec, expansion)},
     {"FPBITS", CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS, offsetof(cfm_spec, fpbits)},
     {"MAXFILTERS", 1, CF_MAX_SUB_FILTERS, offsetof(cfm_spec, max_filters)},
+    {"SEMISORT", 0, 1, offsetof(cfm_spec, semi_sort)},
 };
+
+/* Semi-sorted buckets have 4 slots. */
+#define CFM_SEMI_BUCKET 4
 
 /* Room for an error reply written from a template and numbers. */
 #define CFM_ERROR_BYTES 128
@@ -601,6 +608,8 @@ static int cfm_cmd_reserve(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     }
     if (s.capacity < 2 * s.bucket_size || s.capacity > CFM_MAX_CAPACITY)
         return cfm_capacity_error(ctx, "2 * BUCKETSIZE");
+    if (s.semi_sort && s.bucket_size != CFM_SEMI_BUCKET)
+        return cf_rm.ReplyWithError(ctx, "ERR SEMISORT 1 needs BUCKETSIZE 4");
 
     cf_rm_key *key;
     cfm_value *v;
@@ -1344,6 +1353,7 @@ static const cfm_setting cfm_settings[] = {
     {"cf-expansion-factor", NULL, 0, CF_MAX_EXPANSION, &cfm_defaults.expansion},
     {"cf-fingerprint-bits", NULL, CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS,
      &cfm_defaults.fpbits},
+    {"cf-semi-sort", NULL, 0, 1, &cfm_defaults.semi_sort},
     {"cf-load-timeout", NULL, 1, CFM_MAX_LOAD_TIMEOUT, &cfm_load_timeout},
     {"bf-initial-size", "INITIAL_SIZE", 0, 0, NULL},
     {"bf-error-rate", "ERROR_RATE", 0, 0, NULL},
@@ -1357,6 +1367,12 @@ static const char *cfm_setting_conflict(const cfm_setting *s, long long value)
         return "cf-initial-size must be at least 2 * cf-bucket-size";
     if (s->target == &cfm_defaults.bucket_size && 2 * value > cfm_defaults.capacity)
         return "cf-bucket-size must be at most cf-initial-size / 2";
+    if (s->target == &cfm_defaults.semi_sort && value &&
+        cfm_defaults.bucket_size != CFM_SEMI_BUCKET)
+        return "cf-semi-sort 1 needs cf-bucket-size 4";
+    if (s->target == &cfm_defaults.bucket_size && value != CFM_SEMI_BUCKET &&
+        cfm_defaults.semi_sort)
+        return "cf-semi-sort 1 needs cf-bucket-size 4";
     return NULL;
 }
 
@@ -1412,6 +1428,10 @@ static int cfm_configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     }
     if (cfm_defaults.capacity < 2 * cfm_defaults.bucket_size) {
         cf_rm.Log(ctx, "warning", "cf-initial-size must be at least 2 * cf-bucket-size");
+        return CF_RM_ERR;
+    }
+    if (cfm_defaults.semi_sort && cfm_defaults.bucket_size != CFM_SEMI_BUCKET) {
+        cf_rm.Log(ctx, "warning", "cf-semi-sort 1 needs cf-bucket-size 4");
         return CF_RM_ERR;
     }
     /* Then the configurations, starting from those values; LoadConfigs applies the
@@ -1499,7 +1519,7 @@ static const cfm_command cfm_commands[] = {
               CFM_ARG_OPTION("bucketsize", "BUCKETSIZE"),
               CFM_ARG_OPTION("maxiterations", "MAXITERATIONS"),
               CFM_ARG_OPTION("expansion", "EXPANSION"), CFM_ARG_OPTION("fpbits", "FPBITS"),
-              CFM_ARG_OPTION("maxfilters", "MAXFILTERS")),
+              CFM_ARG_OPTION("maxfilters", "MAXFILTERS"), CFM_ARG_OPTION("semisort", "SEMISORT")),
      "Creates an empty cuckoo filter for capacity items",
      "O(m) to allocate the table (zeroed lazily by the system)"},
     {"cf.add", cfm_cmd_add, "write deny-oom", 3, CFM_KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_INSERT),

@@ -54,7 +54,7 @@ static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
-    if (!F) /* a present key found in its first bucket skips the second */
+    if (!F && !CF__SEMI_T(F, B)) /* a present key found in its first bucket skips the second */
         return cf__bucket_has(t, t->shape, i1, k.fp) || cf__bucket_has(t, t->shape, i2, k.fp);
     return cf__pair_has_t(t, t->shape, i1, i2, k.fp, F, B);
 }
@@ -227,6 +227,17 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
+    if (CF__SEMI_T(F, B)) {
+        /* Both buckets compared at once; the lowest bit of a match is the first slot's
+         * (cf__zero_lanes_t), which the bucket then drops and re-sorts. */
+        uint64_t m1 = cf__semi_match_t(t, i1, k.fp, F), m2 = cf__semi_match_t(t, i2, k.fp, F);
+        if (!(m1 | m2))
+            return CF_NOT_FOUND;
+        uint64_t m = m1 ? m1 : m2;
+        cf__semi_slot_set(t, t->shape, m1 ? i1 : i2, cf__ctz64(m) / F, 0);
+        t->items--;
+        return CF_OK;
+    }
     return cf__pair_remove_t(t, t->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;
 }
 
@@ -275,7 +286,11 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     {                                                                                              \
         return cf__add_many_t(f, hashes, n, flags, status, F, B);                                  \
     }
-CF__FNS(0, 0) /* CF__KIND_GENERIC: widths from the shape */
+CF__FNS(0, 0)          /* CF__KIND_GENERIC: widths from the shape */
+CF__FNS(0, CF__SEMI_B) /* CF__KIND_SEMI: semi-sorted, widths from the shape */
+#define CF__SEMI_FNS(F) CF__FNS(F, CF__SEMI_B)
+CF__SEMI_FAST_SHAPES(CF__SEMI_FNS)
+#undef CF__SEMI_FNS
 CF__FAST_SHAPES(CF__FNS)
 #undef CF__FNS
 
@@ -303,9 +318,16 @@ static cf_status cf__delete_key_all(cf_filter *f, const void *key, size_t len)
      cf__delete_key_all,                                                                           \
      cf__contains_many_all_##F##_##B,                                                              \
      cf__add_many_##F##_##B},
+#define CF__OPS_SEMI_SIMPLE(F)  CF__OPS_SIMPLE(F, CF__SEMI_B)
+#define CF__OPS_SEMI_GENERAL(F) CF__OPS_GENERAL(F, CF__SEMI_B)
 cf__variant CF__PASTE(cf__ops, CF__VARIANT) = {
-    [CF__GENERAL] = {CF__OPS_GENERAL(0, 0) CF__FAST_SHAPES(CF__OPS_GENERAL)},
-    [CF__SIMPLE] = {CF__OPS_SIMPLE(0, 0) CF__FAST_SHAPES(CF__OPS_SIMPLE)},
+    [CF__GENERAL] = {CF__OPS_GENERAL(0, 0) CF__OPS_GENERAL(0, CF__SEMI_B)
+                         CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_GENERAL)
+                             CF__FAST_SHAPES(CF__OPS_GENERAL)},
+    [CF__SIMPLE] = {CF__OPS_SIMPLE(0, 0) CF__OPS_SIMPLE(0, CF__SEMI_B)
+                        CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_SIMPLE) CF__FAST_SHAPES(CF__OPS_SIMPLE)},
 };
 #undef CF__OPS_SIMPLE
 #undef CF__OPS_GENERAL
+#undef CF__OPS_SEMI_SIMPLE
+#undef CF__OPS_SEMI_GENERAL

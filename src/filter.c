@@ -51,7 +51,7 @@ static unsigned cf__or_default(unsigned v, unsigned def)
 }
 
 /* The flags cf_config.flags may have. */
-#define CF__CONFIG_FLAGS (CF_FIXED_SEED | CF_GROW_SAME_WIDTH)
+#define CF__CONFIG_FLAGS (CF_FIXED_SEED | CF_GROW_SAME_WIDTH | CF_SEMI_SORT)
 
 /* The end of the last field of each struct this library knows: a caller's struct may be
  * larger (a later header's), and then the bytes past these must be 0. */
@@ -183,7 +183,10 @@ static cf_status cf__resolve(const cf_config *c, cf__params *p)
         p->max_kicks > CF_MAX_MAX_KICKS || p->max_tables > CF_MAX_SUB_FILTERS ||
         p->expansion > CF_MAX_EXPANSION)
         return CF_EINVAL;
-    cf__shape_init(&p->shape, f, b);
+    bool semi = (c->flags & CF_SEMI_SORT) != 0;
+    if (semi && b != CF__SEMI_BUCKET)
+        return CF_EINVAL;
+    cf__shape_init(&p->shape, f, b, semi);
     /* Growing filters widen their fingerprints unless told not to (a bound is then an
      * error, as it is for a filter that cannot grow). */
     p->widen = 0;
@@ -288,7 +291,7 @@ static void cf__head_layout(const cf__params *p, const cf_allocator *a, unsigned
     h->queue_len = budget > CF__STACK_NODES ? budget : 0;
     h->mark_bits = h->queue_len ? cf__mark_bits(h->queue_len) : 0;
     h->bits = (a ? CF__B_OWN_ALLOC : 0u) |
-              (cf__shape_static(p->shape.f, p->shape.b) ? 0u : CF__B_OWN_SHAPE) |
+              (cf__shape_static(p->shape.f, p->shape.b, p->shape.semi) ? 0u : CF__B_OWN_SHAPE) |
               (h->queue_len ? CF__B_OWN_SEARCH : 0u);
     h->head_bytes = cf__head_at(h->bits, CF__B_OWN_SEARCH << 1);
     if (h->queue_len)
@@ -420,7 +423,7 @@ static const cf__shape *cf__shape_at(cf_filter *f, unsigned ext)
         if (!w)
             return NULL;
         for (unsigned e = 1; e <= n; e++) {
-            cf__shape_init(&w[e - 1], f0 + e, cf__shape0(f)->b);
+            cf__shape_init(&w[e - 1], f0 + e, cf__shape0(f)->b, cf__shape0(f)->semi);
             w[e - 1].ext = (uint8_t)e;
         }
         m->wide_shapes = w;
@@ -480,7 +483,7 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
     f->bits = (uint8_t)(h.bits | cf__variant_here());
     if (a)
         memcpy(head + cf__head_at(h.bits, CF__B_OWN_ALLOC), a, sizeof *a);
-    const cf__shape *s0 = cf__shape_static(p->shape.f, p->shape.b);
+    const cf__shape *s0 = cf__shape_static(p->shape.f, p->shape.b, p->shape.semi);
     if (!s0) {
         cf__shape *own = (cf__shape *)(void *)(head + cf__head_at(h.bits, CF__B_OWN_SHAPE));
         *own = p->shape;
@@ -650,8 +653,8 @@ typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
  * nothing, and the result depends only on the table's contents: replaying the same
  * operations gives the same table. Each bucket enters the search once, so a path never
  * passes through a bucket twice. */
-static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
-                         uint32_t fp)
+static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
+                                      uint64_t i2, uint32_t fp, bool semi)
 {
     /* The residents' fingerprints in the first sub-filter's width, which chooses their
      * alternates: their low bits (all of them but in a wider sub-filter). */
@@ -667,22 +670,29 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
         /* Every resident's other bucket is fetched at once before any is examined: how
          * each check goes is a coin toss at high load, and a mispredicted branch would
          * otherwise wait for one read after another. */
+        /* A semi-sorted bucket is decoded once, its 4 slots at a time. */
         uint64_t nexts[CF__PREFETCH_SLOTS];
+        uint32_t semi_fps[CF__SEMI_BUCKET];
         unsigned ahead = s->b < CF__PREFETCH_SLOTS ? s->b : CF__PREFETCH_SLOTS;
+        if (semi)
+            cf__semi_get(t, s, bucket, semi_fps);
         for (unsigned j = 0; j < ahead; j++) {
-            nexts[j] = cf__alt_of0(t, bucket, cf__slot_get(t, s, bucket, j) & mask0);
+            uint32_t resident = semi ? semi_fps[j] : cf__slot_get_plain(t, s, bucket, j);
+            nexts[j] = cf__alt_of0(t, bucket, resident & mask0);
             cf__bucket_prefetch(t, s, nexts[j], true);
         }
         for (unsigned j = 0; j < s->b; j++) {
-            uint64_t next = j < ahead
-                                ? nexts[j]
-                                : cf__alt_of0(t, bucket, cf__slot_get(t, s, bucket, j) & mask0);
+            uint64_t next =
+                j < ahead ? nexts[j]
+                          : cf__alt_of0(t, bucket, cf__slot_get_plain(t, s, bucket, j) & mask0);
             if (!cf__visit(z, next))
                 continue;
             if (z->n == z->cap)
                 return CF__OUT_OF_NODES;
             q[z->n] = (cf__node){next, head, j};
-            int free_slot = cf__bucket_find(t, s, next, 0);
+            /* An empty slot of a semi-sorted bucket sorts first. */
+            int free_slot = semi ? (cf__semi_match(t, s, next, 0) & 1u ? 0 : -1)
+                                 : cf__bucket_find(t, s, next, 0);
             if (free_slot >= 0) {
                 cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp);
                 return CF__MOVED;
@@ -691,6 +701,12 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
         }
     }
     return CF__NO_PATH;
+}
+
+static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
+                         uint32_t fp)
+{
+    return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true) : cf__bfs_t(s, t, z, i1, i2, fp, false);
 }
 
 /* Search with the filter's own memory: a new generation makes every mark stale. */
@@ -752,7 +768,7 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
         return CF_FULL;
     unsigned ext = cf__ext_of(f->fp_bits, f->widen, n);
     cf__shape want;
-    cf__shape_init(&want, f->fp_bits + ext, cf__shape0(f)->b);
+    cf__shape_init(&want, f->fp_bits + ext, cf__shape0(f)->b, cf__shape0(f)->semi);
     if (!cf__mul_u64(f->tables[n - 1].buckets, f->expansion, &buckets) ||
         !cf__table_bytes(&want, buckets, &bytes))
         return CF_FULL;
@@ -1305,6 +1321,8 @@ cf_status cf_get_config_sized(const cf_filter *f, cf_config *caller, size_t size
     out->expansion = f->expansion;
     out->seed = cf__seed(f);
     out->flags = out->seed == 0 ? CF_FIXED_SEED : 0u; /* so that cf_new(out) keeps seed 0 */
+    if (s->semi)
+        out->flags |= CF_SEMI_SORT;
     if (f->expansion != 0 && f->widen == 0)
         out->flags |= CF_GROW_SAME_WIDTH;
     else if (f->expansion != 0) /* which gives the same widening again */

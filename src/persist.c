@@ -44,6 +44,8 @@ static const uint8_t cf__magic[8] = {0x89, 'C', 'U', 'C', 'K', 'O', 'O', '\n'};
 #define CF__ALIGN        64u /* table alignment in the file: a cache line, for mmap */
 #define CF__HASH_XXH3    1u  /* hash id: XXH3-64 of the key with the seed, split as in v1 */
 #define CF__FLAG_WIDEN   1u  /* header flag: sub-filters widen their fingerprints (CF__H_WIDEN) */
+#define CF__FLAG_SEMI    2u  /* header flag: semi-sorted buckets (CF_SEMI_SORT) */
+#define CF__FLAGS_KNOWN  (CF__FLAG_WIDEN | CF__FLAG_SEMI)
 
 /* Header field offsets (docs/FORMAT.md, "Header"). */
 enum {
@@ -242,7 +244,8 @@ static void cf__header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
     h[CF__H_HASH] = CF__HASH_XXH3;
     h[CF__H_STASH] = (uint8_t)f->stash_n;
     cf__store_le16(h + CF__H_KICKS, (uint16_t)f->max_kicks);
-    cf__store_le32(h + CF__H_FLAGS, f->widen ? CF__FLAG_WIDEN : 0u);
+    cf__store_le32(h + CF__H_FLAGS,
+                   (f->widen ? CF__FLAG_WIDEN : 0u) | (s->semi ? CF__FLAG_SEMI : 0u));
     cf__store_le16(h + CF__H_WIDEN, (uint16_t)f->widen);
     cf__store_le32(h + CF__H_EXPANSION, f->expansion);
     cf__store_le32(h + CF__H_MAX_TABLES, cf__max_tables(f));
@@ -376,7 +379,7 @@ static void cf__shape_for(const cf__params *p, unsigned k, cf__shape *sk)
 {
     unsigned width = p->shape.f + cf__ext_of(p->shape.f, p->widen, k);
     if (width != sk->f)
-        cf__shape_init(sk, width, p->shape.b);
+        cf__shape_init(sk, width, p->shape.b, p->shape.semi);
 }
 
 static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent, cf__meta *m,
@@ -423,7 +426,7 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         return cf__bad(why, "header checksum mismatch");
     /* A sound header with unknown flags or hash comes from a newer writer. */
     uint32_t flags = cf__load_le32(b + CF__H_FLAGS);
-    if ((flags & ~CF__FLAG_WIDEN) != 0 || b[CF__H_HASH] != CF__HASH_XXH3) {
+    if ((flags & ~CF__FLAGS_KNOWN) != 0 || b[CF__H_HASH] != CF__HASH_XXH3) {
         *why = "uses a feature or hash this library does not know";
         return CF_EVERSION;
     }
@@ -447,7 +450,10 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     if ((p->widen != 0) != ((flags & CF__FLAG_WIDEN) != 0) ||
         (p->widen != 0 && (p->expansion == 0 || p->widen > 256u * (32u - f))))
         return cf__bad(why, "bad fingerprint widening");
-    cf__shape_init(&p->shape, f, bsize);
+    bool semi = (flags & CF__FLAG_SEMI) != 0;
+    if (semi && bsize != CF__SEMI_BUCKET)
+        return cf__bad(why, "semi-sorted buckets of other than 4 slots");
+    cf__shape_init(&p->shape, f, bsize, semi);
 
     /* The tables: sizes nested as growth makes them, placed where the layout says. */
     uint64_t pos = cf__align_up(m->meta_len), buckets = 0;
@@ -487,11 +493,14 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     return CF_OK;
 }
 
-/* Occupied slots of a table, and whether the bits past its last slot are zero. */
+/* A table's buckets in canonical form, as many occupied slots as the header says, and the
+ * bits past its last slot zero. */
 static bool cf__table_sound(const cf__shape *s, const uint8_t *data, uint64_t buckets,
                             uint64_t items)
 {
-    return cf__table_tail_clear(s, data, buckets) && cf__table_used(s, data, 0, buckets) == items;
+    uint64_t used;
+    return cf__table_tail_clear(s, data, buckets) && cf__table_scan(s, data, 0, buckets, &used) &&
+           used == items;
 }
 
 /* The part of validation that reads the tables: the file sum, the padding and every
@@ -1231,7 +1240,9 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     bool table_done = upto == body;
     uint64_t from = first ? 0 : load->bucket, items = first ? 0 : load->items;
     uint64_t to = table_done ? t->buckets : upto * 8 / s->bucket_bits;
-    items += cf__table_used(s, t->data, from, to);
+    uint64_t used = 0;
+    bool canonical = cf__table_scan(s, t->data, from, to, &used);
+    items += used;
     XXH3_state_t sum;
     memcpy(&sum, cf__sum_state(f), sizeof sum);
     XXH3_64bits_update(&sum, d, (size_t)n);
@@ -1240,7 +1251,8 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     /* A finished table must hold as many fingerprints as the header says, and a finished
      * filter must be the very one dumped: its file sum must match the header chunk's. A
      * dump of a filter that changed midway fails here. */
-    bool ok = !table_done || (items == t->items && cf__table_tail_clear(s, t->data, t->buckets));
+    bool ok = canonical &&
+              (!table_done || (items == t->items && cf__table_tail_clear(s, t->data, t->buckets)));
     uint64_t end = cf__table_offset(f, load->ntables);
     if (ok && next == end)
         ok = XXH3_64bits_digest(&sum) == load->file_sum;

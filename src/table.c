@@ -6,6 +6,10 @@
 
 #include "cuckoofilter.h"
 
+const uint16_t cf__semi_prefixes[1u << CF__SEMI_CODE_BITS] = {
+#include "semi_table.inc"
+};
+
 /* No table may exceed 64 TiB: no machine this runs on can address more in one block, and
  * the bound keeps every bit offset (bytes * 8) far from overflowing 64 bits. */
 #define CF__MAX_TABLE_BYTES (UINT64_C(1) << 46)
@@ -24,18 +28,28 @@
  * most 57 bits wide (a start 0..7 bits into the byte leaves at least 57). */
 #define CF__SWAR(bits) (((bits) <= 64u && (bits) % 8u == 0) || (bits) <= 57u)
 
-void cf__shape_init(cf__shape *s, unsigned f, unsigned b)
+void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi)
 {
     s->f = (uint8_t)f;
     s->b = (uint8_t)b;
     s->ext = 0;
-    s->bucket_bits = (uint16_t)(f * b);
+    s->semi = semi;
+    s->bucket_bits = (uint16_t)(semi ? 4 * (f - 1) : f * b);
     s->fp_mask = (UINT64_C(1) << f) - 1;
-    s->swar = CF__SWAR(f * b);
+    s->swar = !semi && CF__SWAR(f * b);
     s->bucket_mask = 0;
     s->lane_lo = 0;
     s->lane_hi = 0;
     s->lane_low = 0;
+    if (semi && f >= CF__SEMI_SWAR_MIN_F && f <= CF__SEMI_SWAR_MAX_F) {
+        unsigned w = f - CF__SEMI_PREFIX_BITS;
+        s->bucket_mask = (UINT64_C(1) << s->bucket_bits) - 1;
+        for (unsigned j = 0; j < 4; j++) {
+            s->lane_lo |= UINT64_C(1) << (j * w);
+            s->semi_gather |= UINT64_C(1) << ((3 - j) * (w - 1));
+        }
+        s->lane_low = s->lane_lo * ((UINT64_C(1) << (w - 1)) - 1);
+    }
     if (s->swar) {
         s->bucket_mask = s->bucket_bits == 64 ? UINT64_MAX : (UINT64_C(1) << s->bucket_bits) - 1;
         for (unsigned j = 0; j < b; j++)
@@ -56,13 +70,43 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b)
          : 0u)
 #define CF__SHAPE(f, b)                                                                            \
     {                                                                                              \
-        (f), (b), 0, CF__SWAR((f) * (b)), (f) * (b), CF__LOW(f),                                   \
+        (f), (b), 0, CF__SWAR((f) * (b)), false, (f) * (b), CF__LOW(f),                            \
             CF__SWAR((f) * (b)) ? CF__LOW((f) * (b)) : 0u, CF__LANES(f, b),                        \
-            CF__LANES(f, b) << ((f)-1u), CF__LANES(f, b) * CF__LOW((f)-1u)                         \
+            {CF__LANES(f, b) << ((f)-1u)}, CF__LANES(f, b) * CF__LOW((f)-1u)                       \
     }
 #define CF__SHAPE_ROW(f)                                                                           \
     CF__SHAPE(f, 1u), CF__SHAPE(f, 2u), CF__SHAPE(f, 3u), CF__SHAPE(f, 4u), CF__SHAPE(f, 5u),      \
         CF__SHAPE(f, 6u), CF__SHAPE(f, 7u), CF__SHAPE(f, 8u)
+
+/* Every semi-sorted shape (b = 4), at [f - CF_MIN_FINGERPRINT_BITS]. */
+#define CF__SEMI_SWAR(f) ((f) >= CF__SEMI_SWAR_MIN_F && (f) <= CF__SEMI_SWAR_MAX_F)
+#define CF__SEMI_LANES(f)                                                                          \
+    (CF__SEMI_SWAR(f) ? CF__LANE((f)-4u, 4u, 0u) | CF__LANE((f)-4u, 4u, 1u) |                      \
+                            CF__LANE((f)-4u, 4u, 2u) | CF__LANE((f)-4u, 4u, 3u)                    \
+                      : 0u)
+#define CF__SEMI_GATHER(f)                                                                         \
+    (CF__SEMI_SWAR(f) ? CF__LANE((f)-5u, 4u, 0u) | CF__LANE((f)-5u, 4u, 1u) |                      \
+                            CF__LANE((f)-5u, 4u, 2u) | CF__LANE((f)-5u, 4u, 3u)                    \
+                      : 0u)
+#define CF__SEMI_SHAPE(f)                                                                          \
+    {                                                                                              \
+        (f), 4u, 0, false, true, 4u * ((f)-1u), CF__LOW(f),                                        \
+            CF__SEMI_SWAR(f) ? CF__LOW(4u * ((f)-1u)) : 0u, CF__SEMI_LANES(f),                     \
+            {CF__SEMI_GATHER(f)}, CF__SEMI_LANES(f) * CF__LOW((f)-5u)                              \
+    }
+static const cf__shape cf__static_semi_shapes[] = {
+    CF__SEMI_SHAPE(4u),  CF__SEMI_SHAPE(5u),  CF__SEMI_SHAPE(6u),  CF__SEMI_SHAPE(7u),
+    CF__SEMI_SHAPE(8u),  CF__SEMI_SHAPE(9u),  CF__SEMI_SHAPE(10u), CF__SEMI_SHAPE(11u),
+    CF__SEMI_SHAPE(12u), CF__SEMI_SHAPE(13u), CF__SEMI_SHAPE(14u), CF__SEMI_SHAPE(15u),
+    CF__SEMI_SHAPE(16u), CF__SEMI_SHAPE(17u), CF__SEMI_SHAPE(18u), CF__SEMI_SHAPE(19u),
+    CF__SEMI_SHAPE(20u), CF__SEMI_SHAPE(21u), CF__SEMI_SHAPE(22u), CF__SEMI_SHAPE(23u),
+    CF__SEMI_SHAPE(24u), CF__SEMI_SHAPE(25u), CF__SEMI_SHAPE(26u), CF__SEMI_SHAPE(27u),
+    CF__SEMI_SHAPE(28u), CF__SEMI_SHAPE(29u), CF__SEMI_SHAPE(30u), CF__SEMI_SHAPE(31u),
+    CF__SEMI_SHAPE(32u),
+};
+_Static_assert(sizeof cf__static_semi_shapes / sizeof cf__static_semi_shapes[0] ==
+                   CF_MAX_FINGERPRINT_BITS - CF_MIN_FINGERPRINT_BITS + 1u,
+               "a semi-sorted shape per fingerprint width");
 
 /* Every shape of b <= CF__STATIC_SHAPE_B, at [f - CF_MIN_FINGERPRINT_BITS][b - 1]. */
 static const cf__shape cf__static_shapes[][CF__STATIC_SHAPE_B] = {
@@ -79,16 +123,30 @@ _Static_assert(sizeof cf__static_shapes / sizeof cf__static_shapes[0] ==
                    CF_MAX_FINGERPRINT_BITS - CF_MIN_FINGERPRINT_BITS + 1u,
                "a row per fingerprint width");
 
-const cf__shape *cf__shape_static(unsigned f, unsigned b)
+const cf__shape *cf__shape_static(unsigned f, unsigned b, bool semi)
 {
-    return b >= 1 && b <= CF__STATIC_SHAPE_B && f >= 4 && f <= 32 ? &cf__static_shapes[f - 4][b - 1]
-                                                                  : NULL;
+    if (b < 1 || b > CF__STATIC_SHAPE_B || f < CF_MIN_FINGERPRINT_BITS ||
+        f > CF_MAX_FINGERPRINT_BITS || (semi && b != 4))
+        return NULL;
+    if (semi)
+        return &cf__static_semi_shapes[f - CF_MIN_FINGERPRINT_BITS];
+    return &cf__static_shapes[f - CF_MIN_FINGERPRINT_BITS][b - 1];
 }
 
 enum cf__kind cf__kind_of(const cf__shape *s)
 {
+    if (s->semi && s->ext == 0) {
+#define CF__KIND_SEMI_CASE(F)                                                                      \
+    if (s->f == (F))                                                                               \
+        return CF__KIND_SEMI_##F;
+        CF__SEMI_FAST_SHAPES(CF__KIND_SEMI_CASE)
+#undef CF__KIND_SEMI_CASE
+        return s->bucket_mask ? CF__KIND_SEMI : CF__KIND_GENERIC;
+    }
+    if (s->semi)
+        return CF__KIND_GENERIC;
 #define CF__KIND_CASE(F, B)                                                                        \
-    if (s->f == (F) && s->b == (B) && s->ext == 0)                                                 \
+    if (s->f == (F) && s->b == (B) && s->ext == 0 && !s->semi)                                     \
         return CF__KIND_##F##_##B;
     CF__FAST_SHAPES(CF__KIND_CASE)
 #undef CF__KIND_CASE
@@ -212,14 +270,118 @@ bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes)
     return true;
 }
 
-uint64_t cf__table_used(const cf__shape *s, const uint8_t *data, uint64_t from, uint64_t to)
+unsigned cf__semi_get(const cf__table *t, const cf__shape *s, uint64_t bucket, uint32_t fp[4])
+{
+    unsigned w = s->f - CF__SEMI_PREFIX_BITS;
+    uint64_t bit = bucket * s->bucket_bits, suffix = s->fp_mask >> CF__SEMI_PREFIX_BITS;
+    unsigned code;
+    if (s->bucket_mask) { /* one load, the fields taken from it */
+        uint64_t word = cf__bits_get(t->data, bit, s->bucket_mask);
+        code = (unsigned)(word & CF__SEMI_CODE_MASK);
+        unsigned pre = cf__semi_prefixes[code];
+        word >>= CF__SEMI_CODE_BITS;
+        for (unsigned j = 0; j < 4; j++, word >>= w)
+            fp[j] = ((pre >> (4 * j)) & CF__SEMI_PREFIX_MASK) << w | (uint32_t)(word & suffix);
+        return code;
+    }
+    code = (unsigned)cf__bits_get(t->data, bit, CF__SEMI_CODE_MASK);
+    unsigned pre = cf__semi_prefixes[code];
+    bit += CF__SEMI_CODE_BITS;
+    for (unsigned j = 0; j < 4; j++, bit += w)
+        fp[j] = ((pre >> (4 * j)) & CF__SEMI_PREFIX_MASK) << w |
+                (uint32_t)cf__bits_get(t->data, bit, suffix);
+    return code;
+}
+
+/* Write the four ascending fingerprints fp of suffix width w into bucket `bucket`: one
+ * store for a bucket of one load, else field by field. */
+static void cf__semi_write(cf__table *t, const cf__shape *s, uint64_t bucket, const uint32_t fp[4])
+{
+    unsigned w = s->f - CF__SEMI_PREFIX_BITS;
+    uint64_t bit = bucket * s->bucket_bits, suffix = s->fp_mask >> CF__SEMI_PREFIX_BITS;
+    uint64_t code = cf__semi_rank(fp, w);
+    if (s->bucket_mask) {
+        uint64_t word = 0;
+        for (unsigned j = 4; j-- > 0;)
+            word = word << w | (fp[j] & suffix);
+        cf__bits_put(t->data, bit, s->bucket_mask, word << CF__SEMI_CODE_BITS | code);
+        return;
+    }
+    cf__bits_put(t->data, bit, CF__SEMI_CODE_MASK, code);
+    bit += CF__SEMI_CODE_BITS;
+    for (unsigned j = 0; j < 4; j++, bit += w)
+        cf__bits_put(t->data, bit, suffix, fp[j] & suffix);
+}
+
+void cf__semi_put(cf__table *t, const cf__shape *s, uint64_t bucket, uint32_t fp[4])
+{
+    for (unsigned i = 1; i < 4; i++) /* insertion sort */
+        for (unsigned j = i; j > 0 && fp[j - 1] > fp[j]; j--) {
+            uint32_t x = fp[j];
+            fp[j] = fp[j - 1];
+            fp[j - 1] = x;
+        }
+    cf__semi_write(t, s, bucket, fp);
+}
+
+bool cf__semi_put_if_free(cf__table *t, const cf__shape *s, uint64_t bucket, uint32_t fp)
+{
+    uint32_t v[4];
+    cf__semi_get(t, s, bucket, v);
+    if (v[0] != 0) /* empty slots sort first */
+        return false;
+    unsigned j = 0; /* fp goes where the values below it end */
+    for (; j < 3 && v[j + 1] < fp; j++)
+        v[j] = v[j + 1];
+    v[j] = fp;
+    cf__semi_write(t, s, bucket, v);
+    t->items++;
+    return true;
+}
+
+uint32_t cf__semi_slot_get(const cf__table *t, const cf__shape *s, uint64_t bucket, unsigned slot)
+{
+    uint32_t v[4];
+    cf__semi_get(t, s, bucket, v);
+    return v[slot];
+}
+
+void cf__semi_slot_set(cf__table *t, const cf__shape *s, uint64_t bucket, unsigned slot,
+                       uint32_t fp)
+{
+    uint32_t v[4];
+    cf__semi_get(t, s, bucket, v);
+    v[slot] = fp;
+    cf__semi_put(t, s, bucket, v);
+}
+
+unsigned cf__semi_match(const cf__table *t, const cf__shape *s, uint64_t bucket, uint32_t fp)
+{
+    if (s->bucket_mask)
+        return cf__semi_match1(t, s, bucket, fp);
+    uint32_t v[4];
+    cf__semi_get(t, s, bucket, v);
+    return (unsigned)(v[0] == fp) | (unsigned)(v[1] == fp) << 1 | (unsigned)(v[2] == fp) << 2 |
+           (unsigned)(v[3] == fp) << 3;
+}
+
+bool cf__table_scan(const cf__shape *s, const uint8_t *data, uint64_t from, uint64_t to,
+                    uint64_t *used)
 {
     cf__table t = {0};
     t.data = (uint8_t *)(uintptr_t)data; /* read only: the probes below never write */
-    uint64_t used = 0;
-    for (uint64_t i = from; i < to; i++)
-        used += s->b - cf__bucket_count(&t, s, i, 0);
-    return used;
+    uint64_t n = 0;
+    for (uint64_t i = from; i < to; i++) {
+        if (s->semi) {
+            uint32_t v[4];
+            if (cf__semi_get(&t, s, i, v) >= CF__SEMI_CODES || v[0] > v[1] || v[1] > v[2] ||
+                v[2] > v[3])
+                return false;
+        }
+        n += s->b - cf__bucket_count(&t, s, i, 0);
+    }
+    *used = n;
+    return true;
 }
 
 bool cf__table_tail_clear(const cf__shape *s, const uint8_t *data, uint64_t buckets)

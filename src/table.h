@@ -23,6 +23,9 @@
  * bit % 8; since f <= 32, the slot lies inside those 64 bits, and the padding makes the
  * load legal for the last slot too.
  *
+ * Semi-sorted buckets (CF_SEMI_SORT) pack 4 slots into 4 (f - 1) bits instead, as the
+ * section "Semi-sorted buckets" below describes; the slot and bucket calls hide that.
+ *
  * Two families of probes: those taking a cf__shape, with widths read at run time (any
  * shape), and the `_t` templates, always inlined with the fingerprint width F and bucket
  * size B as constants (fast.c compiles them per fast shape; F = 0 falls back to the
@@ -32,6 +35,10 @@
 #define CF_TABLE_H
 
 #include "bits.h"
+
+#if defined(__BMI2__)
+#include <immintrin.h>
+#endif
 
 /* Bytes of zero padding after every table, so that a probe may always load 8 bytes at
  * the byte where a bucket or slot starts, even for the last one. */
@@ -44,9 +51,28 @@
  * code with its widths read from the shape at run time. */
 #define CF__FAST_SHAPES(X) X(8, 4) X(12, 4) X(16, 4) X(8, 2) X(12, 2) X(16, 2) X(8, 8)
 
-#define CF__KIND_ENUM(F, B) CF__KIND_##F##_##B,
-enum cf__kind { CF__KIND_GENERIC = 0, CF__FAST_SHAPES(CF__KIND_ENUM) CF__KINDS };
+/* The semi-sorted shapes (b = 4, CF_SEMI_SORT) whose probes are compiled with constant
+ * widths: those whose bucket, 4 (f - 1) bits, is a whole number of bytes (f odd) and whose
+ * four fingerprints, decoded, fit one 64-bit word; they take the memory of the 8- and
+ * 12-bit fast shapes. */
+#define CF__SEMI_FAST_SHAPES(X) X(9) X(13)
+
+/* The bucket size the templates are given for semi-sorted buckets (see CF__SEMI_T). */
+#define CF__SEMI_B 0x100u
+
+#define CF__KIND_ENUM(F, B)   CF__KIND_##F##_##B,
+#define CF__KIND_SEMI_ENUM(F) CF__KIND_SEMI_##F,
+/* CF__KIND_GENERIC: any shape without code of its own, widths read at run time (F = B =
+ * 0). CF__KIND_SEMI: semi-sorted buckets of one load (8 <= f <= 16), widths read at run
+ * time (F = 0, B = CF__SEMI_B); CF__KIND_SEMI_F: those of CF__SEMI_FAST_SHAPES (F = f,
+ * B = CF__SEMI_B). Then the fast shapes. */
+enum cf__kind {
+    CF__KIND_GENERIC = 0,
+    CF__KIND_SEMI,
+    CF__SEMI_FAST_SHAPES(CF__KIND_SEMI_ENUM) CF__FAST_SHAPES(CF__KIND_ENUM) CF__KINDS
+};
 #undef CF__KIND_ENUM
+#undef CF__KIND_SEMI_ENUM
 
 /* A shape is what every table of one filter shares: fingerprint width f, bucket size b and
  * the masks derived from them. The shapes of b <= CF__STATIC_SHAPE_B are constants
@@ -56,14 +82,20 @@ typedef struct cf__shape {
     uint8_t b;            /* slots per bucket, 1..255 */
     uint8_t ext;          /* f less the first sub-filter's width (0 but for wider ones) */
     bool swar;            /* see lane_lo */
-    uint16_t bucket_bits; /* b * f */
+    bool semi;            /* semi-sorted buckets (b = 4; see cf__semi_get) */
+    uint16_t bucket_bits; /* b * f, or 4 (f - 1) semi-sorted */
     uint64_t fp_mask;     /* f low bits set */
     /* The SWAR probe: when a whole bucket fits in one 64-bit load, the b slots are
-     * compared at once as b lanes of f bits. */
+     * compared at once as b lanes of f bits. A semi-sorted bucket that fits one load
+     * (8 <= f <= 16; see cf__semi_match) has its four suffixes compared as four lanes of
+     * f - 4 bits, and these describe those lanes; else they are 0. */
     uint64_t bucket_mask; /* bucket_bits low bits set */
     uint64_t lane_lo;     /* bit 0 of every lane */
-    uint64_t lane_hi;     /* bit f - 1 of every lane */
-    uint64_t lane_low;    /* bits 0..f-2 of every lane */
+    union {
+        uint64_t lane_hi;     /* bit f - 1 of every lane */
+        uint64_t semi_gather; /* semi-sorted: the multiplier of cf__semi_match */
+    };
+    uint64_t lane_low; /* bits 0..f-2 of every lane (of a suffix) */
 } cf__shape;
 
 /* Where the sub-filters after the first differ from it: sub-filter k has base * scale
@@ -86,14 +118,15 @@ typedef struct cf__table {
 /* Bucket sizes up to this have constant shapes for every fingerprint width. */
 #define CF__STATIC_SHAPE_B 8u
 
-/* The constant shape of f-bit fingerprints in buckets of b <= CF__STATIC_SHAPE_B slots
- * (with ext 0), or NULL for larger buckets. */
-CF__HIDDEN const cf__shape *cf__shape_static(unsigned f, unsigned b);
+/* The constant shape of f-bit fingerprints in buckets of b <= CF__STATIC_SHAPE_B slots,
+ * semi-sorted or not (with ext 0), or NULL for larger buckets. */
+CF__HIDDEN const cf__shape *cf__shape_static(unsigned f, unsigned b, bool semi);
 
 /* Which code the shape's tables take: their own (fast.c) or the generic. */
 CF__HIDDEN enum cf__kind cf__kind_of(const cf__shape *s);
 
-CF__HIDDEN void cf__shape_init(cf__shape *s, unsigned f, unsigned b);
+/* The shape of f-bit fingerprints in buckets of b slots, semi-sorted (b = 4) or not. */
+CF__HIDDEN void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi);
 
 /* Bytes that hold the slots of `buckets` buckets: their bits rounded up to whole bytes,
  * no padding (the length of a table in a file). The caller has checked the size. */
@@ -138,36 +171,151 @@ static inline void cf__table_clear(cf__table *t)
     t->items = 0;
 }
 
-/* Occupied slots of buckets [from, to) of the table whose bytes are `data`. data may be a
- * mapped file: probes never read past the last bucket's byte plus CF__TABLE_PAD, which in
- * a file are the next table, zeros or the file sum. */
-CF__HIDDEN uint64_t cf__table_used(const cf__shape *s, const uint8_t *data, uint64_t from,
-                                   uint64_t to);
+/* Count the occupied slots of buckets [from, to) of the table whose bytes are `data` into
+ * *used; false if a bucket is not in canonical form (a semi-sorted bucket with a code
+ * past CF__SEMI_CODES or fingerprints out of order), which no filter writes. data may be
+ * a mapped file: probes never read past the last bucket's byte plus CF__TABLE_PAD, which
+ * in a file are the next table, zeros or the file sum. */
+CF__HIDDEN bool cf__table_scan(const cf__shape *s, const uint8_t *data, uint64_t from, uint64_t to,
+                               uint64_t *used);
 
 /* Are the bits past the last slot of a table of `buckets` buckets, in its last byte, zero? */
 CF__HIDDEN bool cf__table_tail_clear(const cf__shape *s, const uint8_t *data, uint64_t buckets);
+
+/* The field of `mask` (its low bits set) at bit `bit` of data: a 64-bit load at the byte
+ * where it starts, shifted, so it must end within 57 bits of that byte's start. */
+static inline uint64_t cf__bits_get(const uint8_t *data, uint64_t bit, uint64_t mask)
+{
+    return (cf__load_le64(data + (bit >> 3)) >> (bit & 7u)) & mask;
+}
+
+static inline void cf__bits_put(uint8_t *data, uint64_t bit, uint64_t mask, uint64_t v)
+{
+    uint8_t *p = data + (bit >> 3);
+    unsigned shift = (unsigned)(bit & 7u);
+    cf__store_le64(p, (cf__load_le64(p) & ~(mask << shift)) | (v << shift));
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Semi-sorted buckets                                                                  */
+/* ------------------------------------------------------------------------------------ */
+/* A semi-sorted bucket (CF_SEMI_SORT, b = 4) keeps its four fingerprints in ascending
+ * order, empty slots (0) first. Each splits into its top 4 bits, the prefix, and the
+ * f - 4 bits below, the suffix. The four prefixes, ascending, are one of C(19, 4) = 3876
+ * multisets: their rank (cf__semi_rank), a 12-bit code, takes the place of their 16 bits,
+ * so that a slot costs f - 1 bits. From the bucket's first bit:
+ *
+ *   | code (12 bits) | suffix 0 (f - 4) | suffix 1 | suffix 2 | suffix 3 |
+ *
+ * A slot's position is its rank in the bucket: setting one re-sorts the bucket, which
+ * moves only the slots below it (an emptied slot goes first), so a walk that clears slots
+ * in ascending order still meets each of the others once. */
+#define CF__SEMI_BUCKET      4u /* the one bucket size it has */
+#define CF__SEMI_PREFIX_BITS 4u
+#define CF__SEMI_CODE_BITS   12u
+#define CF__SEMI_CODES       3876u /* C(19, 4) */
+#define CF__SEMI_PREFIX_MASK 0xFu
+#define CF__SEMI_CODE_MASK   0xFFFu
+/* Widths whose semi-sorted bucket, 4 (f - 1) bits starting 0 or 4 bits into a byte, fits
+ * one 64-bit load, and whose suffixes (f - 4 bits) are wide enough for cf__semi_match's
+ * gathering multiply. */
+#define CF__SEMI_SWAR_MIN_F  8u
+#define CF__SEMI_SWAR_MAX_F  16u
+
+/* The prefixes of each code, p0 | p1 << 4 | p2 << 8 | p3 << 12, ascending; 0 for the
+ * codes past CF__SEMI_CODES (table.c, from scripts/gen-semi-table). */
+CF__HIDDEN extern const uint16_t cf__semi_prefixes[1u << CF__SEMI_CODE_BITS];
+
+/* The code of four ascending fingerprints of suffix width w: the rank of their prefixes
+ * p0 <= .. <= p3 in the combinatorial number system, sum C(p_i + i, i + 1). */
+static inline unsigned cf__semi_rank(const uint32_t fp[4], unsigned w)
+{
+    unsigned q0 = fp[0] >> w, q1 = (fp[1] >> w) + 1, q2 = (fp[2] >> w) + 2, q3 = (fp[3] >> w) + 3;
+    return q0 + q1 * (q1 - 1) / 2 + q2 * (q2 - 1) * (q2 - 2) / 6 +
+           q3 * (q3 - 1) * (q3 - 2) * (q3 - 3) / 24;
+}
+
+/* The four fingerprints of semi-sorted bucket `bucket`, ascending, into fp; returns its
+ * code (which only a corrupt table has at CF__SEMI_CODES or past). Out of line, like the
+ * other semi-sorted calls below, so that the generic probes that branch to them stay small
+ * enough to inline. */
+CF__HIDDEN unsigned cf__semi_get(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                 uint32_t fp[4]);
+
+/* Write fp[0..3], in any order, into semi-sorted bucket `bucket`: sorted, coded. */
+CF__HIDDEN void cf__semi_put(cf__table *t, const cf__shape *s, uint64_t bucket, uint32_t fp[4]);
+
+/* Put fp into semi-sorted bucket `bucket` if it has an empty slot; false if not. */
+CF__HIDDEN bool cf__semi_put_if_free(cf__table *t, const cf__shape *s, uint64_t bucket,
+                                     uint32_t fp);
+
+/* Slot `slot` (in ascending order) of semi-sorted bucket `bucket`, read and written. */
+CF__HIDDEN uint32_t cf__semi_slot_get(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                      unsigned slot);
+CF__HIDDEN void cf__semi_slot_set(cf__table *t, const cf__shape *s, uint64_t bucket, unsigned slot,
+                                  uint32_t fp);
+
+/* The slots of semi-sorted bucket `bucket` that hold fp, a bit per slot (in the bucket's
+ * ascending order), for a bucket of one load (s->bucket_mask set), compared without
+ * decoding: its prefixes, from the table, as four 4-bit lanes against fp's, its suffixes
+ * as four lanes of w = f - 4 bits against fp's; each comparison leaves the top bit of
+ * every equal lane set (exact: no carry crosses a lane), and a multiply gathers the four
+ * bits of each into bits 0..3, where they are and-ed. The top bit of suffix lane j, at
+ * bit j w after a shift by w - 1, times semi_gather = sum of 2^((3 - k)(w - 1)), lands
+ * on bit 3 (w - 1) + j + (j - k)(w - 1) for term k, inside bits 3 (w - 1) .. + 3 only for
+ * k = j when w >= 4, and every term on a bit of its own (no carries); likewise for the
+ * prefixes (w = 4, shifted by 3: 0x249 gathers into bits 9..12). */
+static inline unsigned cf__semi_match1(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                       uint32_t fp)
+{
+    unsigned w = s->f - CF__SEMI_PREFIX_BITS;
+    uint64_t word = cf__bits_get(t->data, bucket * s->bucket_bits, s->bucket_mask);
+    uint64_t x = cf__semi_prefixes[word & CF__SEMI_CODE_MASK] ^ (UINT64_C(0x1111) * (fp >> w));
+    uint64_t zp = ~(((x & 0x7777u) + 0x7777u) | x | 0x7777u) & 0x8888u;
+    uint64_t y = (word >> CF__SEMI_CODE_BITS) ^ (s->lane_lo * (fp & (s->fp_mask >> 4)));
+    uint64_t hi = s->lane_low + s->lane_lo;
+    uint64_t zs = ~(((y & s->lane_low) + s->lane_low) | y | s->lane_low) & hi;
+    uint64_t gp = ((zp >> 3) * 0x249u) >> 9;
+    uint64_t gs = ((zs >> (w - 1)) * s->semi_gather) >> (3 * (w - 1));
+    return (unsigned)(gp & gs) & 0xFu;
+}
+
+/* The same for any semi-sorted bucket (decoded where it takes more than one load). */
+CF__HIDDEN unsigned cf__semi_match(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                   uint32_t fp);
+
+/* ------------------------------------------------------------------------------------ */
+/* Slots and buckets of any shape                                                       */
+/* ------------------------------------------------------------------------------------ */
 
 static inline uint64_t cf__slot_bit(const cf__shape *s, uint64_t bucket, unsigned slot)
 {
     return bucket * s->bucket_bits + (uint64_t)slot * s->f;
 }
 
+/* Slot `slot` of a bucket that is not semi-sorted. */
+static inline uint32_t cf__slot_get_plain(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                          unsigned slot)
+{
+    return (uint32_t)cf__bits_get(t->data, cf__slot_bit(s, bucket, slot), s->fp_mask);
+}
+
 static inline uint32_t cf__slot_get(const cf__table *t, const cf__shape *s, uint64_t bucket,
                                     unsigned slot)
 {
-    uint64_t bit = cf__slot_bit(s, bucket, slot);
-    return (uint32_t)((cf__load_le64(t->data + (bit >> 3)) >> (bit & 7u)) & s->fp_mask);
+    if (CF__UNLIKELY(s->semi))
+        return cf__semi_slot_get(t, s, bucket, slot);
+    return cf__slot_get_plain(t, s, bucket, slot);
 }
 
 static inline void cf__slot_set(cf__table *t, const cf__shape *s, uint64_t bucket, unsigned slot,
                                 uint32_t fp)
 {
-    uint64_t bit = cf__slot_bit(s, bucket, slot);
-    uint8_t *p = t->data + (bit >> 3);
-    unsigned shift = (unsigned)(bit & 7u);
-    uint64_t w = cf__load_le64(p);
-    w = (w & ~(s->fp_mask << shift)) | ((uint64_t)fp << shift);
-    cf__store_le64(p, w);
+    if (CF__UNLIKELY(s->semi)) {
+        cf__semi_slot_set(t, s, bucket, slot, fp);
+        return;
+    }
+    cf__bits_put(t->data, cf__slot_bit(s, bucket, slot), s->fp_mask, fp);
 }
 
 /* The whole bucket as b lanes of f bits (only for shapes with s->swar). */
@@ -191,6 +339,8 @@ static inline bool cf__bucket_has(const cf__table *t, const cf__shape *s, uint64
 {
     if (CF__LIKELY(s->swar))
         return cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp) != 0;
+    if (s->semi)
+        return cf__semi_match(t, s, bucket, fp) != 0;
     for (unsigned j = 0; j < s->b; j++)
         if (cf__slot_get(t, s, bucket, j) == fp)
             return true;
@@ -202,6 +352,8 @@ static inline unsigned cf__bucket_count(const cf__table *t, const cf__shape *s, 
 {
     if (CF__LIKELY(s->swar))
         return cf__popcount64(cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp));
+    if (s->semi)
+        return cf__popcount64(cf__semi_match(t, s, bucket, fp));
     unsigned n = 0;
     for (unsigned j = 0; j < s->b; j++)
         n += cf__slot_get(t, s, bucket, j) == fp;
@@ -214,6 +366,8 @@ static inline bool cf__bucket_all(const cf__table *t, const cf__shape *s, uint64
 {
     if (CF__LIKELY(s->swar))
         return cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp) == s->lane_hi;
+    if (s->semi)
+        return cf__semi_match(t, s, bucket, fp) == 0xFu;
     for (unsigned j = 0; j < s->b; j++)
         if (cf__slot_get(t, s, bucket, j) != fp)
             return false;
@@ -228,6 +382,10 @@ static inline int cf__bucket_find(const cf__table *t, const cf__shape *s, uint64
         uint64_t m = cf__lanes_equal(s, cf__bucket_word(t, s, bucket), fp);
         return m ? (int)(cf__ctz64(m) / s->f) : -1;
     }
+    if (s->semi) {
+        unsigned m = cf__semi_match(t, s, bucket, fp);
+        return m ? (int)cf__ctz64(m) : -1;
+    }
     for (unsigned j = 0; j < s->b; j++)
         if (cf__slot_get(t, s, bucket, j) == fp)
             return (int)j;
@@ -237,6 +395,8 @@ static inline int cf__bucket_find(const cf__table *t, const cf__shape *s, uint64
 /* Put fp into the first free slot of bucket; false if it has none. */
 static inline bool cf__put_if_free(cf__table *t, const cf__shape *s, uint64_t bucket, uint32_t fp)
 {
+    if (CF__UNLIKELY(s->semi))
+        return cf__semi_put_if_free(t, s, bucket, fp);
     int j = cf__bucket_find(t, s, bucket, 0);
     if (j < 0)
         return false;
@@ -272,12 +432,21 @@ static CF__INLINE uint64_t cf__lanes_lo_t(unsigned F, unsigned B)
     return lo;
 }
 
+/* Do the templates compile a semi-sorted kind (B = CF__SEMI_B)? */
+#define CF__SEMI_T(F, B) ((void)(F), (B) == CF__SEMI_B)
+
+/* Bytes of a bucket of a shape with constant widths: b f / 8, or semi-sorted 4 (f - 1) / 8. */
+static CF__INLINE unsigned cf__bucket_bytes_t(unsigned F, unsigned B)
+{
+    return CF__SEMI_T(F, B) ? (F - 1) / 2 : F * B / 8;
+}
+
 /* The first byte of bucket i. */
 static CF__INLINE uint8_t *cf__bucket_at_t(const cf__table *t, const cf__shape *s, uint64_t i,
                                            unsigned F, unsigned B)
 {
     if (F)
-        return t->data + i * (F * B / 8);
+        return t->data + i * cf__bucket_bytes_t(F, B);
     return t->data + ((i * s->bucket_bits) >> 3);
 }
 
@@ -297,7 +466,7 @@ static CF__INLINE uint64_t cf__zero_lanes_t(uint64_t w, unsigned F, unsigned B)
  * cache lines (a wider load would, now and then, and cost a second memory read). */
 static CF__INLINE unsigned cf__load_bytes_t(unsigned F, unsigned B)
 {
-    unsigned bytes = F * B / 8;
+    unsigned bytes = cf__bucket_bytes_t(F, B);
     return bytes <= 2 ? 2u : bytes <= 4 ? 4u : 8u;
 }
 
@@ -326,7 +495,7 @@ static CF__INLINE void cf__prefetch_t(const cf__table *t, const cf__shape *s, ui
 {
     const uint8_t *p = cf__bucket_at_t(t, s, i, F, B);
     const uint8_t *last = p + (F ? cf__load_bytes_t(F, B) : 8u) - 1;
-    bool straddles = !F || F * B / 8 != cf__load_bytes_t(F, B);
+    bool straddles = !F || cf__bucket_bytes_t(F, B) != cf__load_bytes_t(F, B);
     /* The builtin takes its read/write hint as a literal only (clang checks that before
      * inlining), hence one call per case. */
     if (write) {
@@ -346,10 +515,35 @@ static CF__INLINE uint64_t cf__fps_t(uint32_t fp, unsigned F, unsigned B)
     return cf__opaque(cf__lanes_lo_t(F, B)) * fp;
 }
 
+/* Nonzero iff a slot of semi-sorted bucket i, of constant width F, holds fp: the bucket
+ * decoded into its four fingerprints as four lanes of F bits (the prefixes from the table
+ * deposited into the top 4 bits of the lanes, the suffixes into the rest), compared as a
+ * plain bucket is. With BMI2 (the x86-64-v3 variant) a deposit is one instruction. */
+static CF__INLINE uint64_t cf__semi_match_t(const cf__table *t, uint64_t i, uint32_t fp, unsigned F)
+{
+    const unsigned W = F - CF__SEMI_PREFIX_BITS, B = CF__SEMI_B;
+    /* The load may hold the next bucket's first bytes too, above the suffixes: a deposit
+     * takes only as many bits as its mask has, and the spread below masks each suffix. */
+    uint64_t word = cf__load_t(cf__bucket_at_t(t, NULL, i, F, B), F, B);
+    uint64_t pre = cf__semi_prefixes[word & CF__SEMI_CODE_MASK], suf = word >> CF__SEMI_CODE_BITS;
+    uint64_t lo = cf__lanes_lo_t(F, 4), low_w = (UINT64_C(1) << W) - 1;
+#if defined(__BMI2__)
+    uint64_t full = _pdep_u64(pre, (lo * CF__SEMI_PREFIX_MASK) << W) | _pdep_u64(suf, lo * low_w);
+#else
+    uint64_t full = 0;
+    for (unsigned j = 0; j < 4; j++)
+        full |= ((pre >> (4 * j)) & CF__SEMI_PREFIX_MASK) << (j * F + W) |
+                ((suf >> (j * W)) & low_w) << (j * F);
+#endif
+    return cf__zero_lanes_t(full ^ cf__opaque(lo) * fp, F, 4);
+}
+
 /* Nonzero iff a slot of bucket i holds fp. */
 static CF__INLINE uint64_t cf__match_t(const cf__table *t, const cf__shape *s, uint64_t i,
                                        uint32_t fp, unsigned F, unsigned B)
 {
+    if (CF__SEMI_T(F, B))
+        return F ? cf__semi_match_t(t, i, fp, F) : cf__semi_match1(t, s, i, fp);
     if (!F)
         return cf__bucket_has(t, s, i, fp);
     return cf__zero_lanes_t(cf__load_t(cf__bucket_at_t(t, s, i, F, B), F, B) ^ cf__fps_t(fp, F, B),
@@ -369,7 +563,7 @@ static CF__INLINE bool cf__pair_has_t(const cf__table *t, const cf__shape *s, ui
 static CF__INLINE bool cf__put_if_free_t(cf__table *t, const cf__shape *s, uint64_t i, uint32_t fp,
                                          unsigned F, unsigned B)
 {
-    if (!F)
+    if (!F || CF__SEMI_T(F, B))
         return cf__put_if_free(t, s, i, fp);
     uint8_t *p = cf__bucket_at_t(t, s, i, F, B);
     uint64_t word = cf__load_t(p, F, B), empty = cf__zero_lanes_t(word, F, B);

@@ -64,6 +64,66 @@ static inline unsigned width_of(const uint8_t *b, unsigned k)
     return ext < 32 - f ? f + (unsigned)ext : 32u;
 }
 
+/* Does the file keep its buckets semi-sorted (flag bit 1)? */
+static inline bool semi_of(const uint8_t *b)
+{
+    return (rd(b + H_FLAGS, 4) & 2u) != 0;
+}
+
+/* Bits per bucket of sub-filter k: b * f_k, or 4 (f_k - 1) semi-sorted. */
+static inline uint64_t bucket_bits_of(const uint8_t *b, unsigned k)
+{
+    unsigned f = width_of(b, k);
+    return semi_of(b) ? 4u * (f - 1u) : (uint64_t)b[H_B] * f;
+}
+
+/* The n bits at bit `bit` of t, least significant first, read one by one. */
+static inline uint64_t bits_at(const uint8_t *t, uint64_t bit, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++, bit++)
+        v |= (uint64_t)((t[bit / 8] >> (bit % 8)) & 1u) << i;
+    return v;
+}
+
+static inline uint64_t binom(unsigned n, unsigned k)
+{
+    uint64_t r = 1;
+    for (unsigned i = 0; i < k; i++)
+        r = r * (n - i) / (i + 1);
+    return k > n ? 0 : r;
+}
+
+/* The b slots of bucket i of sub-filter k's table t, as FORMAT.md lays them out, into v
+ * (room for 255); false if the bucket is invalid (semi-sorted: a code past 3875, or
+ * values out of order). A semi-sorted bucket's code is decoded as FORMAT.md says, largest
+ * prefix first. */
+static inline bool bucket_slots(const uint8_t *b, unsigned k, const uint8_t *t, uint64_t i,
+                                uint32_t *v)
+{
+    unsigned f = width_of(b, k), bs = b[H_B];
+    uint64_t bit = i * bucket_bits_of(b, k);
+    if (!semi_of(b)) {
+        for (unsigned j = 0; j < bs; j++)
+            v[j] = (uint32_t)bits_at(t, bit + (uint64_t)j * f, f);
+        return true;
+    }
+    uint64_t c = bits_at(t, bit, 12);
+    if (c >= binom(19, 4))
+        return false;
+    unsigned p[4];
+    for (unsigned j = 4; j-- > 0;) { /* p_j: the largest q with C(q + j, j + 1) <= c */
+        unsigned q = 0;
+        while (q < 15 && binom(q + 1 + j, j + 1) <= c)
+            q++;
+        p[j] = q;
+        c -= binom(q + j, j + 1);
+    }
+    for (unsigned j = 0; j < 4; j++)
+        v[j] = p[j] << (f - 4) | (uint32_t)bits_at(t, bit + 12 + (uint64_t)j * (f - 4), f - 4);
+    return v[0] <= v[1] && v[1] <= v[2] && v[2] <= v[3];
+}
+
 static inline uint64_t meta_len_of(const uint8_t *b)
 {
     return HDR + DESC * rd(b + H_NT, 4) + ENTRY * (uint64_t)b[H_STASH] + SUM;

@@ -204,7 +204,7 @@ static void test_resolve(void)
         {.capacity = 0},
         {.capacity = 10, .fingerprint_bits = 3},
         {.capacity = 10, .bucket_size = 256},
-        {.capacity = 10, .flags = 4}, /* a flag no library has */
+        {.capacity = 10, .flags = 0x80000000u}, /* a flag no library has */
         {.capacity = UINT64_MAX},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

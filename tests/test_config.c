@@ -367,7 +367,7 @@ static void test_seeds(void)
         cf_free(f);
     }
     /* Unknown flags. */
-    cf_config bad = {.capacity = 1000, .flags = 4}; /* a flag no library has */
+    cf_config bad = {.capacity = 1000, .flags = 0x80000000u}; /* a flag no library has */
     cf_filter *f = NULL;
     size_t bytes;
     CHECK_ST(cf_new(&bad, &f), CF_EINVAL);
@@ -409,6 +409,61 @@ static void test_growth_config(void)
     }
 }
 
+/* CF_SEMI_SORT: 4-slot buckets only (the default size too), every width; the filter
+ * reports it and makes the same filter again from its config; a semi-sorted table of f
+ * bits takes the bytes of a plain one of f - 1. */
+static void test_semi_config(void)
+{
+    for (unsigned b = 1; b <= 9; b++) {
+        cft_context("semi-sorted b %u", b);
+        cf_config c = {.capacity = 100, .bucket_size = b, .flags = CF_SEMI_SORT};
+        cf_filter *f = NULL;
+        size_t need;
+        cf_status want = b == 4 ? CF_OK : CF_EINVAL;
+        CHECK_ST(cf_bytes_needed(&c, &need), want);
+        CHECK_ST(cf_new(&c, &f), want);
+        cf_free(f);
+    }
+    for (unsigned fb = CF_MIN_FINGERPRINT_BITS; fb <= CF_MAX_FINGERPRINT_BITS; fb++) {
+        cft_context("semi-sorted f %u", fb);
+        cf_config c = {.capacity = 1000,
+                       .fingerprint_bits = fb,
+                       .expansion = fb % 3,
+                       .seed = cft_subseed(700 + fb),
+                       .flags = CF_SEMI_SORT},
+                  back, resolved;
+        CHECK_ST(cf_config_resolve(&c, &resolved), CF_OK);
+        CHECK_EQ_U(resolved.flags & CF_SEMI_SORT, CF_SEMI_SORT);
+        CHECK_EQ_U(resolved.bucket_size, 4);
+        cf_filter *a = cft_new(c);
+        if (!a)
+            continue;
+        cf_get_config(a, &back);
+        CHECK_EQ_U(back.flags & CF_SEMI_SORT, CF_SEMI_SORT);
+        cf_filter *g = cft_new(back);
+        if (g) {
+            for (unsigned k = 0; k < 2000; k++) {
+                cf_add(a, &k, sizeof k);
+                cf_add(g, &k, sizeof k);
+            }
+            CHECK(cft_same_bytes(a, g));
+        }
+        if (fb > CF_MIN_FINGERPRINT_BITS) {
+            cf_config p = {.capacity = 1000, .fingerprint_bits = fb - 1, .seed = 1};
+            cf_filter *plain = cft_new(p);
+            if (plain) {
+                cf_stats sp = cft_stats(plain), ss = cft_stats(a);
+                if (c.expansion == 0)
+                    CHECK_EQ_U(ss.bytes, sp.bytes);
+                CHECK_EQ_U(ss.fingerprint_bits, fb);
+            }
+            cf_free(plain);
+        }
+        cf_free(a);
+        cf_free(g);
+    }
+}
+
 int main(void)
 {
     cft_init("test_config");
@@ -420,6 +475,7 @@ int main(void)
     test_absurd_expansion();
     test_seeds();
     test_growth_config();
+    test_semi_config();
     cft_context("end");
     CHECK_ALLOC_CLEAN(&capped);
     return cft_finish();

@@ -155,21 +155,35 @@ static void test_same_seed(void)
     const struct {
         unsigned b, f, e;
         uint64_t cap, ops;
-    } sh[] = {{4, 12, 0, 20000, 120000}, {2, 16, 2, 500, 60000},  {8, 8, 0, 10000, 80000},
-              {1, 12, 1, 1000, 40000},   {3, 7, 3, 300, 50000},   {16, 32, 0, 3000, 30000},
-              {4, 8, 2, 2000, 60000},    {2, 12, 0, 5000, 40000}, {4, 16, 0, 5000, 40000},
-              {2, 8, 1, 400, 40000}};
+        unsigned flags;
+    } sh[] = {{4, 12, 0, 20000, 120000, 0},
+              {2, 16, 2, 500, 60000, 0},
+              {8, 8, 0, 10000, 80000, 0},
+              {1, 12, 1, 1000, 40000, 0},
+              {3, 7, 3, 300, 50000, 0},
+              {16, 32, 0, 3000, 30000, 0},
+              {4, 8, 2, 2000, 60000, 0},
+              {2, 12, 0, 5000, 40000, 0},
+              {4, 16, 0, 5000, 40000, 0},
+              {2, 8, 1, 400, 40000, 0},
+              /* semi-sorted: code of their own (13, 9), widths at run time (12), generic (20) */
+              {4, 13, 0, 20000, 120000, CF_SEMI_SORT},
+              {4, 9, 2, 500, 60000, CF_SEMI_SORT},
+              {4, 12, 0, 5000, 40000, CF_SEMI_SORT},
+              {4, 20, 1, 1000, 40000, CF_SEMI_SORT}};
     const uint64_t probes = cft_scaled_min(200000, 1000);
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
         uint64_t seed = cft_subseed(10 + i);
-        cft_context("same seed: b %u f %u e %u cap %llu filter seed 0x%016llx", sh[i].b, sh[i].f,
-                    sh[i].e, (unsigned long long)sh[i].cap, (unsigned long long)seed);
+        cft_context("same seed: b %u f %u e %u%s cap %llu filter seed 0x%016llx", sh[i].b, sh[i].f,
+                    sh[i].e, sh[i].flags ? " semi-sorted" : "", (unsigned long long)sh[i].cap,
+                    (unsigned long long)seed);
         cf_config c = {.capacity = sh[i].cap,
                        .bucket_size = sh[i].b,
                        .fingerprint_bits = sh[i].f,
                        .expansion = sh[i].e,
                        .max_sub_filters = sh[i].e == 1 ? 1000 : 0,
-                       .seed = seed};
+                       .seed = seed,
+                       .flags = sh[i].flags};
         cf_filter *fs[2] = {NULL, NULL};
         if (!CHECK_ST(new_on(&c, "baseline", &fs[0]), CF_OK) ||
             !CHECK_ST(new_on(&c, NULL, &fs[1]), CF_OK)) {
@@ -186,9 +200,9 @@ static void test_same_seed(void)
             CHECK_MSG(cft_same_bytes(fs[0], fs[1]), "the filters' bytes differ");
         }
         cf_stats s = cft_stats(fs[0]);
-        printf("  same seed b %2u f %2u e %u: %llu items, %u sub-filters, load %.3f: %s\n", sh[i].b,
-               sh[i].f, sh[i].e, (unsigned long long)s.items, s.sub_filters, s.load_factor,
-               same ? "identical" : "DIVERGED");
+        printf("  same seed b %2u f %2u e %u%s: %llu items, %u sub-filters, load %.3f: %s\n",
+               sh[i].b, sh[i].f, sh[i].e, sh[i].flags ? " semi" : "", (unsigned long long)s.items,
+               s.sub_filters, s.load_factor, same ? "identical" : "DIVERGED");
         if (sh[i].e && cft_full_scale())
             CHECK(s.sub_filters > 2);
         else if (cft_full_scale())

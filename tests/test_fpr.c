@@ -23,12 +23,17 @@
  */
 #include "testutil.h"
 
-static void measure(unsigned b, unsigned fb, uint64_t cap, uint64_t tag)
+/* flags: 0 or CF_SEMI_SORT, whose buckets take f - 1 bits a slot and must give the rate
+ * of f bits. */
+static void measure(unsigned b, unsigned fb, unsigned flags, uint64_t cap, uint64_t tag)
 {
     uint64_t seed = cft_subseed(tag);
-    cft_context("fpr b %u f %u capacity %llu filter seed 0x%016llx (tag %llu)", b, fb,
-                (unsigned long long)cap, (unsigned long long)seed, (unsigned long long)tag);
-    cf_config c = {.capacity = cap, .bucket_size = b, .fingerprint_bits = fb, .seed = seed};
+    bool semi = (flags & CF_SEMI_SORT) != 0;
+    cft_context("fpr b %u f %u%s capacity %llu filter seed 0x%016llx (tag %llu)", b, fb,
+                semi ? " semi-sorted" : "", (unsigned long long)cap, (unsigned long long)seed,
+                (unsigned long long)tag);
+    cf_config c = {
+        .capacity = cap, .bucket_size = b, .fingerprint_bits = fb, .seed = seed, .flags = flags};
     cf_filter *f = NULL;
     if (!CHECK_ST(cf_new(&c, &f), CF_OK))
         return;
@@ -78,10 +83,11 @@ static void measure(unsigned b, unsigned fb, uint64_t cap, uint64_t tag)
     }
     double measured = (double)fp / (double)queries;
     double sigma = sqrt(expected * (1.0 - expected) / (double)queries);
-    printf("  b %u f %2u: load %.4f, %llu queries, %llu false positives: measured %.6g, "
+    printf("  b %u f %2u%s: load %.4f, %llu queries, %llu false positives: measured %.6g, "
            "formula %.6g (%+.2f %%, %.1f sigma), stats.fpr %.6g (%+.2f %% of measured)\n",
-           b, fb, load, (unsigned long long)queries, (unsigned long long)fp, measured, expected,
-           (measured / expected - 1.0) * 100.0, (measured - expected) / sigma, s.fpr,
+           b, fb, semi ? " semi-sorted" : "", load, (unsigned long long)queries,
+           (unsigned long long)fp, measured, expected, (measured / expected - 1.0) * 100.0,
+           (measured - expected) / sigma, s.fpr,
            measured > 0.0 ? (s.fpr / measured - 1.0) * 100.0 : 0.0);
     fflush(stdout);
     CHECK(load > 0.5 && load <= 1.0);
@@ -89,6 +95,14 @@ static void measure(unsigned b, unsigned fb, uint64_t cap, uint64_t tag)
               "measured rate %.6g, formula %.6g: off by more than 10 %%", measured, expected);
     CHECK_MSG(fabs(s.fpr - measured) <= 0.10 * measured,
               "stats.fpr %.6g, measured %.6g: off by more than 10 %%", s.fpr, measured);
+    if (semi) { /* capacity (f - 1) / (8 * 0.95) bytes, to 0.1 % */
+        double want = (double)cap * (fb - 1) / (8.0 * 0.95);
+        printf("  b %u f %2u semi-sorted: %llu table bytes, capacity (f - 1) / (8 * 0.95) = %.0f "
+               "(%+.4f %%)\n",
+               b, fb, (unsigned long long)s.bytes, want, ((double)s.bytes / want - 1.0) * 100.0);
+        CHECK_MSG(fabs((double)s.bytes - want) <= 0.001 * want, "%llu bytes, want %.0f",
+                  (unsigned long long)s.bytes, want);
+    }
     cf_free(f);
 }
 
@@ -168,11 +182,14 @@ int main(void)
 {
     cft_init("test_fpr");
     const uint64_t cap = cft_scaled_min(1000000, 10000);
-    measure(4, 8, cap, 1);
-    measure(4, 12, cap, 2);
-    measure(4, 16, cap, 3);
-    measure(2, 12, cap, 4);
-    measure(8, 12, cap, 5);
+    measure(4, 8, 0, cap, 1);
+    measure(4, 12, 0, cap, 2);
+    measure(4, 16, 0, cap, 3);
+    measure(2, 12, 0, cap, 4);
+    measure(8, 12, 0, cap, 5);
+    measure(4, 13, CF_SEMI_SORT, cap, 9); /* in the memory of 12 bits */
+    measure(4, 9, CF_SEMI_SORT, cap, 10);
+    measure(4, 16, CF_SEMI_SORT, cap, 11); /* widths read at run time */
     /* Grown 1000 times: 10 sub-filters of doubling size. */
     const uint64_t first = cft_scaled_min(1000, 100);
     measure_growth(12, first, 1000, false, 6);

@@ -32,15 +32,6 @@ static uint64_t ref_scale(uint64_t a, uint64_t m)
     return (uint64_t)(((ref_u128)a * m) >> 64);
 }
 
-static uint32_t ref_slot(const uint8_t *t, uint64_t s, unsigned f)
-{
-    uint64_t bit = s * f;
-    uint32_t v = 0;
-    for (unsigned i = 0; i < f; i++, bit++)
-        v |= (uint32_t)((t[bit / 8] >> (bit % 8)) & 1u) << i;
-    return v;
-}
-
 /* The count of a key, read from the serialized bytes b. */
 static uint64_t ref_count(const uint8_t *b, const void *key, size_t len)
 {
@@ -65,10 +56,11 @@ static uint64_t ref_count(const uint8_t *b, const void *key, size_t len)
         unsigned w = width_of(b, k);
         uint64_t more = ((h * UINT64_C(0xd6e8feb86659fd93)) >> 32) & ((UINT64_C(1) << (w - f)) - 1);
         uint32_t fk = (uint32_t)(fp | more << f);
-        for (unsigned j = 0; j < bs; j++) {
-            total += ref_slot(t, i1 * bs + j, w) == fk;
-            total += ref_slot(t, i2 * bs + j, w) == fk;
-        }
+        uint32_t v1[255], v2[255];
+        bucket_slots(b, k, t, i1, v1);
+        bucket_slots(b, k, t, i2, v2);
+        for (unsigned j = 0; j < bs; j++)
+            total += (uint64_t)(v1[j] == fk) + (v2[j] == fk);
         for (unsigned e = 0; e < ns; e++) {
             const uint8_t *x = b + 64 + 32 * nt + 16 * e;
             uint64_t bucket = rd(x, 8);
@@ -257,6 +249,53 @@ static const vector VECTORS[] = {
      2,
      2,
      14},
+    {"semi-sorted: capacity 8, f 13, b 4, seed 7: s0 .. s9, s3 deleted",
+     {.capacity = 8, .fingerprint_bits = 13, .seed = 7, .flags = CF_SEMI_SORT},
+     {{'a', "s0"},
+      {'a', "s1"},
+      {'a', "s2"},
+      {'a', "s3"},
+      {'a', "s4"},
+      {'a', "s5"},
+      {'a', "s6"},
+      {'a', "s7"},
+      {'a', "s8"},
+      {'a', "s9"},
+      {'d', "s3"}},
+     /* 200 bytes */
+     "894355434b4f4f0a0200400002000000c8000000000000000700000000000000"
+     "08000000000000000d040100f401000000000000200000000100000000000000"
+     "0400000000000000090000000000000080000000000000001800000000000000"
+     "385f72c582f1a794000000000000000000000000000000000000000000000000"
+     "5f0500009427f20da0ac606f170c00c089a41f030000c73c0000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "03f15a4abb47f97c",
+     1,
+     0,
+     9},
+    {"semi-sorted, widening: capacity 4, f 5, b 4, expansion 2, seed 8, 3 sub-filters",
+     {.capacity = 4, .fingerprint_bits = 5, .expansion = 2, .seed = 8, .flags = CF_SEMI_SORT},
+     {{'a', "w0"},  {'a', "w1"},  {'a', "w2"},  {'a', "w3"},  {'a', "w4"},  {'a', "w5"},
+      {'a', "w6"},  {'a', "w7"},  {'a', "w8"},  {'a', "w9"},  {'a', "w10"}, {'a', "w11"},
+      {'a', "w12"}, {'a', "w13"}, {'a', "w14"}, {'a', "w15"}, {'a', "w16"}, {'a', "w17"},
+      {'a', "w18"}, {'a', "w19"}, {'a', "w20"}, {'a', "w21"}, {'a', "w22"}, {'a', "w23"}},
+     /* 392 bytes */
+     "894355434b4f4f0a020040000300000088010000000000000800000000000000"
+     "040000000000000005040100f401930002000000200000000300000000000000"
+     "02000000000000000800000000000000c0000000000000000400000000000000"
+     "04000000000000000f0000000000000000010000000000000a00000000000000"
+     "0800000000000000010000000000000040010000000000001800000000000000"
+     "181a66547accb098000000000000000000000000000000000000000000000000"
+     "2111e4f800000000000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "5ebe42d9663bb964b05000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "0000000000000000000000000000002300800000000000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "c1db341f0569ab37",
+     3,
+     0,
+     24},
 };
 
 #define N_VECTORS (sizeof VECTORS / sizeof VECTORS[0])
@@ -328,8 +367,9 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
     CHECK_EQ_U(rd(b + 8, 2), 2);   /* version */
     CHECK_EQ_U(rd(b + 10, 2), 64); /* header length */
     bool widens = c->expansion && !(c->flags & CF_GROW_SAME_WIDTH);
-    CHECK_EQ_U(rd(b + 12, 4), widens ? 1u : 0u); /* flags: bit 0, widening */
-    CHECK_EQ_U(rd(b + 16, 8), n);                /* total length */
+    bool semi = (c->flags & CF_SEMI_SORT) != 0;
+    CHECK_EQ_U(rd(b + 12, 4), (widens ? 1u : 0u) | (semi ? 2u : 0u)); /* flags: widening, semi */
+    CHECK_EQ_U(rd(b + 16, 8), n);                                     /* total length */
     CHECK_EQ_U(rd(b + 24, 8), c->seed);
     CHECK_EQ_U(rd(b + 32, 8), c->capacity);
     CHECK_EQ_U(b[40], f);
@@ -349,7 +389,7 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
     uint64_t pos = (meta + 63) / 64 * 64, items = ns, prev = 0;
     for (unsigned k = 0; k < nt; k++) {
         const uint8_t *d = b + 64 + 32 * k;
-        uint64_t m = rd(d, 8), len = (m * bs * width_of(b, k) + 7) / 8;
+        uint64_t m = rd(d, 8), len = (m * bucket_bits_of(b, k) + 7) / 8;
         CHECK(m >= 2 && m % 2 == 0);
         if (k > 0)
             CHECK_EQ_U(m, prev * c->expansion);
@@ -360,12 +400,16 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
         if (!CHECK(pos + len <= n))
             return;
         uint64_t used = 0;
-        for (uint64_t s = 0; s < m * bs; s++)
-            used += ref_slot(b + pos, s, width_of(b, k)) != 0;
+        uint32_t slots[255];
+        for (uint64_t i = 0; i < m; i++) {
+            CHECK(bucket_slots(b, k, b + pos, i, slots));
+            for (unsigned j = 0; j < bs; j++)
+                used += slots[j] != 0;
+        }
         CHECK_EQ_U(used, rd(d + 8, 8));
         /* Zeros from the last slot to the next table (or the file sum). */
         uint64_t end = (pos + len + 63) / 64 * 64;
-        uint64_t bits = m * bs * width_of(b, k);
+        uint64_t bits = m * bucket_bits_of(b, k);
         if (bits % 8)
             CHECK_EQ_U(b[pos + len - 1] >> (bits % 8), 0);
         for (uint64_t i = pos + len; i < end && i < n; i++)
@@ -466,7 +510,8 @@ static void test_vectors(bool print)
     }
 }
 
-/* The reference reader against the library for random filters of many shapes. */
+/* The reference reader against the library for random filters of many shapes, 4-slot
+ * buckets semi-sorted too. */
 static void test_reference_reader(void)
 {
     static const unsigned fs[] = {4, 5, 7, 8, 11, 12, 13, 16, 17, 24, 31, 32};
@@ -474,15 +519,18 @@ static void test_reference_reader(void)
     uint64_t filters = 0;
     for (size_t fi = 0; fi < sizeof fs / sizeof fs[0]; fi++)
         for (size_t bi = 0; bi < sizeof bs / sizeof bs[0]; bi++)
-            for (unsigned e = 0; e <= 2; e += 2) {
-                uint64_t seed = cft_subseed(fi * 100 + bi * 10 + e);
-                cft_context("reference reader: f %u b %u e %u seed 0x%016llx", fs[fi], bs[bi], e,
-                            (unsigned long long)seed);
+            for (unsigned x = 0; x < (bs[bi] == 4 ? 4u : 2u); x++) {
+                unsigned e = x % 2 * 2;
+                bool semi = x >= 2;
+                uint64_t seed = cft_subseed(fi * 100 + bi * 10 + x);
+                cft_context("reference reader: f %u b %u e %u%s seed 0x%016llx", fs[fi], bs[bi], e,
+                            semi ? " semi-sorted" : "", (unsigned long long)seed);
                 cf_config c = {.capacity = bs[bi] == 255 ? 600 : 150,
                                .fingerprint_bits = fs[fi],
                                .bucket_size = bs[bi],
                                .expansion = e,
-                               .seed = seed};
+                               .seed = seed,
+                               .flags = semi ? CF_SEMI_SORT : 0u};
                 cf_filter *f = NULL;
                 if (cf_new(&c, &f) != CF_OK) {
                     c.capacity = 20;

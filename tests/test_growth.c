@@ -56,16 +56,18 @@ static uint64_t missing_of(const cf_filter *f, uint64_t stream, const uint64_t *
 
 /* ------------------------------------------------------------------------------------ */
 
-/* flags: 0 (sub-filters widen their fingerprints) or CF_GROW_SAME_WIDTH. */
+/* flags: 0 (sub-filters widen their fingerprints) or CF_GROW_SAME_WIDTH, and
+ * CF_SEMI_SORT. */
 static void test_grow_then_delete(unsigned b, unsigned fb, unsigned e, unsigned flags,
                                   uint64_t nkeys, uint64_t tag)
 {
     const uint64_t cap = 1000;
     const unsigned max_sub = e == 1 ? 200 : 0;
     uint64_t seed = cft_subseed(tag);
-    cft_context("grow/delete b %u f %u e %u%s keys %llu filter seed 0x%016llx (tag %llu)", b, fb, e,
-                flags ? " same width" : "", (unsigned long long)nkeys, (unsigned long long)seed,
-                (unsigned long long)tag);
+    cft_context("grow/delete b %u f %u e %u%s%s keys %llu filter seed 0x%016llx (tag %llu)", b, fb,
+                e, (flags & CF_GROW_SAME_WIDTH) ? " same width" : "",
+                (flags & CF_SEMI_SORT) ? " semi-sorted" : "", (unsigned long long)nkeys,
+                (unsigned long long)seed, (unsigned long long)tag);
     cf_filter *f = cft_new((cf_config){.capacity = cap,
                                        .bucket_size = b,
                                        .fingerprint_bits = fb,
@@ -469,6 +471,16 @@ int main(void)
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
         test_grow_then_delete(sh[i].b, sh[i].f, sh[i].e, 0, nkeys, 10 + i);
         test_grow_then_delete(sh[i].b, sh[i].f, sh[i].e, CF_GROW_SAME_WIDTH, nkeys, 40 + i);
+    }
+    /* Semi-sorted buckets, at widths from the shortest to the widest (widening ones reach
+     * 32 bits, where a bucket is 124 bits). */
+    const struct {
+        unsigned f, e;
+    } semi[] = {{4, 2}, {5, 1}, {8, 2}, {12, 1}, {13, 2}, {16, 4}, {31, 1}, {32, 2}};
+    for (size_t i = 0; i < sizeof semi / sizeof semi[0]; i++) {
+        test_grow_then_delete(4, semi[i].f, semi[i].e, CF_SEMI_SORT, nkeys, 70 + i);
+        test_grow_then_delete(4, semi[i].f, semi[i].e, CF_SEMI_SORT | CF_GROW_SAME_WIDTH, nkeys,
+                              80 + i);
     }
     test_hot_key();
     test_max_sub_filters();

@@ -80,7 +80,7 @@ static void test_slots_and_probes(void)
             unsigned f = widths[wi], b = sizes[si];
             cft_context("slots b %u f %u", b, f);
             cf__shape s, plain;
-            cf__shape_init(&s, f, b);
+            cf__shape_init(&s, f, b, false);
             plain = s;
             plain.swar = false;
             const uint64_t buckets = b > 16 ? 6 : 50;
@@ -144,7 +144,7 @@ static void test_swar_shapes(void)
     static const unsigned shapes[][2] = {{4, 8}, {4, 12}, {4, 16}, {2, 8}, {2, 16}, {8, 8}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         cf__shape s;
-        cf__shape_init(&s, shapes[i][1], shapes[i][0]);
+        cf__shape_init(&s, shapes[i][1], shapes[i][0], false);
         CHECK_MSG(s.swar, "b %u f %u", shapes[i][0], shapes[i][1]);
     }
 }
@@ -156,13 +156,13 @@ static void test_static_shapes(void)
     for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++)
         for (unsigned b = 1; b <= CF_MAX_BUCKET_SIZE; b++) {
             cft_context("static shape b %u f %u", b, f);
-            const cf__shape *c = cf__shape_static(f, b);
+            const cf__shape *c = cf__shape_static(f, b, false);
             if (b > CF__STATIC_SHAPE_B) {
                 CHECK(c == NULL);
                 continue;
             }
             cf__shape s;
-            cf__shape_init(&s, f, b);
+            cf__shape_init(&s, f, b, false);
             if (!CHECK(c != NULL))
                 continue;
             CHECK_EQ_U(c->f, s.f);
@@ -176,6 +176,124 @@ static void test_static_shapes(void)
             CHECK_EQ_U(c->lane_hi, s.lane_hi);
             CHECK_EQ_U(c->lane_low, s.lane_low);
         }
+}
+
+/* Semi-sorted buckets: the table of prefixes holds every multiset of four ascending 4-bit
+ * prefixes once, at its rank; the constant shapes are cf__shape_init's; and buckets written
+ * through the slot calls hold, and give back in ascending order, exactly the fingerprints
+ * a model multiset holds, at every width. */
+static void test_semi_sorted(void)
+{
+    cft_context("semi-sorted codes");
+    uint8_t seen[1u << 16] = {0};
+    for (unsigned c = 0; c < (1u << CF__SEMI_CODE_BITS); c++) {
+        unsigned pre = cf__semi_prefixes[c];
+        uint32_t fp[4];
+        for (unsigned j = 0; j < 4; j++)
+            fp[j] = (pre >> (4 * j)) & 15u;
+        if (c >= CF__SEMI_CODES) {
+            CHECK_EQ_U(pre, 0);
+            continue;
+        }
+        CHECK(fp[0] <= fp[1] && fp[1] <= fp[2] && fp[2] <= fp[3]);
+        CHECK_EQ_U(cf__semi_rank(fp, 0), c);
+        CHECK_EQ_U(seen[pre], 0);
+        seen[pre] = 1;
+    }
+    for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++) {
+        cft_context("semi-sorted b 4 f %u", f);
+        cf__shape s;
+        cf__shape_init(&s, f, 4, true);
+        const cf__shape *c = cf__shape_static(f, 4, true);
+        CHECK_EQ_U(s.bucket_bits, 4 * (f - 1));
+        if (CHECK(c != NULL))
+            CHECK(c->f == s.f && c->b == s.b && c->semi && !c->swar && c->ext == 0 &&
+                  c->bucket_bits == s.bucket_bits && c->fp_mask == s.fp_mask &&
+                  c->bucket_mask == s.bucket_mask && c->lane_lo == s.lane_lo &&
+                  c->semi_gather == s.semi_gather && c->lane_low == s.lane_low);
+        CHECK((s.bucket_mask != 0) == (f >= CF__SEMI_SWAR_MIN_F && f <= CF__SEMI_SWAR_MAX_F));
+        CHECK(cf__shape_static(f, 2, true) == NULL && cf__shape_static(f, 8, true) == NULL);
+        const uint64_t buckets = 64;
+        size_t bytes;
+        if (!CHECK(cf__table_bytes(&s, buckets, &bytes)))
+            continue;
+        cf__table t = {.buckets = buckets, .shape = &s};
+        t.data = calloc(1, bytes);
+        uint32_t *model = calloc(buckets * 4, sizeof *model); /* each bucket's, ascending */
+        if (!t.data || !model) {
+            free(t.data);
+            free(model);
+            CHECK_MSG(false, "out of memory");
+            return;
+        }
+        for (int op = 0; op < 20000; op++) {
+            uint64_t i = cft_next(&rng) % buckets;
+            /* Values crowd few prefixes and suffixes now and then, to test ties. */
+            uint32_t fp = (uint32_t)(cft_next(&rng) & s.fp_mask);
+            if (op % 3 == 0)
+                fp &= (uint32_t)(s.fp_mask & 0xF000000Fu) | 1u;
+            fp += fp == 0;
+            unsigned slot = (unsigned)(cft_next(&rng) % 4);
+            uint32_t *m = &model[i * 4];
+            if (op % 2 == 0) { /* put into a free slot, or clear a slot */
+                if (cf__put_if_free(&t, &s, i, fp)) {
+                    CHECK(m[0] == 0);
+                    m[0] = fp;
+                } else {
+                    CHECK(m[0] != 0);
+                }
+            } else {
+                uint32_t had = cf__slot_get(&t, &s, i, slot);
+                CHECK_EQ_U(had, m[slot]);
+                cf__slot_set(&t, &s, i, slot, 0);
+                t.items -= had != 0;
+                m[slot] = 0;
+            }
+            for (unsigned a = 1; a < 4; a++) /* the model, sorted as the bucket keeps it */
+                for (unsigned b = a; b > 0 && m[b - 1] > m[b]; b--) {
+                    uint32_t x = m[b];
+                    m[b] = m[b - 1];
+                    m[b - 1] = x;
+                }
+            uint32_t v[4];
+            CHECK(cf__semi_get(&t, &s, i, v) < CF__SEMI_CODES);
+            for (unsigned j = 0; j < 4; j++)
+                if (!CHECK_EQ_U(v[j], m[j]))
+                    break;
+            unsigned want = 0;
+            for (unsigned j = 0; j < 4; j++)
+                want += m[j] == fp;
+            CHECK_EQ_U(cf__bucket_count(&t, &s, i, fp), want);
+            CHECK(cf__bucket_has(&t, &s, i, fp) == (want > 0));
+            /* The one-load comparison against the decoded bucket, for a stored
+             * fingerprint, a probe, and empty slots. */
+            uint32_t probes[3] = {m[slot], fp ^ (uint32_t)(cft_next(&rng) & 3u), 0};
+            for (unsigned q = 0; q < 3; q++) {
+                unsigned bits = 0;
+                for (unsigned j = 0; j < 4; j++)
+                    bits |= (unsigned)(m[j] == probes[q]) << j;
+                CHECK_EQ_U(cf__semi_match(&t, &s, i, probes[q]), bits);
+            }
+        }
+        uint64_t used = 0, want = 0;
+        for (uint64_t i = 0; i < buckets * 4; i++)
+            want += model[i] != 0;
+        CHECK(cf__table_scan(&s, t.data, 0, buckets, &used));
+        CHECK_EQ_U(used, want);
+        CHECK_EQ_U(t.items, want);
+        CHECK(cf__table_tail_clear(&s, t.data, buckets));
+        /* A code past the last, and fingerprints out of order, are not canonical. */
+        cf__bits_put(t.data, 0, CF__SEMI_CODE_MASK, CF__SEMI_CODES);
+        CHECK(!cf__table_scan(&s, t.data, 0, 1, &used));
+        if (f >= 8) { /* suffixes of 4 bits or more: 1, 2, 3, 4 share prefix 0 */
+            uint32_t v[4] = {1, 2, 3, 4};
+            cf__semi_put(&t, &s, 1, v);
+            cf__bits_put(t.data, s.bucket_bits + CF__SEMI_CODE_BITS + 1, 1, 1); /* 1 -> 3 */
+            CHECK(!cf__table_scan(&s, t.data, 1, 2, &used));
+        }
+        free(t.data);
+        free(model);
+    }
 }
 
 /* A table of base * scale buckets, as cf__table_init makes it (without data), with its
@@ -236,7 +354,7 @@ static void test_key_bits(void)
     cft_context("key bits");
     for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++) {
         cf__shape s;
-        cf__shape_init(&s, f, 4);
+        cf__shape_init(&s, f, 4, false);
         cf__key zero = cf__key_bits(s.f, 0), ones = cf__key_bits(s.f, UINT64_MAX);
         CHECK_EQ_U(zero.fp, 1); /* 0 is the empty slot: it becomes 1 */
         CHECK_EQ_U(ones.fp, s.fp_mask);
@@ -263,7 +381,7 @@ static void test_place(void)
             CF_MIN_FINGERPRINT_BITS +
             (unsigned)cft_below(&rng, CF_MAX_FINGERPRINT_BITS - CF_MIN_FINGERPRINT_BITS + 1);
         cf__shape s;
-        cf__shape_init(&s, f, 4);
+        cf__shape_init(&s, f, 4, false);
         cf__grown g;
         cf__table t = table_of(m, 1, &g);
         uint64_t h = cft_next(&rng);
@@ -304,7 +422,7 @@ static void test_sizing(void)
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
             cf__shape s;
-            cf__shape_init(&s, widths[wi], sizes[si]);
+            cf__shape_init(&s, widths[wi], sizes[si], false);
             uint64_t prev = 0;
             for (uint64_t c = 1; c < (UINT64_C(1) << 40); c = c * 3 / 2 + 1) {
                 uint64_t m;
@@ -351,6 +469,7 @@ int main(void)
     test_slots_and_probes();
     test_swar_shapes();
     test_static_shapes();
+    test_semi_sorted();
     test_alt();
     test_key_bits();
     test_short_hash();

@@ -151,11 +151,7 @@ static buf forge_emit(const forge *g)
 /* Slot s of a packed table (f bits each, least significant bit first). */
 static uint32_t slot_at(const uint8_t *t, uint64_t s, unsigned f)
 {
-    uint64_t bit = s * f;
-    uint32_t v = 0;
-    for (unsigned i = 0; i < f; i++, bit++)
-        v |= (uint32_t)((t[bit / 8] >> (bit % 8)) & 1u) << i;
-    return v;
+    return (uint32_t)bits_at(t, s * f, f);
 }
 
 /* Check a valid file against the specification, field by field. */
@@ -168,7 +164,8 @@ static void check_layout(buf b, const cf_filter *f)
     CHECK_EQ_U(rd(b.p + H_VERSION, 2), CF_FORMAT_VERSION);
     CHECK_EQ_U(rd(b.p + H_HLEN, 2), 64);
     bool widens = c.expansion && !(c.flags & CF_GROW_SAME_WIDTH);
-    CHECK_EQ_U(rd(b.p + H_FLAGS, 4), widens ? 1u : 0u);
+    bool semi = (c.flags & CF_SEMI_SORT) != 0;
+    CHECK_EQ_U(rd(b.p + H_FLAGS, 4), (widens ? 1u : 0u) | (semi ? 2u : 0u));
     CHECK_EQ_U(rd(b.p + H_TOTAL, 8), b.n);
     CHECK_EQ_U(rd(b.p + H_SEED, 8), c.seed);
     CHECK_EQ_U(rd(b.p + H_CAP, 8), c.capacity);
@@ -191,13 +188,17 @@ static void check_layout(buf b, const cf_filter *f)
         unsigned fb = width_of(b.p, k);
         buckets += g.buckets[k];
         items += g.items[k];
-        uint64_t bits = g.buckets[k] * bs * fb;
+        uint64_t bits = g.buckets[k] * (semi ? 4 * (fb - 1) : bs * fb);
         CHECK_EQ_U(g.tlen[k], (bits + 7) / 8);
         if (k > 0)
             CHECK_EQ_U(g.buckets[k], g.buckets[k - 1] * c.expansion);
-        uint64_t used = 0, slots = g.buckets[k] * bs;
-        for (uint64_t x = 0; x < slots; x++)
-            used += slot_at(g.tab[k], x, fb) != 0;
+        uint64_t used = 0;
+        uint32_t v[255];
+        for (uint64_t x = 0; x < g.buckets[k]; x++) {
+            CHECK(bucket_slots(b.p, k, g.tab[k], x, v));
+            for (unsigned j = 0; j < bs; j++)
+                used += v[j] != 0;
+        }
         CHECK_EQ_U(used, g.items[k]);
         if (bits % 8)
             CHECK_EQ_U(g.tab[k][bits / 8] >> (bits % 8), 0);
@@ -786,7 +787,7 @@ typedef struct sample {
     buf b;
 } sample;
 
-enum { N_SAMPLES = 5 };
+enum { N_SAMPLES = 6 };
 static sample g_samples[N_SAMPLES];
 
 static buf build_sample(unsigned which)
@@ -811,6 +812,14 @@ static buf build_sample(unsigned which)
             .capacity = 10, .bucket_size = 3, .fingerprint_bits = 7, .seed = cft_subseed(1003)};
         n = 8;
         break;
+    case 5: /* semi-sorted, f 13, growing and widening to 3 sub-filters */
+        c = (cf_config){.capacity = 200,
+                        .fingerprint_bits = 13,
+                        .expansion = 2,
+                        .seed = cft_subseed(1005),
+                        .flags = CF_SEMI_SORT};
+        n = 1000;
+        break;
     default: /* growing at its sub-filter limit, with stash entries in sub-filter 1 */
         c = (cf_config){.capacity = 10,
                         .expansion = 1,
@@ -825,7 +834,7 @@ static buf build_sample(unsigned which)
     uint8_t k[CFT_KEY_MAX];
     for (uint64_t i = 0; i < n; i++) {
         size_t len = cft_key(k, 500 + which, i);
-        if (which == 1 && cft_stats(f).sub_filters == 3)
+        if ((which == 1 || which == 5) && cft_stats(f).sub_filters == 3)
             break;
         if (cf_add(f, k, len) == CF_FULL)
             break;
@@ -837,9 +846,12 @@ static buf build_sample(unsigned which)
 
 static void make_samples(void)
 {
-    static const char *const names[N_SAMPLES] = {"fixed f12 b4", "growing 3 sub-filters",
+    static const char *const names[N_SAMPLES] = {"fixed f12 b4",
+                                                 "growing 3 sub-filters",
                                                  "fixed with 8 stash entries",
-                                                 "f7 b3 odd table bits", "growing at limit, stash"};
+                                                 "f7 b3 odd table bits",
+                                                 "growing at limit, stash",
+                                                 "semi-sorted f13, 3 widening sub-filters"};
     for (unsigned i = 0; i < N_SAMPLES; i++) {
         g_samples[i].name = names[i];
         g_samples[i].b = build_sample(i);
@@ -858,6 +870,9 @@ static void make_samples(void)
     for (unsigned e = 0; e < b->p[H_STASH]; e++)
         in_second |= rd(b->p + HDR + 2 * DESC + ENTRY * e + 12, 4) == 1;
     CHECK(in_second);
+    b = &g_samples[5].b;
+    CHECK_EQ_U(rd(b->p + H_NT, 4), 3);
+    CHECK_EQ_U(rd(b->p + H_FLAGS, 4), 3u); /* widening, semi-sorted */
     for (unsigned i = 0; i < N_SAMPLES; i++)
         printf("  sample %u (%s): %zu bytes, meta %llu bytes\n", i, g_samples[i].name,
                g_samples[i].b.n, (unsigned long long)meta_len_of(g_samples[i].b.p));
@@ -1114,6 +1129,45 @@ static void accept_patch(const buf base, size_t at, unsigned width, uint64_t val
     buf_free(&x);
 }
 
+/* A semi-sorted file whose bucket has a code past the last (3875), or values out of order
+ * with the same number of items, is refused by the table checks (FORMAT.md, "Semi-sorted
+ * tables"); the checksums are right. */
+static void refuse_semi_tables(const buf sm)
+{
+    const unsigned T = VIA_MEMORY | VIA_FILE;
+    uint64_t off = rd(sm.p + HDR + 16, 8), m = rd(sm.p + HDR, 8);
+    buf x = buf_copy(sm.p, sm.n);
+    /* Bucket 0's code, 12 bits at the table's start. */
+    wr(x.p + off, 2, (rd(x.p + off, 2) & ~UINT64_C(0xFFF)) | 0xFFFu);
+    resum(x.p, x.n);
+    expect_refused(x.p, x.n, CF_ECORRUPT, T | FORGED, "semi-sorted code 4095");
+    buf_free(&x);
+    /* Two values of one prefix with their suffixes swapped: the same items, out of order. */
+    unsigned f = sm.p[H_F], w = f - 4;
+    bool done = false;
+    for (uint64_t i = 0; i < m && !done; i++) {
+        uint32_t v[255];
+        if (!CHECK(bucket_slots(sm.p, 0, sm.p + off, i, v)))
+            break;
+        for (unsigned j = 0; j + 1 < 4 && !done; j++) {
+            if (v[j] == 0 || v[j] == v[j + 1] || v[j] >> w != v[j + 1] >> w)
+                continue;
+            x = buf_copy(sm.p, sm.n);
+            uint64_t bit = i * 4 * (f - 1) + 12 + (uint64_t)j * w;
+            for (unsigned k = 0; k < 2 * w; k++, bit++) { /* suffixes j and j + 1 swapped */
+                uint32_t from = k < w ? v[j + 1] >> k : v[j] >> (k - w);
+                uint8_t *p = x.p + off + bit / 8;
+                *p = (uint8_t)((*p & ~(1u << (bit % 8))) | (from & 1u) << (bit % 8));
+            }
+            resum(x.p, x.n);
+            expect_refused(x.p, x.n, CF_ECORRUPT, T | FORGED, "semi-sorted values out of order");
+            buf_free(&x);
+            done = true;
+        }
+    }
+    CHECK_MSG(done, "no bucket of the semi-sorted sample has two values of one prefix");
+}
+
 static void test_forged(void)
 {
     const buf fx = g_samples[0].b;            /* fixed */
@@ -1193,11 +1247,16 @@ static void test_forged(void)
     }
     refuse_patch(fx, H_VERSION, 2, 3, CF_EVERSION, M, "version 3");
     refuse_patch(fx, H_VERSION, 2, 0xFFFF, CF_EVERSION, M, "version 65535");
-    for (unsigned bit = 1; bit < 32; bit++) {
+    for (unsigned bit = 2; bit < 32; bit++) {
         char what[64];
         snprintf(what, sizeof what, "flag bit %u", bit);
         refuse_patch(fx, H_FLAGS, 4, UINT64_C(1) << bit, CF_EVERSION, M, what);
     }
+    /* Bit 1 says the buckets are semi-sorted, 4 (f - 1) bits each: the plain tables'
+     * lengths disagree, and other bucket sizes than 4 have no such layout. */
+    refuse_patch(fx, H_FLAGS, 4, 2, CF_ECORRUPT, M, "semi-sorted flag on plain tables");
+    refuse_patch(st8, H_FLAGS, 4, 2, CF_ECORRUPT, M, "semi-sorted flag with 2-slot buckets");
+    refuse_semi_tables(g_samples[5].b);
     /* Bit 0 says the sub-filters widen, by the amount at byte 46: neither without the
      * other, and never for a fixed filter. */
     refuse_patch(fx, H_FLAGS, 4, 1, CF_ECORRUPT, M, "widening flag without a widening");

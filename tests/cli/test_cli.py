@@ -413,6 +413,31 @@ def test_create(t):
         t.usage_error(res, f"create {what}")
     t.check(not os.path.exists(t.path("no.cf")), "a usage error created the file")
 
+    # --semi-sort: a 13-bit filter in a 12-bit one's bytes, its keys found, its flag shown;
+    # only for 4-slot buckets.
+    sizes = {}
+    for opts, name in ((["--fingerprint-bits", "12"], "plain 12"),
+                       (["--fingerprint-bits", "13", "--semi-sort"], "semi-sorted 13")):
+        s = t.path("semi.cf")
+        res = t.run(["create", s, "--capacity", "5000", "--seed", "9", "--force", "--quiet"] +
+                    opts)
+        if not t.ok(res, f"create {name}", quiet=True):
+            continue
+        t.ok(t.run(["add", s, "-q"], input=lines([b"semi-%d" % i for i in range(5000)])),
+             f"add to the {name} filter", quiet=True)
+        res = t.run(["query", s, "--absent"], input=lines([b"semi-%d" % i for i in range(5000)]))
+        t.check(res.rc == 0 and res.out == b"", f"{name}: keys added are missing", res)
+        doc = t.info(s) or {}
+        sizes[name] = doc.get("buckets")
+        t.check(doc.get("semi_sorted") == ("--semi-sort" in opts),
+                f"{name}: info semi_sorted is {doc.get('semi_sorted')!r}")
+    t.check(len(sizes) == 2 and sizes["plain 12"] == sizes["semi-sorted 13"],
+            f"semi-sorted 13 bits and plain 12 bits: buckets {sizes}")
+    res = t.run(["create", t.path("no.cf"), "--capacity", "1000", "--semi-sort",
+                 "--bucket-size", "2"])
+    t.usage_error(res, "create --semi-sort --bucket-size 2")
+    t.check(not os.path.exists(t.path("no.cf")), "a usage error created the file")
+
 
 def test_add_query(t):
     t.section("add and query: arguments, stdin, --present, --absent")
@@ -815,7 +840,7 @@ def test_option_syntax(t):
     plain = t.path("plain.cf")
     t.ok(t.run(["create", plain, "--capacity", "1500000", "--bucket-size", "2", "--seed", "3",
                 "--quiet"]), "create", quiet=True)
-    for i, args in enumerate((["--cap", "1.5e6", "--bucket=2", "--se", "3", "-q"],
+    for i, args in enumerate((["--cap", "1.5e6", "--bucket=2", "--seed", "3", "-q"],
                               ["--capacity=1.5M", "--bucket-s", "2", "--seed=3", "--qu"],
                               ["--ca", "1500k", "--b", "2", "--see", "0x3", "-q"])):
         other = t.path(f"spelled-{i}.cf")
@@ -829,6 +854,8 @@ def test_option_syntax(t):
     res = t.run(["query", plain, "-0q", "--pres"], input=b"k1\0k2\0k3\0")
     t.ok(res, "query -0q --pres", quiet=True)
     t.check(res.out.split(b"\0")[:2] == [b"k1", b"k2"], "query -0q: not NUL-separated keys", res)
+    res = t.run(["create", t.path("ambiguous.cf"), "--capacity", "10", "--se", "3"])
+    t.usage_error(res, "create --se (--seed or --semi-sort)")
 
 
 def test_verify_json(t):

@@ -391,7 +391,7 @@ def command_table(ctx):
 
     # COMMAND DOCS: a summary, the complexity, the version and the arguments of each.
     args = {"cf.reserve": ["key", "capacity", "bucketsize", "maxiterations", "expansion",
-                           "fpbits", "maxfilters"],
+                           "fpbits", "maxfilters", "semisort"],
             "cf.insert": ["key", "capacity", "nocreate", "item"],
             "cf.insertnx": ["key", "capacity", "nocreate", "item"],
             "cf.mexists": ["key", "item"], "cf.scandump": ["key", "iterator"],
@@ -418,7 +418,8 @@ def command_table(ctx):
                 for a in map(pairs, pairs(docs[name])["arguments"])]
 
     option = [(n, n.upper().encode(), ["optional"])
-              for n in ("bucketsize", "maxiterations", "expansion", "fpbits", "maxfilters")]
+              for n in ("bucketsize", "maxiterations", "expansion", "fpbits", "maxfilters",
+                        "semisort")]
     expect(doc_args("cf.reserve"), [("key", None, []), ("capacity", None, [])] + option,
            "COMMAND DOCS cf.reserve arguments")
     for name in ("cf.insert", "cf.insertnx"):
@@ -762,6 +763,29 @@ def semantics(ctx):
     check(rates[16] < 0.001, f"false-positive rate of a full FPBITS 16 filter: {rates[16]}")
     check(rates[8] > rates[16], f"FPBITS 8 must give more false positives than 16: {rates}")
 
+    # SEMISORT (extension): FPBITS 13 semi-sorted in the room of 12 bits, half the rate.
+    ok(c.call_raw("CF.RESERVE", "semi", 1000, "BUCKETSIZE", 4, "FPBITS", 13, "SEMISORT", 1,
+                  "EXPANSION", 0), "CF.RESERVE SEMISORT 1")
+    ok(c.call_raw("CF.RESERVE", "plain12", 1000, "BUCKETSIZE", 4, "FPBITS", 12, "EXPANSION", 0),
+       "CF.RESERVE plain 12 bits, 4-slot buckets")
+    expect(info(c, "semi")["Number of buckets"], info(c, "plain12")["Number of buckets"],
+           "SEMISORT: as many buckets as the plain filter")
+    check(info(c, "semi")["Size"] <= info(c, "plain12")["Size"],
+          "SEMISORT 13 bits: no more room than plain 12 bits")
+    replies = add_all(c, "semi", [f"in:{i}" for i in range(1000)])
+    check(all(norm(r) == norm(1) for r in replies), "SEMISORT: the filter takes its capacity")
+    check(all(mexists(c, "semi", [f"in:{i}" for i in range(1000)])),
+          "SEMISORT: every item added is found")
+    expect(c.call_raw("CF.DEL", "semi", "in:5"), 1, "SEMISORT: CF.DEL")
+    expect(c.call_raw("CF.COUNT", "semi", "in:5"), 0, "SEMISORT: deleted")
+    check(sum(mexists(c, "semi", absent)) / len(absent) < 0.004,
+          "SEMISORT 13 bits: false positives of 13-bit fingerprints")
+    expect_error(c.call_raw("CF.RESERVE", "semi2", 1000, "SEMISORT", 1),
+                 "ERR SEMISORT 1 needs BUCKETSIZE 4",
+                 "SEMISORT with the default 2-slot buckets")
+    expect_error(c.call_raw("CF.RESERVE", "semi3", 1000, "BUCKETSIZE", 4, "SEMISORT", 2),
+                 "SEMISORT: value must be in the range [0, 1]", "SEMISORT 2")
+
     # Missing keys
     for proto, cl in ((2, c), (3, c3)):
         f = (lambda v: bool(v)) if proto == 3 else int
@@ -1057,13 +1081,13 @@ def configs(ctx):
     """The settings as configurations: cuckoo.<name> for CONFIG GET / SET and in the
     server's config file, starting from the load arguments."""
     names = ["cf-max-expansions", "cf-initial-size", "cf-bucket-size", "cf-max-iterations",
-             "cf-expansion-factor", "cf-fingerprint-bits", "cf-load-timeout"]
+             "cf-expansion-factor", "cf-fingerprint-bits", "cf-semi-sort", "cf-load-timeout"]
     with Server(module_args=["cf-bucket-size", "4"],
                 extra=[("cuckoo.cf-fingerprint-bits", "20")]) as s, s.client() as c:
         got = c.call("CONFIG", "GET", "cuckoo.*")
         got = {got[i].decode(): got[i + 1].decode() for i in range(0, len(got), 2)}
         expect(got, {"cuckoo." + n: v for n, v in zip(names, ["32", "1024", "4", "20", "1",
-                                                                "20", "600"])},
+                                                                "20", "0", "600"])},
                "CONFIG GET cuckoo.* (a load argument and a config-file line applied)")
         expect(c.call_raw("CF.ADD", "a1", "x"), 1, "CF.ADD")
         expect([info(c, "a1")[f] for f in ("Bucket size", "fpbits")], [4, 20],
@@ -1086,6 +1110,24 @@ def configs(ctx):
             r = c.call_raw("CONFIG", "SET", "cuckoo." + name, value)
             check(isinstance(r, RespError) and why in str(r),
                   f"CONFIG SET {name} {value}: expected an error with {why!r}, got {r!r}")
+        # cf-semi-sort: with 4-slot buckets only, both ways round.
+        r = c.call_raw("CONFIG", "SET", "cuckoo.cf-semi-sort", 1)
+        check(isinstance(r, RespError) and "needs cf-bucket-size 4" in str(r),
+              f"CONFIG SET cf-semi-sort 1 with cf-bucket-size 8: {r!r}")
+        ok(c.call_raw("CONFIG", "SET", "cuckoo.cf-bucket-size", 4), "cf-bucket-size 4")
+        ok(c.call_raw("CONFIG", "SET", "cuckoo.cf-semi-sort", 1), "cf-semi-sort 1")
+        expect(c.call_raw("CF.ADD", "semi:auto", "x"), 1, "CF.ADD with cf-semi-sort 1")
+        before = info(c, "semi:auto")["Size"]
+        ok(c.call_raw("CONFIG", "SET", "cuckoo.cf-semi-sort", 0), "cf-semi-sort 0")
+        expect(c.call_raw("CF.ADD", "plain:auto", "x"), 1, "CF.ADD with cf-semi-sort 0")
+        check(before < info(c, "plain:auto")["Size"],
+              "an auto-created semi-sorted filter is smaller than a plain one")
+        ok(c.call_raw("CONFIG", "SET", "cuckoo.cf-semi-sort", 1), "cf-semi-sort 1 again")
+        r = c.call_raw("CONFIG", "SET", "cuckoo.cf-bucket-size", 2)
+        check(isinstance(r, RespError) and "needs cf-bucket-size 4" in str(r),
+              f"CONFIG SET cf-bucket-size 2 with cf-semi-sort 1: {r!r}")
+        ok(c.call_raw("CONFIG", "SET", "cuckoo.cf-semi-sort", 0), "cf-semi-sort 0 again")
+        ok(c.call_raw("CONFIG", "SET", "cuckoo.cf-bucket-size", 8), "cf-bucket-size 8 again")
         ok(c.call_raw("CONFIG", "SET", "cuckoo.cf-initial-size", 16), "cf-initial-size 16")
         r = c.call_raw("CONFIG", "SET", "cuckoo.cf-bucket-size", 9)
         check(isinstance(r, RespError) and "at most cf-initial-size / 2" in str(r),
