@@ -469,7 +469,7 @@ static inline void cf__sync_ops(cf_filter *f)
 
 /* The filter's hash of a key (XXH3-64 with its seed): 8- and 16-byte keys inline, others
  * out of line. */
-static inline uint64_t cf__hash_key(const cf_filter *f, const void *key, size_t len)
+static CF__INLINE uint64_t cf__hash_key(const cf_filter *f, const void *key, size_t len)
 {
     if (CF__LIKELY(len == 8))
         return cf__xxh3_8(key, f->k8);
