@@ -222,6 +222,13 @@ static unsigned cf__tables_cap(unsigned max_tables, unsigned ntables)
     return cap < max_tables ? cap : max_tables;
 }
 
+/* The growth of each entry of a sub-filter array of `cap` entries, in its block after them
+ * (entry k's at [k]). */
+static cf__grown *cf__grown_of(cf__table *tables, unsigned cap)
+{
+    return (cf__grown *)(void *)(tables + cap);
+}
+
 /* Bytes of a sub-filter array of `cap` entries with their growth. */
 static size_t cf__array_bytes(unsigned cap)
 {
@@ -371,11 +378,9 @@ static bool cf__resize_tables(cf_filter *f, unsigned n, unsigned cap)
     cf__table *to = &f->t0;
     cf__grown *grown = NULL;
     if (cap) {
-        uint8_t *block = cf__malloc(f, cf__array_bytes(cap));
-        if (!block)
+        if (!(to = cf__malloc(f, cf__array_bytes(cap))))
             return false;
-        to = (cf__table *)(void *)block;
-        grown = (cf__grown *)(void *)(block + cap * sizeof(cf__table));
+        grown = cf__grown_of(to, cap);
     }
     for (unsigned k = 0; k < n; k++) {
         to[k] = f->tables[k];
@@ -387,7 +392,6 @@ static bool cf__resize_tables(cf_filter *f, unsigned n, unsigned cap)
     if (m->tables)
         cf__mfree(f, m->tables);
     m->tables = cap ? to : NULL;
-    m->grown = grown;
     m->tables_cap = cap;
     f->tables = to;
     return true;
@@ -400,7 +404,7 @@ static const cf__grown *cf__grown_at(cf_filter *f, unsigned n, uint64_t buckets)
     uint64_t base = f->tables[0].buckets;
     if (buckets == base)
         return NULL;
-    cf__grown *g = &f->more->grown[n];
+    cf__grown *g = &cf__grown_of(f->more->tables, f->more->tables_cap)[n];
     g->base = base;
     g->scale = buckets / base;
     cf__divisor_init(&g->per_scale, g->scale);
@@ -690,9 +694,7 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
             if (z->n == z->cap)
                 return CF__OUT_OF_NODES;
             q[z->n] = (cf__node){next, head, j};
-            /* An empty slot of a semi-sorted bucket sorts first. */
-            int free_slot = semi ? (cf__semi_match(t, s, next, 0) & 1u ? 0 : -1)
-                                 : cf__bucket_find(t, s, next, 0);
+            int free_slot = cf__bucket_find(t, s, next, 0);
             if (free_slot >= 0) {
                 cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp);
                 return CF__MOVED;

@@ -341,11 +341,11 @@ typedef struct cf__loading {
  * carry it. */
 typedef struct cf__more {
     /* The sub-filter array, once the filter (or the file it loads) has two or more, in one
-     * block with the growth of each (grown[k] for tables[k], k >= 1); else NULL. It
-     * doubles as the filter grows, and a loaded or compacted filter gets the size growth
-     * would have given it, so that a copy holds exactly what its original holds. */
+     * block with the growth of each, right after the tables_cap entries (see
+     * cf__grown_of); else NULL. It doubles as the filter grows, and a loaded or compacted
+     * filter gets the size growth would have given it, so that a copy holds exactly what
+     * its original holds. */
     cf__table *tables;
-    cf__grown *grown;
     unsigned tables_cap;
     /* Widening filters: the shape of ext extra bits at [ext - 1], up to 32 bits; allocated
      * with the first wider sub-filter. */

@@ -433,7 +433,7 @@ static CF__INLINE uint64_t cf__lanes_lo_t(unsigned F, unsigned B)
 }
 
 /* Do the templates compile a semi-sorted kind (B = CF__SEMI_B)? */
-#define CF__SEMI_T(F, B) ((void)(F), (B) == CF__SEMI_B)
+#define CF__SEMI_T(F, B) ((B) == CF__SEMI_B)
 
 /* Bytes of a bucket of a shape with constant widths: b f / 8, or semi-sorted 4 (f - 1) / 8. */
 static CF__INLINE unsigned cf__bucket_bytes_t(unsigned F, unsigned B)
