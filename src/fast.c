@@ -234,7 +234,7 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
         if (!(m1 | m2))
             return CF_NOT_FOUND;
         uint64_t m = m1 ? m1 : m2;
-        cf__semi_slot_set(t, t->shape, m1 ? i1 : i2, cf__ctz64(m) / F, 0);
+        cf__semi_slot_set(t, t->shape, m1 ? i1 : i2, cf__ctz64(m) / (F - CF__SEMI_PREFIX_BITS), 0);
         t->items--;
         return CF_OK;
     }

@@ -6,9 +6,7 @@
 
 #include "cuckoofilter.h"
 
-const uint16_t cf__semi_prefixes[1u << CF__SEMI_CODE_BITS] = {
 #include "semi_table.inc"
-};
 
 /* No table may exceed 64 TiB: no machine this runs on can address more in one block, and
  * the bound keeps every bit offset (bytes * 8) far from overflowing 64 bits. */

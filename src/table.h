@@ -36,10 +36,6 @@
 
 #include "bits.h"
 
-#if defined(__BMI2__)
-#include <immintrin.h>
-#endif
-
 /* Bytes of zero padding after every table, so that a probe may always load 8 bytes at
  * the byte where a bucket or slot starts, even for the last one. */
 #define CF__TABLE_PAD 8u
@@ -52,9 +48,10 @@
 #define CF__FAST_SHAPES(X) X(8, 4) X(12, 4) X(16, 4) X(8, 2) X(12, 2) X(16, 2) X(8, 8)
 
 /* The semi-sorted shapes (b = 4, CF_SEMI_SORT) whose probes are compiled with constant
- * widths: those whose bucket, 4 (f - 1) bits, is a whole number of bytes (f odd) and whose
- * four fingerprints, decoded, fit one 64-bit word; they take the memory of the 8- and
- * 12-bit fast shapes. */
+ * widths, each with a table of prefixes spread for it (scripts/gen-semi-table): widths
+ * whose bucket, 4 (f - 1) bits, is a whole number of bytes (f odd) and whose spread
+ * prefixes, 3 (f - 4) + 4 bits, fit 32; they take the memory of the 8- and 12-bit fast
+ * shapes. */
 #define CF__SEMI_FAST_SHAPES(X) X(9) X(13)
 
 /* The bucket size the templates are given for semi-sorted buckets (see CF__SEMI_T). */
@@ -225,6 +222,13 @@ static inline void cf__bits_put(uint8_t *data, uint64_t bit, uint64_t mask, uint
 /* The prefixes of each code, p0 | p1 << 4 | p2 << 8 | p3 << 12, ascending; 0 for the
  * codes past CF__SEMI_CODES (table.c, from scripts/gen-semi-table). */
 CF__HIDDEN extern const uint16_t cf__semi_prefixes[1u << CF__SEMI_CODE_BITS];
+
+/* The same prefixes spread for each width f of CF__SEMI_FAST_SHAPES, p_j at bit j (f - 4),
+ * the spacing of the bucket's suffixes (cf__semi_match_t). */
+#define CF__SEMI_SPREAD_DECL(F)                                                                    \
+    CF__HIDDEN extern const uint32_t cf__semi_spread_##F[1u << CF__SEMI_CODE_BITS];
+CF__SEMI_FAST_SHAPES(CF__SEMI_SPREAD_DECL)
+#undef CF__SEMI_SPREAD_DECL
 
 /* The code of four ascending fingerprints of suffix width w: the rank of their prefixes
  * p0 <= .. <= p3 in the combinatorial number system, sum C(p_i + i, i + 1). */
@@ -515,27 +519,33 @@ static CF__INLINE uint64_t cf__fps_t(uint32_t fp, unsigned F, unsigned B)
     return cf__opaque(cf__lanes_lo_t(F, B)) * fp;
 }
 
-/* Nonzero iff a slot of semi-sorted bucket i, of constant width F, holds fp: the bucket
- * decoded into its four fingerprints as four lanes of F bits (the prefixes from the table
- * deposited into the top 4 bits of the lanes, the suffixes into the rest), compared as a
- * plain bucket is. With BMI2 (the x86-64-v3 variant) a deposit is one instruction. */
+/* The spread prefix table of constant width F. */
+static CF__INLINE const uint32_t *cf__semi_spread_t(unsigned F)
+{
+#define CF__SEMI_SPREAD_CASE(F_)                                                                   \
+    if (F == F_)                                                                                   \
+        return cf__semi_spread_##F_;
+    CF__SEMI_FAST_SHAPES(CF__SEMI_SPREAD_CASE)
+#undef CF__SEMI_SPREAD_CASE
+    return NULL;
+}
+
+/* Nonzero iff a slot of semi-sorted bucket i, of constant width F, holds fp: the bit
+ * (j + 1) W - 1 for a matching slot j, W = F - 4. The bucket is compared in place, as four
+ * lanes of W bits: its suffixes against fp's, and in the same lanes the prefixes of its
+ * code, spread by the table to the suffixes' spacing, against fp's; a lane is zero in
+ * the or of the two differences iff both match. No deposit (pdep): slow on some CPUs
+ * that have it, and none in the baseline variant. */
 static CF__INLINE uint64_t cf__semi_match_t(const cf__table *t, uint64_t i, uint32_t fp, unsigned F)
 {
     const unsigned W = F - CF__SEMI_PREFIX_BITS, B = CF__SEMI_B;
-    /* The load may hold the next bucket's first bytes too, above the suffixes: a deposit
-     * takes only as many bits as its mask has, and the spread below masks each suffix. */
+    /* The load may hold the next bucket's first bytes too, above the suffixes: they only
+     * borrow upward, out of the lanes (cf__zero_lanes_t). */
     uint64_t word = cf__load_t(cf__bucket_at_t(t, NULL, i, F, B), F, B);
-    uint64_t pre = cf__semi_prefixes[word & CF__SEMI_CODE_MASK], suf = word >> CF__SEMI_CODE_BITS;
-    uint64_t lo = cf__lanes_lo_t(F, 4), low_w = (UINT64_C(1) << W) - 1;
-#if defined(__BMI2__)
-    uint64_t full = _pdep_u64(pre, (lo * CF__SEMI_PREFIX_MASK) << W) | _pdep_u64(suf, lo * low_w);
-#else
-    uint64_t full = 0;
-    for (unsigned j = 0; j < 4; j++)
-        full |= ((pre >> (4 * j)) & CF__SEMI_PREFIX_MASK) << (j * F + W) |
-                ((suf >> (j * W)) & low_w) << (j * F);
-#endif
-    return cf__zero_lanes_t(full ^ cf__opaque(lo) * fp, F, 4);
+    uint64_t lanes = cf__opaque(cf__lanes_lo_t(W, 4));
+    uint64_t pre = cf__semi_spread_t(F)[word & CF__SEMI_CODE_MASK] ^ lanes * (fp >> W);
+    uint64_t suf = (word >> CF__SEMI_CODE_BITS) ^ lanes * (fp & ((UINT32_C(1) << W) - 1));
+    return cf__zero_lanes_t(pre | suf, W, 4);
 }
 
 /* Nonzero iff a slot of bucket i holds fp. */

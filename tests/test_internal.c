@@ -200,6 +200,20 @@ static void test_semi_sorted(void)
         CHECK_EQ_U(seen[pre], 0);
         seen[pre] = 1;
     }
+    /* Each spread table: the same prefixes, p_j at bit j (f - 4). */
+#define SEMI_SPREAD_CHECK(F)                                                                       \
+    for (unsigned c = 0; c < (1u << CF__SEMI_CODE_BITS); c++) {                                    \
+        uint32_t want = 0;                                                                         \
+        for (unsigned j = 0; j < 4; j++)                                                           \
+            want |= ((cf__semi_prefixes[c] >> (4 * j)) & 15u) << (j * ((F)-4u));                   \
+        if (cf__semi_spread_##F[c] != want) {                                                      \
+            cft_context("semi-sorted spread table f %u code %u", (unsigned)(F), c);                \
+            CHECK_EQ_U(cf__semi_spread_##F[c], want);                                              \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+    CF__SEMI_FAST_SHAPES(SEMI_SPREAD_CHECK)
+#undef SEMI_SPREAD_CHECK
     for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++) {
         cft_context("semi-sorted b 4 f %u", f);
         cf__shape s;
