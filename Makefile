@@ -2,7 +2,8 @@
 # The real build description is CMakeLists.txt; everything here calls cmake or ctest.
 #
 #   make                 configure (first time) and build a release in $(BUILD_DIR)
-#   make test            dependencies, build, ctest; then the same under ASan+UBSan
+#   make test            dependencies, build, ctest; then the same under ASan+UBSan, and
+#                        the tests of concurrent filters under ThreadSanitizer
 #                        (skip that second pass with CF_TEST_QUICK=1, make or env var)
 #   make demo            build, then a tour of the cuckoo tool (scripts/demo.sh), of the
 #                        Redis module on a private redis-server (scripts/demo-redis.sh) and
@@ -35,7 +36,8 @@
 #   make deps            install the Debian packages the project needs
 #   make clean           remove the build directories
 #
-# Variables: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan), BUILD_TYPE (Release),
+# Variables: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan), TSAN_BUILD_DIR (build-tsan),
+# BUILD_TYPE (Release),
 # PREFIX (/usr/local), DESTDIR, CC (compiler for the main build), ASAN_CC (compiler for
 # the sanitizer build: clang if present, else gcc), JOBS (parallel jobs), CMAKE_ARGS
 # (extra -D options), BENCH_ARGS (options of cf-bench-speed, e.g. --quick or --csv DIR;
@@ -45,6 +47,7 @@
 
 BUILD_DIR      ?= build
 ASAN_BUILD_DIR ?= build-asan
+TSAN_BUILD_DIR ?= build-tsan
 BUILD_TYPE     ?= Release
 PREFIX         ?= /usr/local
 JOBS           ?= $(shell nproc 2>/dev/null || echo 2)
@@ -98,6 +101,13 @@ CONFIGURE_ASAN = CC="$(ASAN_CC)" CXX="$(ASAN_CXX)" $(CMAKE) -S . -B $(ASAN_BUILD
 	-DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
 	-DCF_SANITIZE=address,undefined -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
 
+# ThreadSanitizer build: clang (as for fuzzing), Debug at -O1 like the ASan build; only
+# the tests labelled "concurrent" are built and run there.
+CONFIGURE_TSAN = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(TSAN_BUILD_DIR) \
+	-DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+	-DCF_SANITIZE=thread -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
+CF_TSAN_TESTS = test_concurrent
+
 # libFuzzer build: clang (libFuzzer is clang's), ASan+UBSan like the sanitizer pass, -O2
 # for speed. Only fuzz targets are built there; tests are the other builds' business.
 CONFIGURE_FUZZ = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(FUZZ_BUILD_DIR) \
@@ -105,7 +115,7 @@ CONFIGURE_FUZZ = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(FUZZ_BUILD
 	-DCF_SANITIZE=address,undefined -DCF_FUZZ=ON -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
 FUZZ_CORPUS = $(FUZZ_BUILD_DIR)/corpus/$(FUZZ_TARGET)
 
-.PHONY: all build configure test test-asan demo bench bench-icount bench-cli figures bench-redis fuzz install deb uninstall format \
+.PHONY: all build configure test test-asan test-tsan demo bench bench-icount bench-cli figures bench-redis fuzz install deb uninstall format \
 	format-check deps clean help
 
 # Steps must run in order (deps, then build, then tests) even under `make -j`; the
@@ -136,6 +146,7 @@ test: deps build
 		echo "== sanitizer pass skipped (CF_TEST_QUICK=$(CF_TEST_QUICK))"; \
 	else \
 		$(MAKE) --no-print-directory test-asan || status=1; \
+		$(MAKE) --no-print-directory test-tsan || status=1; \
 	fi; \
 	if [ $$status -ne 0 ]; then echo "make test: FAILED"; else echo "make test: all passed"; fi; \
 	exit $$status
@@ -145,6 +156,12 @@ test-asan:
 	$(CONFIGURE_ASAN)
 	$(CMAKE) --build $(ASAN_BUILD_DIR) --parallel $(JOBS)
 	$(CTEST) --test-dir $(ASAN_BUILD_DIR) --output-on-failure -j$(JOBS)
+
+test-tsan:
+	@echo "== ThreadSanitizer build ($(TSAN_BUILD_DIR), $(FUZZ_CC))"
+	$(CONFIGURE_TSAN)
+	$(CMAKE) --build $(TSAN_BUILD_DIR) --parallel $(JOBS) --target $(CF_TSAN_TESTS)
+	$(CTEST) --test-dir $(TSAN_BUILD_DIR) --output-on-failure -j$(JOBS) -L concurrent
 
 demo: deps build
 	scripts/demo.sh $(BUILD_DIR)
@@ -251,7 +268,7 @@ format-check:
 	CLANG_FORMAT=$(CLANG_FORMAT) tests/format_check.sh .
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR) $(DEB_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(TSAN_BUILD_DIR) $(FUZZ_BUILD_DIR) $(DEB_BUILD_DIR)
 
 help:
 	@sed -n '1,/^$$/p' Makefile

@@ -2,19 +2,20 @@
  * icount.c - the operations whose instruction counts bench/icount.sh reports.
  *
  * Each operation runs in a function of its own (op_<name>, never inlined), COUNT times on
- * a filter of capacity 1M (the shape given as "F/B" in argv[1], default 12/4, or "F/4s" for
- * semi-sorted buckets; a fixed
- * seed), so that callgrind's inclusive count of that function, divided by COUNT, is the
- * exact number of instructions per operation, the calling loop's few included: a figure
- * with no noise, which judges a change to a hot path where times on this machine drift by
- * 30 %. Run natively it only does the work (and checks that the keys it added are found);
- * `make bench-icount` runs it under valgrind for each fast shape.
+ * a filter of capacity 1M (the shape given as "F/B" in argv[1], default 12/4; "F/4s" for
+ * semi-sorted buckets, a "c" after either for CF_CONCURRENT; a fixed seed), so that callgrind's
+ * inclusive count of that function, divided by COUNT, is the exact number of instructions per
+ * operation, the calling loop's few included: a figure with no noise, which judges a change to a
+ * hot path where times on this machine drift by 30 %. Run natively it only does the work (and
+ * checks that the keys it added are found); `make bench-icount` runs it under valgrind for each
+ * fast shape.
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime, in common.h */
 #include "common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define CAPACITY  1000000u /* the filter; out of L2, as most filters are */
 #define FILLED    950000u  /* 95 % load, the load b = 4 reaches */
@@ -142,12 +143,15 @@ NOINLINE static void op_new_free_small(void)
 
 int main(int argc, char **argv)
 {
-    char semi = 0;
-    if (argc > 1 && (sscanf(argv[1], "%u/%u%c", &g_f, &g_b, &semi) < 2 || (semi && semi != 's'))) {
-        fprintf(stderr, "usage: cf-bench-icount [F/B, or F/4s for semi-sorted buckets]\n");
+    char suffix[4] = "";
+    if (argc > 1 && (sscanf(argv[1], "%u/%u%3s", &g_f, &g_b, suffix) < 2 ||
+                     strspn(suffix, "sc") != strlen(suffix))) {
+        fprintf(stderr, "usage: cf-bench-icount [F/B, then s for semi-sorted buckets (B = 4), "
+                        "c for CF_CONCURRENT]\n");
         return 2;
     }
-    g_flags = semi ? CF_SEMI_SORT : 0u;
+    g_flags =
+        (strchr(suffix, 's') ? CF_SEMI_SORT : 0u) | (strchr(suffix, 'c') ? CF_CONCURRENT : 0u);
     size_t total = FILLED + LOOKUPS + BATCH;
     uint64_t *h = malloc(total * sizeof *h), *keys = malloc(total * sizeof *keys);
     const void **ptrs = malloc(total * sizeof *ptrs);

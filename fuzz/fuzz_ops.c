@@ -10,7 +10,8 @@
  *     3     bucket size     < 0xC0: v % 9 (0..8); < 0xF8: 9 + byte 4 % 247 (9..255);
  *                           else 256..260 (invalid)
  *     4     bucket size, the part above 8; with byte 3 < 0xC0, bit 7: CF_SEMI_SORT
- *           (CF_EINVAL unless the bucket size is 0 or 4)
+ *           (CF_EINVAL unless the bucket size is 0 or 4), bit 6: CF_CONCURRENT (its
+ *           writes and lookups, from this one thread)
  *     5-6   max_kicks       u16 LE: bit 15 set: v; clear: v % 600
  *     7     expansion       v % 6
  *     8-9   max_sub_filters u16 LE: bit 15 set: v & 0x7fff; clear: v % 10
@@ -611,6 +612,8 @@ static bool fz_config(fz_input *in, fz_ctx *x, cf_config *c, cf_allocator *broke
         c->flags |= CF_GROW_SAME_WIDTH;
     if (h[3] < 0xC0 && (h[4] & 0x80))
         c->flags |= CF_SEMI_SORT;
+    if (h[3] < 0xC0 && (h[4] & 0x40))
+        c->flags |= CF_CONCURRENT;
     x->tracking = (flags & (FZ_FLAG_TRACKING | FZ_FLAG_EXP_BIG)) != 0;
     fz_alloc_init(&x->ta, FZ_ALLOC_LIMIT);
     x->ta.fail_at = h[11];

@@ -26,7 +26,8 @@
  * Thread safety: a filter has no global state and no hidden locks. Functions taking a
  * `const cf_filter *` may run concurrently with each other on the same filter. A call
  * taking a non-const `cf_filter *` needs exclusive access to that filter. Different
- * filters are independent.
+ * filters are independent. A filter made with CF_CONCURRENT (below) relaxes that: its
+ * lookups may run beside adds, deletes and clears from other threads.
  *
  * Errors: every fallible call returns a cf_status. The library never prints, never
  * aborts and never asserts on its input. A failed cf_add leaves the filter exactly as it
@@ -136,8 +137,8 @@ typedef struct cf_config {
     const cf_allocator *allocator; /* NULL = malloc/free; the module passes Redis's own */
     unsigned max_sub_filters;      /* growing filters: at most this many sub-filters,
                                       then CF_FULL; 1..65536; 0 = 32 */
-    unsigned flags;                /* 0, or CF_FIXED_SEED, CF_GROW_SAME_WIDTH, CF_SEMI_SORT; other
-                                      bits are CF_EINVAL */
+    unsigned flags;                /* 0, or CF_FIXED_SEED, CF_GROW_SAME_WIDTH, CF_SEMI_SORT,
+                                      CF_CONCURRENT; other bits are CF_EINVAL */
     double target_fpr;             /* sizing by target: with fingerprint_bits 0, the
                                       narrowest fingerprint whose false-positive rate at
                                       full load of the first table, cf_expected_fpr(f, b,
@@ -167,6 +168,19 @@ typedef struct cf_config {
  * costs f - 1 bits instead of f, at the same false-positive rate: capacity * (f - 1) /
  * (8 * 0.95) bytes. Inserts and deletes take more work; lookups a little more. */
 #define CF_SEMI_SORT       4u
+/* Lookups beside writers. Any number of threads may call cf_contains*, cf_count* and
+ * cf_get_stats while other threads call cf_add*, cf_delete*, cf_add_many and cf_clear,
+ * growth included. Lookups take no lock and never wait for a writer to finish: they read
+ * again when a writer changed what they read. A key whose add returned before a lookup
+ * began, and whose delete has not begun, is found, also while inserts move it or the
+ * filter grows. Writers serialize on the filter's own lock (a mutex);
+ * cf_add_unique and CF_ADD_UNIQUE check and add as one step. cf_get_stats, cf_serialize,
+ * cf_save and the chunk dump take that lock to copy a consistent state: writers wait for
+ * them, lookups do not. cf_compact, cf_free and the loaders still need exclusive access.
+ * Not stored in files: a loaded filter is not concurrent. The cost: each lookup and write
+ * reads two stripe counters (4 bytes per 256 buckets) and goes through code without the
+ * fixed-shape fast paths. */
+#define CF_CONCURRENT      8u
 
 typedef struct cf_stats {
     uint64_t items;   /* fingerprints stored (adds minus deletes), stashed ones included */

@@ -17,7 +17,7 @@
  * indirect jump as with a single variant. Every variant computes the same answers and
  * writes the same bytes: the tests run under both (CUCKOOFILTER_CPU=baseline).
  */
-#include "internal.h"
+#include "concurrent.h"
 
 #ifndef CF__VARIANT
 #define CF__VARIANT base
@@ -241,6 +241,45 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     return cf__pair_remove_t(t, t->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;
 }
 
+/* A lookup in a concurrent filter (concurrent.c has the argument). While it has one
+ * sub-filter and an empty stash (`meta` says so), its two buckets are read through
+ * aligned atomic words between two reads of their stripe counters and of `meta`; a
+ * fingerprint found is an answer at once, and no fingerprint is one if nothing changed
+ * meanwhile. Anything else (a writer in between, another state) goes to the lookup of
+ * every state, which reads again until it gets one answer. No loop here: the few values
+ * a try needs then stay in registers. */
+static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
+{
+    if (!F)
+        return cf__cc_contains(f, h);
+    const struct cf__cc *cc = cf__cc_of(f);
+    atomic_uint *meta = (atomic_uint *)(uintptr_t)&cc->meta;
+    unsigned m = atomic_load_explicit(meta, memory_order_acquire);
+    if (CF__UNLIKELY(m & CF__CC_META_NOT_SIMPLE))
+        return cf__cc_contains(f, h);
+    /* One sub-filter: the first, whose data and size the shared state holds (they never
+     * change while readers may run). */
+    cf__table t0 = {.data = cc->data0, .buckets = cc->buckets0};
+    const cf__table *t = &t0;
+    cf__key k = cf__key0_t(f, h, F);
+    uint64_t i1, i2;
+    cf__buckets0(t, &k, &i1, &i2);
+    atomic_uint *c1 = &cc->stripes0[i1 >> CF__CC_STRIPE_SHIFT];
+    atomic_uint *c2 = &cc->stripes0[i2 >> CF__CC_STRIPE_SHIFT];
+    unsigned v1 = atomic_load_explicit(c1, memory_order_acquire);
+    unsigned v2 = atomic_load_explicit(c2, memory_order_acquire);
+    const unsigned bytes = cf__bucket_bytes_t(F, B);
+    uint64_t w1 = cf__cc_word_at(t, i1 * bytes), w2 = cf__cc_word_at(t, i2 * bytes);
+    if ((cf__word_match_t(w1, k.fp, F, B) | cf__word_match_t(w2, k.fp, F, B)) != 0)
+        return true;
+    atomic_thread_fence(memory_order_acquire);
+    if (CF__LIKELY(!((v1 | v2) & 1u) && atomic_load_explicit(c1, memory_order_relaxed) == v1 &&
+                   atomic_load_explicit(c2, memory_order_relaxed) == v2 &&
+                   atomic_load_explicit(meta, memory_order_relaxed) == m))
+        return false;
+    return cf__cc_contains(f, h);
+}
+
 /* Each template compiled for each fast shape, and once for all other shapes, into tables
  * of operations per state and shape (indexed by cf__kind_of), one per variant. */
 #define CF__FNS(F, B)                                                                              \
@@ -251,6 +290,14 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     static bool cf__contains_key_##F##_##B(const cf_filter *f, const void *key, size_t len)        \
     {                                                                                              \
         return cf__contains_t(f, cf__hash_key(f, key, len), F, B);                                 \
+    }                                                                                              \
+    static bool cf__cc_contains_##F##_##B(const cf_filter *f, uint64_t h)                          \
+    {                                                                                              \
+        return cf__cc_contains_t(f, h, F, B);                                                      \
+    }                                                                                              \
+    static bool cf__cc_contains_key_##F##_##B(const cf_filter *f, const void *key, size_t len)     \
+    {                                                                                              \
+        return cf__cc_contains_t(f, cf__hash_key(f, key, len), F, B);                              \
     }                                                                                              \
     static cf_status cf__add_##F##_##B(cf_filter *f, uint64_t h)                                   \
     {                                                                                              \
@@ -318,16 +365,31 @@ static cf_status cf__delete_key_all(cf_filter *f, const void *key, size_t len)
      cf__delete_key_all,                                                                           \
      cf__contains_many_all_##F##_##B,                                                              \
      cf__add_many_##F##_##B},
-#define CF__OPS_SEMI_SIMPLE(F)  CF__OPS_SIMPLE(F, CF__SEMI_B)
-#define CF__OPS_SEMI_GENERAL(F) CF__OPS_GENERAL(F, CF__SEMI_B)
+#define CF__OPS_CONCURRENT(F, B)                                                                   \
+    {cf__cc_contains_##F##_##B,                                                                    \
+     cf__cc_contains_key_##F##_##B,                                                                \
+     cf__cc_add,                                                                                   \
+     cf__cc_add_key,                                                                               \
+     cf__cc_del,                                                                                   \
+     cf__cc_del_key,                                                                               \
+     cf__cc_contains_many,                                                                         \
+     cf__cc_add_many},
+#define CF__OPS_SEMI_SIMPLE(F)     CF__OPS_SIMPLE(F, CF__SEMI_B)
+#define CF__OPS_SEMI_GENERAL(F)    CF__OPS_GENERAL(F, CF__SEMI_B)
+#define CF__OPS_SEMI_CONCURRENT(F) CF__OPS_CONCURRENT(F, CF__SEMI_B)
 cf__variant CF__PASTE(cf__ops, CF__VARIANT) = {
     [CF__GENERAL] = {CF__OPS_GENERAL(0, 0) CF__OPS_GENERAL(0, CF__SEMI_B)
                          CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_GENERAL)
                              CF__FAST_SHAPES(CF__OPS_GENERAL)},
     [CF__SIMPLE] = {CF__OPS_SIMPLE(0, 0) CF__OPS_SIMPLE(0, CF__SEMI_B)
                         CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_SIMPLE) CF__FAST_SHAPES(CF__OPS_SIMPLE)},
+    [CF__CONCURRENT] = {CF__OPS_CONCURRENT(0, 0) CF__OPS_CONCURRENT(0, CF__SEMI_B)
+                            CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_CONCURRENT)
+                                CF__FAST_SHAPES(CF__OPS_CONCURRENT)},
 };
 #undef CF__OPS_SIMPLE
 #undef CF__OPS_GENERAL
+#undef CF__OPS_CONCURRENT
 #undef CF__OPS_SEMI_SIMPLE
 #undef CF__OPS_SEMI_GENERAL
+#undef CF__OPS_SEMI_CONCURRENT

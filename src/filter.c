@@ -51,7 +51,7 @@ static unsigned cf__or_default(unsigned v, unsigned def)
 }
 
 /* The flags cf_config.flags may have. */
-#define CF__CONFIG_FLAGS (CF_FIXED_SEED | CF_GROW_SAME_WIDTH | CF_SEMI_SORT)
+#define CF__CONFIG_FLAGS (CF_FIXED_SEED | CF_GROW_SAME_WIDTH | CF_SEMI_SORT | CF_CONCURRENT)
 
 /* The end of the last field of each struct this library knows: a caller's struct may be
  * larger (a later header's), and then the bytes past these must be 0. */
@@ -187,6 +187,7 @@ static cf_status cf__resolve(const cf_config *c, cf__params *p)
     if (semi && b != CF__SEMI_BUCKET)
         return CF_EINVAL;
     cf__shape_init(&p->shape, f, b, semi);
+    p->concurrent = (c->flags & CF_CONCURRENT) != 0;
     /* Growing filters widen their fingerprints unless told not to (a bound is then an
      * error, as it is for a filter that cannot grow). */
     p->widen = 0;
@@ -211,10 +212,12 @@ _Static_assert(sizeof(void *) != 8 || sizeof(cf_filter) <= 96,
                "cf_filter outgrew the 96 bytes cf_bytes_needed's documentation gives");
 
 /* Entries of the sub-filter array for `ntables` sub-filters: none for one (the struct
- * holds it), else from CF__INITIAL_TABLES, doubling, up to max_tables. */
-static unsigned cf__tables_cap(unsigned max_tables, unsigned ntables)
+ * holds it), else from CF__INITIAL_TABLES, doubling, up to max_tables. A concurrent
+ * filter (cc) has the array from the start: its first sub-filter's item count, which
+ * every write changes, then sits away from the struct that every lookup reads. */
+static unsigned cf__tables_cap(unsigned max_tables, unsigned ntables, bool cc)
 {
-    if (ntables <= 1)
+    if (ntables <= 1 && !cc)
         return 0;
     unsigned cap = CF__INITIAL_TABLES;
     while (cap < ntables)
@@ -303,7 +306,7 @@ static void cf__head_layout(const cf__params *p, const cf_allocator *a, unsigned
     h->head_bytes = cf__head_at(h->bits, CF__B_OWN_SEARCH << 1);
     if (h->queue_len)
         h->head_bytes += cf__search_bytes(h->queue_len, h->mark_bits);
-    h->tables_cap = cf__tables_cap(p->max_tables, ntables);
+    h->tables_cap = cf__tables_cap(p->max_tables, ntables, p->concurrent);
 }
 
 /* What cf_new, cf_bytes_needed and cf_config_resolve start from: a caller's config of
@@ -352,7 +355,8 @@ cf__more *cf__more_of(cf_filter *f)
 void cf__more_trim(cf_filter *f)
 {
     const cf__more *m = f->more;
-    if (m && !m->tables && !m->wide_shapes && !m->stash && !m->search && !m->map && !m->load) {
+    if (m && !m->tables && !m->wide_shapes && !m->stash && !m->search && !m->map && !m->load &&
+        !m->cc) {
         cf__mfree(f, f->more);
         f->more = NULL;
     }
@@ -367,6 +371,47 @@ bool cf__stash_room(cf_filter *f)
         return true;
     cf__more_trim(f);
     return false;
+}
+
+/* Where the sub-filter array changes: stored for a concurrent filter's readers
+ * (concurrent.c), plainly for any other. */
+static void cf__set_tables(cf_filter *f, cf__table *tables)
+{
+    if (cf__is_cc(f))
+        cf__cc_set_tables(f, tables);
+    else
+        f->tables = tables;
+}
+
+/* The table writes of the slow paths: a concurrent filter's (cc) go bucket by bucket
+ * under its stripe counters (concurrent.c). The paths that call these are compiled once
+ * for each value of cc, so that other filters never test it. */
+static CF__INLINE bool cf__put_free(cf__table *t, uint64_t bucket, uint32_t fp, bool cc)
+{
+    if (cc)
+        return cf__cc_put_if_free(t, bucket, fp);
+    return cf__put_if_free(t, t->shape, bucket, fp);
+}
+
+static CF__INLINE void cf__set_slot(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp,
+                                    bool cc)
+{
+    if (cc)
+        cf__cc_slot_set(t, bucket, slot, fp);
+    else
+        cf__slot_set(t, t->shape, bucket, slot, fp);
+}
+
+/* Bytes of the block of a table of `buckets` buckets: its size, and for a concurrent
+ * filter its stripe counters; false if that overflows. */
+static bool cf__table_block(bool cc, const cf__shape *s, uint64_t buckets, size_t *bytes)
+{
+    size_t extra = 0;
+    *bytes = cf__table_size(s, buckets);
+    if (cc && (!cf__cc_extra_bytes(s, buckets, &extra) || extra > SIZE_MAX - *bytes))
+        return false;
+    *bytes += extra;
+    return true;
 }
 
 /* Move f's first n sub-filters into an array of `cap` entries in f->more (which exists),
@@ -389,11 +434,16 @@ static bool cf__resize_tables(cf_filter *f, unsigned n, unsigned cap)
             to[k].grown = &grown[k];
         }
     }
-    if (m->tables)
+    /* A concurrent filter's readers may still read the old array: it is kept. */
+    if (m->tables && cf__is_cc(f) && !cf__cc_retire(f, m->tables)) {
+        cf__mfree(f, to);
+        return false;
+    }
+    if (m->tables && !cf__is_cc(f))
         cf__mfree(f, m->tables);
     m->tables = cap ? to : NULL;
     m->tables_cap = cap;
-    f->tables = to;
+    cf__set_tables(f, to);
     return true;
 }
 
@@ -447,6 +497,13 @@ cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, siz
     if (st != CF_OK)
         return st;
     size_t fixed = cf__fixed_bytes(&p, c.allocator, 1);
+    if (p.concurrent) {
+        size_t block;
+        if (!cf__table_block(true, &p.shape, buckets, &block))
+            return CF_EINVAL;
+        table_bytes = block;
+        fixed += cf__cc_fixed_bytes();
+    }
     if (table_bytes > SIZE_MAX - fixed)
         return CF_EINVAL;
     *bytes = fixed + table_bytes;
@@ -464,6 +521,8 @@ static void cf__release(cf_filter *f, unsigned ntables)
             if (f->tables[i].data)
                 a.free(a.ctx, f->tables[i].data);
     if (m) {
+        if (m->cc)
+            cf__cc_free(f, m->cc);
         void *held[] = {m->load, m->search, m->wide_shapes, m->stash, m->tables};
         for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
             if (held[i])
@@ -505,6 +564,16 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
     f->fp_bits = (uint8_t)p->shape.f;
     f->tables = &f->t0;
     cf__table_init(&f->t0, NULL, buckets0, s0, NULL);
+    /* A concurrent filter has its shared state and its stash from the start: readers
+     * never see them appear or go. */
+    if (p->concurrent) {
+        cf__more *m = cf__more_of(f);
+        if (!m || !(m->cc = cf__cc_new(f)) || !cf__stash_room(f)) {
+            cf__release(f, 0);
+            return CF_ENOMEM;
+        }
+        f->bits |= CF__B_CONCURRENT;
+    }
     if (h.tables_cap && (!cf__more_of(f) || !cf__resize_tables(f, 0, h.tables_cap))) {
         cf__release(f, 0);
         return CF_ENOMEM;
@@ -519,13 +588,19 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
             cf__mul_u64(buckets, p->expansion, &buckets);
             s = cf__shape_at(f, cf__ext_of(p->shape.f, p->widen, i));
         }
-        if (!s || (with_data && !(data = cf__malloc(f, cf__table_size(s, buckets))))) {
+        size_t block = s ? cf__table_size(s, buckets) : 0;
+        if (!s || (p->concurrent && !cf__table_block(true, s, buckets, &block)) ||
+            (with_data && !(data = cf__malloc(f, block)))) {
             cf__release(f, i);
             return CF_ENOMEM;
         }
         cf__table_init(&f->tables[i], data, buckets, s, i ? cf__grown_at(f, i, buckets) : NULL);
+        if (data && p->concurrent) /* its stripe counters start at 0 */
+            memset(data + cf__table_size(s, buckets), 0, block - cf__table_size(s, buckets));
     }
     f->ntables = ntables;
+    if (p->concurrent)
+        cf__cc_ready(f);
     cf__sync_ops(f);
     *out = f;
     return CF_OK;
@@ -582,9 +657,29 @@ void cf_free(cf_filter *f)
     cf__release(f, cf__ntables_all(f));
 }
 
-/* Drop the stash and its memory. */
+/* A new stash entry, in a stash with room. */
+static void cf__stash_push(cf_filter *f, cf__stash x, bool cc)
+{
+    if (cc) {
+        cf__cc_meta_begin(f);
+        cf__cc_stash_set(f, f->stash_n, &x);
+        cf__cc_stash_n(f, f->stash_n + 1u);
+        cf__cc_meta_end(f);
+        return;
+    }
+    f->more->stash[f->stash_n++] = x;
+    cf__sync_ops(f);
+}
+
+/* Drop the stash and its memory (a concurrent filter keeps the memory). */
 static void cf__stash_free(cf_filter *f)
 {
+    if (cf__is_cc(f)) {
+        cf__cc_meta_begin(f);
+        cf__cc_stash_n(f, 0);
+        cf__cc_meta_end(f);
+        return;
+    }
     if (f->more && f->more->stash) {
         cf__mfree(f, f->more->stash);
         f->more->stash = NULL;
@@ -597,6 +692,14 @@ void cf_clear(cf_filter *f)
 {
     if (!f || cf__read_only(f))
         return;
+    if (cf__is_cc(f)) {
+        cf__cc_lock(f);
+        for (unsigned i = 0; i < f->ntables; i++)
+            cf__cc_table_clear(&f->tables[i]);
+        cf__stash_free(f);
+        cf__cc_unlock(f);
+        return;
+    }
     for (unsigned i = 0; i < f->ntables; i++)
         cf__table_clear(&f->tables[i]);
     cf__stash_free(f);
@@ -632,19 +735,27 @@ static bool cf__visit(cf__search *z, uint64_t bucket)
 }
 
 /* Make the moves of a found path, from its free end back to a root: each fingerprint
- * steps into the slot its successor just left, and `fp` takes the root's slot. */
+ * steps into the slot its successor just left, and `fp` takes the root's slot. Each is
+ * copied before its old slot is overwritten, so that every fingerprint is in one of its
+ * buckets at every moment: what a concurrent filter's readers rely on (cc: its writes). */
 static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf__table *t,
-                                      uint32_t end, unsigned slot, uint32_t fp)
+                                      uint32_t end, unsigned slot, uint32_t fp, bool cc)
 {
     uint32_t cur = end;
     while (q[cur].parent != CF__ROOT) {
         const cf__node *parent = &q[q[cur].parent];
         uint32_t moved = cf__slot_get(t, s, parent->bucket, q[cur].slot);
-        cf__slot_set(t, s, q[cur].bucket, slot, moved);
+        if (cc)
+            cf__cc_slot_set(t, q[cur].bucket, slot, moved);
+        else
+            cf__slot_set(t, s, q[cur].bucket, slot, moved);
         slot = q[cur].slot;
         cur = q[cur].parent;
     }
-    cf__slot_set(t, s, q[cur].bucket, slot, fp);
+    if (cc)
+        cf__cc_slot_set(t, q[cur].bucket, slot, fp);
+    else
+        cf__slot_set(t, s, q[cur].bucket, slot, fp);
 }
 
 /* Results of one breadth-first search. */
@@ -658,7 +769,7 @@ typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
  * operations gives the same table. Each bucket enters the search once, so a path never
  * passes through a bucket twice. */
 static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
-                                      uint64_t i2, uint32_t fp, bool semi)
+                                      uint64_t i2, uint32_t fp, bool semi, bool cc)
 {
     /* The residents' fingerprints in the first sub-filter's width, which chooses their
      * alternates: their low bits (all of them but in a wider sub-filter). */
@@ -696,7 +807,7 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
             q[z->n] = (cf__node){next, head, j};
             int free_slot = cf__bucket_find(t, s, next, 0);
             if (free_slot >= 0) {
-                cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp);
+                cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp, cc);
                 return CF__MOVED;
             }
             z->n++;
@@ -705,20 +816,35 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
     return CF__NO_PATH;
 }
 
-static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
-                         uint32_t fp)
+static cf__found cf__bfs_plain(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
+                               uint64_t i2, uint32_t fp)
 {
-    return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true) : cf__bfs_t(s, t, z, i1, i2, fp, false);
+    return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true, false)
+                   : cf__bfs_t(s, t, z, i1, i2, fp, false, false);
+}
+
+/* Compiled apart for concurrent filters, so that the others' searches do not test it. */
+static cf__found cf__bfs_cc(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
+                            uint64_t i2, uint32_t fp)
+{
+    return cf__bfs_t(s, t, z, i1, i2, fp, s->semi, true);
+}
+
+static CF__INLINE cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
+                                    uint64_t i2, uint32_t fp, bool cc)
+{
+    return cc ? cf__bfs_cc(s, t, z, i1, i2, fp) : cf__bfs_plain(s, t, z, i1, i2, fp);
 }
 
 /* Search with the filter's own memory: a new generation makes every mark stale. */
-static cf__found cf__bfs_own(cf__search *own, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
+static CF__INLINE cf__found cf__bfs_own(cf__search *own, cf__table *t, uint64_t i1, uint64_t i2,
+                                        uint32_t fp, bool cc)
 {
     if (++own->gen == 0) { /* wrapped: stale entries could look current */
         memset(own->marks, 0, ((size_t)1 << (64u - own->shift)) * sizeof(cf__mark));
         own->gen = 1;
     }
-    return cf__bfs(t->shape, t, own, i1, i2, fp);
+    return cf__bfs(t->shape, t, own, i1, i2, fp, cc);
 }
 
 /* Give f search memory of its own for `budget` nodes, in a block of its own; false if
@@ -737,27 +863,28 @@ static cf__search *cf__own_search(cf_filter *f, uint32_t budget)
 
 /* Find room for fp in the full buckets i1 and i2 of t within the filter's budget
  * (max_kicks buckets examined beyond the two), moving residents if a path exists. */
-static bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
+static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
+                                 bool cc)
 {
     uint32_t budget = f->max_kicks + 2u;
     cf__search *own = cf__search_of(f);
     if (own)
-        return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
+        return cf__bfs_own(own, t, i1, i2, fp, cc) == CF__MOVED;
     cf__node queue[CF__STACK_NODES];
     cf__mark marks[2 * CF__STACK_NODES];
     cf__search z = {queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0};
-    cf__found r = cf__bfs(t->shape, t, &z, i1, i2, fp);
+    cf__found r = cf__bfs(t->shape, t, &z, i1, i2, fp, cc);
     if (r != CF__OUT_OF_NODES || z.cap == budget)
         return r == CF__MOVED;
     /* The same search with the whole budget finds the same path (breadth-first, in the
      * same order), wherever its memory is. */
     if (cf__table_size(t->shape, t->buckets) >= CF__OWN_SEARCH_MIN_TABLE &&
         (own = cf__own_search(f, budget)) != NULL)
-        return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
+        return cf__bfs_own(own, t, i1, i2, fp, cc) == CF__MOVED;
     unsigned bits = cf__mark_bits(budget);
     memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
     z = (cf__search){queue, marks, budget, 64u - bits, 1, 0};
-    return cf__bfs(t->shape, t, &z, i1, i2, fp) == CF__MOVED;
+    return cf__bfs(t->shape, t, &z, i1, i2, fp, cc) == CF__MOVED;
 }
 
 /* Append a sub-filter `expansion` times the size of the newest and put the key in it. */
@@ -772,7 +899,8 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
     cf__shape want;
     cf__shape_init(&want, f->fp_bits + ext, cf__shape0(f)->b, cf__shape0(f)->semi);
     if (!cf__mul_u64(f->tables[n - 1].buckets, f->expansion, &buckets) ||
-        !cf__table_bytes(&want, buckets, &bytes))
+        !cf__table_bytes(&want, buckets, &bytes) ||
+        !cf__table_block(cf__is_cc(f), &want, buckets, &bytes))
         return CF_FULL;
     /* Every allocation first (`more`, the table, the first wide shapes, a bigger
      * sub-filter array), so that a failure of any leaves the filter as it was. */
@@ -780,7 +908,7 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
     bool new_shapes = ext > 0 && m && !m->wide_shapes;
     uint8_t *data = m ? cf__malloc(f, bytes) : NULL;
     const cf__shape *s = data ? cf__shape_at(f, ext) : NULL;
-    unsigned cap = cf__tables_cap(cf__max_tables(f), n + 1);
+    unsigned cap = cf__tables_cap(cf__max_tables(f), n + 1, cf__is_cc(f));
     if (!s || (cap > m->tables_cap && !cf__resize_tables(f, n, cap))) {
         if (data)
             cf__mfree(f, data);
@@ -793,17 +921,27 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
     }
     cf__table *t = &f->tables[n];
     cf__table_init(t, data, buckets, s, cf__grown_at(f, n, buckets));
+    if (cf__is_cc(f)) /* its stripe counters start at 0 */
+        memset(data + cf__table_size(s, buckets), 0, bytes - cf__table_size(s, buckets));
     uint64_t i1, i2;
     cf__buckets(t, k, &i1, &i2);
-    cf__put_if_free(t, s, i1, cf__fp_in(k, t)); /* an empty table always has room */
-    f->ntables++;
+    /* An empty table always has room. Readers see none of it before the count. */
+    cf__put_if_free(t, s, i1, cf__fp_in(k, t));
+    if (cf__is_cc(f)) {
+        cf__cc_meta_begin(f);
+        cf__cc_set_ntables(f, n + 1);
+        cf__cc_meta_end(f);
+    } else {
+        f->ntables = n + 1;
+    }
     cf__sync_ops(f);
     return CF_OK;
 }
 
 /* An insert whose buckets n1 and n2 in the newest sub-filter are both full: the older
  * sub-filters, then an eviction search, then growth or the stash. Off the fast path. */
-static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, uint64_t n2)
+static CF__INLINE cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1,
+                                            uint64_t n2, bool cc)
 {
     cf__table *newest = &f->tables[f->ntables - 1];
     const cf__shape *s = newest->shape;
@@ -813,7 +951,7 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
         cf__table *t = &f->tables[n];
         uint32_t fp_t = cf__fp_in(k, t);
         cf__buckets(t, k, &i1, &i2);
-        if (cf__put_if_free(t, t->shape, i1, fp_t) || cf__put_if_free(t, t->shape, i2, fp_t))
+        if (cf__put_free(t, i1, fp_t, cc) || cf__put_free(t, i2, fp_t, cc))
             return CF_OK;
     }
     /* When both buckets hold nothing but this fingerprint, no move can help (every
@@ -822,7 +960,7 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
      * filter says full: growing for one hot key is how filters balloon. A fixed filter
      * may still stash it, like any key that found no room. */
     bool hot = cf__bucket_all(newest, s, n1, fp) && cf__bucket_all(newest, s, n2, fp);
-    if (!hot && cf__evict(f, newest, n1, n2, fp)) {
+    if (!hot && cf__evict(f, newest, n1, n2, fp, cc)) {
         newest->items++;
         return CF_OK;
     }
@@ -831,8 +969,7 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
     if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
         if (!cf__stash_room(f))
             return CF_ENOMEM; /* nothing has changed */
-        f->more->stash[f->stash_n++] = (cf__stash){n1, fp, f->ntables - 1};
-        cf__sync_ops(f);
+        cf__stash_push(f, (cf__stash){n1, fp, f->ntables - 1}, cc);
         return CF_OK;
     }
     return st;
@@ -842,10 +979,18 @@ static cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1, ui
 /* Compaction                                                                           */
 /* ------------------------------------------------------------------------------------ */
 
-/* Drop stash entry e; the stash's memory goes with its last entry. */
+/* Drop stash entry e; the stash's memory goes with its last entry (but a concurrent
+ * filter's, which readers may be reading). */
 static void cf__stash_remove(cf_filter *f, unsigned e)
 {
     cf__stash *stash = f->more->stash;
+    if (cf__is_cc(f)) {
+        cf__cc_meta_begin(f);
+        cf__cc_stash_set(f, e, &stash[f->stash_n - 1u]);
+        cf__cc_stash_n(f, f->stash_n - 1u);
+        cf__cc_meta_end(f);
+        return;
+    }
     stash[e] = stash[--f->stash_n];
     if (f->stash_n == 0)
         cf__stash_free(f);
@@ -884,6 +1029,10 @@ cf_status cf_compact(cf_filter *f)
         return CF_EINVAL;
     if (cf__read_only(f))
         return CF_EREADONLY;
+    /* Exclusive access (as documented for concurrent filters too): no reader holds the
+     * sub-filter arrays growth replaced, so they go now. */
+    if (cf__is_cc(f))
+        cf__cc_free_retired(f);
     /* Stashed fingerprints first: back into their sub-filter or an older one, where
      * lookups find them without the stash and where they no longer pin a sub-filter. */
     for (unsigned e = f->stash_n; e-- > 0;) {
@@ -920,9 +1069,13 @@ cf_status cf_compact(cf_filter *f)
     }
     /* Shrink the sub-filter array to its canonical size (none for one sub-filter); if that
      * allocation fails, the bigger array is kept, which is only a few bytes more. */
-    unsigned cap = cf__tables_cap(cf__max_tables(f), f->ntables);
+    unsigned cap = cf__tables_cap(cf__max_tables(f), f->ntables, cf__is_cc(f));
     if (m && cap < m->tables_cap)
         cf__resize_tables(f, f->ntables, cap);
+    if (cf__is_cc(f)) { /* what lookups check of the state (alone here, as said) */
+        cf__cc_meta_begin(f);
+        cf__cc_meta_end(f);
+    }
     cf__sync_ops(f);
     cf__more_trim(f);
     return CF_OK;
@@ -954,7 +1107,7 @@ static unsigned cf__stash_match(const cf_filter *f, unsigned table, const cf__ke
 
 /* A delete freed a slot in sub-filter `table`: move back the stash entries that now fit,
  * so that the stash is empty again as soon as it can be (lookups then skip it). */
-static void cf__stash_drain(cf_filter *f, unsigned table)
+static void cf__stash_drain(cf_filter *f, unsigned table, bool cc)
 {
     cf__table *t = &f->tables[table];
     for (unsigned e = f->stash_n; e-- > 0;) {
@@ -962,8 +1115,7 @@ static void cf__stash_drain(cf_filter *f, unsigned table)
         if (x.table != table)
             continue;
         uint64_t other = cf__alt_of(t, x.bucket, x.fp);
-        if (cf__put_if_free(t, t->shape, x.bucket, x.fp) ||
-            cf__put_if_free(t, t->shape, other, x.fp))
+        if (cf__put_free(t, x.bucket, x.fp, cc) || cf__put_free(t, other, x.fp, cc))
             cf__stash_remove(f, e);
     }
 }
@@ -991,10 +1143,16 @@ bool cf__contains_all(const cf_filter *f, uint64_t h)
 cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
 {
     cf__key k = cf__key_bits(f->fp_bits, h);
-    return cf__insert_rest(f, &k, n1, n2);
+    return cf__insert_rest(f, &k, n1, n2, false);
 }
 
-static cf_status cf__delete_key(cf_filter *f, const cf__key *k)
+cf_status cf__cc_insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
+{
+    cf__key k = cf__key_bits(f->fp_bits, h);
+    return cf__insert_rest(f, &k, n1, n2, true);
+}
+
+static CF__INLINE cf_status cf__delete_key(cf_filter *f, const cf__key *k, bool cc)
 {
     for (unsigned n = f->ntables; n-- > 0;) {
         cf__table *t = &f->tables[n];
@@ -1004,10 +1162,10 @@ static cf_status cf__delete_key(cf_filter *f, const cf__key *k)
         for (unsigned w = 0; w < 2; w++) {
             int j = cf__bucket_find(t, t->shape, i[w], fp);
             if (j >= 0) {
-                cf__slot_set(t, t->shape, i[w], (unsigned)j, 0);
+                cf__set_slot(t, i[w], (unsigned)j, 0, cc);
                 t->items--;
                 if (CF__UNLIKELY(f->stash_n))
-                    cf__stash_drain(f, n);
+                    cf__stash_drain(f, n, cc);
                 return CF_OK;
             }
         }
@@ -1023,7 +1181,13 @@ static cf_status cf__delete_key(cf_filter *f, const cf__key *k)
 cf_status cf__delete_all(cf_filter *f, uint64_t h)
 {
     cf__key k = cf__key_bits(f->fp_bits, h);
-    return cf__delete_key(f, &k);
+    return cf__delete_key(f, &k, false);
+}
+
+cf_status cf__cc_delete_all(cf_filter *f, uint64_t h)
+{
+    cf__key k = cf__key_bits(f->fp_bits, h);
+    return cf__delete_key(f, &k, true);
 }
 
 uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len)
@@ -1120,6 +1284,8 @@ uint64_t cf_count_hash(const cf_filter *f, uint64_t h)
 {
     if (!f)
         return 0;
+    if (cf__is_cc(f))
+        return cf__cc_count(f, h);
     cf__key k = cf__key_bits(f->fp_bits, h);
     return cf__count_key(f, &k);
 }
@@ -1219,6 +1385,11 @@ cf_status cf_add_unique(cf_filter *f, const void *key, size_t len)
     if (cf__read_only(f))
         return CF_EREADONLY;
     uint64_t h = cf_hash(f, key, len);
+    if (cf__is_cc(f)) { /* the check and the add as one step among writers */
+        cf_status st;
+        f->ops->add_many(f, &h, 1, CF_ADD_UNIQUE, &st);
+        return st;
+    }
     if (f->ops->contains(f, h))
         return CF_EXISTS;
     return f->ops->add(f, h);
@@ -1253,6 +1424,9 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
         return CF_EINVAL;
     const cf__shape *s = cf__shape0(f);
     cf_stats st = {0}, *out = &st;
+    bool cc = cf__is_cc(f);
+    if (cc) /* the counts of one moment, which the writers' lock holds still */
+        cf__cc_lock(f);
     /* The log of the chance that a lookup misses every sub-filter, over 2b: now, and once
      * every sub-filter is full. Widths only grow from one sub-filter to the next: loads
      * are summed over each run of one width, and a log taken per run. */
@@ -1268,7 +1442,10 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
             out->items += t->items;
             out->buckets += t->buckets;
             out->slots += slots;
-            out->bytes += t->data ? cf__table_size(t->shape, t->buckets) : 0;
+            size_t block = 0;
+            if (t->data)
+                (void)cf__table_block(cc, t->shape, t->buckets, &block); /* sized when made */
+            out->bytes += block;
             loads += (double)t->items / (double)slots;
             count += 1.0;
         }
@@ -1287,6 +1464,8 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
     out->fpr = 0.0 - expm1(2.0 * (double)s->b * miss);
     out->fpr_full = 0.0 - expm1(2.0 * (double)s->b * miss_full);
     out->newest_fingerprint_bits = f->tables[cf__ntables_all(f) - 1].shape->f;
+    if (cc)
+        cf__cc_unlock(f);
     /* For a filter that does not widen, a rate of one width at the load of every
      * sub-filter there can be. */
     out->fpr_bound = f->widen ? cf__fpr_bound(s->f, s->b, f->widen, cf__max_tables(f))
@@ -1325,6 +1504,8 @@ cf_status cf_get_config_sized(const cf_filter *f, cf_config *caller, size_t size
     out->flags = out->seed == 0 ? CF_FIXED_SEED : 0u; /* so that cf_new(out) keeps seed 0 */
     if (s->semi)
         out->flags |= CF_SEMI_SORT;
+    if (cf__is_cc(f))
+        out->flags |= CF_CONCURRENT;
     if (f->expansion != 0 && f->widen == 0)
         out->flags |= CF_GROW_SAME_WIDTH;
     else if (f->expansion != 0) /* which gives the same widening again */

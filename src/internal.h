@@ -253,8 +253,10 @@ typedef struct cf__ops {
 /* Each variant's operations, indexed by [state][cf__kind_of(shape)]: state CF__SIMPLE for a
  * filter of one sub-filter and an empty stash, whose lookups and deletes touch two buckets
  * and nothing else, CF__GENERAL for any other (grown, stashed, loading). A filter's `ops`
- * follows its state (cf__sync_ops), so the hot paths never test it. */
-enum cf__state { CF__GENERAL = 0, CF__SIMPLE = 1, CF__STATES };
+ * follows its state (cf__sync_ops), so the hot paths never test it. A concurrent filter
+ * has the operations of CF__CONCURRENT in every state: lookups that check it themselves,
+ * writers that take the lock. */
+enum cf__state { CF__GENERAL = 0, CF__SIMPLE = 1, CF__CONCURRENT = 2, CF__STATES };
 typedef const cf__ops cf__variant[CF__STATES][CF__KINDS];
 CF__HIDDEN extern cf__variant cf__ops_base;
 #if CF__HAVE_V3
@@ -359,6 +361,7 @@ typedef struct cf__more {
     void *map;
     size_t map_len;
     cf__loading *load; /* loading chunk by chunk (cf_load_chunk), else NULL: see cf__loading */
+    struct cf__cc *cc; /* CF_CONCURRENT: the writers' lock and what readers check (concurrent.c) */
 } cf__more;
 
 /* cf_filter.bits */
@@ -367,6 +370,9 @@ typedef struct cf__more {
 #define CF__B_OWN_SHAPE  4u  /* then a copy of its shape (b > CF__STATIC_SHAPE_B) */
 #define CF__B_OWN_SEARCH 8u  /* then search memory: its budget is too big for the stack */
 #define CF__B_READ_ONLY  16u /* mapped or loading (more->map, more->load) */
+#define CF__B_CONCURRENT                                                                           \
+    32u /* CF_CONCURRENT: more->cc, stripes after each table (concurrent.c)                        \
+         */
 
 /* A filter: 96 bytes (its fixed overhead with a shape of b <= 8 and the default allocator;
  * a caller's allocator adds 24, a larger shape 48), then the tables. The head block holds
@@ -456,11 +462,95 @@ static inline bool cf__is_simple(const cf_filter *f)
     return f->ntables == 1 && f->stash_n == 0;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Concurrent filters (CF_CONCURRENT, concurrent.c)                                     */
+/* ------------------------------------------------------------------------------------ */
+
+static inline bool cf__is_cc(const cf_filter *f)
+{
+    return (f->bits & CF__B_CONCURRENT) != 0;
+}
+
+/* The operations of concurrent filters that are the same for every shape (concurrent.c):
+ * lookups of any state, writers that take the lock. fast.c adds lookups for its shapes. */
+CF__HIDDEN bool cf__cc_contains(const cf_filter *f, uint64_t h);
+CF__HIDDEN bool cf__cc_contains_key(const cf_filter *f, const void *key, size_t len);
+CF__HIDDEN void cf__cc_contains_many(const cf_filter *f, const cf__source *src, size_t n,
+                                     bool *out);
+CF__HIDDEN cf_status cf__cc_add(cf_filter *f, uint64_t h);
+CF__HIDDEN cf_status cf__cc_add_key(cf_filter *f, const void *key, size_t len);
+CF__HIDDEN cf_status cf__cc_del(cf_filter *f, uint64_t h);
+CF__HIDDEN cf_status cf__cc_del_key(cf_filter *f, const void *key, size_t len);
+CF__HIDDEN size_t cf__cc_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
+                                  cf_status *status);
+
+/* Bytes a concurrent filter's table of `buckets` buckets takes after its
+ * cf__table_size(): the version counters of its stripes (with the alignment before
+ * them); false if that overflows. */
+CF__HIDDEN bool cf__cc_extra_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes);
+
+/* The shared state of a concurrent filter, made with it; NULL if the allocation fails.
+ * cf__cc_ready completes it once the first sub-filter has its memory. */
+CF__HIDDEN struct cf__cc *cf__cc_new(cf_filter *f);
+CF__HIDDEN void cf__cc_ready(cf_filter *f);
+/* Free it, and the sub-filter arrays that growth replaced while readers might hold them. */
+CF__HIDDEN void cf__cc_free(cf_filter *f, struct cf__cc *cc);
+/* Keep a replaced sub-filter array until the filter is freed (or compacted, which needs
+ * exclusive access: cf__cc_free_retired); false if there is no room (the caller then
+ * keeps the old array and fails). */
+CF__HIDDEN bool cf__cc_retire(cf_filter *f, void *array);
+CF__HIDDEN void cf__cc_free_retired(cf_filter *f);
+
+/* What a concurrent filter holds besides a plain one's head, its `more` and sub-filter
+ * array, and its tables' blocks: its shared state and stash. */
+CF__HIDDEN size_t cf__cc_fixed_bytes(void);
+
+/* The writers' lock: every call that changes a concurrent filter holds it. */
+CF__HIDDEN void cf__cc_lock(const cf_filter *f);
+CF__HIDDEN void cf__cc_unlock(const cf_filter *f);
+
+/* A change to what readers find outside the tables (the stash, the sub-filter count and
+ * array) happens between these two; the end records whether the filter is left in the
+ * simple state (cf__is_simple). */
+CF__HIDDEN void cf__cc_meta_begin(cf_filter *f);
+CF__HIDDEN void cf__cc_meta_end(cf_filter *f);
+
+/* The writes of a concurrent filter's tables, each one bucket at a time under the
+ * bucket's stripe counter, so that readers see the bucket before or after, never in
+ * between: cf__put_if_free, cf__slot_set, and every slot of the table cleared. */
+CF__HIDDEN bool cf__cc_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp);
+CF__HIDDEN void cf__cc_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp);
+CF__HIDDEN void cf__cc_table_clear(cf__table *t);
+
+/* A concurrent filter's sub-filter array and count, stored for readers (release): the
+ * array's entries, and the tables they describe, are complete before. */
+CF__HIDDEN void cf__cc_set_tables(cf_filter *f, cf__table *tables);
+CF__HIDDEN void cf__cc_set_ntables(cf_filter *f, unsigned n);
+
+/* The stash of a concurrent filter written entry by entry (under cf__cc_meta_begin). */
+CF__HIDDEN void cf__cc_stash_set(cf_filter *f, unsigned e, const cf__stash *x);
+CF__HIDDEN void cf__cc_stash_n(cf_filter *f, unsigned n);
+
+/* The slow paths of filter.c compiled for concurrent filters: cf__insert_rest_h and
+ * cf__delete_all, writing through the calls above. */
+CF__HIDDEN cf_status cf__cc_insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2);
+CF__HIDDEN cf_status cf__cc_delete_all(cf_filter *f, uint64_t h);
+
+/* The copies of key h a concurrent filter holds, as cf_count_hash counts them. */
+CF__HIDDEN uint64_t cf__cc_count(const cf_filter *f, uint64_t h);
+
 /* Point f->ops at the operations for f's state: to be called whenever the number of
- * complete sub-filters or of stash entries changes. */
+ * complete sub-filters or of stash entries changes. A concurrent filter's never change
+ * (readers load them with no ordering): those of its first sub-filter's shape, set once. */
 static inline void cf__sync_ops(cf_filter *f)
 {
     const cf__variant *v = cf__variant_of(f);
+    if (cf__is_cc(f)) {
+        const cf__ops *ops = &(*v)[CF__CONCURRENT][cf__kind_of(cf__shape0(f))];
+        if (f->ops != ops)
+            f->ops = ops;
+        return;
+    }
     /* The shape is the newest sub-filter's, where inserts go (lookups of the general
      * state go through every sub-filter, each with its own). */
     const cf__shape *s = f->tables[f->ntables ? f->ntables - 1 : 0].shape;
@@ -490,7 +580,8 @@ typedef struct cf__params {
     cf__shape shape;
     uint64_t capacity, seed;
     unsigned max_kicks, expansion, max_tables;
-    unsigned widen; /* extra fingerprint bits per sub-filter, in 1/256 bits (0: same width) */
+    unsigned widen;  /* extra fingerprint bits per sub-filter, in 1/256 bits (0: same width) */
+    bool concurrent; /* CF_CONCURRENT (never from a file) */
 } cf__params;
 
 /* Fingerprint bits that sub-filter k adds to the first's f: ceil(k * widen / 256), up to

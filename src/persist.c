@@ -313,19 +313,43 @@ static uint64_t cf__file_sum(const cf_filter *f)
     return cf__emit_body(&k, f);
 }
 
-size_t cf_serialized_size(const cf_filter *f)
+/* The writers' lock of a concurrent filter, held by the calls that read a whole filter
+ * (its size, its bytes, its chunks), so that what they read is one state of it. */
+static void cf__hold(const cf_filter *f)
 {
-    if (!f || cf__load_of(f))
+    if (cf__is_cc(f))
+        cf__cc_lock(f);
+}
+
+static void cf__release_hold(const cf_filter *f)
+{
+    if (cf__is_cc(f))
+        cf__cc_unlock(f);
+}
+
+static size_t cf__serialized_size(const cf_filter *f)
+{
+    if (cf__load_of(f))
         return 0;
     uint64_t n = cf__file_len(f);
     return n > SIZE_MAX ? 0 : (size_t)n;
 }
 
-cf_status cf_serialize(const cf_filter *f, void *buf, size_t cap, size_t *written)
+size_t cf_serialized_size(const cf_filter *f)
 {
-    if (!f || !buf || cf__load_of(f))
+    if (!f)
+        return 0;
+    cf__hold(f);
+    size_t n = cf__serialized_size(f);
+    cf__release_hold(f);
+    return n;
+}
+
+static cf_status cf__serialize(const cf_filter *f, void *buf, size_t cap, size_t *written)
+{
+    if (!buf || cf__load_of(f))
         return CF_EINVAL;
-    size_t n = cf_serialized_size(f);
+    size_t n = cf__serialized_size(f);
     if (n == 0 || cap < n)
         return CF_EINVAL;
     cf__sink k;
@@ -335,6 +359,16 @@ cf_status cf_serialize(const cf_filter *f, void *buf, size_t cap, size_t *writte
     if (written)
         *written = n;
     return CF_OK;
+}
+
+cf_status cf_serialize(const cf_filter *f, void *buf, size_t cap, size_t *written)
+{
+    if (!f)
+        return CF_EINVAL;
+    cf__hold(f);
+    cf_status st = cf__serialize(f, buf, cap, written);
+    cf__release_hold(f);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -435,6 +469,7 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
 
     cf__params *p = &m->p;
     unsigned f = b[CF__H_FP_BITS], bsize = b[CF__H_BUCKET];
+    p->concurrent = false; /* not a property of the file: a loaded filter is not concurrent */
     p->seed = cf__load_le64(b + CF__H_SEED);
     p->capacity = cf__load_le64(b + CF__H_CAPACITY);
     p->max_kicks = cf__load_le16(b + CF__H_KICKS);
@@ -916,10 +951,20 @@ static int cf__create_temp(const char *path, char *tmp, size_t tmp_size)
     return -1;
 }
 
+static cf_status cf__save(const cf_filter *f, const char *path);
+
 cf_status cf_save(const cf_filter *f, const char *path)
 {
     if (!f || !path || !*path || cf__load_of(f))
         return CF_EINVAL;
+    cf__hold(f);
+    cf_status st = cf__save(f, path);
+    cf__release_hold(f);
+    return st;
+}
+
+static cf_status cf__save(const cf_filter *f, const char *path)
+{
     /* One block: the write buffer, the resolved path, then the temporary name (and, after
      * the rename, the directory's name). */
     const size_t block_bytes = CF__STAGE_BYTES + PATH_MAX + PATH_MAX + CF__TMP_SUFFIX;
@@ -1055,10 +1100,8 @@ static uint64_t cf__chunk_tag(const uint8_t *p, size_t n, uint64_t header_sum, u
     return XXH3_64bits_withSeed(p, n, header_sum ^ pos);
 }
 
-size_t cf_dump_chunk_max(const cf_filter *f)
+static size_t cf__dump_chunk_max(const cf_filter *f)
 {
-    if (!f)
-        return 0;
     uint64_t most = cf__meta_len(cf__ntables_all(f), f->stash_n) + CF__SUM_BYTES;
     for (unsigned k = 0; k < cf__ntables_all(f); k++) {
         uint64_t n = cf__data_bytes(f->tables[k].shape, f->tables[k].buckets);
@@ -1068,10 +1111,32 @@ size_t cf_dump_chunk_max(const cf_filter *f)
     return (size_t)most;
 }
 
+size_t cf_dump_chunk_max(const cf_filter *f)
+{
+    if (!f)
+        return 0;
+    cf__hold(f);
+    size_t n = cf__dump_chunk_max(f);
+    cf__release_hold(f);
+    return n;
+}
+
+static cf_status cf__dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap,
+                                size_t *len);
+
 cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap, size_t *len)
 {
     if (!f || !cursor || !len)
         return CF_EINVAL;
+    cf__hold(f);
+    cf_status st = cf__dump_chunk(f, cursor, buf, cap, len);
+    cf__release_hold(f);
+    return st;
+}
+
+static cf_status cf__dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap,
+                                size_t *len)
+{
     /* A loading filter dumps what it has received: its header, then the data chunks
      * before the one it expects. Loading those gives a filter in the same state. */
     uint64_t pos = *cursor,

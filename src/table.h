@@ -530,22 +530,37 @@ static CF__INLINE const uint32_t *cf__semi_spread_t(unsigned F)
     return NULL;
 }
 
-/* Nonzero iff a slot of semi-sorted bucket i, of constant width F, holds fp: the bit
- * (j + 1) W - 1 for a matching slot j, W = F - 4. The bucket is compared in place, as four
- * lanes of W bits: its suffixes against fp's, and in the same lanes the prefixes of its
- * code, spread by the table to the suffixes' spacing, against fp's; a lane is zero in
- * the or of the two differences iff both match. No deposit (pdep): slow on some CPUs
- * that have it, and none in the baseline variant. */
-static CF__INLINE uint64_t cf__semi_match_t(const cf__table *t, uint64_t i, uint32_t fp, unsigned F)
+/* Nonzero iff a slot of the semi-sorted bucket whose first bytes are `word`, of constant
+ * width F, holds fp: the bit (j + 1) W - 1 for a matching slot j, W = F - 4. The bucket is
+ * compared in place, as four lanes of W bits: its suffixes against fp's, and in the same
+ * lanes the prefixes of its code, spread by the table to the suffixes' spacing, against
+ * fp's; a lane is zero in the or of the two differences iff both match. No deposit
+ * (pdep): slow on some CPUs that have it, and none in the baseline variant. */
+static CF__INLINE uint64_t cf__semi_match_word_t(uint64_t word, uint32_t fp, unsigned F)
 {
-    const unsigned W = F - CF__SEMI_PREFIX_BITS, B = CF__SEMI_B;
-    /* The load may hold the next bucket's first bytes too, above the suffixes: they only
+    const unsigned W = F - CF__SEMI_PREFIX_BITS;
+    /* The word may hold the next bucket's first bytes too, above the suffixes: they only
      * borrow upward, out of the lanes (cf__zero_lanes_t). */
-    uint64_t word = cf__load_t(cf__bucket_at_t(t, NULL, i, F, B), F, B);
     uint64_t lanes = cf__opaque(cf__lanes_lo_t(W, 4));
     uint64_t pre = cf__semi_spread_t(F)[word & CF__SEMI_CODE_MASK] ^ lanes * (fp >> W);
     uint64_t suf = (word >> CF__SEMI_CODE_BITS) ^ lanes * (fp & ((UINT32_C(1) << W) - 1));
     return cf__zero_lanes_t(pre | suf, W, 4);
+}
+
+/* The same for bucket i of t, loaded. */
+static CF__INLINE uint64_t cf__semi_match_t(const cf__table *t, uint64_t i, uint32_t fp, unsigned F)
+{
+    return cf__semi_match_word_t(
+        cf__load_t(cf__bucket_at_t(t, NULL, i, F, CF__SEMI_B), F, CF__SEMI_B), fp, F);
+}
+
+/* Nonzero iff a slot of the bucket whose first bytes are `word` holds fp (constant widths;
+ * bits above the bucket are ignored). */
+static CF__INLINE uint64_t cf__word_match_t(uint64_t word, uint32_t fp, unsigned F, unsigned B)
+{
+    if (CF__SEMI_T(F, B))
+        return cf__semi_match_word_t(word, fp, F);
+    return cf__zero_lanes_t(word ^ cf__fps_t(fp, F, B), F, B);
 }
 
 /* Nonzero iff a slot of bucket i holds fp. */

@@ -77,6 +77,9 @@ static void test_new(void)
          {.capacity = 500, .expansion = 1, .bucket_size = 3, .fingerprint_bits = 7}},
         {"growing e3 b255 f32",
          {.capacity = 50, .expansion = 3, .bucket_size = 255, .fingerprint_bits = 32}},
+        {"concurrent growing e2 b4 f12", {.capacity = 100, .expansion = 2, .flags = CF_CONCURRENT}},
+        {"concurrent semi b4 f13",
+         {.capacity = 1000, .fingerprint_bits = 13, .flags = CF_SEMI_SORT | CF_CONCURRENT}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         new_with_failures(&cases[i].c, cases[i].what, false);
@@ -111,11 +114,12 @@ static uint64_t count_missing(const cf_filter *f, uint64_t stream, uint64_t n)
 }
 
 static void test_growth(unsigned b, unsigned fb, unsigned e, uint64_t cap, unsigned growths,
-                        bool persist, uint64_t tag)
+                        bool persist, uint64_t tag, unsigned flags)
 {
     uint64_t seed = cft_subseed(tag);
-    cft_context("growth b %u f %u e %u cap %llu %s failures, filter seed 0x%016llx (tag %llu)", b,
-                fb, e, (unsigned long long)cap, persist ? "persistent" : "single",
+    cft_context("growth b %u f %u e %u cap %llu flags %u %s failures, filter seed 0x%016llx (tag "
+                "%llu)",
+                b, fb, e, (unsigned long long)cap, flags, persist ? "persistent" : "single",
                 (unsigned long long)seed, (unsigned long long)tag);
     cft_alloc ta;
     cft_alloc_init(&ta);
@@ -124,7 +128,8 @@ static void test_growth(unsigned b, unsigned fb, unsigned e, uint64_t cap, unsig
                    .fingerprint_bits = fb,
                    .expansion = e,
                    .seed = seed,
-                   .allocator = &ta.a};
+                   .allocator = &ta.a,
+                   .flags = flags};
     cf_filter *f = NULL;
     if (!CHECK_ST(cf_new(&c, &f), CF_OK))
         return;
@@ -193,8 +198,9 @@ static void test_growth(unsigned b, unsigned fb, unsigned e, uint64_t cap, unsig
     cf_stats s = cft_stats(f);
     CHECK_EQ_U(s.items, n);
     CHECK_EQ_U(s.sub_filters, 1 + growths);
-    printf("  growth b %u f %2u e %u cap %4llu %s: %llu keys, %llu growths, %llu CF_ENOMEM\n", b,
-           fb, e, (unsigned long long)cap, persist ? "persistent" : "single    ",
+    printf("  growth b %u f %2u e %u cap %4llu flags %u %s: %llu keys, %llu growths, %llu "
+           "CF_ENOMEM\n",
+           b, fb, e, (unsigned long long)cap, flags, persist ? "persistent" : "single    ",
            (unsigned long long)n, (unsigned long long)grown, (unsigned long long)enomem);
     cf_free(f);
     CHECK_ALLOC_CLEAN(&ta);
@@ -361,9 +367,12 @@ int main(void)
     } g[] = {{4, 12, 2, 100, 5}, {2, 16, 1, 64, 6}, {8, 8, 3, 50, 4},
              {1, 12, 2, 40, 5},  {3, 23, 4, 30, 3}, {16, 32, 2, 20, 4}};
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
-        test_growth(g[i].b, g[i].f, g[i].e, g[i].cap, g[i].growths, false, 10 + i);
-        test_growth(g[i].b, g[i].f, g[i].e, g[i].cap, g[i].growths, true, 20 + i);
+        test_growth(g[i].b, g[i].f, g[i].e, g[i].cap, g[i].growths, false, 10 + i, 0);
+        test_growth(g[i].b, g[i].f, g[i].e, g[i].cap, g[i].growths, true, 20 + i, 0);
     }
+    /* A concurrent filter's growth: its retired sub-filter arrays are kept, not freed. */
+    test_growth(4, 12, 2, 100, 6, false, 40, CF_CONCURRENT);
+    test_growth(4, 13, 2, 100, 5, true, 41, CF_SEMI_SORT | CF_CONCURRENT);
     test_growth_refused_then_allowed();
     return cft_finish();
 }

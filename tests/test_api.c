@@ -324,16 +324,20 @@ static void test_bytes_needed(void)
         {1000, 4, 12, 2},   {12345, 8, 16, 0}, {100000, 2, 32, 1},  {77777, 3, 7, 3},
         {5000, 255, 32, 0}, {999, 16, 23, 4},  {1100000, 4, 12, 0}, {65536, 1, 5, 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        cft_context("bytes_needed case %zu: cap %llu b %u f %u e %u", i,
-                    (unsigned long long)cases[i].cap, cases[i].b, cases[i].f, cases[i].e);
+    /* Each case plain and concurrent (stripe counters, shared state and stash). */
+    for (size_t i = 0; i < 2 * (sizeof cases / sizeof cases[0]); i++) {
+        size_t c = i / 2;
+        unsigned flags = i % 2 ? CF_CONCURRENT : 0u;
+        cft_context("bytes_needed case %zu: cap %llu b %u f %u e %u flags %u", c,
+                    (unsigned long long)cases[c].cap, cases[c].b, cases[c].f, cases[c].e, flags);
         cft_alloc ta;
         cft_alloc_init(&ta);
-        cf_config cfg = {.capacity = cases[i].cap,
-                         .bucket_size = cases[i].b,
-                         .fingerprint_bits = cases[i].f,
-                         .expansion = cases[i].e,
-                         .allocator = &ta.a};
+        cf_config cfg = {.capacity = cases[c].cap,
+                         .bucket_size = cases[c].b,
+                         .fingerprint_bits = cases[c].f,
+                         .expansion = cases[c].e,
+                         .allocator = &ta.a,
+                         .flags = flags};
         size_t need = 0;
         if (!CHECK_ST(cf_bytes_needed(&cfg, &need), CF_OK))
             continue;

@@ -1,0 +1,198 @@
+/*
+ * concurrent.c - lookups of a CF_CONCURRENT filter beside a busy writer (`make bench`
+ * runs it as build/cf-bench-concurrent).
+ *
+ * For each size: a filter of N keys (12-bit fingerprints, b = 4) filled to 90 %, then
+ * single pre-hashed lookups (cf_contains_hash, half of them present keys) timed in one
+ * thread, in three settings, ROUNDS times in turn (the median of each is printed):
+ *   - plain: the filter without the flag, nothing else running (the baseline);
+ *   - concurrent, alone: the filter with the flag, nothing else running;
+ *   - concurrent + writer: the same while another thread adds and deletes keys of its own
+ *     as fast as it can (one add, one delete of its oldest key, and again: the load stays
+ *     at 90 % and inserts evict);
+ *   - plain + writer elsewhere: the plain filter while the writer works on a filter of its
+ *     own of the same size: what the machine allows two busy threads (shared caches,
+ *     memory, and on a VM perhaps one physical core), with no sharing between them.
+ * The goal: with a writer, at least 80 % of the plain filter's lookup rate. Instruction
+ * counts per lookup with and without the flag: bench/icount.sh 12/4 12/4c.
+ *
+ * Usage: cf-bench-concurrent [--keys N[,N...]] [--queries Q] [--seed S]
+ */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime, in common.h */
+#include "common.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define DEFAULT_KEYS    "1000000,20000000" /* in cache (1.6 MB table), and far out of it */
+#define DEFAULT_QUERIES UINT64_C(4000000)  /* per timed run */
+#define FILL            0.90               /* load the filters are filled to */
+#define ROUNDS          5
+#define MAX_KEYS        8
+
+typedef struct writer {
+    cf_filter *f;
+    uint64_t stream, ops;
+    atomic_bool stop;
+} writer;
+
+/* Adds key i and deletes key i - backlog: the filter's load stays where it is. */
+static void *writer_main(void *p)
+{
+    writer *w = p;
+    const uint64_t backlog = 1000;
+    uint64_t i = 0;
+    while (!atomic_load_explicit(&w->stop, memory_order_relaxed)) {
+        (void)cf_add_hash(w->f, bench_gen(w->stream, i));
+        if (i >= backlog)
+            (void)cf_delete_hash(w->f, bench_gen(w->stream, i - backlog));
+        i++;
+    }
+    w->ops = 2 * i;
+    return NULL;
+}
+
+/* ns per cf_contains_hash: queries alternate present keys (of stream `present`, n of them)
+ * and absent ones; *misses counts present keys not found (must stay 0). */
+static double time_lookups(const cf_filter *f, uint64_t present, uint64_t n, uint64_t absent,
+                           uint64_t first, uint64_t q, uint64_t *misses)
+{
+    uint64_t miss = 0, hits = 0;
+    double t0 = bench_now();
+    for (uint64_t j = first; j < first + q; j++) {
+        uint64_t r = bench_gen(absent, j);
+        bool is_present = j & 1u;
+        uint64_t h = is_present ? bench_gen(present, bench_reduce32(r >> 32, n)) : r;
+        bool hit = cf_contains_hash(f, h);
+        miss += is_present & !hit;
+        hits += hit;
+    }
+    double t1 = bench_now();
+    *misses += miss;
+    if (hits > q) /* keeps the loop's result alive */
+        printf("impossible\n");
+    return (t1 - t0) * 1e9 / (double)q;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return v[n / 2];
+}
+
+/* The lookups of time_lookups while a writer thread works on filter w_filter. */
+static double time_beside(const cf_filter *f, cf_filter *w_filter, uint64_t stream,
+                          uint64_t present, uint64_t n, uint64_t absent, uint64_t first, uint64_t q,
+                          uint64_t *misses, uint64_t *writes, double *seconds)
+{
+    writer w = {.f = w_filter, .stream = stream};
+    atomic_init(&w.stop, false);
+    pthread_t t;
+    if (pthread_create(&t, NULL, writer_main, &w) != 0) {
+        fprintf(stderr, "cf-bench-concurrent: pthread_create failed\n");
+        exit(2);
+    }
+    double t0 = bench_now();
+    double ns = time_lookups(f, present, n, absent, first, q, misses);
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    *seconds += bench_now() - t0;
+    *writes += w.ops;
+    return ns;
+}
+
+static void run(uint64_t capacity, uint64_t queries, uint64_t seed)
+{
+    uint64_t present = bench_gen(seed, 1), absent = bench_gen(seed, 2), churn = bench_gen(seed, 3);
+    uint64_t n = (uint64_t)((double)capacity * FILL);
+    cf_filter *plain = bench_filter(capacity, 12, 4, 0, seed);
+    cf_filter *cc = bench_filter(capacity, 12, 4, CF_CONCURRENT, seed);
+    cf_filter *other = bench_filter(capacity, 12, 4, 0, seed); /* the writer's own */
+    for (uint64_t i = 0; i < n; i++) {
+        bench_check(cf_add_hash(plain, bench_gen(present, i)), "cf_add_hash");
+        bench_check(cf_add_hash(cc, bench_gen(present, i)), "cf_add_hash");
+        bench_check(cf_add_hash(other, bench_gen(churn, UINT64_C(1) << 40 | i)), "cf_add_hash");
+    }
+    double t_plain[ROUNDS], t_alone[ROUNDS], t_busy[ROUNDS], t_apart[ROUNDS];
+    uint64_t misses = 0, writes = 0, writes_apart = 0;
+    double busy_seconds = 0, apart_seconds = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        uint64_t first = (uint64_t)r * queries, stream = bench_gen(churn, (uint64_t)r);
+        t_plain[r] = time_lookups(plain, present, n, absent, first, queries, &misses);
+        t_alone[r] = time_lookups(cc, present, n, absent, first, queries, &misses);
+        t_busy[r] = time_beside(cc, cc, stream, present, n, absent, first, queries, &misses,
+                                &writes, &busy_seconds);
+        t_apart[r] = time_beside(plain, other, stream, present, n, absent, first, queries, &misses,
+                                 &writes_apart, &apart_seconds);
+    }
+    double p = median(t_plain, ROUNDS), a = median(t_alone, ROUNDS), b = median(t_busy, ROUNDS);
+    double o = median(t_apart, ROUNDS);
+    char nb[32];
+    printf("## %s keys (capacity, filled to %.0f %%)\n\n", bench_grouped(capacity, nb, sizeof nb),
+           FILL * 100);
+    printf("| lookups (cf_contains_hash, half present) | ns | rate vs plain |\n"
+           "|---|---:|---:|\n");
+    printf("| plain filter, no writer | %.1f | 1.00 |\n", p);
+    printf("| CF_CONCURRENT, no writer | %.1f | %.2f |\n", a, p / a);
+    printf("| CF_CONCURRENT, beside a writer (%.1f M writes/s) | %.1f | %.2f |\n",
+           (double)writes / busy_seconds / 1e6, b, p / b);
+    printf("| plain filter, beside a writer on a filter of its own (%.1f M writes/s) | %.1f | %.2f "
+           "|\n\n",
+           (double)writes_apart / apart_seconds / 1e6, o, p / o);
+    printf("Goal: beside a writer, at least 0.80 of the plain rate: %s.\n\n",
+           p / b >= 0.80 ? "met" : "not met");
+    if (misses) {
+        printf("ERROR: %llu present keys not found\n", (unsigned long long)misses);
+        exit(1);
+    }
+    cf_free(plain);
+    cf_free(cc);
+    cf_free(other);
+}
+
+int main(int argc, char **argv)
+{
+    const char *keys_arg = DEFAULT_KEYS;
+    uint64_t queries = DEFAULT_QUERIES, seed = BENCH_DEFAULT_SEED;
+    for (int i = 1; i < argc; i++) {
+        const char *e = NULL;
+        if (strcmp(argv[i], "--keys") == 0 && i + 1 < argc) {
+            keys_arg = argv[++i];
+        } else if (strcmp(argv[i], "--queries") == 0 && i + 1 < argc) {
+            queries = bench_parse_count(argv[++i], &e);
+            if (queries == 0 || *e)
+                goto usage;
+        } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+            if (!bench_parse_seed(argv[++i], &seed))
+                goto usage;
+        } else {
+            goto usage;
+        }
+    }
+    uint64_t keys[MAX_KEYS];
+    size_t nkeys = 0;
+    for (const char *s = keys_arg;;) {
+        const char *e = NULL;
+        uint64_t v = bench_parse_count(s, &e);
+        if (v == 0 || v > UINT32_MAX || nkeys == MAX_KEYS || (*e != ',' && *e != '\0'))
+            goto usage;
+        keys[nkeys++] = v;
+        if (*e == '\0')
+            break;
+        s = e + 1;
+    }
+    bench_print_start("cf-bench-concurrent: lookups beside a writer", argc, argv);
+    for (size_t k = 0; k < nkeys; k++)
+        run(keys[k], queries, seed);
+    return 0;
+usage:
+    fprintf(stderr, "usage: cf-bench-concurrent [--keys N[,N...]] [--queries Q] [--seed S]\n");
+    return 2;
+}

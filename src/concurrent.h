@@ -1,0 +1,129 @@
+/*
+ * concurrent.h - what the lookups of concurrent filters (CF_CONCURRENT) share between
+ * concurrent.c, which has the rest and the argument for their memory ordering, and the
+ * fixed-shape lookups of fast.c: the shared state, the stripe counters and the reads of a
+ * table through aligned atomic words.
+ */
+#ifndef CF_CONCURRENT_H
+#define CF_CONCURRENT_H
+
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* Buckets per stripe: a reader beside a writer retries only when the writer changes one
+ * of the 2 x 256 buckets around its own two, and the counters cost 4 bytes per 256 buckets
+ * (0.26 % of a table of 6-byte buckets). */
+#define CF__CC_STRIPE_SHIFT   8u
+#define CF__CC_STRIPE_BUCKETS (UINT64_C(1) << CF__CC_STRIPE_SHIFT)
+
+/* Sub-filter arrays growth may replace: the array doubles from 2 entries up to
+ * CF_MAX_SUB_FILTERS = 2^16, 16 times. */
+#define CF__CC_MAX_RETIRED 16u
+
+/* Bytes after a table's stripe counters: the second aligned word cf__cc_word_at loads
+ * for the last bucket may reach past the counters. */
+#define CF__CC_TAIL_PAD 8u
+
+/* The bits of `meta` below its count of writers' sections: a section in progress, and a
+ * filter not in the simple state (more than one sub-filter, or a stash entry), which the
+ * section's end writes. A reader of the simple state checks both with one load. */
+#define CF__CC_META_BUSY       1u
+#define CF__CC_META_NOT_SIMPLE 3u /* busy, or bit 1: not simple */
+#define CF__CC_META_STEP       4u
+
+/* Bytes that keep the writers' lock off the cache line lookups read: two lines, as the
+ * block is aligned to 16 bytes only. */
+#define CF__CC_LOCK_ROOM 128u
+
+struct cf__cc {
+    /* The writers' lock: a mutex, which puts a waiting writer to sleep (a spin lock that
+     * hands the lock on in turn stalls whenever the next in line is not running, as with
+     * more threads than cores). Every write changes it; no lookup reads it. */
+    pthread_mutex_t lock;
+    char lock_room[CF__CC_LOCK_ROOM > sizeof(pthread_mutex_t)
+                       ? CF__CC_LOCK_ROOM - sizeof(pthread_mutex_t)
+                       : 1];
+    /* What a lookup of the simple state reads besides its buckets: `meta` (see
+     * CF__CC_META_*), which only the stash and growth change, and copies of the first
+     * sub-filter's data and size, which never change (its entry in the sub-filter array
+     * holds its item count, which every write changes). */
+    atomic_uint meta;
+    atomic_uint *stripes0;
+    uint8_t *data0;
+    uint64_t buckets0;
+    /* Written by growth only. */
+    void *retired[CF__CC_MAX_RETIRED];
+    unsigned nretired;
+};
+
+static inline struct cf__cc *cf__cc_of(const cf_filter *f)
+{
+    return f->more->cc;
+}
+
+static inline uint64_t cf__cc_stripes_n(uint64_t buckets)
+{
+    return (buckets + CF__CC_STRIPE_BUCKETS - 1) >> CF__CC_STRIPE_SHIFT;
+}
+
+/* The stripe counters start at the table's size rounded up to 8 bytes: the last aligned
+ * word a reader loads for the table's padding ends there. */
+static inline size_t cf__cc_stripes_at(const cf__shape *s, uint64_t buckets)
+{
+    size_t size = cf__table_size(s, buckets);
+    return size + (8u - size % 8u) % 8u;
+}
+
+static inline atomic_uint *cf__cc_stripe(const cf__table *t, uint64_t bucket)
+{
+    atomic_uint *c = (atomic_uint *)(void *)(t->data + cf__cc_stripes_at(t->shape, t->buckets));
+    return &c[bucket >> CF__CC_STRIPE_SHIFT];
+}
+
+static inline _Atomic uint64_t *cf__cc_words(const cf__table *t)
+{
+    return (_Atomic uint64_t *)(void *)t->data;
+}
+
+/* A writer's section under sequence counter c: odd, then the writes, then even. */
+static inline void cf__seq_begin(atomic_uint *c)
+{
+    unsigned v = atomic_load_explicit(c, memory_order_relaxed);
+    atomic_store_explicit(c, v + 1u, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+}
+
+static inline void cf__seq_end(atomic_uint *c)
+{
+    unsigned v = atomic_load_explicit(c, memory_order_relaxed);
+    atomic_store_explicit(c, v + 1u, memory_order_release);
+}
+
+/* A reader's check after reading under c: unchanged since `seen`, and even. */
+static inline bool cf__seq_same(atomic_uint *c, unsigned seen)
+{
+    atomic_thread_fence(memory_order_acquire);
+    return !(seen & 1u) && atomic_load_explicit(c, memory_order_relaxed) == seen;
+}
+
+/* The 8 bytes of t from byte `at` on, as cf__load_le64 would read them, through the two
+ * aligned words that hold them (relaxed atomic loads), with no branch. Every table of a
+ * concurrent filter is followed by its stripe counters and CF__CC_TAIL_PAD bytes, so the
+ * second word is always inside its block. */
+static inline uint64_t cf__cc_word_at(const cf__table *t, uint64_t at)
+{
+    _Atomic uint64_t *w = cf__cc_words(t) + (at >> 3);
+    uint64_t lo = atomic_load_explicit(&w[0], memory_order_relaxed);
+    uint64_t hi = atomic_load_explicit(&w[1], memory_order_relaxed);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    lo = __builtin_bswap64(lo);
+    hi = __builtin_bswap64(hi);
+#endif
+    unsigned sh = (unsigned)(at & 7u) * 8u;
+    /* hi << (64 - sh) in two steps, so that sh = 0 shifts it out rather than by 64 */
+    return (lo >> sh) | ((hi << 1) << (63u - sh));
+}
+
+#endif /* CF_CONCURRENT_H */

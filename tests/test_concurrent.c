@@ -1,0 +1,383 @@
+/*
+ * test_concurrent.c - filters made with CF_CONCURRENT.
+ *
+ * - Differential: one thread, the same operations on a concurrent filter and on the same
+ *   filter without the flag, for many shapes (odd bucket sizes, semi-sorted buckets,
+ *   growth, the stash, clears): the same statuses, answers and bytes. Every write of a
+ *   concurrent filter goes through its own code (bucket windows, stripe counters), so
+ *   this holds that code to the plain one.
+ * - Stress: reader threads look up stable keys (added before, never deleted) while writer
+ *   threads add and delete keys of their own at high load, forcing evictions, growth and
+ *   the stash: no lookup may miss a stable key. Then each writer's own model of what it
+ *   holds is checked against the filter (every key found, the item count exact).
+ *   CF_TEST_SCALE scales the lookups (50: over 10^8). make test runs it under TSan too.
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------ */
+/* Differential                                                                         */
+/* ------------------------------------------------------------------------------------ */
+
+/* Operations per shape, and the share of them that are deletes of a key added before. */
+#define DIFF_OPS        6000u
+#define DIFF_DEL_PCT    30u
+#define DIFF_UNIQUE_PCT 10u
+
+static void diff_shape(cf_config c, uint64_t seed)
+{
+    cft_context("differential f %u b %u expansion %u flags %u", c.fingerprint_bits, c.bucket_size,
+                c.expansion, c.flags);
+    c.flags |= CF_FIXED_SEED;
+    c.seed = seed | 1u;
+    cf_filter *plain = cft_new(c);
+    c.flags |= CF_CONCURRENT;
+    cf_filter *cc = cft_new(c);
+    if (!CHECK(plain && cc)) {
+        cf_free(plain);
+        cf_free(cc);
+        return;
+    }
+    uint64_t *added = malloc(DIFF_OPS * sizeof *added);
+    size_t nadded = 0;
+    cft_rng r = cft_rng_make(seed);
+    bool cleared = false;
+    for (unsigned i = 0; i < DIFF_OPS; i++) {
+        uint64_t roll = cft_below(&r, 100);
+        cf_status a, b;
+        if (roll < DIFF_DEL_PCT && nadded) {
+            size_t j = (size_t)cft_below(&r, nadded);
+            uint64_t h = added[j];
+            added[j] = added[--nadded];
+            a = cf_delete_hash(plain, h);
+            b = cf_delete_hash(cc, h);
+        } else if (roll < DIFF_DEL_PCT + DIFF_UNIQUE_PCT) {
+            uint8_t key[8];
+            uint64_t id = cft_below(&r, 64);
+            cft_put64(key, id);
+            a = cf_add_unique(plain, key, sizeof key);
+            b = cf_add_unique(cc, key, sizeof key);
+        } else {
+            uint64_t h = cft_next(&r);
+            a = cf_add_hash(plain, h);
+            b = cf_add_hash(cc, h);
+            if (a == CF_OK)
+                added[nadded++] = h;
+        }
+        if (!CHECK_ST(b, a))
+            break;
+        if (!cleared && i == DIFF_OPS / 2) { /* a clear halfway, then more of everything */
+            cf_clear(plain);
+            cf_clear(cc);
+            nadded = 0;
+            cleared = true;
+        }
+    }
+    CHECK(cft_same_bytes(plain, cc));
+    cf_stats sp = cft_stats(plain), sc = cft_stats(cc);
+    CHECK_EQ_U(sc.items, sp.items);
+    CHECK_EQ_U(sc.stashed, sp.stashed);
+    CHECK_EQ_U(sc.sub_filters, sp.sub_filters);
+    CHECK(sc.bytes > sp.bytes); /* the stripe counters */
+    for (unsigned i = 0; i < 2000; i++) {
+        uint64_t h = i < nadded ? added[i] : cft_next(&r);
+        CHECK_EQ_U(cf_contains_hash(cc, h), cf_contains_hash(plain, h));
+        CHECK_EQ_U(cf_count_hash(cc, h), cf_count_hash(plain, h));
+    }
+    uint64_t batch[256];
+    bool out_p[256], out_c[256];
+    for (unsigned i = 0; i < 256; i++)
+        batch[i] = i < nadded ? added[i] : cft_next(&r);
+    cf_contains_many(plain, batch, 256, out_p);
+    cf_contains_many(cc, batch, 256, out_c);
+    CHECK(memcmp(out_p, out_c, sizeof out_p) == 0);
+    cf_status stp[256], stc[256];
+    CHECK_EQ_U(cf_add_many(cc, batch, 256, CF_ADD_UNIQUE, stc),
+               cf_add_many(plain, batch, 256, CF_ADD_UNIQUE, stp));
+    CHECK(memcmp(stp, stc, sizeof stp) == 0);
+    CHECK(cft_same_bytes(plain, cc));
+    cf_config got;
+    cf_get_config(cc, &got);
+    CHECK(got.flags & CF_CONCURRENT);
+    free(added);
+    cf_free(plain);
+    cf_free(cc);
+}
+
+static void test_differential(void)
+{
+    /* Small tables, so that the ops fill them: evictions, growth, the stash. Bucket bits
+     * of every residue mod 8 (5 x 3 = 15, 6 x 1, 4 x 3 = 12, ...), one byte-aligned wide
+     * bucket, semi-sorted buckets of even and odd widths. */
+    const cf_config shapes[] = {
+        {.capacity = 3000, .fingerprint_bits = 12, .bucket_size = 4},
+        {.capacity = 500, .fingerprint_bits = 12, .bucket_size = 4, .expansion = 2},
+        {.capacity = 500, .fingerprint_bits = 5, .bucket_size = 3, .expansion = 2},
+        {.capacity = 2000, .fingerprint_bits = 6, .bucket_size = 1},
+        {.capacity = 400, .fingerprint_bits = 4, .bucket_size = 3, .expansion = 4},
+        {.capacity = 3000, .fingerprint_bits = 13, .bucket_size = 4, .flags = CF_SEMI_SORT},
+        {.capacity = 500,
+         .fingerprint_bits = 10,
+         .bucket_size = 4,
+         .expansion = 2,
+         .flags = CF_SEMI_SORT},
+        {.capacity = 3000, .fingerprint_bits = 32, .bucket_size = 8},
+        {.capacity = 3000, .fingerprint_bits = 7, .bucket_size = 37},
+        {.capacity = 300, .fingerprint_bits = 16, .bucket_size = 2, .expansion = 3},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        diff_shape(shapes[i], cft_subseed(100 + i));
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Stress                                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+#define STRESS_READERS     2u
+#define STRESS_WRITERS     2u
+#define STRESS_STABLE      8000u    /* keys added first, never deleted */
+#define STRESS_LOOKUPS     1000000u /* per reader at scale 1 */
+#define STRESS_WRITER_KEYS 3000u    /* most keys a writer holds at once */
+#define STRESS_WRITES      200000u  /* lookups go on until the writers did this many */
+
+typedef struct stress {
+    cf_filter *f;
+    uint64_t stable_stream;
+    atomic_uint readers_left;
+    atomic_ullong writes; /* adds and deletes done so far, by every writer */
+    unsigned long long min_writes;
+} stress;
+
+typedef struct reader_arg {
+    stress *s;
+    uint64_t lookups; /* at least this many; then how many it did */
+    uint64_t misses, batched_misses;
+} reader_arg;
+
+/* A thread that copies the filter while the others run: statistics, and whole snapshots
+ * through cf_serialize, each loaded back and checked for a sample of the stable keys. */
+typedef struct snapshot_arg {
+    stress *s;
+    uint64_t snapshots, bad_snapshots, snapshot_misses;
+} snapshot_arg;
+
+#define STRESS_SNAPSHOT_SAMPLE 500u
+#define STRESS_SNAPSHOT_EVERY  2000u /* writes between two snapshots */
+
+typedef struct writer_arg {
+    stress *s;
+    uint64_t stream, seed;
+    uint64_t *held; /* ids of the keys it holds now */
+    size_t nheld;
+    uint64_t adds, deletes, failed_deletes, full;
+} writer_arg;
+
+/* Keys are 16 bytes (cft_key): the keyed calls. */
+static void *stress_reader(void *p)
+{
+    reader_arg *a = p;
+    stress *s = a->s;
+    uint8_t keys[64][CFT_KEY_MAX];
+    const void *ptrs[64];
+    size_t lens[64];
+    bool out[64];
+    /* Lookups are faster than writes: they go on until the writers have done their share
+     * too, so that the lookups meet as many moves and growths at every scale. */
+    uint64_t i = 0;
+    while (i < a->lookups ||
+           atomic_load_explicit(&s->writes, memory_order_relaxed) < s->min_writes) {
+        uint64_t id = i % STRESS_STABLE;
+        size_t len = cft_key(keys[0], s->stable_stream, id);
+        a->misses += !cf_contains(s->f, keys[0], len);
+        i++;
+        if (i % 1024 == 0) { /* now and then a batch through cf_contains_keys */
+            for (unsigned k = 0; k < 64; k++) {
+                lens[k] = cft_key(keys[k], s->stable_stream, (id + k) % STRESS_STABLE);
+                ptrs[k] = keys[k];
+            }
+            cf_contains_keys(s->f, ptrs, lens, 64, out);
+            for (unsigned k = 0; k < 64; k++)
+                a->batched_misses += !out[k];
+        }
+    }
+    a->lookups = i;
+    atomic_fetch_sub(&s->readers_left, 1u);
+    return NULL;
+}
+
+static void *stress_snapshots(void *p)
+{
+    snapshot_arg *a = p;
+    stress *s = a->s;
+    uint8_t key[CFT_KEY_MAX];
+    unsigned long long last = 0;
+    while (atomic_load(&s->readers_left) > 0) {
+        /* Paced by the writers, whom each snapshot holds up (it takes their lock). */
+        unsigned long long w = atomic_load_explicit(&s->writes, memory_order_relaxed);
+        if (w - last < STRESS_SNAPSHOT_EVERY && a->snapshots > 0) {
+            sched_yield();
+            continue;
+        }
+        last = w;
+        cf_stats st;
+        cf_get_stats(s->f, &st);
+        a->bad_snapshots += st.items < STRESS_STABLE;
+        /* The size may grow between the two calls: serialize refuses a short buffer. */
+        size_t cap = cf_serialized_size(s->f) * 2u, n = 0;
+        uint8_t *buf = malloc(cap);
+        cf_filter *copy = NULL;
+        if (!buf || cf_serialize(s->f, buf, cap, &n) != CF_OK ||
+            cf_deserialize(buf, n, NULL, &copy) != CF_OK) {
+            a->bad_snapshots++;
+        } else {
+            for (uint64_t id = a->snapshots % 7u; id < STRESS_STABLE;
+                 id += STRESS_STABLE / STRESS_SNAPSHOT_SAMPLE) {
+                size_t len = cft_key(key, s->stable_stream, id);
+                a->snapshot_misses += !cf_contains(copy, key, len);
+            }
+        }
+        cf_free(copy);
+        free(buf);
+        a->snapshots++;
+    }
+    return NULL;
+}
+
+static void *stress_writer(void *p)
+{
+    writer_arg *a = p;
+    stress *s = a->s;
+    cft_rng r = cft_rng_make(a->seed);
+    uint64_t next_id = 0;
+    uint8_t key[CFT_KEY_MAX];
+    while (atomic_load(&s->readers_left) > 0) {
+        /* Mostly adds while it holds few keys, mostly deletes once it holds many: the
+         * filter stays near full and inserts keep evicting. */
+        bool add = a->nheld == 0 || (a->nheld < STRESS_WRITER_KEYS &&
+                                     cft_below(&r, STRESS_WRITER_KEYS) >= a->nheld / 2);
+        if (add) {
+            uint64_t id = next_id++;
+            size_t len = cft_key(key, a->stream, id);
+            cf_status st = cf_add(s->f, key, len);
+            if (st == CF_OK) {
+                a->held[a->nheld++] = id;
+                a->adds++;
+            } else {
+                a->full++;
+            }
+        } else {
+            size_t j = (size_t)cft_below(&r, a->nheld);
+            size_t len = cft_key(key, a->stream, a->held[j]);
+            a->held[j] = a->held[--a->nheld];
+            a->failed_deletes += cf_delete(s->f, key, len) != CF_OK;
+            a->deletes++;
+        }
+        atomic_fetch_add_explicit(&s->writes, 1u, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+static void stress_run(const char *label, cf_config c)
+{
+    cft_context("stress %s", label);
+    c.flags |= CF_CONCURRENT;
+    stress s = {.f = cft_new(c), .stable_stream = cft_subseed(7)};
+    if (!CHECK(s.f))
+        return;
+    uint8_t key[CFT_KEY_MAX];
+    for (uint64_t id = 0; id < STRESS_STABLE; id++) {
+        size_t len = cft_key(key, s.stable_stream, id);
+        if (!CHECK_ST(cf_add(s.f, key, len), CF_OK)) {
+            cf_free(s.f);
+            return;
+        }
+    }
+    atomic_init(&s.readers_left, STRESS_READERS);
+    atomic_init(&s.writes, 0u);
+    s.min_writes = cft_scaled(STRESS_WRITES);
+    reader_arg ra[STRESS_READERS];
+    writer_arg wa[STRESS_WRITERS];
+    pthread_t rt[STRESS_READERS], wt[STRESS_WRITERS];
+    for (unsigned i = 0; i < STRESS_WRITERS; i++) {
+        wa[i] = (writer_arg){.s = &s, .stream = cft_subseed(20 + i), .seed = cft_subseed(30 + i)};
+        wa[i].held = malloc(STRESS_WRITER_KEYS * sizeof *wa[i].held);
+        CHECK(pthread_create(&wt[i], NULL, stress_writer, &wa[i]) == 0);
+    }
+    for (unsigned i = 0; i < STRESS_READERS; i++) {
+        ra[i] = (reader_arg){.s = &s, .lookups = cft_scaled(STRESS_LOOKUPS)};
+        CHECK(pthread_create(&rt[i], NULL, stress_reader, &ra[i]) == 0);
+    }
+    snapshot_arg sa = {.s = &s};
+    pthread_t st_thread;
+    CHECK(pthread_create(&st_thread, NULL, stress_snapshots, &sa) == 0);
+    uint64_t lookups = 0, misses = 0, adds = 0, deletes = 0, full = 0, held = 0;
+    for (unsigned i = 0; i < STRESS_READERS; i++) {
+        pthread_join(rt[i], NULL);
+        lookups += ra[i].lookups;
+        misses += ra[i].misses + ra[i].batched_misses;
+    }
+    for (unsigned i = 0; i < STRESS_WRITERS; i++) {
+        pthread_join(wt[i], NULL);
+        adds += wa[i].adds;
+        deletes += wa[i].deletes;
+        full += wa[i].full;
+        held += wa[i].nheld;
+        CHECK_EQ_U(wa[i].failed_deletes, 0);
+    }
+    pthread_join(st_thread, NULL);
+    cf_stats st = cft_stats(s.f);
+    printf("  stress %s: %llu lookups, %llu adds, %llu deletes, %llu full, %llu snapshots, "
+           "%u sub-filters, %llu stashed, load %.3f\n",
+           label, (unsigned long long)lookups, (unsigned long long)adds,
+           (unsigned long long)deletes, (unsigned long long)full, (unsigned long long)sa.snapshots,
+           (unsigned)st.sub_filters, (unsigned long long)st.stashed, st.load_factor);
+    CHECK_EQ_U(misses, 0);
+    CHECK(sa.snapshots > 0);
+    CHECK_EQ_U(sa.bad_snapshots, 0);
+    CHECK_EQ_U(sa.snapshot_misses, 0);
+    CHECK(adds > 0 && deletes > 0);
+    /* The final contents against the writers' models. */
+    CHECK_EQ_U(st.items, STRESS_STABLE + held);
+    for (uint64_t id = 0; id < STRESS_STABLE; id++) {
+        size_t len = cft_key(key, s.stable_stream, id);
+        CHECK(cf_contains(s.f, key, len));
+    }
+    for (unsigned i = 0; i < STRESS_WRITERS; i++)
+        for (size_t j = 0; j < wa[i].nheld; j++) {
+            size_t len = cft_key(key, wa[i].stream, wa[i].held[j]);
+            CHECK(cf_count(s.f, key, len) >= 1);
+        }
+    for (unsigned i = 0; i < STRESS_WRITERS; i++)
+        free(wa[i].held);
+    cf_free(s.f);
+}
+
+static void test_stress(void)
+{
+    /* A fixed filter too small for all the writers' keys: full, evicting, stashing. */
+    stress_run("fixed",
+               (cf_config){.capacity = STRESS_STABLE + STRESS_WRITERS * STRESS_WRITER_KEYS * 3 / 4,
+                           .fingerprint_bits = 12,
+                           .bucket_size = 4});
+    /* A growing one that starts small: it grows while readers read. */
+    stress_run("growing", (cf_config){.capacity = 1024, .expansion = 2});
+    /* Semi-sorted buckets. */
+    stress_run("semi-sorted", (cf_config){.capacity = 1024,
+                                          .expansion = 2,
+                                          .fingerprint_bits = 13,
+                                          .bucket_size = 4,
+                                          .flags = CF_SEMI_SORT});
+}
+
+int main(void)
+{
+    cft_init("test_concurrent");
+    test_differential();
+    test_stress();
+    return cft_finish();
+}
