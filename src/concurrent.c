@@ -65,18 +65,21 @@ struct cf__cc *cf__cc_new(cf_filter *f)
     return cc;
 }
 
-void cf__cc_free_retired(cf_filter *f)
+static void cf__cc_drop_retired(cf_filter *f, struct cf__cc *cc)
 {
-    struct cf__cc *cc = f->more->cc;
     for (unsigned i = 0; i < cc->nretired; i++)
         cf__mfree(f, cc->retired[i]);
     cc->nretired = 0;
 }
 
+void cf__cc_free_retired(cf_filter *f)
+{
+    cf__cc_drop_retired(f, cf__cc_of(f));
+}
+
 void cf__cc_free(cf_filter *f, struct cf__cc *cc)
 {
-    for (unsigned i = 0; i < cc->nretired; i++)
-        cf__mfree(f, cc->retired[i]);
+    cf__cc_drop_retired(f, cc);
     (void)pthread_mutex_destroy(&cc->lock);
     cf__mfree(f, cc);
 }
