@@ -177,9 +177,10 @@ typedef struct cf_config {
  * cf_add_unique and CF_ADD_UNIQUE check and add as one step. cf_get_stats, cf_serialize,
  * cf_save and the chunk dump take that lock to copy a consistent state: writers wait for
  * them, lookups do not. cf_compact, cf_free and the loaders still need exclusive access.
- * Not stored in files: a loaded filter is not concurrent. The cost: each lookup and write
- * reads two stripe counters (4 bytes per 256 buckets) and goes through code without the
- * fixed-shape fast paths. */
+ * Not stored in files: a loaded filter is not concurrent. The cost: a lookup reads two
+ * stripe counters besides its two buckets and reads them again after a miss (about 2.4
+ * times the instructions); writes go bucket by bucket through slower code (about 4.7
+ * times); the counters take 4 bytes per 256 buckets. */
 #define CF_CONCURRENT      8u
 
 typedef struct cf_stats {
