@@ -57,6 +57,20 @@ static inline uint64_t bench_gen(uint64_t seed, uint64_t i)
     return bench_mix64(seed + i * BENCH_GOLDEN);
 }
 
+/* qsort's order of doubles. */
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of n timings (n odd), sorting them; the one timing when n is 1. */
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof v[0], bench_cmp_double);
+    return v[n / 2];
+}
+
 /* Multiply-shift range reduction of a 32-bit value onto [0, range), range <= 2^32. */
 static inline uint64_t bench_reduce32(uint64_t x32, uint64_t range)
 {

@@ -75,18 +75,6 @@ static double time_lookups(const cf_filter *f, uint64_t present, uint64_t n, uin
     return (t1 - t0) * 1e9 / (double)q;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof v[0], cmp_double);
-    return v[n / 2];
-}
-
 /* The lookups of time_lookups while a writer thread works on filter w_filter. */
 static double time_beside(const cf_filter *f, cf_filter *w_filter, uint64_t stream,
                           uint64_t present, uint64_t n, uint64_t absent, uint64_t first, uint64_t q,
@@ -132,8 +120,9 @@ static void run(uint64_t capacity, uint64_t queries, uint64_t seed)
         t_apart[r] = time_beside(plain, other, stream, present, n, absent, first, queries, &misses,
                                  &writes_apart, &apart_seconds);
     }
-    double p = median(t_plain, ROUNDS), a = median(t_alone, ROUNDS), b = median(t_busy, ROUNDS);
-    double o = median(t_apart, ROUNDS);
+    double p = bench_median(t_plain, ROUNDS), a = bench_median(t_alone, ROUNDS),
+           b = bench_median(t_busy, ROUNDS);
+    double o = bench_median(t_apart, ROUNDS);
     char nb[32];
     printf("## %s keys (capacity, filled to %.0f %%)\n\n", bench_grouped(capacity, nb, sizeof nb),
            FILL * 100);

@@ -33,12 +33,6 @@ static double fill_to_full(cf_filter *f, uint64_t *stream, double *first_stash)
     return s.load_factor;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void first_full_loads(void)
 {
     static const unsigned sizes[] = {2, 4, 8};
@@ -57,8 +51,8 @@ static void first_full_loads(void)
             loads[seed] = fill_to_full(f, &stream, &alone[seed]);
             cf_free(f);
         }
-        qsort(loads, FILL_SEEDS, sizeof loads[0], cmp_double);
-        qsort(alone, FILL_SEEDS, sizeof alone[0], cmp_double);
+        qsort(loads, FILL_SEEDS, sizeof loads[0], bench_cmp_double);
+        qsort(alone, FILL_SEEDS, sizeof alone[0], bench_cmp_double);
         printf("| %u | %.4f | %.4f | %.4f | %.4f | %.2f |\n", sizes[i], loads[FILL_SEEDS / 2],
                loads[0], loads[FILL_SEEDS - 1], alone[FILL_SEEDS / 2], paper[i]);
     }

@@ -164,19 +164,6 @@ static long huge_mib(void)
     return strtol(v, NULL, 10) / 1024;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The median of n timings (n odd); the one timing when n is 1. */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof v[0], cmp_double);
-    return v[n / 2];
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* Timed loops. Each returns ns per key. Keys are generated inside every timed loop, the  */
 /* limits' included, so that generation costs the same everywhere.                      */
@@ -561,19 +548,19 @@ static result run_config(uint64_t n, unsigned fbits, unsigned b, bool semi, uint
             cf_clear(f);
         t[i] = time_insert(f, sd->present, n, &fail);
     }
-    r.insert = median(t, reps);
+    r.insert = bench_median(t, reps);
     for (int i = 0; i < reps; i++) {
         if (i)
             cf_clear(g);
         t[i] = time_insert_many(g, sd->present, n, &fail_many);
     }
-    r.insert_many = median(t, reps);
+    r.insert_many = bench_median(t, reps);
     for (int i = 0; i < reps; i++) {
         if (i)
             cf_clear(h);
         t[i] = time_insert_hash(h, sd->present, n, &fail_hash);
     }
-    r.insert_hash = median(t, reps);
+    r.insert_hash = bench_median(t, reps);
     if (fail)
         error_line("cf_add of a key up to capacity did not return CF_OK", fbits, b, n, fail);
     if (fail_many)
@@ -610,15 +597,15 @@ static result run_config(uint64_t n, unsigned fbits, unsigned b, bool semi, uint
         }
     }
     free(a);
-    r.limit = median(lim, REPEATS);
-    r.limit_hashed = median(limh, REPEATS);
-    r.limit_batched = median(limb, REPEATS);
-    r.limit_batched_hashed = median(limbh, REPEATS);
+    r.limit = bench_median(lim, REPEATS);
+    r.limit_hashed = bench_median(limh, REPEATS);
+    r.limit_batched = bench_median(limb, REPEATS);
+    r.limit_batched_hashed = bench_median(limbh, REPEATS);
     for (int p = 0; p < 3; p++) {
-        r.lookup[p] = median(ls[p], REPEATS);
-        r.lookup_batched[p] = median(lb[p], REPEATS);
-        r.lookup_hash[p] = median(lh[p], REPEATS);
-        r.lookup_many[p] = median(lm[p], REPEATS);
+        r.lookup[p] = bench_median(ls[p], REPEATS);
+        r.lookup_batched[p] = bench_median(lb[p], REPEATS);
+        r.lookup_hash[p] = bench_median(lh[p], REPEATS);
+        r.lookup_many[p] = bench_median(lm[p], REPEATS);
         if (single[p].fn)
             error_line("false negatives in cf_contains", fbits, b, n, single[p].fn);
         if (batched[p].fn)
@@ -646,13 +633,13 @@ static result run_config(uint64_t n, unsigned fbits, unsigned b, bool semi, uint
             (void)time_insert(f, sd->present, n, &fail_refill);
         t[i] = time_delete(f, sd->present, n, &fail_del);
     }
-    r.del = median(t, reps);
+    r.del = bench_median(t, reps);
     for (int i = 0; i < reps; i++) {
         if (i)
             (void)time_insert_hash(g, sd->present, n, &fail_refill);
         t[i] = time_delete_hash(g, sd->present, n, &fail_del);
     }
-    r.del_hash = median(t, reps);
+    r.del_hash = bench_median(t, reps);
     if (fail_refill)
         error_line("cf_add of a key up to capacity did not return CF_OK", fbits, b, n, fail_refill);
     if (fail_del)
@@ -680,13 +667,13 @@ static result run_config(uint64_t n, unsigned fbits, unsigned b, bool semi, uint
                 bloom_reset(&bl);
             t[i] = time_bloom_insert(&bl, sd->present, n, &fail_bloom);
         }
-        r.bloom_insert = median(t, reps);
+        r.bloom_insert = bench_median(t, reps);
         tally bt[3] = {{0}};
         for (int i = 0; i < REPEATS; i++)
             for (int p = 0; p < 3; p++)
                 ls[p][i] = time_bloom_lookup(&bl, &qs[p], first[i], count[i], &bt[p]);
         for (int p = 0; p < 3; p++) {
-            r.bloom_lookup[p] = median(ls[p], REPEATS);
+            r.bloom_lookup[p] = bench_median(ls[p], REPEATS);
             if (bt[p].fn)
                 error_line("false negatives in libbloom", fbits, b, n, bt[p].fn);
         }
@@ -936,9 +923,9 @@ static void compare_semi(uint64_t n, uint64_t queries_opt, const seeds *sd)
     printf("| operation | semi-sorted ns | plain ns | ratio | goal | met |\n"
            "|---|---:|---:|---:|---:|---|\n");
     for (int o = 0; o < OPS; o++) {
-        double x = median(ratio[o], SEMI_ROUNDS);
+        double x = bench_median(ratio[o], SEMI_ROUNDS);
         printf("| %s | %.1f | %.1f | %.2f | <= 1.30 | %s |\n", ops[o].name,
-               median(ns[o][0], SEMI_ROUNDS), median(ns[o][1], SEMI_ROUNDS), x,
+               bench_median(ns[o][0], SEMI_ROUNDS), bench_median(ns[o][1], SEMI_ROUNDS), x,
                x <= 1.30 ? "yes" : "no");
     }
     printf("| bytes | %" PRIu64 " | %" PRIu64 " | %.4f | | |\n", bytes[0], bytes[1],
