@@ -179,7 +179,7 @@ typedef struct cf_config {
  * them, lookups do not. cf_compact, cf_free and the loaders still need exclusive access.
  * Not stored in files: a loaded filter is not concurrent. The cost: a lookup reads two
  * stripe counters besides its two buckets and reads them again after a miss (about 2.4
- * times the instructions); writes go bucket by bucket through slower code (about 4.7
+ * times the instructions); writes go bucket by bucket through slower code (about 5
  * times); the counters take 4 bytes per 256 buckets. */
 #define CF_CONCURRENT      8u
 
