@@ -3,15 +3,16 @@
  * never block and never miss a key, beside writers that serialize on the filter's lock.
  *
  * Readers take no lock. Each table is cut into stripes of CF__CC_STRIPE_BUCKETS buckets,
- * each with a version counter after the table's bytes: a writer makes it odd, changes one
- * bucket, makes it even again (a sequence lock per stripe). A reader notes the counters
+ * each with a version counter after the table's bytes: a writer that moves a fingerprint
+ * makes it odd, changes one bucket, makes it even again (a sequence lock per stripe; the
+ * writes that need no section are said at cf__cc_put_if_free). A reader notes the counters
  * of its two buckets' stripes, reads the buckets, and if it finds the fingerprint answers
  * yes; if not, it checks that both counters are still what they were, and even: then
- * neither bucket changed while it read them, and the answer is what the buckets held at
- * one instant. Otherwise it reads again. A key moves only between its own two buckets
- * (an eviction), and a path of moves is made from its free end back (cf__apply_path), so
- * every fingerprint is in one of its buckets at every instant, and a reader that saw both
- * buckets at one instant saw it. What lies outside the tables (the sub-filter count and
+ * no fingerprint moved into or out of either bucket while it read them. Otherwise it
+ * reads again. A key moves only between its own two buckets (an eviction), and a path of
+ * moves is made from its free end back (cf__apply_path), so every fingerprint is in one
+ * of its buckets at every instant, and a reader that read both while none moved saw it.
+ * What lies outside the tables (the sub-filter count and
  * array, the stash) has one more counter of the same kind, `meta`, which a reader checks
  * once it has found nothing anywhere.
  *
@@ -50,18 +51,21 @@ _Static_assert(sizeof(_Atomic uint64_t) == sizeof(uint64_t) &&
 
 struct cf__cc *cf__cc_new(cf_filter *f)
 {
-    struct cf__cc *cc = cf__malloc(f, sizeof *cc);
-    if (cc && pthread_mutex_init(&cc->lock, NULL) != 0) {
-        cf__mfree(f, cc);
-        cc = NULL;
+    void *block = cf__malloc(f, sizeof(struct cf__cc) + CF__CC_ISOLATE - 1u);
+    if (!block)
+        return NULL;
+    uintptr_t at = ((uintptr_t)block + CF__CC_ISOLATE - 1u) & ~(uintptr_t)(CF__CC_ISOLATE - 1u);
+    struct cf__cc *cc = (struct cf__cc *)(void *)((char *)block + (at - (uintptr_t)block));
+    if (pthread_mutex_init(&cc->lock, NULL) != 0) {
+        cf__mfree(f, block);
+        return NULL;
     }
-    if (cc) {
-        atomic_init(&cc->meta, 0u);
-        cc->stripes0 = NULL;
-        cc->data0 = NULL;
-        cc->buckets0 = 0;
-        cc->nretired = 0;
-    }
+    atomic_init(&cc->meta, 0u);
+    cc->stripes0 = NULL;
+    cc->data0 = NULL;
+    cc->buckets0 = 0;
+    cc->nretired = 0;
+    cc->block = block;
     return cc;
 }
 
@@ -81,12 +85,12 @@ void cf__cc_free(cf_filter *f, struct cf__cc *cc)
 {
     cf__cc_drop_retired(f, cc);
     (void)pthread_mutex_destroy(&cc->lock);
-    cf__mfree(f, cc);
+    cf__mfree(f, cc->block);
 }
 
 size_t cf__cc_fixed_bytes(void)
 {
-    return sizeof(struct cf__cc) + CF__STASH_SLOTS * sizeof(cf__stash);
+    return sizeof(struct cf__cc) + CF__CC_ISOLATE - 1u + CF__STASH_SLOTS * sizeof(cf__stash);
 }
 
 bool cf__cc_retire(cf_filter *f, void *array)
@@ -216,23 +220,83 @@ static void cf__cc_commit(cf__table *t, uint64_t bucket, const cf__cc_window *w)
     cf__seq_end(c);
 }
 
+/* Bits [sh, sh + n) of aligned word k of t set to v, the other bits written back as they
+ * were (the caller holds the writers' lock: no other writer runs). */
+static void cf__cc_word_put(cf__table *t, uint64_t k, unsigned sh, uint64_t mask, uint64_t v)
+{
+    _Atomic uint64_t *w = cf__cc_words(t) + k;
+    uint8_t b[8];
+    cf__store_le64(b, atomic_load_explicit(w, memory_order_relaxed));
+    uint64_t x = (cf__load_le64(b) & ~(mask << sh)) | (v << sh);
+    cf__store_le64(b, x);
+    uint64_t raw;
+    memcpy(&raw, b, sizeof raw);
+    atomic_store_explicit(w, raw, memory_order_relaxed);
+}
+
+/* Slot `slot` of bucket `bucket` of t (not semi-sorted) set to fp: the one or two aligned
+ * words that hold its bits, each stored whole, the bits of every other slot as they
+ * were. A reader that loads a word before or after sees the other slots the same. */
+static void cf__cc_slot_put(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp)
+{
+    const cf__shape *s = t->shape;
+    uint64_t bit = cf__slot_bit(s, bucket, slot);
+    unsigned sh = (unsigned)(bit & 63u);
+    cf__cc_word_put(t, bit >> 6, sh, s->fp_mask, fp);
+    if (sh + s->f > 64u) /* the slot's high bits are the next word's low bits */
+        cf__cc_word_put(t, (bit >> 6) + 1u, 0, s->fp_mask >> (64u - sh), fp >> (64u - sh));
+}
+
+/* Which writes need a section of the bucket's stripe counter. A reader that finds nothing
+ * must be able to tell that a fingerprint moved between its buckets while it read, and a
+ * count must not see a moving one twice: every step of a move (cf__cc_slot_set with a
+ * fingerprint: the copy into the free end of an eviction path, each overwrite back along
+ * it) is a section. A new fingerprint put into a free slot (cf__cc_put_if_free), or a
+ * slot cleared for a delete, changes what a lookup of that one key finds, while its add
+ * or delete is under way, and no other slot's bits: no section, so that readers beside a
+ * writer rarely see a counter change. A semi-sorted bucket is encoded as a whole, so that
+ * any change rewrites the other fingerprints' bits: every write is a section, through a
+ * window. */
 bool cf__cc_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp)
 {
-    cf__cc_window w;
-    cf__cc_open(t, bucket, &w);
-    if (!cf__put_if_free(&w.view, t->shape, w.view.buckets - 1u, fp))
+    const cf__shape *s = t->shape;
+    if (s->semi) {
+        cf__cc_window w;
+        cf__cc_open(t, bucket, &w);
+        if (!cf__put_if_free(&w.view, s, w.view.buckets - 1u, fp))
+            return false;
+        cf__cc_commit(t, bucket, &w);
+        t->items++;
+        return true;
+    }
+    /* Plain reads of the table race with nothing: only writers write it, and they hold
+     * the lock. */
+    int j = cf__bucket_find(t, s, bucket, 0);
+    if (j < 0)
         return false;
-    cf__cc_commit(t, bucket, &w);
+    cf__cc_slot_put(t, bucket, (unsigned)j, fp);
     t->items++;
     return true;
 }
 
 void cf__cc_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp)
 {
-    cf__cc_window w;
-    cf__cc_open(t, bucket, &w);
-    cf__slot_set(&w.view, t->shape, w.view.buckets - 1u, slot, fp);
-    cf__cc_commit(t, bucket, &w);
+    const cf__shape *s = t->shape;
+    if (s->semi) {
+        cf__cc_window w;
+        cf__cc_open(t, bucket, &w);
+        cf__slot_set(&w.view, s, w.view.buckets - 1u, slot, fp);
+        cf__cc_commit(t, bucket, &w);
+        return;
+    }
+    if (fp == 0) {
+        cf__cc_slot_put(t, bucket, slot, fp);
+        return;
+    }
+    atomic_uint *c = cf__cc_stripe(t, bucket);
+    cf__seq_begin(c);
+    cf__cc_slot_put(t, bucket, slot, fp);
+    cf__seq_end(c);
 }
 
 void cf__cc_table_clear(cf__table *t)

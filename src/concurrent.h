@@ -11,12 +11,16 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 
-/* Buckets per stripe: a reader beside a writer retries only when the writer changes one
- * of the 2 x 256 buckets around its own two, and the counters cost 4 bytes per 256 buckets
- * (0.26 % of a table of 6-byte buckets). */
+/* Buckets per stripe: a reader beside a writer retries only when the writer moves a
+ * fingerprint in one of the 2 x 256 buckets around its own two, and the counters cost 4
+ * bytes per 256 buckets (0.26 % of a table of 6-byte buckets). 4096 measured no faster. */
 #define CF__CC_STRIPE_SHIFT   8u
 #define CF__CC_STRIPE_BUCKETS (UINT64_C(1) << CF__CC_STRIPE_SHIFT)
+
+/* The low bits of two counters held in one 64-bit value: either odd is a section open. */
+#define CF__CC_ODD_PAIR UINT64_C(0x100000001)
 
 /* Sub-filter arrays growth may replace: the array doubles from 2 entries up to
  * CF_MAX_SUB_FILTERS = 2^16, 16 times. */
@@ -33,18 +37,14 @@
 #define CF__CC_META_NOT_SIMPLE 3u /* busy, or bit 1: not simple */
 #define CF__CC_META_STEP       4u
 
-/* Bytes that keep the writers' lock off the cache line lookups read: two lines, as the
- * block is aligned to 16 bytes only. */
-#define CF__CC_LOCK_ROOM 128u
+/* The block that holds what lookups read, and no byte any write changes: a lookup beside a
+ * writer that shared a cache line with the writer's lock, or with anything else a write
+ * changes, would miss the cache on it on every call. Two 64-byte lines, as some
+ * processors fetch lines in pairs; the shared state starts at such a boundary (its
+ * allocation has the room to align it), and the lock starts at the next. */
+#define CF__CC_ISOLATE 128u
 
 struct cf__cc {
-    /* The writers' lock: a mutex, which puts a waiting writer to sleep (a spin lock that
-     * hands the lock on in turn stalls whenever the next in line is not running, as with
-     * more threads than cores). Every write changes it; no lookup reads it. */
-    pthread_mutex_t lock;
-    char lock_room[CF__CC_LOCK_ROOM > sizeof(pthread_mutex_t)
-                       ? CF__CC_LOCK_ROOM - sizeof(pthread_mutex_t)
-                       : 1];
     /* What a lookup of the simple state reads besides its buckets: `meta` (see
      * CF__CC_META_*), which only the stash and growth change, and copies of the first
      * sub-filter's data and size, which never change (its entry in the sub-filter array
@@ -53,10 +53,18 @@ struct cf__cc {
     atomic_uint *stripes0;
     uint8_t *data0;
     uint64_t buckets0;
+    /* The writers' lock: a mutex, which puts a waiting writer to sleep (a spin lock that
+     * hands the lock on in turn stalls whenever the next in line is not running, as with
+     * more threads than cores). Every write changes it; no lookup reads it. */
+    _Alignas(CF__CC_ISOLATE) pthread_mutex_t lock;
     /* Written by growth only. */
     void *retired[CF__CC_MAX_RETIRED];
     unsigned nretired;
+    void *block; /* the allocation this struct was aligned in */
 };
+
+_Static_assert(offsetof(struct cf__cc, lock) == CF__CC_ISOLATE,
+               "the lock starts the line after the lookups' own");
 
 static inline struct cf__cc *cf__cc_of(const cf_filter *f)
 {
@@ -122,8 +130,13 @@ static inline uint64_t cf__cc_word_at(const cf__table *t, uint64_t at)
     hi = __builtin_bswap64(hi);
 #endif
     unsigned sh = (unsigned)(at & 7u) * 8u;
+#if defined(__SIZEOF_INT128__)
+    /* one double shift (x86's shrd) */
+    return (uint64_t)((((cf__u128)hi << 64) | lo) >> sh);
+#else
     /* hi << (64 - sh) in two steps, so that sh = 0 shifts it out rather than by 64 */
     return (lo >> sh) | ((hi << 1) << (63u - sh));
+#endif
 }
 
 #endif /* CF_CONCURRENT_H */

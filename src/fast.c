@@ -243,11 +243,12 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
 
 /* A lookup in a concurrent filter (concurrent.c has the argument). While it has one
  * sub-filter and an empty stash (`meta` says so), its two buckets are read through
- * aligned atomic words between two reads of their stripe counters and of `meta`; a
- * fingerprint found is an answer at once, and no fingerprint is one if nothing changed
- * meanwhile. Anything else (a writer in between, another state) goes to the lookup of
- * every state, which reads again until it gets one answer. No loop here: the few values
- * a try needs then stay in registers. */
+ * aligned atomic words between two reads of their stripe counters; a fingerprint found is
+ * an answer, and no fingerprint is one if no move touched them meanwhile. `meta` need not
+ * be read again: a key whose add returned before `meta` said "simple" is in the first
+ * sub-filter, which growth leaves in place, and the stash was empty. Anything else (a writer in
+ * between, another state) goes to the lookup of every state, which reads again until it gets one
+ * answer. No loop here: the few values a try needs then stay in registers. */
 static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
     if (!F)
@@ -266,17 +267,22 @@ static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigne
     cf__buckets0(t, &k, &i1, &i2);
     atomic_uint *c1 = &cc->stripes0[i1 >> CF__CC_STRIPE_SHIFT];
     atomic_uint *c2 = &cc->stripes0[i2 >> CF__CC_STRIPE_SHIFT];
-    unsigned v1 = atomic_load_explicit(c1, memory_order_acquire);
-    unsigned v2 = atomic_load_explicit(c2, memory_order_acquire);
+    /* both counters in one register: fewer live values, no spill */
+    uint64_t v = atomic_load_explicit(c1, memory_order_acquire) |
+                 (uint64_t)atomic_load_explicit(c2, memory_order_acquire) << 32;
     const unsigned bytes = cf__bucket_bytes_t(F, B);
     uint64_t w1 = cf__cc_word_at(t, i1 * bytes), w2 = cf__cc_word_at(t, i2 * bytes);
-    if ((cf__word_match_t(w1, k.fp, F, B) | cf__word_match_t(w2, k.fp, F, B)) != 0)
-        return true;
+    bool found = (cf__word_match_t(w1, k.fp, F, B) | cf__word_match_t(w2, k.fp, F, B)) != 0;
+    /* The counters are checked whether or not it found the fingerprint, with no branch on
+     * the buckets' contents until then: a branch that waits for a bucket's cache miss and
+     * then goes the other way half the time would discard the next lookups' loads, which
+     * the processor has started meanwhile. */
     atomic_thread_fence(memory_order_acquire);
-    if (CF__LIKELY(!((v1 | v2) & 1u) && atomic_load_explicit(c1, memory_order_relaxed) == v1 &&
-                   atomic_load_explicit(c2, memory_order_relaxed) == v2 &&
-                   atomic_load_explicit(meta, memory_order_relaxed) == m))
-        return false;
+    uint64_t u = atomic_load_explicit(c1, memory_order_relaxed) |
+                 (uint64_t)atomic_load_explicit(c2, memory_order_relaxed) << 32;
+    bool still = ((v & CF__CC_ODD_PAIR) | (u ^ v)) == 0;
+    if (CF__LIKELY(found | still))
+        return found;
     return cf__cc_contains(f, h);
 }
 

@@ -515,9 +515,9 @@ CF__HIDDEN void cf__cc_unlock(const cf_filter *f);
 CF__HIDDEN void cf__cc_meta_begin(cf_filter *f);
 CF__HIDDEN void cf__cc_meta_end(cf_filter *f);
 
-/* The writes of a concurrent filter's tables, each one bucket at a time under the
- * bucket's stripe counter, so that readers see the bucket before or after, never in
- * between: cf__put_if_free, cf__slot_set, and every slot of the table cleared. */
+/* The writes of a concurrent filter's tables through aligned atomic words, moves under
+ * the bucket's stripe counter (concurrent.c says which writes): cf__put_if_free,
+ * cf__slot_set, and every slot of the table cleared. */
 CF__HIDDEN bool cf__cc_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp);
 CF__HIDDEN void cf__cc_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp);
 CF__HIDDEN void cf__cc_table_clear(cf__table *t);
