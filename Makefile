@@ -195,7 +195,7 @@ bench-icount: deps build
 	bench/icount.sh $(BUILD_DIR)/cf-bench-icount
 
 bench-cli: build
-	bench/cli_query.sh $(BUILD_DIR)/cuckoo
+	bench/cli_query.sh $(BUILD_DIR)/cuckoo 10000000 3 1 2
 
 bench-redis: deps build
 	/usr/bin/python3 bench/redis_bench.py --module $(BUILD_DIR)/redis-cuckoofilter.so $(if $(QUICK),--quick)

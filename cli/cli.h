@@ -132,6 +132,7 @@ enum cli_opt_id {
     OPT_JSON,
     OPT_NO_VERIFY,
     OPT_NO_WAIT,
+    OPT_THREADS,
 };
 
 typedef struct cli_opt {

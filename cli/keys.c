@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +19,15 @@
 /* Keys per cf_contains_keys call: enough for the library to overlap their memory reads,
  * few enough that the keys' copies stay in the L1 cache until they are printed. */
 #define QUERY_BATCH         256
+/* Keys handed at once to the thread that answers a query beside the one that reads: each
+ * hand-over wakes a thread (microseconds), 4096 lookups and prints take about 200. */
+#define QUERY_HANDOFF       4096
 /* First size of the buffer holding a batch's keys; it grows for long keys. */
 #define BATCH_BYTES_INITIAL ((size_t)1 << 16)
 /* stdout buffer when it is not a terminal: one write() per many answers. */
 #define OUTPUT_BUFFER_BYTES ((size_t)1 << 16)
+/* The largest --threads taken: any count a script may pass (a query uses two at most). */
+#define QUERY_MAX_THREADS   1024
 /* Room for "query FILE" in a progress line; a longer name is cut. */
 #define LABEL_BYTES         256
 
@@ -40,6 +46,7 @@ typedef struct key_cmd {
     bool absent;
     bool no_verify;
     bool no_wait;
+    unsigned threads; /* query: 1, or more to read and answer on two threads */
 } key_cmd;
 
 /* Returned by parse_key_cmd when the command should go on. */
@@ -81,6 +88,13 @@ static int parse_key_cmd(key_cmd *c, const char *sub, const cli_opt *opts, size_
         case OPT_NO_WAIT:
             c->no_wait = true;
             break;
+        case OPT_THREADS: {
+            uint64_t v;
+            if (!cli_parse_uint(sub, "threads", value, 1, QUERY_MAX_THREADS, false, &v))
+                return CLI_EXIT_USAGE;
+            c->threads = (unsigned)v;
+            break;
+        }
         default:
             break;
         }
@@ -298,6 +312,9 @@ static const char query_help[] =
     "  -0, --null      keys on stdin, and the records printed, end with NUL bytes\n"
     "  --no-verify     skip the check of the whole file's checksum (for a very large\n"
     "                  file; a damaged table then gives wrong answers, never a crash)\n"
+    "  --threads N     1: read, look up and print on one thread; 2 or more: look up\n"
+    "                  and print on a second thread while the first reads (the\n"
+    "                  default for keys on stdin with 2 or more processors)\n"
     "  --progress      show progress even when stderr is not a terminal\n"
     "  -q, --quiet     no progress\n"
     "  -h, --help      show this help\n"
@@ -317,12 +334,12 @@ static const char count_help[] =
     "  -q, --quiet     no progress\n"
     "  -h, --help      show this help\n";
 
-/* Keys waiting for one cf_contains_keys call, copied: the reader reuses its buffer. */
+/* Keys waiting to be answered, copied: the reader reuses its buffer. */
 typedef struct query_batch {
-    const void *keys[QUERY_BATCH]; /* into bytes, set when the batch is answered */
-    bool found[QUERY_BATCH];
-    size_t offset[QUERY_BATCH]; /* of each key in bytes */
-    size_t len[QUERY_BATCH];
+    const void *keys[QUERY_HANDOFF]; /* into bytes, set when the batch is answered */
+    bool found[QUERY_HANDOFF];
+    size_t offset[QUERY_HANDOFF]; /* of each key in bytes */
+    size_t len[QUERY_HANDOFF];
     size_t n;
     char *bytes;
     size_t used;
@@ -353,26 +370,119 @@ static bool batch_push(query_batch *b, const char *key, size_t len)
     return true;
 }
 
-/* Answers the batch and prints it. Returns false once stdout has failed. */
+/* Answers the batch and prints it, QUERY_BATCH keys at a time. Returns false once stdout
+ * has failed. */
 static bool batch_flush(query_batch *b, const cf_filter *f, const key_cmd *c)
 {
     /* Pointers only now: bytes may have moved while the batch grew. */
     for (size_t i = 0; i < b->n; i++)
         b->keys[i] = b->bytes + b->offset[i];
-    cf_contains_keys(f, b->keys, b->len, b->n, b->found);
     char term = c->nul ? '\0' : '\n';
-    for (size_t i = 0; i < b->n; i++) {
-        bool wanted = c->present ? b->found[i] : c->absent ? !b->found[i] : true;
-        if (!wanted)
-            continue;
-        fwrite(b->bytes + b->offset[i], 1, b->len[i], stdout);
-        if (!c->present && !c->absent)
-            fputs(b->found[i] ? "\tyes" : "\tno", stdout);
-        putchar(term);
+    for (size_t from = 0; from < b->n; from += QUERY_BATCH) {
+        size_t to = b->n - from < QUERY_BATCH ? b->n : from + QUERY_BATCH;
+        cf_contains_keys(f, b->keys + from, b->len + from, to - from, b->found + from);
+        for (size_t i = from; i < to; i++) {
+            bool wanted = c->present ? b->found[i] : c->absent ? !b->found[i] : true;
+            if (!wanted)
+                continue;
+            fwrite(b->bytes + b->offset[i], 1, b->len[i], stdout);
+            if (!c->present && !c->absent)
+                fputs(b->found[i] ? "\tyes" : "\tno", stdout);
+            putchar(term);
+        }
     }
     b->n = 0;
     b->used = 0;
     return !ferror(stdout);
+}
+
+static void batch_free(query_batch *b)
+{
+    if (b)
+        free(b->bytes);
+    free(b);
+}
+
+/* A query on two threads: the main thread reads keys into one batch while the answerer
+ * looks up and prints the other, batches in the order read. Lookups of a filter need no
+ * lock (the library allows any number of concurrent const calls); the two threads share
+ * only the hand-over below. */
+typedef struct query_pipe {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    query_batch *ready; /* handed over and not yet answered; NULL while the answerer waits */
+    bool closing;       /* no batch will follow */
+    bool failed;        /* stdout failed: stop reading */
+    const cf_filter *f;
+    const key_cmd *c;
+    pthread_t answerer;
+} query_pipe;
+
+static void *answerer_main(void *arg)
+{
+    query_pipe *q = arg;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->ready && !q->closing)
+            pthread_cond_wait(&q->cv, &q->mu);
+        query_batch *b = q->ready;
+        if (!b)
+            break;
+        pthread_mutex_unlock(&q->mu);
+        bool ok = batch_flush(b, q->f, q->c);
+        pthread_mutex_lock(&q->mu);
+        q->ready = NULL;
+        q->failed |= !ok;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* Waits until the answerer is done with the batch before, then hands b over. Returns
+ * false once stdout has failed. */
+static bool pipe_hand(query_pipe *q, query_batch *b)
+{
+    pthread_mutex_lock(&q->mu);
+    while (q->ready)
+        pthread_cond_wait(&q->cv, &q->mu);
+    bool ok = !q->failed;
+    if (ok && b->n) {
+        q->ready = b;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+/* Lets the answerer finish and stop. */
+static void pipe_close(query_pipe *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->closing = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->answerer, NULL);
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+}
+
+/* Starts the answerer; false if the system would not (the query then runs on one thread). */
+static bool pipe_open(query_pipe *q, const cf_filter *f, const key_cmd *c)
+{
+    *q = (query_pipe){.f = f, .c = c};
+    if (pthread_mutex_init(&q->mu, NULL) != 0)
+        return false;
+    if (pthread_cond_init(&q->cv, NULL) != 0) {
+        pthread_mutex_destroy(&q->mu);
+        return false;
+    }
+    if (pthread_create(&q->answerer, NULL, answerer_main, q) != 0) {
+        pthread_cond_destroy(&q->cv);
+        pthread_mutex_destroy(&q->mu);
+        return false;
+    }
+    return true;
 }
 
 /* Opens the filter and the keys for query and count. */
@@ -409,7 +519,7 @@ int cmd_query(int argc, char **argv)
         {"present", 0, false, OPT_PRESENT},     {"absent", 0, false, OPT_ABSENT},
         {"null", '0', false, OPT_NULL},         {"progress", 0, false, OPT_PROGRESS},
         {"no-verify", 0, false, OPT_NO_VERIFY}, {"quiet", 'q', false, OPT_QUIET},
-        {"help", 'h', false, OPT_HELP},
+        {"threads", 0, true, OPT_THREADS},      {"help", 'h', false, OPT_HELP},
     };
     key_cmd c;
     int status =
@@ -422,37 +532,56 @@ int cmd_query(int argc, char **argv)
     if (status != CLI_EXIT_OK)
         return status;
 
-    query_batch *b = calloc(1, sizeof *b);
-    if (!b) {
+    /* Two batches: with a second thread, one fills while the other is answered. */
+    query_batch *batch[2] = {calloc(1, sizeof *batch[0]), calloc(1, sizeof *batch[1])};
+    if (!batch[0] || !batch[1]) {
         cli_error("out of memory");
+        batch_free(batch[0]);
+        batch_free(batch[1]);
         key_reader_close(&in);
         cf_free(f);
         return CLI_EXIT_FILE;
     }
+    /* By default two threads for keys on stdin (a few on the command line are not worth
+     * one) when there are two processors to run them. */
+    if (c.threads == 0)
+        c.threads = c.nkeys == 0 && sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2u : 1u;
+    query_pipe qp;
+    bool piped = c.threads > 1 && pipe_open(&qp, f, &c);
+    /* On one thread, small batches: the keys' copies stay in the L1 cache until printed. */
+    size_t limit = piped ? QUERY_HANDOFF : QUERY_BATCH;
+    query_batch *b = batch[0];
     progress pr;
     progress_start(&pr, c.label, c.quiet, c.progress, true, c.nkeys);
     uint64_t done = 0;
     const char *key;
     size_t len;
     int got;
-    bool memory_ok = true;
+    bool memory_ok = true, out_ok = true;
     while ((got = key_reader_next(&in, &key, &len)) > 0) {
         if (!batch_push(b, key, len)) {
             memory_ok = false;
             break;
         }
-        /* A failed write stops the loop; cli_finish_stdout reports it. */
-        if (b->n == QUERY_BATCH && !batch_flush(b, f, &c))
-            break;
+        if (b->n == limit) {
+            /* A failed write stops the loop; cli_finish_stdout reports it. */
+            out_ok = piped ? pipe_hand(&qp, b) : batch_flush(b, f, &c);
+            if (!out_ok)
+                break;
+            if (piped)
+                b = b == batch[0] ? batch[1] : batch[0];
+        }
         progress_tick(&pr, ++done);
     }
     int err = memory_ok ? errno : ENOMEM;
-    if (got == 0)
-        batch_flush(b, f, &c);
+    if (got == 0 && out_ok)
+        (void)(piped ? pipe_hand(&qp, b) : batch_flush(b, f, &c));
+    if (piped)
+        pipe_close(&qp);
     progress_finish(&pr, done);
     key_reader_close(&in);
-    free(b->bytes);
-    free(b);
+    batch_free(batch[0]);
+    batch_free(batch[1]);
     if (!memory_ok)
         got = -1;
     return end_lookups(got, err, &in, f);

@@ -785,10 +785,55 @@ def test_full(t):
     t.check(answers is not None and all(answers), "a grown filter misses keys")
 
 
+def test_query_threads(t):
+    t.section("query --threads: the same records, in order, on one thread or two")
+    f = t.path("threads.cf")
+    t.ok(t.run(["create", f, "--capacity", "30000", "--fingerprint-bits", "32", "--seed", "11",
+                "-q"]), "create")
+    added = [b"t-%d" % i for i in range(20000)]
+    t.ok(t.run(["add", f, "-q"], input=lines(added)), "add from stdin", quiet=True)
+    # Several hand-overs of 4096 keys and a partial last one; present and absent keys
+    # shuffled together, an empty key among them.
+    keys = added + [b"absent-%d" % i for i in range(11000)] + [b""]
+    t.rng.shuffle(keys)
+    added_set = set(added)
+    expected = b"".join(k + (b"\tyes" if k in added_set else b"\tno") + b"\n" for k in keys)
+    for mode in ([], ["--present"], ["--absent"], ["-0"]):
+        data = records(keys, nul=True) if mode == ["-0"] else lines(keys)
+        outs = {}
+        for th in ("1", "2", "7", None):
+            args = ["query", f, "-q"] + mode + (["--threads", th] if th else [])
+            res = t.run(args, input=data)
+            if t.ok(res, f"query {' '.join(mode)} --threads {th}", quiet=True):
+                outs[th] = res.out
+        what = " ".join(mode) or "(yes/no)"
+        t.check(len(set(outs.values())) == 1,
+                f"query {what}: the records differ between thread counts {sorted(outs, key=str)}")
+        if not mode and "2" in outs:
+            t.check(outs["2"] == expected, "query --threads 2: wrong records")
+        if mode == ["--present"] and "2" in outs:
+            printed = set(outs["2"].split(b"\n"))
+            t.check(added_set <= printed, "query --present --threads 2: added keys missing")
+    for bad in ("0", "-1", "two", ""):
+        res = t.run(["query", f, "--threads", bad], input=b"x\n")
+        t.check(res.rc == 1 and res.out == b"" and t.one_line(res.err) and b"threads" in res.err,
+                f"query --threads '{bad}': expected a one-line usage error", res)
+    # A full stdout stops the query with one line and exit 2 on two threads as on one.
+    for th in ("1", "2"):
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run([t.tool, "query", f, "--threads", th], input=lines(keys * 4),
+                               stdout=full, stderr=subprocess.PIPE, cwd=t.dir,
+                               timeout=CALL_TIMEOUT)
+        t.check(p.returncode == 2 and t.one_line(p.stderr) and b"stdout" in p.stderr,
+                f"query --threads {th} > /dev/full: expected exit 2 and one line, got "
+                f"{p.returncode} {p.stderr[:300]!r}")
+
+
 def group_basic(t):
     test_help_version(t)
     test_create(t)
     test_add_query(t)
+    test_query_threads(t)
     test_key_bytes(t)
     test_unique_count_delete(t)
     test_info(t)
