@@ -1,0 +1,1108 @@
+/*
+ * _cuckoofilter.c - the CPython extension behind `import cuckoofilter`: the CuckooFilter
+ * type over the public header <cuckoofilter.h> alone, and the package's exceptions.
+ *
+ * Keys: bytes and other buffers are their bytes, str its UTF-8, an int in [0, 2**64) its
+ * 8 bytes little-endian; a buffer of uint64 (a numpy array) is a batch of such ints.
+ *
+ * Threads: a filter made by the constructor has CF_CONCURRENT, so the batch calls release
+ * the GIL while the library works (lookups take no lock there, writers serialize on the
+ * filter's own), and any thread may call anything at any time. A filter from a file,
+ * bytes, chunks or copy() is not concurrent (the library does not store the flag): its
+ * calls keep the GIL, which serializes them; a memory-mapped one (open()) never changes,
+ * so its lookups release the GIL too.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cuckoofilter.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Keys per library call in the batch paths: the pointer and length arrays stay small
+ * (64 KiB) however long the batch, and the library overlaps the memory reads of this
+ * many lookups. */
+#define PYCF_CHUNK 4096
+
+_Static_assert(sizeof(bool) == 1, "contains_many writes the library's bools into a bytearray");
+
+/* ------------------------------------------------------------------------------------ */
+/* Module state: the exception types                                                    */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct pycf_state {
+    PyObject *error;     /* cuckoofilter.Error */
+    PyObject *full;      /* FilterFull(Error) */
+    PyObject *read_only; /* ReadOnlyFilter(Error) */
+    PyObject *corrupt;   /* CorruptFilter(Error, ValueError) */
+    PyTypeObject *filter_type;
+} pycf_state;
+
+static struct PyModuleDef pycf_module;
+
+static pycf_state *pycf_state_of_type(PyTypeObject *type)
+{
+    return (pycf_state *)PyType_GetModuleState(type);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The object                                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct pycf_filter {
+    PyObject ob_base; /* PyObject_HEAD, written out */
+    cf_filter *f;
+    bool concurrent; /* made with CF_CONCURRENT: calls may run without the GIL */
+    bool mapped;     /* open(): read-only, answers from the file's pages */
+} pycf_filter;
+
+/* May a call on this filter run without the GIL? Lookups: when the filter is concurrent
+ * or never changes. */
+static bool pycf_lookups_free(const pycf_filter *self)
+{
+    return self->concurrent || self->mapped;
+}
+
+/* Sets the exception for status st (not CF_OK) and returns NULL. path: the file, for
+ * OSError and messages (or NULL); err: errno as the call left it. */
+static PyObject *pycf_raise(PyTypeObject *type, cf_status st, PyObject *path, int err)
+{
+    pycf_state *s = pycf_state_of_type(type);
+    switch (st) {
+    case CF_FULL:
+        PyErr_SetString(s->full, "the filter is full");
+        break;
+    case CF_EREADONLY:
+        PyErr_SetString(s->read_only, "the filter is read-only (memory-mapped)");
+        break;
+    case CF_ECORRUPT:
+    case CF_EVERSION:
+        if (path)
+            PyErr_Format(s->corrupt, "%R: %s", path, cf_strerror(st));
+        else
+            PyErr_SetString(s->corrupt, cf_strerror(st));
+        break;
+    case CF_ENOMEM:
+        PyErr_NoMemory();
+        break;
+    case CF_EIO:
+        errno = err ? err : EIO;
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        break;
+    case CF_EINVAL:
+        PyErr_SetString(PyExc_ValueError, cf_strerror(st));
+        break;
+    default:
+        PyErr_SetString(s->error, cf_strerror(st));
+        break;
+    }
+    return NULL;
+}
+
+/* A new Python object owning f (which it frees on failure). */
+static PyObject *pycf_wrap(PyTypeObject *type, cf_filter *f, bool concurrent, bool mapped)
+{
+    pycf_filter *self = (pycf_filter *)type->tp_alloc(type, 0);
+    if (!self) {
+        cf_free(f);
+        return NULL;
+    }
+    self->f = f;
+    self->concurrent = concurrent;
+    self->mapped = mapped;
+    return (PyObject *)self;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Keys                                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct pycf_key {
+    const void *p;
+    size_t n;
+    unsigned char num[8]; /* an int's bytes */
+    Py_buffer view;       /* a buffer's, while has_view */
+    bool has_view;
+} pycf_key;
+
+static void pycf_le64(unsigned char out[8], uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* The bytes of key o in k (pycf_key_release after); 0, or -1 with an exception. */
+static int pycf_key_get(PyObject *o, pycf_key *k)
+{
+    k->has_view = false;
+    if (PyBytes_Check(o)) {
+        k->p = PyBytes_AS_STRING(o);
+        k->n = (size_t)PyBytes_GET_SIZE(o);
+        return 0;
+    }
+    if (PyUnicode_Check(o)) {
+        Py_ssize_t n;
+        const char *p = PyUnicode_AsUTF8AndSize(o, &n);
+        if (!p)
+            return -1;
+        k->p = p;
+        k->n = (size_t)n;
+        return 0;
+    }
+    if (PyLong_Check(o)) {
+        unsigned long long v = PyLong_AsUnsignedLongLong(o);
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError, "an int key must be in [0, 2**64)");
+            }
+            return -1;
+        }
+        pycf_le64(k->num, (uint64_t)v);
+        k->p = k->num;
+        k->n = 8;
+        return 0;
+    }
+    if (PyObject_CheckBuffer(o)) {
+        if (PyObject_GetBuffer(o, &k->view, PyBUF_SIMPLE) < 0)
+            return -1;
+        k->has_view = true;
+        k->p = k->view.buf;
+        k->n = (size_t)k->view.len;
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "a key is bytes, str or an int in [0, 2**64), not %.100s",
+                 Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+static void pycf_key_release(pycf_key *k)
+{
+    if (k->has_view)
+        PyBuffer_Release(&k->view);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Batches: an iterable of keys, or a buffer of uint64                                  */
+/* ------------------------------------------------------------------------------------ */
+
+/* A batch's keys as the library takes them. For an iterable: every key resolved while
+ * the GIL is held (the sequence keeps the objects, and with them the bytes, alive). For a
+ * buffer of uint64: its elements, each 8 bytes, taken PYCF_CHUNK at a time. */
+typedef struct pycf_batch {
+    Py_ssize_t n;
+    PyObject *seq;            /* the iterable as a list or tuple, or NULL for a buffer */
+    const void **keys;        /* n pointers (an iterable), or PYCF_CHUNK (a buffer) */
+    size_t *lens;             /* likewise */
+    unsigned char (*nums)[8]; /* int keys' bytes (an iterable) */
+    Py_buffer *views;         /* buffer keys (an iterable), nviews of them */
+    Py_ssize_t nviews;
+    Py_buffer u64; /* the buffer of uint64, while is_u64 */
+    bool is_u64;
+    unsigned char *swapped; /* a big-endian host's copy of u64 in little-endian */
+} pycf_batch;
+
+static void pycf_batch_release(pycf_batch *b)
+{
+    for (Py_ssize_t i = 0; i < b->nviews; i++)
+        PyBuffer_Release(&b->views[i]);
+    PyMem_Free(b->views);
+    PyMem_Free(b->keys);
+    PyMem_Free(b->lens);
+    PyMem_Free(b->nums);
+    PyMem_Free(b->swapped);
+    if (b->is_u64)
+        PyBuffer_Release(&b->u64);
+    Py_XDECREF(b->seq);
+}
+
+/* Is format (struct module syntax) one 8-byte unsigned integer? */
+static bool pycf_format_u64(const char *format, Py_ssize_t itemsize)
+{
+    if (!format || itemsize != 8)
+        return false;
+    if (*format == '@' || *format == '=' || *format == '<')
+        format++;
+    return (format[0] == 'Q' || format[0] == 'L' || format[0] == 'K') && format[1] == '\0';
+}
+
+/* Opens a batch over o; 0, or -1 with an exception. */
+static int pycf_batch_open(PyObject *o, pycf_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    if (PyBytes_Check(o) || PyUnicode_Check(o) || PyByteArray_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "a batch is an iterable of keys or a buffer of "
+                                         "uint64, not one bytes or str key");
+        return -1;
+    }
+    if (PyObject_CheckBuffer(o) && !PyList_Check(o) && !PyTuple_Check(o)) {
+        if (PyObject_GetBuffer(o, &b->u64, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+            return -1;
+        b->is_u64 = true;
+        if (!pycf_format_u64(b->u64.format, b->u64.itemsize)) {
+            PyErr_Format(PyExc_TypeError, "a buffer batch holds uint64 (format 'Q'), not '%s'",
+                         b->u64.format ? b->u64.format : "B");
+            pycf_batch_release(b);
+            return -1;
+        }
+        b->n = b->u64.len / 8;
+        b->keys = PyMem_Malloc(PYCF_CHUNK * sizeof *b->keys);
+        b->lens = PyMem_Malloc(PYCF_CHUNK * sizeof *b->lens);
+        if (!b->keys || !b->lens) {
+            pycf_batch_release(b);
+            PyErr_NoMemory();
+            return -1;
+        }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        b->swapped = PyMem_Malloc((size_t)b->u64.len ? (size_t)b->u64.len : 1u);
+        if (!b->swapped) {
+            pycf_batch_release(b);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < b->n; i++) {
+            uint64_t v;
+            memcpy(&v, (const char *)b->u64.buf + 8 * i, 8);
+            pycf_le64(b->swapped + 8 * i, v);
+        }
+#endif
+        for (size_t i = 0; i < PYCF_CHUNK; i++)
+            b->lens[i] = 8;
+        return 0;
+    }
+    b->seq = PySequence_Fast(o, "a batch is an iterable of keys or a buffer of uint64");
+    if (!b->seq)
+        return -1;
+    b->n = PySequence_Fast_GET_SIZE(b->seq);
+    size_t n = b->n ? (size_t)b->n : 1u;
+    b->keys = PyMem_Malloc(n * sizeof *b->keys);
+    b->lens = PyMem_Malloc(n * sizeof *b->lens);
+    if (!b->keys || !b->lens) {
+        pycf_batch_release(b);
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(b->seq);
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        PyObject *o_i = items[i];
+        if (PyBytes_Check(o_i)) {
+            b->keys[i] = PyBytes_AS_STRING(o_i);
+            b->lens[i] = (size_t)PyBytes_GET_SIZE(o_i);
+            continue;
+        }
+        pycf_key k;
+        if (pycf_key_get(o_i, &k) < 0) {
+            pycf_batch_release(b);
+            return -1;
+        }
+        if (k.p == k.num) { /* an int: its bytes need a home of their own */
+            if (!b->nums && !(b->nums = PyMem_Malloc(n * sizeof *b->nums))) {
+                pycf_batch_release(b);
+                PyErr_NoMemory();
+                return -1;
+            }
+            memcpy(b->nums[i], k.num, 8);
+            k.p = b->nums[i];
+        } else if (k.has_view) { /* a buffer: held until the batch is done */
+            if (!b->views && !(b->views = PyMem_Malloc(n * sizeof *b->views))) {
+                pycf_key_release(&k);
+                pycf_batch_release(b);
+                PyErr_NoMemory();
+                return -1;
+            }
+            b->views[b->nviews++] = k.view;
+        }
+        b->keys[i] = k.p;
+        b->lens[i] = k.n;
+    }
+    return 0;
+}
+
+/* Points keys[0 .. count) of a uint64 batch at elements from `first` on. */
+static size_t pycf_batch_chunk(pycf_batch *b, Py_ssize_t first)
+{
+    Py_ssize_t left = b->n - first;
+    size_t count = left < PYCF_CHUNK ? (size_t)left : PYCF_CHUNK;
+    const unsigned char *base = b->swapped ? b->swapped : (const unsigned char *)b->u64.buf;
+    for (size_t i = 0; i < count; i++)
+        b->keys[i] = base + 8 * ((size_t)first + i);
+    return count;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Construction                                                                         */
+/* ------------------------------------------------------------------------------------ */
+
+/* An unsigned argument in [0, max] (None: dflt); 0, or -1 with ValueError/TypeError. */
+static int pycf_uint_arg(PyObject *o, const char *name, unsigned long long max,
+                         unsigned long long dflt, unsigned long long *out)
+{
+    if (!o || o == Py_None) {
+        *out = dflt;
+        return 0;
+    }
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", name, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if ((v == (unsigned long long)-1 && PyErr_Occurred()) || v > max) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s must be in [0, %llu]", name, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    /* Writable copies: the keyword list is char ** before Python 3.13. */
+    char k_cap[] = "capacity", k_fpr[] = "fpr", k_f[] = "fingerprint_bits", k_b[] = "bucket_size",
+         k_e[] = "expansion", k_seed[] = "seed", k_max[] = "max_sub_filters",
+         k_semi[] = "semi_sort";
+    char *names[] = {k_cap, k_fpr, k_f, k_b, k_e, k_seed, k_max, k_semi, NULL};
+    PyObject *capacity = NULL, *fbits = NULL, *bsize = NULL, *expansion = NULL, *seed = NULL,
+             *max_subs = NULL, *fpr = NULL;
+    int semi = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOOOp", names, &capacity, &fpr, &fbits,
+                                     &bsize, &expansion, &seed, &max_subs, &semi))
+        return NULL;
+    unsigned long long cap, f, b, e, s, m;
+    if (pycf_uint_arg(capacity, "capacity", UINT64_MAX, 0, &cap) < 0 ||
+        pycf_uint_arg(fbits, "fingerprint_bits", CF_MAX_FINGERPRINT_BITS, 0, &f) < 0 ||
+        pycf_uint_arg(bsize, "bucket_size", CF_MAX_BUCKET_SIZE, 0, &b) < 0 ||
+        pycf_uint_arg(expansion, "expansion", CF_MAX_EXPANSION, 0, &e) < 0 ||
+        pycf_uint_arg(seed, "seed", UINT64_MAX, 0, &s) < 0 ||
+        pycf_uint_arg(max_subs, "max_sub_filters", CF_MAX_SUB_FILTERS, 0, &m) < 0)
+        return NULL;
+    cf_config cfg = {
+        .capacity = cap,
+        .fingerprint_bits = (unsigned)f,
+        .bucket_size = (unsigned)b,
+        .expansion = (unsigned)e,
+        .seed = s,
+        .max_sub_filters = (unsigned)m,
+        .flags = CF_CONCURRENT | (seed && seed != Py_None ? CF_FIXED_SEED : 0u) |
+                 (semi ? CF_SEMI_SORT : 0u),
+    };
+    if (fpr && fpr != Py_None) {
+        double p = PyFloat_AsDouble(fpr);
+        if (p == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (!(p > 0.0 && p < 1.0)) {
+            PyErr_SetString(PyExc_ValueError, "fpr must be between 0 and 1");
+            return NULL;
+        }
+        if (f) {
+            PyErr_SetString(PyExc_ValueError, "give fpr or fingerprint_bits, not both");
+            return NULL;
+        }
+        cfg.target_fpr = p;
+    }
+    if (cap == 0) {
+        PyErr_SetString(PyExc_ValueError, "capacity must be at least 1");
+        return NULL;
+    }
+    cf_filter *out;
+    cf_status st = cf_new(&cfg, &out);
+    if (st != CF_OK)
+        return pycf_raise(type, st, NULL, errno);
+    return pycf_wrap(type, out, true, false);
+}
+
+static void pycf_dealloc(pycf_filter *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    cf_free(self->f);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* One key at a time                                                                    */
+/* ------------------------------------------------------------------------------------ */
+
+static PyObject *pycf_add(pycf_filter *self, PyObject *key)
+{
+    pycf_key k;
+    if (pycf_key_get(key, &k) < 0)
+        return NULL;
+    cf_status st = cf_add(self->f, k.p, k.n);
+    pycf_key_release(&k);
+    if (st != CF_OK)
+        return pycf_raise(Py_TYPE(self), st, NULL, 0);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *pycf_add_unique(pycf_filter *self, PyObject *key)
+{
+    pycf_key k;
+    if (pycf_key_get(key, &k) < 0)
+        return NULL;
+    cf_status st = cf_add_unique(self->f, k.p, k.n);
+    pycf_key_release(&k);
+    if (st == CF_EXISTS)
+        Py_RETURN_FALSE;
+    if (st != CF_OK)
+        return pycf_raise(Py_TYPE(self), st, NULL, 0);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *pycf_discard(pycf_filter *self, PyObject *key)
+{
+    pycf_key k;
+    if (pycf_key_get(key, &k) < 0)
+        return NULL;
+    cf_status st = cf_delete(self->f, k.p, k.n);
+    pycf_key_release(&k);
+    if (st == CF_NOT_FOUND)
+        Py_RETURN_FALSE;
+    if (st != CF_OK)
+        return pycf_raise(Py_TYPE(self), st, NULL, 0);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *pycf_count(pycf_filter *self, PyObject *key)
+{
+    pycf_key k;
+    if (pycf_key_get(key, &k) < 0)
+        return NULL;
+    uint64_t n = cf_count(self->f, k.p, k.n);
+    pycf_key_release(&k);
+    return PyLong_FromUnsignedLongLong(n);
+}
+
+static int pycf_contains(pycf_filter *self, PyObject *key)
+{
+    if (PyBytes_Check(key)) /* the common case, without the general path's branches */
+        return cf_contains(self->f, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
+    pycf_key k;
+    if (pycf_key_get(key, &k) < 0)
+        return -1;
+    bool hit = cf_contains(self->f, k.p, k.n);
+    pycf_key_release(&k);
+    return hit;
+}
+
+static Py_ssize_t pycf_len(pycf_filter *self)
+{
+    cf_stats s;
+    cf_get_stats(self->f, &s);
+    return s.items > (uint64_t)PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)s.items;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Batches                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+static PyObject *pycf_contains_many(pycf_filter *self, PyObject *keys)
+{
+    pycf_batch b;
+    if (pycf_batch_open(keys, &b) < 0)
+        return NULL;
+    bool free_gil = pycf_lookups_free(self);
+    PyObject *out = NULL;
+    if (b.is_u64) {
+        out = PyByteArray_FromStringAndSize(NULL, b.n);
+        if (out) {
+            bool *found = (bool *)(void *)PyByteArray_AS_STRING(out);
+            PyThreadState *ts = free_gil ? PyEval_SaveThread() : NULL;
+            for (Py_ssize_t i = 0; i < b.n;) {
+                size_t count = pycf_batch_chunk(&b, i);
+                cf_contains_keys(self->f, b.keys, b.lens, count, found + i);
+                i += (Py_ssize_t)count;
+            }
+            if (ts)
+                PyEval_RestoreThread(ts);
+        }
+    } else {
+        bool *found = PyMem_Malloc(b.n ? (size_t)b.n : 1u);
+        if (!found) {
+            PyErr_NoMemory();
+        } else {
+            PyThreadState *ts = free_gil ? PyEval_SaveThread() : NULL;
+            cf_contains_keys(self->f, b.keys, b.lens, (size_t)b.n, found);
+            if (ts)
+                PyEval_RestoreThread(ts);
+            out = PyList_New(b.n);
+            for (Py_ssize_t i = 0; out && i < b.n; i++) {
+                PyObject *v = found[i] ? Py_True : Py_False;
+                Py_INCREF(v);
+                PyList_SET_ITEM(out, i, v);
+            }
+            PyMem_Free(found);
+        }
+    }
+    pycf_batch_release(&b);
+    return out;
+}
+
+/* Adds the batch in order; returns how many were added. Keys that found no room (a full
+ * fixed-size filter) are left out, and then FilterFull is raised with `added` set. */
+static PyObject *pycf_add_many(pycf_filter *self, PyObject *keys)
+{
+    pycf_batch b;
+    if (pycf_batch_open(keys, &b) < 0)
+        return NULL;
+    cf_status *status = PyMem_Malloc(PYCF_CHUNK * sizeof *status);
+    if (!status) {
+        pycf_batch_release(&b);
+        return PyErr_NoMemory();
+    }
+    size_t added = 0;
+    cf_status first_bad = CF_OK;
+    /* A concurrent filter's writers serialize on its own lock. */
+    PyThreadState *ts = self->concurrent ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t i = 0; i < b.n;) {
+        size_t count;
+        const void **k;
+        if (b.is_u64) {
+            count = pycf_batch_chunk(&b, i);
+            k = b.keys;
+        } else {
+            Py_ssize_t left = b.n - i;
+            count = left < PYCF_CHUNK ? (size_t)left : PYCF_CHUNK;
+            k = b.keys + i;
+        }
+        const size_t *lens = b.is_u64 ? b.lens : b.lens + i;
+        added += cf_add_keys(self->f, k, lens, count, 0, status);
+        for (size_t j = 0; j < count && first_bad == CF_OK; j++)
+            if (status[j] != CF_OK)
+                first_bad = status[j];
+        i += (Py_ssize_t)count;
+        if (first_bad != CF_OK && first_bad != CF_FULL)
+            break; /* read-only, out of memory: the rest would fail alike */
+    }
+    if (ts)
+        PyEval_RestoreThread(ts);
+    PyMem_Free(status);
+    pycf_batch_release(&b);
+    if (first_bad != CF_OK) {
+        pycf_raise(Py_TYPE(self), first_bad, NULL, 0);
+        if (first_bad == CF_FULL) {
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            PyErr_NormalizeException(&type, &value, &tb);
+            PyObject *n = PyLong_FromSize_t(added);
+            if (value && n)
+                PyObject_SetAttrString(value, "added", n);
+            Py_XDECREF(n);
+            PyErr_Restore(type, value, tb);
+        }
+        return NULL;
+    }
+    return PyLong_FromSize_t(added);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Whole filter                                                                         */
+/* ------------------------------------------------------------------------------------ */
+
+static PyObject *pycf_clear(pycf_filter *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->mapped)
+        return pycf_raise(Py_TYPE(self), CF_EREADONLY, NULL, 0);
+    cf_clear(self->f);
+    Py_RETURN_NONE;
+}
+
+/* Adds key = value (a new reference, consumed) to dict d; -1 on error. */
+static int pycf_put(PyObject *d, const char *key, PyObject *value)
+{
+    if (!value)
+        return -1;
+    int r = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return r;
+}
+
+static PyObject *pycf_get_stats(pycf_filter *self, void *unused)
+{
+    (void)unused;
+    cf_stats s;
+    cf_config c;
+    cf_get_stats(self->f, &s);
+    cf_get_config(self->f, &c);
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    if (pycf_put(d, "capacity", PyLong_FromUnsignedLongLong(s.capacity)) < 0 ||
+        pycf_put(d, "items", PyLong_FromUnsignedLongLong(s.items)) < 0 ||
+        pycf_put(d, "load_factor", PyFloat_FromDouble(s.load_factor)) < 0 ||
+        pycf_put(d, "bits_per_item",
+                 PyFloat_FromDouble(s.items ? 8.0 * (double)s.bytes / (double)s.items
+                                            : 8.0 * (double)s.bytes / (double)s.capacity)) < 0 ||
+        pycf_put(d, "fpr", PyFloat_FromDouble(s.fpr)) < 0 ||
+        pycf_put(d, "fpr_bound", PyFloat_FromDouble(s.fpr_bound)) < 0 ||
+        pycf_put(d, "bytes", PyLong_FromUnsignedLongLong(s.bytes)) < 0 ||
+        pycf_put(d, "slots", PyLong_FromUnsignedLongLong(s.slots)) < 0 ||
+        pycf_put(d, "buckets", PyLong_FromUnsignedLongLong(s.buckets)) < 0 ||
+        pycf_put(d, "sub_filters", PyLong_FromUnsignedLong(s.sub_filters)) < 0 ||
+        pycf_put(d, "fingerprint_bits", PyLong_FromUnsignedLong(s.fingerprint_bits)) < 0 ||
+        pycf_put(d, "bucket_size", PyLong_FromUnsignedLong(s.bucket_size)) < 0 ||
+        pycf_put(d, "stashed", PyLong_FromUnsignedLongLong(s.stashed)) < 0 ||
+        pycf_put(d, "expansion", PyLong_FromUnsignedLong(c.expansion)) < 0 ||
+        pycf_put(d, "max_sub_filters", PyLong_FromUnsignedLong(c.max_sub_filters)) < 0 ||
+        pycf_put(d, "semi_sort", PyBool_FromLong((c.flags & CF_SEMI_SORT) != 0)) < 0 ||
+        pycf_put(d, "concurrent", PyBool_FromLong(self->concurrent)) < 0 ||
+        pycf_put(d, "read_only", PyBool_FromLong(self->mapped)) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *pycf_to_bytes(pycf_filter *self, PyObject *unused)
+{
+    (void)unused;
+    size_t n = cf_serialized_size(self->f);
+    if (n > (size_t)PY_SSIZE_T_MAX)
+        return PyErr_NoMemory();
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
+    if (!out)
+        return NULL;
+    size_t written = 0;
+    cf_status st = cf_serialize(self->f, PyBytes_AS_STRING(out), n, &written);
+    if (st != CF_OK || written != n) {
+        Py_DECREF(out);
+        return pycf_raise(Py_TYPE(self), st != CF_OK ? st : CF_EINVAL, NULL, 0);
+    }
+    return out;
+}
+
+static PyObject *pycf_from_bytes(PyTypeObject *type, PyObject *data)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    cf_filter *f = NULL;
+    PyThreadState *ts = PyEval_SaveThread();
+    cf_status st = cf_deserialize(view.buf, (size_t)view.len, NULL, &f);
+    PyEval_RestoreThread(ts);
+    PyBuffer_Release(&view);
+    if (st != CF_OK)
+        return pycf_raise(type, st, NULL, 0);
+    return pycf_wrap(type, f, false, false);
+}
+
+static PyObject *pycf_copy(pycf_filter *self, PyObject *unused)
+{
+    PyObject *b = pycf_to_bytes(self, unused);
+    if (!b)
+        return NULL;
+    PyObject *out = pycf_from_bytes(Py_TYPE(self), b);
+    Py_DECREF(b);
+    return out;
+}
+
+static PyObject *pycf_reduce(pycf_filter *self, PyObject *unused)
+{
+    PyObject *b = pycf_to_bytes(self, unused);
+    if (!b)
+        return NULL;
+    PyObject *from = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "from_bytes");
+    if (!from) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    return Py_BuildValue("(N(N))", from, b);
+}
+
+/* A path argument as the file system's bytes (os.fspath, then encoded). */
+static int pycf_path(PyObject *o, PyObject **bytes)
+{
+    return PyUnicode_FSConverter(o, bytes) ? 0 : -1;
+}
+
+static PyObject *pycf_save(pycf_filter *self, PyObject *path)
+{
+    PyObject *p;
+    if (pycf_path(path, &p) < 0)
+        return NULL;
+    /* A filter that others may change keeps the GIL: the file is then one state. */
+    PyThreadState *ts = pycf_lookups_free(self) ? PyEval_SaveThread() : NULL;
+    cf_status st = cf_save(self->f, PyBytes_AS_STRING(p));
+    int err = errno;
+    if (ts)
+        PyEval_RestoreThread(ts);
+    Py_DECREF(p);
+    if (st != CF_OK)
+        return pycf_raise(Py_TYPE(self), st, path, err);
+    Py_RETURN_NONE;
+}
+
+/* load() and open(): a file's filter, copied into memory or mapped read-only. */
+static PyObject *pycf_from_file(PyTypeObject *type, PyObject *path, unsigned map_flags, bool map)
+{
+    PyObject *p;
+    if (pycf_path(path, &p) < 0)
+        return NULL;
+    cf_filter *f = NULL;
+    PyThreadState *ts = PyEval_SaveThread();
+    cf_status st = map ? cf_open_mapped(PyBytes_AS_STRING(p), map_flags, NULL, &f)
+                       : cf_load(PyBytes_AS_STRING(p), NULL, &f);
+    int err = errno;
+    PyEval_RestoreThread(ts);
+    Py_DECREF(p);
+    if (st != CF_OK)
+        return pycf_raise(type, st, path, err);
+    return pycf_wrap(type, f, false, map);
+}
+
+static PyObject *pycf_load(PyTypeObject *type, PyObject *path)
+{
+    return pycf_from_file(type, path, 0, false);
+}
+
+static PyObject *pycf_open(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    char k_path[] = "path", k_verify[] = "verify";
+    char *names[] = {k_path, k_verify, NULL};
+    PyObject *path;
+    int verify = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p", names, &path, &verify))
+        return NULL;
+    return pycf_from_file(type, path, verify ? CF_MAP_VERIFY : 0u, true);
+}
+
+/* chunks(): the (cursor, bytes) pairs of cf_dump_chunk, as CF.SCANDUMP gives them, made
+ * into a list at once (a filter that changed in between would give a dump that does not
+ * load). */
+static PyObject *pycf_chunks(pycf_filter *self, PyObject *unused)
+{
+    (void)unused;
+    size_t cap = cf_dump_chunk_max(self->f);
+    char *buf = PyMem_Malloc(cap ? cap : 1u);
+    if (!buf)
+        return PyErr_NoMemory();
+    PyObject *list = PyList_New(0);
+    uint64_t cursor = 0;
+    while (list) {
+        size_t len = 0;
+        cf_status st = cf_dump_chunk(self->f, &cursor, buf, cap, &len);
+        if (st != CF_OK) {
+            Py_CLEAR(list);
+            pycf_raise(Py_TYPE(self), st, NULL, 0);
+            break;
+        }
+        if (len == 0)
+            break;
+        PyObject *pair = Py_BuildValue("(Ky#)", (unsigned long long)cursor, buf, (Py_ssize_t)len);
+        if (!pair || PyList_Append(list, pair) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(pair);
+        if (cursor == 0)
+            break;
+    }
+    PyMem_Free(buf);
+    if (!list)
+        return NULL;
+    PyObject *it = PyObject_GetIter(list);
+    Py_DECREF(list);
+    return it;
+}
+
+static PyObject *pycf_from_chunks(PyTypeObject *type, PyObject *pairs)
+{
+    PyObject *it = PyObject_GetIter(pairs);
+    if (!it)
+        return NULL;
+    cf_filter *f = NULL;
+    PyObject *item;
+    while ((item = PyIter_Next(it)) != NULL) {
+        /* A pair as chunks() gives it, or a list as a Redis client gives CF.SCANDUMP's reply. */
+        PyObject *pair = PySequence_Check(item) && !PyBytes_Check(item) && !PyUnicode_Check(item)
+                             ? PySequence_Fast(item, "")
+                             : NULL;
+        Py_DECREF(item);
+        if (!pair || PySequence_Fast_GET_SIZE(pair) != 2) {
+            Py_XDECREF(pair);
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "a chunk is a (cursor, bytes) pair");
+            break;
+        }
+        PyObject *c = PySequence_Fast_GET_ITEM(pair, 0), *d = PySequence_Fast_GET_ITEM(pair, 1);
+        unsigned long long cursor = PyLong_Check(c) ? PyLong_AsUnsignedLongLong(c) : 0;
+        Py_buffer data;
+        if (!PyLong_Check(c) || PyErr_Occurred() ||
+            PyObject_GetBuffer(d, &data, PyBUF_SIMPLE) < 0) {
+            Py_DECREF(pair);
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "a chunk is a (cursor, bytes) pair: an int in "
+                                             "[0, 2**64) and a bytes-like object");
+            break;
+        }
+        cf_status st = cf_load_chunk(&f, cursor, data.buf, (size_t)data.len, NULL);
+        PyBuffer_Release(&data);
+        Py_DECREF(pair);
+        if (st != CF_OK) {
+            pycf_raise(type, st, NULL, 0);
+            break;
+        }
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        cf_free(f);
+        return NULL;
+    }
+    if (!f || cf_is_loading(f)) {
+        cf_free(f);
+        PyErr_SetString(pycf_state_of_type(type)->corrupt,
+                        f ? "the chunks end before the filter is complete" : "no chunks");
+        return NULL;
+    }
+    return pycf_wrap(type, f, false, false);
+}
+
+static PyObject *pycf_repr(pycf_filter *self)
+{
+    cf_stats s;
+    cf_get_stats(self->f, &s);
+    return PyUnicode_FromFormat("<cuckoofilter.CuckooFilter items=%llu capacity=%llu "
+                                "fingerprint_bits=%u bucket_size=%u%s>",
+                                (unsigned long long)s.items, (unsigned long long)s.capacity,
+                                s.fingerprint_bits, s.bucket_size,
+                                self->mapped ? " read-only" : "");
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The type and the module                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+PyDoc_STRVAR(pycf_add_doc, "add(key) -> True\n\n"
+                           "Add one copy of key. A fixed-size filter (expansion=0) with no room\n"
+                           "raises FilterFull and is left unchanged; a growing one adds a\n"
+                           "sub-filter. A key is bytes (or any buffer), str (its UTF-8) or an int\n"
+                           "in [0, 2**64) (its 8 bytes, little-endian).");
+PyDoc_STRVAR(pycf_add_unique_doc,
+             "add_unique(key) -> bool\n\n"
+             "Add key unless the filter (probably) holds it already: False, and nothing\n"
+             "added, if it does. A false positive can make this skip a key never added.");
+PyDoc_STRVAR(pycf_discard_doc,
+             "discard(key) -> bool\n\n"
+             "Remove one copy of key: True if one was removed, False if none matched.\n"
+             "Only discard keys that were added: removing a key never added can remove the\n"
+             "fingerprint of another key that shares it.");
+PyDoc_STRVAR(pycf_count_doc, "count(key) -> int\n\n"
+                             "Fingerprints matching key: at least the times it was added minus\n"
+                             "the times it was discarded (false positives can add to it).");
+PyDoc_STRVAR(pycf_add_many_doc,
+             "add_many(keys) -> int\n\n"
+             "Add every key of an iterable, in order, or every element of a buffer of uint64\n"
+             "(a numpy array of dtype uint64; each is the key its int would be). Returns how\n"
+             "many were added. If some found no room (a full fixed-size filter), the others\n"
+             "are still added and FilterFull is raised, its `added` attribute the count.");
+PyDoc_STRVAR(pycf_contains_many_doc,
+             "contains_many(keys) -> list[bool] | bytearray\n\n"
+             "`key in filter` for every key, batched (several times faster on a large\n"
+             "filter). For an iterable, a list of bools; for a buffer of uint64, a bytearray\n"
+             "of 0 and 1, one per element (numpy.frombuffer(r, dtype=bool) views it).");
+PyDoc_STRVAR(pycf_clear_doc, "clear() -> None\n\nRemove every key; the size and seed stay.");
+PyDoc_STRVAR(pycf_to_bytes_doc,
+             "to_bytes() -> bytes\n\n"
+             "The filter in the file format of the cuckoo tool and the C library\n"
+             "(versioned, little-endian, checksummed).");
+PyDoc_STRVAR(pycf_from_bytes_doc,
+             "from_bytes(data) -> CuckooFilter\n\n"
+             "The filter that to_bytes() gave, checked completely first: damaged or forged\n"
+             "bytes raise CorruptFilter.");
+PyDoc_STRVAR(pycf_copy_doc, "copy() -> CuckooFilter\n\nAn independent copy.");
+PyDoc_STRVAR(pycf_save_doc,
+             "save(path) -> None\n\n"
+             "Write the filter to path atomically (a temporary file, flushed, renamed over\n"
+             "path), in the format of the cuckoo tool. OSError if that fails.");
+PyDoc_STRVAR(pycf_load_doc, "load(path) -> CuckooFilter\n\n"
+                            "Read a filter file (the cuckoo tool's, or save()'s), checked\n"
+                            "completely: a damaged file raises CorruptFilter, a missing one\n"
+                            "OSError.");
+PyDoc_STRVAR(pycf_open_doc,
+             "open(path, *, verify=True) -> CuckooFilter\n\n"
+             "Map a filter file read-only: lookups answer from the file's pages, shared by\n"
+             "every process that maps it, with no load. Changes raise ReadOnlyFilter.\n"
+             "verify=False skips the tables' checksum (one read of the file) for an instant\n"
+             "open; a damaged table then gives wrong answers, never a crash.");
+PyDoc_STRVAR(pycf_chunks_doc,
+             "chunks() -> iterator of (cursor, bytes)\n\n"
+             "The filter in pieces of at most 16 MiB, as Redis's CF.SCANDUMP gives them:\n"
+             "from_chunks() (or CF.LOADCHUNK) rebuilds it from the pairs in order.");
+PyDoc_STRVAR(pycf_from_chunks_doc,
+             "from_chunks(pairs) -> CuckooFilter\n\n"
+             "The filter from an iterable of (cursor, bytes), such as CF.SCANDUMP's replies\n"
+             "until the cursor is 0. A damaged, missing or reordered chunk raises\n"
+             "CorruptFilter.");
+PyDoc_STRVAR(pycf_stats_doc,
+             "A dict of figures: capacity, items, load_factor, bits_per_item (table bits per\n"
+             "item held, or per unit of capacity while empty), fpr (the expected\n"
+             "false-positive rate now), fpr_bound (the most it can reach), bytes, slots,\n"
+             "buckets, sub_filters, fingerprint_bits, bucket_size, stashed, expansion,\n"
+             "max_sub_filters, semi_sort, concurrent, read_only.");
+
+static PyMethodDef pycf_methods[] = {
+    {"add", (PyCFunction)pycf_add, METH_O, pycf_add_doc},
+    {"add_unique", (PyCFunction)pycf_add_unique, METH_O, pycf_add_unique_doc},
+    {"discard", (PyCFunction)pycf_discard, METH_O, pycf_discard_doc},
+    {"count", (PyCFunction)pycf_count, METH_O, pycf_count_doc},
+    {"add_many", (PyCFunction)pycf_add_many, METH_O, pycf_add_many_doc},
+    {"contains_many", (PyCFunction)pycf_contains_many, METH_O, pycf_contains_many_doc},
+    {"clear", (PyCFunction)pycf_clear, METH_NOARGS, pycf_clear_doc},
+    {"to_bytes", (PyCFunction)pycf_to_bytes, METH_NOARGS, pycf_to_bytes_doc},
+    {"from_bytes", (PyCFunction)pycf_from_bytes, METH_O | METH_CLASS, pycf_from_bytes_doc},
+    {"copy", (PyCFunction)pycf_copy, METH_NOARGS, pycf_copy_doc},
+    {"__copy__", (PyCFunction)pycf_copy, METH_NOARGS, pycf_copy_doc},
+    {"__reduce__", (PyCFunction)pycf_reduce, METH_NOARGS, NULL},
+    {"save", (PyCFunction)pycf_save, METH_O, pycf_save_doc},
+    {"load", (PyCFunction)pycf_load, METH_O | METH_CLASS, pycf_load_doc},
+    {"open", (PyCFunction)(void (*)(void))pycf_open, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     pycf_open_doc},
+    {"chunks", (PyCFunction)pycf_chunks, METH_NOARGS, pycf_chunks_doc},
+    {"from_chunks", (PyCFunction)pycf_from_chunks, METH_O | METH_CLASS, pycf_from_chunks_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef pycf_getset[] = {
+    {"stats", (getter)pycf_get_stats, NULL, pycf_stats_doc, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(
+    pycf_type_doc,
+    "CuckooFilter(capacity, *, fpr=None, fingerprint_bits=None, bucket_size=4, expansion=0,\n"
+    "             seed=None, max_sub_filters=32, semi_sort=False)\n\n"
+    "A set of keys that answers `key in f` with no false negatives and a small,\n"
+    "tunable rate of false positives, in a few bytes per key, and that can delete.\n\n"
+    "capacity: keys to hold. fpr: the false-positive rate wanted at full load (sets the\n"
+    "fingerprint width); or fingerprint_bits, 4..32 (default 12: about 0.2 %).\n"
+    "bucket_size: slots per bucket. expansion: 0 keeps the size fixed (add raises\n"
+    "FilterFull once full); n >= 1 appends a sub-filter n times larger when full, up to\n"
+    "max_sub_filters. seed: None draws a secret one; an int makes the filter\n"
+    "reproducible. semi_sort: sorted buckets, one bit less per slot at the same rate.\n\n"
+    "Keys: bytes (or any buffer), str (UTF-8), int in [0, 2**64) (8 bytes little-endian).\n"
+    "Files: save(), load(), open() use the format of the `cuckoo` command-line tool.\n\n"
+    "Threads: a filter made here may be used by any number of threads at once; its\n"
+    "batch calls and file writes release the GIL. A filter from load(), from_bytes(),\n"
+    "from_chunks(), copy() or pickle is safe too, but its calls keep the GIL; one from\n"
+    "open() releases it for lookups.");
+
+/* CPython's slot tables hold functions as void *, which ISO C does not define (POSIX
+ * does): the one place the pedantic warning is off. */
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#endif
+static PyType_Slot pycf_type_slots[] = {
+    {Py_tp_new, pycf_new},
+    {Py_tp_dealloc, pycf_dealloc},
+    {Py_tp_repr, pycf_repr},
+    {Py_tp_doc, (void *)(uintptr_t)pycf_type_doc}, /* read only, as CPython copies it */
+    {Py_tp_methods, pycf_methods},
+    {Py_tp_getset, pycf_getset},
+    {Py_sq_contains, pycf_contains},
+    {Py_sq_length, pycf_len},
+    {0, NULL},
+};
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+static PyType_Spec pycf_type_spec = {
+    .name = "cuckoofilter.CuckooFilter",
+    .basicsize = sizeof(pycf_filter),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = pycf_type_slots,
+};
+
+static int pycf_exec(PyObject *m)
+{
+    pycf_state *s = PyModule_GetState(m);
+    s->error = PyErr_NewExceptionWithDoc("cuckoofilter.Error",
+                                         "Base class of the errors of cuckoofilter.", NULL, NULL);
+    if (!s->error)
+        return -1;
+    s->full = PyErr_NewExceptionWithDoc(
+        "cuckoofilter.FilterFull", "A fixed-size filter has no room for a key.", s->error, NULL);
+    s->read_only = PyErr_NewExceptionWithDoc("cuckoofilter.ReadOnlyFilter",
+                                             "A change to a filter opened read-only (open()).",
+                                             s->error, NULL);
+    PyObject *bases = s->full && s->read_only ? PyTuple_Pack(2, s->error, PyExc_ValueError) : NULL;
+    s->corrupt =
+        bases ? PyErr_NewExceptionWithDoc(
+                    "cuckoofilter.CorruptFilter",
+                    "Bytes, a file or chunks that are not a whole, undamaged filter.", bases, NULL)
+              : NULL;
+    Py_XDECREF(bases);
+    if (!s->corrupt)
+        return -1;
+    s->filter_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pycf_type_spec, NULL);
+    if (!s->filter_type)
+        return -1;
+    if (PyModule_AddObjectRef(m, "Error", s->error) < 0 ||
+        PyModule_AddObjectRef(m, "FilterFull", s->full) < 0 ||
+        PyModule_AddObjectRef(m, "ReadOnlyFilter", s->read_only) < 0 ||
+        PyModule_AddObjectRef(m, "CorruptFilter", s->corrupt) < 0 ||
+        PyModule_AddType(m, s->filter_type) < 0 ||
+        PyModule_AddStringConstant(m, "library_version", cf_version()) < 0)
+        return -1;
+    return 0;
+}
+
+static int pycf_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    pycf_state *s = PyModule_GetState(m);
+    Py_VISIT(s->error);
+    Py_VISIT(s->full);
+    Py_VISIT(s->read_only);
+    Py_VISIT(s->corrupt);
+    Py_VISIT(s->filter_type);
+    return 0;
+}
+
+static int pycf_clear_module(PyObject *m)
+{
+    pycf_state *s = PyModule_GetState(m);
+    Py_CLEAR(s->error);
+    Py_CLEAR(s->full);
+    Py_CLEAR(s->read_only);
+    Py_CLEAR(s->corrupt);
+    Py_CLEAR(s->filter_type);
+    return 0;
+}
+
+static void pycf_free_module(void *m)
+{
+    pycf_clear_module((PyObject *)m);
+}
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#endif
+static PyModuleDef_Slot pycf_module_slots[] = {
+    {Py_mod_exec, pycf_exec},
+    {0, NULL},
+};
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+static struct PyModuleDef pycf_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "cuckoofilter._cuckoofilter",
+    .m_doc = "The C extension of the cuckoofilter package (import cuckoofilter).",
+    .m_size = sizeof(pycf_state),
+    .m_slots = pycf_module_slots,
+    .m_traverse = pycf_traverse,
+    .m_clear = pycf_clear_module,
+    .m_free = pycf_free_module,
+};
+
+PyMODINIT_FUNC PyInit__cuckoofilter(void); /* the one exported symbol */
+
+PyMODINIT_FUNC PyInit__cuckoofilter(void)
+{
+    return PyModuleDef_Init(&pycf_module);
+}

@@ -1,0 +1,429 @@
+"""Tests of the Python package `cuckoofilter` (ctest runs them with pytest: python_package).
+
+The environment gives PYTHONPATH (build/python), CUCKOO (the command-line tool, for files
+passed both ways) and CF_TEST_SEED (the seed of every random choice; printed on failure).
+numpy is required: a missing numpy fails the run, it does not skip.
+"""
+
+import copy
+import gc
+import os
+import pickle
+import random
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import cuckoofilter as cf
+
+SEED = int(os.environ.get("CF_TEST_SEED") or 20261126)  # conftest.py prints it
+TOOL = os.environ.get("CUCKOO")
+
+
+@pytest.fixture
+def rng(request):
+    return random.Random(f"{SEED}/{request.node.name}")
+
+
+def keys(n, prefix=b"k"):
+    return [prefix + b"%015d" % i for i in range(n)]  # 16 bytes each
+
+
+# --- keys and basic calls ---------------------------------------------------------------
+
+def test_key_types_are_their_bytes():
+    f = cf.CuckooFilter(capacity=1000, fingerprint_bits=32, seed=1)
+    assert f.add(b"alice") is True
+    assert f.add("bob") is True
+    assert f.add(42) is True
+    assert b"bob" in f  # str keys are their UTF-8 bytes
+    assert (42).to_bytes(8, "little") in f  # an int is its 8 bytes, little-endian
+    assert "alice" in f and bytearray(b"alice") in f and memoryview(b"alice") in f
+    assert "é" not in f
+    f.add("é")
+    assert "é".encode() in f
+    assert len(f) == 4
+    for bad in (-1, 2**64):
+        with pytest.raises(ValueError):
+            f.add(bad)
+        with pytest.raises(ValueError):
+            bad in f  # noqa: B015
+    for bad in (1.5, None, object(), ["a"]):
+        with pytest.raises(TypeError):
+            f.add(bad)
+        with pytest.raises(TypeError):
+            bad in f  # noqa: B015
+    with pytest.raises(UnicodeEncodeError):
+        f.add("\udc80")  # a lone surrogate has no UTF-8
+    assert len(f) == 4  # nothing added by the failed calls
+
+
+def test_add_unique_discard_count():
+    f = cf.CuckooFilter(capacity=1000, fingerprint_bits=32, seed=2)
+    assert f.add_unique("x") is True
+    assert f.add_unique("x") is False
+    assert f.count("x") == 1
+    f.add("x")
+    assert f.count("x") == 2
+    assert f.discard("x") is True
+    assert "x" in f
+    assert f.discard("x") is True
+    assert "x" not in f
+    assert f.discard("x") is False
+    assert f.count("x") == 0
+    assert len(f) == 0
+
+
+def test_constructor_arguments():
+    f = cf.CuckooFilter(1000)
+    s = f.stats
+    assert s["capacity"] == 1000 and s["fingerprint_bits"] == 12 and s["bucket_size"] == 4
+    assert s["expansion"] == 0 and s["concurrent"] is True and s["read_only"] is False
+    g = cf.CuckooFilter(capacity=1000, fpr=0.0001)
+    assert g.stats["fpr_bound"] <= 0.0001
+    assert cf.CuckooFilter(1000, fingerprint_bits=16, bucket_size=2).stats["bucket_size"] == 2
+    assert cf.CuckooFilter(1000, semi_sort=True).stats["semi_sort"] is True
+    for kw in ({"capacity": 0}, {"capacity": -1}, {"capacity": 10, "fpr": 0},
+               {"capacity": 10, "fpr": 1.5}, {"capacity": 10, "fingerprint_bits": 33},
+               {"capacity": 10, "fingerprint_bits": 3}, {"capacity": 10, "bucket_size": 256},
+               {"capacity": 10, "fpr": 0.01, "fingerprint_bits": 8},
+               {"capacity": 10, "bucket_size": 2, "semi_sort": True}):
+        with pytest.raises(ValueError):
+            cf.CuckooFilter(**kw)
+    for kw in ({"capacity": "10"}, {"capacity": 10, "seed": "x"}, {"capacity": 1.5}):
+        with pytest.raises(TypeError):
+            cf.CuckooFilter(**kw)
+    with pytest.raises(TypeError):
+        cf.CuckooFilter(10, 0.01)  # everything after capacity is by keyword
+
+
+def test_seed_makes_filters_reproducible():
+    a = cf.CuckooFilter(1000, seed=7)
+    b = cf.CuckooFilter(1000, seed=7)
+    c = cf.CuckooFilter(1000)  # a secret seed each
+    d = cf.CuckooFilter(1000)
+    for f in (a, b, c, d):
+        f.add_many(keys(500))
+    assert a.to_bytes() == b.to_bytes()
+    assert c.to_bytes() != d.to_bytes()
+
+
+def test_full_fixed_filter_raises_and_is_unchanged():
+    f = cf.CuckooFilter(capacity=100, fingerprint_bits=16, seed=3)
+    added = []
+    with pytest.raises(cf.FilterFull):
+        for k in keys(10000):
+            f.add(k)
+            added.append(k)
+    before = f.to_bytes()
+    with pytest.raises(cf.FilterFull):
+        f.add(b"one more that does not fit" * 3)
+    assert f.to_bytes() == before
+    assert all(k in f for k in added)
+    assert isinstance(cf.FilterFull(), cf.Error)
+    with pytest.raises(cf.FilterFull) as e:
+        f.add_many(keys(50, b"m"))
+    assert 0 <= e.value.added < 50
+    assert len(f) == len(added) + e.value.added
+
+
+def test_growing_filter_grows():
+    f = cf.CuckooFilter(capacity=1000, expansion=2, seed=4)
+    ks = keys(20000)
+    assert f.add_many(ks) == 20000
+    assert f.stats["sub_filters"] > 1
+    assert all(f.contains_many(ks))
+
+
+# --- batches ----------------------------------------------------------------------------
+
+def test_batches_match_single_calls(rng):
+    f = cf.CuckooFilter(capacity=50000, seed=5)
+    ks = keys(20000)
+    assert f.add_many(ks) == 20000
+    probes = ks[:5000] + keys(5000, b"absent")
+    rng.shuffle(probes)
+    assert f.contains_many(probes) == [p in f for p in probes]
+    assert f.contains_many(iter(probes[:10])) == [p in f for p in probes[:10]]  # any iterable
+    assert f.contains_many([]) == []
+    mixed = ["s", 7, b"b", bytearray(b"ba"), memoryview(b"mv")]
+    g = cf.CuckooFilter(capacity=100, fingerprint_bits=32, seed=6)
+    assert g.add_many(mixed) == 5
+    assert g.contains_many(mixed) == [True] * 5
+    with pytest.raises(TypeError):
+        g.contains_many(b"not a batch")
+    with pytest.raises(TypeError):
+        g.contains_many("not a batch")
+    with pytest.raises(TypeError):
+        g.add_many([b"ok", 1.5])
+    with pytest.raises(ValueError):
+        g.add_many([b"ok", -1])
+
+
+def test_numpy_uint64_buffers():
+    f = cf.CuckooFilter(capacity=200000, seed=8)
+    a = np.arange(100000, dtype=np.uint64) * np.uint64(2654435761)
+    assert f.add_many(a) == len(a)
+    r = f.contains_many(a)
+    assert isinstance(r, bytearray) and len(r) == len(a)
+    assert np.frombuffer(r, dtype=bool).all()
+    # each element is the key its int is
+    assert int(a[123]) in f and all(f.contains_many([int(x) for x in a[:100]]))
+    absent = np.arange(100000, 150000, dtype=np.uint64) * np.uint64(2654435761) + np.uint64(1)
+    hits = np.frombuffer(f.contains_many(absent), dtype=bool)
+    assert hits.mean() < 0.01
+    assert f.contains_many(absent[::-1].copy()) == bytearray(hits[::-1].astype(np.uint8))
+    assert f.contains_many(np.zeros(0, dtype=np.uint64)) == bytearray()
+    for bad in (np.arange(10, dtype=np.uint32), np.arange(10, dtype=np.float64),
+                np.arange(20, dtype=np.uint64)[::2]):
+        with pytest.raises((TypeError, BufferError, ValueError)):
+            f.contains_many(bad)
+
+
+# --- whole filters ----------------------------------------------------------------------
+
+def test_bytes_pickle_copy_clear():
+    f = cf.CuckooFilter(capacity=5000, seed=9)
+    ks = keys(3000)
+    f.add_many(ks)
+    for g in (cf.CuckooFilter.from_bytes(f.to_bytes()), pickle.loads(pickle.dumps(f)),
+              f.copy(), copy.copy(f)):
+        assert g.to_bytes() == f.to_bytes()
+        assert all(g.contains_many(ks))
+        g.add(b"only in the copy")
+        assert b"only in the copy" not in f or f.count(b"only in the copy") == 0
+    f.clear()
+    assert len(f) == 0 and f.stats["capacity"] == 5000
+    assert not any(f.contains_many(ks[:100]))
+
+
+def test_corrupt_bytes_raise(rng):
+    f = cf.CuckooFilter(capacity=2000, seed=10)
+    f.add_many(keys(1000))
+    good = f.to_bytes()
+    bad_inputs = [b"", b"junk", good[:-1], good + b"x", good[:64]]
+    for _ in range(40):
+        b = bytearray(good)
+        i = rng.randrange(len(b))
+        b[i] ^= 1 << rng.randrange(8)
+        bad_inputs.append(bytes(b))
+    for b in bad_inputs:
+        with pytest.raises(cf.CorruptFilter) as e:
+            cf.CuckooFilter.from_bytes(b)
+        assert isinstance(e.value, ValueError) and isinstance(e.value, cf.Error)
+
+
+def test_files_save_load_open(tmp_path):
+    f = cf.CuckooFilter(capacity=5000, seed=11)
+    ks = keys(4000)
+    f.add_many(ks)
+    p = tmp_path / "f.cf"
+    f.save(p)
+    f.save(str(p))  # again, over it: atomic replace
+    assert sorted(os.listdir(tmp_path)) == ["f.cf"]
+    g = cf.CuckooFilter.load(p)
+    assert g.to_bytes() == f.to_bytes() and all(g.contains_many(ks))
+    m = cf.CuckooFilter.open(p)
+    assert m.stats["read_only"] and all(m.contains_many(ks)) and len(m) == len(f)
+    for change in (lambda: m.add(b"x"), lambda: m.discard(ks[0]), lambda: m.add_many([b"y"]),
+                   m.clear, lambda: m.add_unique(b"z")):
+        with pytest.raises(cf.ReadOnlyFilter):
+            change()
+    assert all(m.contains_many(ks))
+    with pytest.raises(FileNotFoundError):
+        cf.CuckooFilter.load(tmp_path / "missing.cf")
+    with pytest.raises(FileNotFoundError):
+        cf.CuckooFilter.open(tmp_path / "missing.cf")
+    with pytest.raises(OSError):
+        f.save(tmp_path / "no-such-dir" / "f.cf")
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    (tmp_path / "bad.cf").write_bytes(bytes(data))
+    with pytest.raises(cf.CorruptFilter):
+        cf.CuckooFilter.load(tmp_path / "bad.cf")
+    with pytest.raises(cf.CorruptFilter):
+        cf.CuckooFilter.open(tmp_path / "bad.cf")
+    (tmp_path / "short.cf").write_bytes(bytes(data[:100]))
+    with pytest.raises(cf.CorruptFilter):
+        cf.CuckooFilter.load(tmp_path / "short.cf")
+
+
+def test_chunks_round_trip():
+    f = cf.CuckooFilter(capacity=100000, expansion=2, seed=12)
+    f.add_many(keys(150000))
+    pairs = list(f.chunks())
+    assert pairs[0][1] and all(isinstance(c, int) and isinstance(d, bytes) for c, d in pairs)
+    g = cf.CuckooFilter.from_chunks(pairs)
+    assert g.to_bytes() == f.to_bytes()
+    with pytest.raises(cf.CorruptFilter):
+        cf.CuckooFilter.from_chunks(pairs[:-1])  # one missing
+    if len(pairs) > 2:
+        with pytest.raises(cf.CorruptFilter):
+            cf.CuckooFilter.from_chunks([pairs[0], pairs[2], pairs[1]] + pairs[3:])
+    with pytest.raises(cf.CorruptFilter):
+        cf.CuckooFilter.from_chunks([])
+    with pytest.raises(TypeError):
+        cf.CuckooFilter.from_chunks([b"not a pair"])
+
+
+def test_files_interchange_with_the_tool(tmp_path):
+    assert TOOL and os.access(TOOL, os.X_OK), "CUCKOO must name the cuckoo tool"
+    ks = [b"tool-%d" % i for i in range(3000)]
+    src = tmp_path / "keys.txt"
+    src.write_bytes(b"".join(k + b"\n" for k in ks))
+    # the tool writes, Python reads
+    t = tmp_path / "tool.cf"
+    subprocess.run([TOOL, "build", str(t), str(src), "--seed", "5", "-q"], check=True)
+    g = cf.CuckooFilter.load(t)
+    assert all(g.contains_many(ks)) and len(g) == len(ks)
+    # Python writes, the tool reads
+    f = cf.CuckooFilter(capacity=5000, seed=13)
+    f.add_many(ks)
+    p = tmp_path / "py.cf"
+    f.save(p)
+    out = subprocess.run([TOOL, "query", str(p), "--absent"], input=src.read_bytes(),
+                         stdout=subprocess.PIPE, check=True).stdout
+    assert out == b""  # every key present
+    subprocess.run([TOOL, "verify", str(p)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([TOOL, "add", str(p), "added-by-the-tool", "-q"], check=True)
+    assert b"added-by-the-tool" in cf.CuckooFilter.load(p)
+
+
+# --- no false negatives, a model --------------------------------------------------------
+
+def test_million_keys_no_false_negative():
+    f = cf.CuckooFilter(capacity=1_000_000, fpr=0.001, seed=14)
+    ks = keys(1_000_000)
+    assert f.add_many(ks) == len(ks)
+    assert all(f.contains_many(ks))
+    missing = sum(1 for k in ks[::97] if k not in f)
+    assert missing == 0
+    absent = keys(200_000, b"a")
+    rate = sum(f.contains_many(absent)) / len(absent)
+    assert rate <= 3 * f.stats["fpr"] + 1e-4
+
+
+def test_differential_against_a_model(rng):
+    """Random adds, discards and lookups against a multiset: no false negative, counts
+    never below the model's, len exact."""
+    for shape in ({"fingerprint_bits": 12}, {"fingerprint_bits": 8, "bucket_size": 2},
+                  {"semi_sort": True}, {"fingerprint_bits": 16, "expansion": 1}):
+        f = cf.CuckooFilter(capacity=3000, seed=rng.randrange(2**63), **shape)
+        model = {}
+        universe = [b"u%d" % i for i in range(4000)]
+        for step in range(20000):
+            k = rng.choice(universe)
+            op = rng.random()
+            if op < 0.45:
+                try:
+                    f.add(k)
+                    model[k] = model.get(k, 0) + 1
+                except cf.FilterFull:
+                    pass
+            elif op < 0.7 and model.get(k):
+                assert f.discard(k) is True
+                model[k] -= 1
+            else:
+                if model.get(k):
+                    assert k in f, (shape, step)
+                    assert f.count(k) >= model[k], (shape, step)
+            if step % 5000 == 4999:
+                present = [x for x, c in model.items() if c]
+                assert all(f.contains_many(present)), shape
+                assert len(f) == sum(model.values()), shape
+
+
+# --- threads and reference counts -------------------------------------------------------
+
+def test_threads_share_one_filter():
+    """Writers and readers on one filter at once: no crash, no false negative for keys
+    added before, exact length after."""
+    f = cf.CuckooFilter(capacity=200000, expansion=2, seed=15)
+    stable = keys(50000, b"s")
+    f.add_many(stable)
+    errors = []
+
+    def reader():
+        for _ in range(20):
+            if not all(f.contains_many(stable)):
+                errors.append("a stable key was missed (batch)")
+            if not all(k in f for k in stable[::50]):
+                errors.append("a stable key was missed")
+
+    def writer(i):
+        mine = keys(20000, b"w%d-" % i)
+        for _ in range(3):
+            f.add_many(mine)
+            for k in mine[:2000]:
+                f.discard(k)
+            for k in mine[2000:]:
+                f.discard(k)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    threads += [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert len(f) == len(stable)
+    assert all(f.contains_many(stable))
+
+
+def test_no_reference_leaks():
+    """A million calls leave no objects behind."""
+    f = cf.CuckooFilter(capacity=10000, seed=16)
+    big, text = 2**40 + 5, "a str key"
+    ks = keys(998) + [big, text]
+    batch = np.arange(1000, dtype=np.uint64)
+
+    def calls():
+        for k in ks:
+            f.add(k)
+            _ = k in f
+            f.count(k)
+            f.add_unique(k)
+            f.discard(k)
+            f.discard(k)
+        f.contains_many(ks)
+        f.add_many(batch)
+        f.contains_many(batch)
+        for x in batch:
+            f.discard(int(x))
+        try:
+            f.add(-1)
+        except ValueError:
+            pass
+        _ = f.stats
+
+    calls()
+    gc.collect()
+    watched = (ks[0], big, text, f, batch, ks)
+    refs = [sys.getrefcount(x) for x in watched]
+    if hasattr(sys, "gettotalrefcount"):
+        before = sys.gettotalrefcount()
+    before_objects = len(gc.get_objects())
+    blocks = sys.getallocatedblocks()
+    for _ in range(170):  # 170 rounds of about 6000 calls: a million
+        calls()
+    gc.collect()
+    assert [sys.getrefcount(x) for x in watched] == refs  # no reference kept or dropped
+    assert len(gc.get_objects()) <= before_objects + 10
+    assert sys.getallocatedblocks() <= blocks + 100
+    if hasattr(sys, "gettotalrefcount"):
+        assert sys.gettotalrefcount() - before < 100
+
+
+def test_help_reads_as_a_manual():
+    doc = cf.CuckooFilter.__doc__
+    assert "capacity" in doc and "fpr" in doc and "Threads" in doc
+    for name in ("add", "add_unique", "discard", "count", "add_many", "contains_many", "save",
+                 "load", "open", "to_bytes", "from_bytes", "chunks", "from_chunks", "clear",
+                 "copy"):
+        assert getattr(cf.CuckooFilter, name).__doc__, name
+    assert issubclass(cf.CorruptFilter, ValueError) and issubclass(cf.CorruptFilter, cf.Error)
+    assert issubclass(cf.ReadOnlyFilter, cf.Error) and issubclass(cf.FilterFull, cf.Error)
+    assert cf.__version__ == cf.library_version
