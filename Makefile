@@ -1,7 +1,9 @@
 # A thin wrapper around CMake so that the usual commands do what a C user expects.
 # The real build description is CMakeLists.txt; everything here calls cmake or ctest.
 #
-#   make                 configure (first time) and build a release in $(BUILD_DIR)
+#   make                 configure (first time) and build a release in $(BUILD_DIR), with
+#                        the Python package in $(BUILD_DIR)/python when Python's headers
+#                        are there (PYTHONPATH=$(BUILD_DIR)/python python3 -c 'import cuckoofilter')
 #   make test            dependencies, build, ctest; then the same under ASan+UBSan, and
 #                        the tests of concurrent filters under ThreadSanitizer
 #                        (skip that second pass with CF_TEST_QUICK=1, make or env var)
@@ -27,8 +29,9 @@
 #                        (in $(FUZZ_BUILD_DIR)) and fuzz for FUZZ_SECONDS (60) over a scratch copy of
 #                        fuzz/corpus/$(FUZZ_TARGET); crashes go to $(FUZZ_BUILD_DIR)/artifacts/
 #                        (see fuzz/README.md). `make test` replays the committed corpora.
-#   make install         build what is installed (the libraries, the tool, the module) and
-#                        install it to $(PREFIX) (DESTDIR honoured); make uninstall undoes it
+#   make install         build what is installed (the libraries, the tool, the module, the
+#                        Python package for the system's python3) and install it to
+#                        $(PREFIX) (DESTDIR honoured); make uninstall undoes it
 #   make deb             Debian packages in $(DEB_BUILD_DIR): libcuckoofilter0.MINOR,
 #                        libcuckoofilter-dev, cuckoo (the tool and its man page) and
 #                        redis-cuckoofilter (the module, in /usr/lib/redis/modules/)
@@ -257,6 +260,11 @@ uninstall:
 	@for d in $$(sed -n 's|/cmake/cuckoofilter/.*|/cmake/cuckoofilter|p' \
 			$(BUILD_DIR)/make_install_manifest.txt | sort -u); do \
 		rmdir "$(DESTDIR)$$d" 2>/dev/null || true; \
+	done
+	@# The Python package's directory, with the bytecode Python wrote there.
+	@for d in $$(sed -n 's|/cuckoofilter/__init__\.py$$|/cuckoofilter|p' \
+			$(BUILD_DIR)/make_install_manifest.txt | sort -u); do \
+		rm -rf "$(DESTDIR)$$d/__pycache__"; rmdir "$(DESTDIR)$$d" 2>/dev/null || true; \
 	done
 	rm -f $(BUILD_DIR)/make_install_manifest.txt
 
