@@ -27,6 +27,13 @@
  * many lookups. */
 #define PYCF_CHUNK 4096
 
+/* The Redis module's fields in front of the header chunk of CF.SCANDUMP and CF.LOADCHUNK
+ * (docs/FORMAT.md, "In the Redis module"): deletes since the last compaction, MAXITERATIONS,
+ * then the filter's own hash of those 16 bytes, each a little-endian u64. */
+#define PYCF_REDIS_FIELDS 16u
+#define PYCF_REDIS_PREFIX 24u
+#define PYCF_MAX_DELETES  ((uint64_t)INT64_MAX) /* the module's bound: below 2^63 */
+
 _Static_assert(sizeof(bool) == 1, "contains_many writes the library's bools into a bytearray");
 
 /* ------------------------------------------------------------------------------------ */
@@ -770,21 +777,38 @@ static PyObject *pycf_open(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return pycf_from_file(type, path, verify ? CF_MAP_VERIFY : 0u, true);
 }
 
-/* chunks(): the (cursor, bytes) pairs of cf_dump_chunk, as CF.SCANDUMP gives them, made
- * into a list at once (a filter that changed in between would give a dump that does not
- * load). */
+static uint64_t pycf_get_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* The module's fields for f (no deletes counted; f's eviction budget), with their check. */
+static void pycf_redis_prefix(const cf_filter *f, unsigned char out[PYCF_REDIS_PREFIX])
+{
+    cf_config c;
+    cf_get_config(f, &c);
+    pycf_le64(out, 0);
+    pycf_le64(out + 8, c.max_kicks);
+    pycf_le64(out + PYCF_REDIS_FIELDS, cf_hash(f, out, PYCF_REDIS_FIELDS));
+}
+
+/* chunks(): the (cursor, bytes) pairs of CF.SCANDUMP, made into a list at once (a filter
+ * that changed in between would give a dump that does not load). */
 static PyObject *pycf_chunks(pycf_filter *self, PyObject *unused)
 {
     (void)unused;
-    size_t cap = cf_dump_chunk_max(self->f);
-    char *buf = PyMem_Malloc(cap ? cap : 1u);
+    size_t cap = cf_dump_chunk_max(self->f) + PYCF_REDIS_PREFIX;
+    unsigned char *buf = PyMem_Malloc(cap);
     if (!buf)
         return PyErr_NoMemory();
     PyObject *list = PyList_New(0);
     uint64_t cursor = 0;
     while (list) {
-        size_t len = 0;
-        cf_status st = cf_dump_chunk(self->f, &cursor, buf, cap, &len);
+        size_t len = 0, skip = cursor == 0 ? PYCF_REDIS_PREFIX : 0;
+        cf_status st = cf_dump_chunk(self->f, &cursor, buf + skip, cap - skip, &len);
         if (st != CF_OK) {
             Py_CLEAR(list);
             pycf_raise(Py_TYPE(self), st, NULL, 0);
@@ -792,7 +816,10 @@ static PyObject *pycf_chunks(pycf_filter *self, PyObject *unused)
         }
         if (len == 0)
             break;
-        PyObject *pair = Py_BuildValue("(Ky#)", (unsigned long long)cursor, buf, (Py_ssize_t)len);
+        if (skip)
+            pycf_redis_prefix(self->f, buf);
+        PyObject *pair = Py_BuildValue("(Ky#)", (unsigned long long)cursor, (const char *)buf,
+                                       (Py_ssize_t)(len + skip));
         if (!pair || PyList_Append(list, pair) < 0)
             Py_CLEAR(list);
         Py_XDECREF(pair);
@@ -805,6 +832,27 @@ static PyObject *pycf_chunks(pycf_filter *self, PyObject *unused)
     PyObject *it = PyObject_GetIter(list);
     Py_DECREF(list);
     return it;
+}
+
+/* The header chunk into *f: as CF.SCANDUMP gives it (the module's fields in front, whose
+ * check must then match the header), or bare, as cf_dump_chunk gives it. */
+static cf_status pycf_take_header(cf_filter **f, uint64_t cursor, const unsigned char *data,
+                                  size_t len)
+{
+    cf_status st = cf_load_chunk(f, cursor, data, len, NULL);
+    if (st != CF_ECORRUPT || len < PYCF_REDIS_PREFIX)
+        return st;
+    uint64_t deletes = pycf_get_le64(data), kicks = pycf_get_le64(data + 8);
+    if (deletes > PYCF_MAX_DELETES || kicks < 1 || kicks > CF_MAX_MAX_KICKS)
+        return CF_ECORRUPT;
+    st = cf_load_chunk(f, cursor, data + PYCF_REDIS_PREFIX, len - PYCF_REDIS_PREFIX, NULL);
+    if (st == CF_OK &&
+        cf_hash(*f, data, PYCF_REDIS_FIELDS) != pycf_get_le64(data + PYCF_REDIS_FIELDS)) {
+        cf_free(*f); /* the fields do not belong with this header */
+        *f = NULL;
+        st = CF_ECORRUPT;
+    }
+    return st;
 }
 
 static PyObject *pycf_from_chunks(PyTypeObject *type, PyObject *pairs)
@@ -837,7 +885,8 @@ static PyObject *pycf_from_chunks(PyTypeObject *type, PyObject *pairs)
                                              "[0, 2**64) and a bytes-like object");
             break;
         }
-        cf_status st = cf_load_chunk(&f, cursor, data.buf, (size_t)data.len, NULL);
+        cf_status st = f ? cf_load_chunk(&f, cursor, data.buf, (size_t)data.len, NULL)
+                         : pycf_take_header(&f, cursor, data.buf, (size_t)data.len);
         PyBuffer_Release(&data);
         Py_DECREF(pair);
         if (st != CF_OK) {
@@ -928,13 +977,14 @@ PyDoc_STRVAR(pycf_open_doc,
              "open; a damaged table then gives wrong answers, never a crash.");
 PyDoc_STRVAR(pycf_chunks_doc,
              "chunks() -> iterator of (cursor, bytes)\n\n"
-             "The filter in pieces of at most 16 MiB, as Redis's CF.SCANDUMP gives them:\n"
-             "from_chunks() (or CF.LOADCHUNK) rebuilds it from the pairs in order.");
+             "The filter in pieces of at most 16 MiB, as the Redis module's CF.SCANDUMP\n"
+             "gives them: from_chunks(), or CF.LOADCHUNK key cursor bytes for each pair in\n"
+             "order, rebuilds it.");
 PyDoc_STRVAR(pycf_from_chunks_doc,
              "from_chunks(pairs) -> CuckooFilter\n\n"
-             "The filter from an iterable of (cursor, bytes), such as CF.SCANDUMP's replies\n"
-             "until the cursor is 0. A damaged, missing or reordered chunk raises\n"
-             "CorruptFilter.");
+             "The filter from an iterable of (cursor, bytes): chunks(), the Redis module's\n"
+             "CF.SCANDUMP replies until the cursor is 0, or the C library's cf_dump_chunk.\n"
+             "A damaged, missing or reordered chunk raises CorruptFilter.");
 PyDoc_STRVAR(pycf_stats_doc,
              "A dict of figures: capacity, items, load_factor, bits_per_item (table bits per\n"
              "item held, or per unit of capacity while empty), fpr (the expected\n"

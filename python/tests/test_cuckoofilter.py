@@ -265,6 +265,20 @@ def test_chunks_round_trip():
             cf.CuckooFilter.from_chunks([pairs[0], pairs[2], pairs[1]] + pairs[3:])
     with pytest.raises(cf.CorruptFilter):
         cf.CuckooFilter.from_chunks([])
+    # The header chunk carries the Redis module's 24 bytes (FORMAT.md); without them it is
+    # the C library's bare chunk, which loads too; with fields that do not match their
+    # check, or the check moved to another filter's header, it does not.
+    (c0, h0), rest = pairs[0], pairs[1:]
+    assert cf.CuckooFilter.from_chunks([(c0, h0[24:])] + rest).to_bytes() == f.to_bytes()
+    forged = bytearray(h0)
+    forged[0] ^= 1  # "deletes" changed, the check not
+    with pytest.raises(cf.CorruptFilter):
+        cf.CuckooFilter.from_chunks([(c0, bytes(forged))] + rest)
+    other = cf.CuckooFilter(capacity=100000, expansion=2, seed=99)
+    other.add_many(keys(150000))
+    (_, h1), *_ = other.chunks()
+    with pytest.raises(cf.CorruptFilter):
+        cf.CuckooFilter.from_chunks([(c0, h1[:24] + h0[24:])] + rest)
     with pytest.raises(TypeError):
         cf.CuckooFilter.from_chunks([b"not a pair"])
 
