@@ -42,7 +42,7 @@ def _tag():
 def _metadata():
     return (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {_version()}\n"
             "Summary: Cuckoo filters: set membership with deletion and a tunable "
-            "false-positive rate\nLicense: MIT\nRequires-Python: >=3.9\n")
+            "false-positive rate\nLicense: MIT\nRequires-Python: >=3.10\n")
 
 
 def _dist_info():

@@ -64,6 +64,7 @@ struct cf__cc *cf__cc_new(cf_filter *f)
     cc->stripes0 = NULL;
     cc->data0 = NULL;
     cc->buckets0 = 0;
+    cc->shape0 = NULL;
     cc->nretired = 0;
     cc->block = block;
     return cc;
@@ -137,6 +138,7 @@ void cf__cc_ready(cf_filter *f)
     struct cf__cc *cc = cf__cc_of(f);
     cc->data0 = f->tables[0].data;
     cc->buckets0 = f->tables[0].buckets;
+    cc->shape0 = f->tables[0].shape;
     cc->stripes0 = cf__cc_stripe(&f->tables[0], 0);
 }
 
@@ -335,9 +337,17 @@ static unsigned cf__cc_tables(const cf_filter *f, const cf__table **tables)
     return n;
 }
 
-/* Copies of fp in bucket `bucket` of t, read in one piece. */
+/* Copies of fp in bucket `bucket` of t, read in one piece: a bucket that fits the 8
+ * bytes from its first byte (s->bucket_mask) as one word, any other through a window. */
 static unsigned cf__cc_bucket_count(const cf__table *t, uint64_t bucket, uint32_t fp)
 {
+    const cf__shape *s = t->shape;
+    if (s->bucket_mask) {
+        uint64_t bit = bucket * s->bucket_bits;
+        uint64_t word = (cf__cc_word_at(t, bit >> 3) >> (bit & 7u)) & s->bucket_mask;
+        return cf__popcount64(s->semi ? cf__semi_match1_word(s, word, fp)
+                                      : cf__lanes_equal(s, word, fp));
+    }
     cf__cc_window w;
     cf__cc_open(t, bucket, &w);
     return cf__bucket_count(&w.view, t->shape, w.view.buckets - 1u, fp);
@@ -428,14 +438,46 @@ bool cf__cc_contains_key(const cf_filter *f, const void *key, size_t len)
     return cf__cc_contains(f, cf__hash_key(f, key, len));
 }
 
+/* Keys whose buckets a batch fetches ahead of the one it looks up: the lookups' memory
+ * reads overlap, as in the batches of other filters (fast.c). */
+#define CF__CC_AHEAD 16u
+
+/* Start fetching the two buckets of key h in the first sub-filter (the only one while the
+ * filter is simple; in any other state the fetch is merely of no use). Inlined: gcc takes
+ * a function that only prefetches for one with no effect, and drops its calls. */
+static CF__INLINE void cf__cc_prefetch(const cf_filter *f, const struct cf__cc *cc, uint64_t h)
+{
+    cf__table t0 = {.data = cc->data0, .buckets = cc->buckets0};
+    cf__key k = cf__key_bits(f->fp_bits, h);
+    uint64_t i[2];
+    cf__buckets0(&t0, &k, &i[0], &i[1]);
+    for (unsigned w = 0; w < 2; w++) {
+        const uint8_t *p = cc->data0 + ((i[w] * cc->shape0->bucket_bits) >> 3);
+        CF__PREFETCH(p, 0);
+        CF__PREFETCH(p + 7, 0); /* the line of the bucket's last byte, if another */
+    }
+}
+
+/* The lookups of cf_contains_many and cf_contains_keys: each as f->ops->contains, with
+ * the buckets of the key CF__CC_AHEAD places further fetched meanwhile. */
 void cf__cc_contains_many(const cf_filter *f, const cf__source *src, size_t n, bool *out)
 {
-    for (size_t j = 0; j < n; j++) {
-        if (src->hashes)
-            out[j] = f->ops->contains(f, src->hashes[j]);
-        else
-            out[j] = (src->keys[j] || !src->lens[j]) &&
-                     f->ops->contains(f, cf__hash_key(f, src->keys[j], src->lens[j]));
+    const struct cf__cc *cc = cf__cc_of(f);
+    uint64_t ring[CF__CC_AHEAD];
+    bool valid[CF__CC_AHEAD];
+    for (size_t j = 0; j < n + CF__CC_AHEAD; j++) {
+        if (j >= CF__CC_AHEAD) {
+            size_t x = (j - CF__CC_AHEAD) % CF__CC_AHEAD;
+            out[j - CF__CC_AHEAD] = valid[x] && f->ops->contains(f, ring[x]);
+        }
+        if (j < n) {
+            size_t x = j % CF__CC_AHEAD;
+            valid[x] = src->hashes || src->keys[j] || !src->lens[j];
+            ring[x] = src->hashes ? src->hashes[j]
+                      : valid[x]  ? cf__hash_key(f, src->keys[j], src->lens[j])
+                                  : 0;
+            cf__cc_prefetch(f, cc, ring[x]);
+        }
     }
 }
 

@@ -47,12 +47,13 @@
 struct cf__cc {
     /* What a lookup of the simple state reads besides its buckets: `meta` (see
      * CF__CC_META_*), which only the stash and growth change, and copies of the first
-     * sub-filter's data and size, which never change (its entry in the sub-filter array
-     * holds its item count, which every write changes). */
+     * sub-filter's data, size and shape, which never change (its entry in the sub-filter
+     * array holds its item count, which every write changes). */
     atomic_uint meta;
     atomic_uint *stripes0;
     uint8_t *data0;
     uint64_t buckets0;
+    const cf__shape *shape0;
     /* The writers' lock: a mutex, which puts a waiting writer to sleep (a spin lock that
      * hands the lock on in turn stalls whenever the next in line is not running, as with
      * more threads than cores). Every write changes it; no lookup reads it. */

@@ -251,12 +251,13 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
  * answer. No loop here: the few values a try needs then stay in registers. */
 static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
-    if (!F)
-        return cf__cc_contains(f, h);
     const struct cf__cc *cc = cf__cc_of(f);
     atomic_uint *meta = (atomic_uint *)(uintptr_t)&cc->meta;
     unsigned m = atomic_load_explicit(meta, memory_order_acquire);
-    if (CF__UNLIKELY(m & CF__CC_META_NOT_SIMPLE))
+    /* A shape read at run time takes this path when a bucket fits one 8-byte window at
+     * its byte (s->bucket_mask); other shapes, the generic one. */
+    const cf__shape *s = cc->shape0;
+    if (CF__UNLIKELY((m & CF__CC_META_NOT_SIMPLE) || (!F && !s->bucket_mask)))
         return cf__cc_contains(f, h);
     /* One sub-filter: the first, whose data and size the shared state holds (they never
      * change while readers may run). */
@@ -270,9 +271,20 @@ static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigne
     /* both counters in one register: fewer live values, no spill */
     uint64_t v = atomic_load_explicit(c1, memory_order_acquire) |
                  (uint64_t)atomic_load_explicit(c2, memory_order_acquire) << 32;
-    const unsigned bytes = cf__bucket_bytes_t(F, B);
-    uint64_t w1 = cf__cc_word_at(t, i1 * bytes), w2 = cf__cc_word_at(t, i2 * bytes);
-    bool found = (cf__word_match_t(w1, k.fp, F, B) | cf__word_match_t(w2, k.fp, F, B)) != 0;
+    bool found;
+    if (F) {
+        const unsigned bytes = cf__bucket_bytes_t(F, B);
+        uint64_t w1 = cf__cc_word_at(t, i1 * bytes), w2 = cf__cc_word_at(t, i2 * bytes);
+        found = (cf__word_match_t(w1, k.fp, F, B) | cf__word_match_t(w2, k.fp, F, B)) != 0;
+    } else {
+        uint64_t b1 = i1 * s->bucket_bits, b2 = i2 * s->bucket_bits;
+        uint64_t w1 = (cf__cc_word_at(t, b1 >> 3) >> (b1 & 7u)) & s->bucket_mask;
+        uint64_t w2 = (cf__cc_word_at(t, b2 >> 3) >> (b2 & 7u)) & s->bucket_mask;
+        if (CF__SEMI_T(F, B))
+            found = (cf__semi_match1_word(s, w1, k.fp) | cf__semi_match1_word(s, w2, k.fp)) != 0;
+        else
+            found = (cf__lanes_equal(s, w1, k.fp) | cf__lanes_equal(s, w2, k.fp)) != 0;
+    }
     /* The counters are checked whether or not it found the fingerprint, with no branch on
      * the buckets' contents until then: a branch that waits for a bucket's cache miss and
      * then goes the other way half the time would discard the next lookups' loads, which

@@ -259,8 +259,8 @@ CF__HIDDEN uint32_t cf__semi_slot_get(const cf__table *t, const cf__shape *s, ui
 CF__HIDDEN void cf__semi_slot_set(cf__table *t, const cf__shape *s, uint64_t bucket, unsigned slot,
                                   uint32_t fp);
 
-/* The slots of semi-sorted bucket `bucket` that hold fp, a bit per slot (in the bucket's
- * ascending order), for a bucket of one load (s->bucket_mask set), compared without
+/* The slots of a semi-sorted bucket (its bits in `word`) that hold fp, a bit per slot (in
+ * the bucket's ascending order), for a bucket of one load (s->bucket_mask set), compared without
  * decoding: its prefixes, from the table, as four 4-bit lanes against fp's, its suffixes
  * as four lanes of w = f - 4 bits against fp's; each comparison leaves the top bit of
  * every equal lane set (exact: no carry crosses a lane), and a multiply gathers the four
@@ -269,11 +269,9 @@ CF__HIDDEN void cf__semi_slot_set(cf__table *t, const cf__shape *s, uint64_t buc
  * on bit 3 (w - 1) + j + (j - k)(w - 1) for term k, inside bits 3 (w - 1) .. + 3 only for
  * k = j when w >= 4, and every term on a bit of its own (no carries); likewise for the
  * prefixes (w = 4, shifted by 3: 0x249 gathers into bits 9..12). */
-static inline unsigned cf__semi_match1(const cf__table *t, const cf__shape *s, uint64_t bucket,
-                                       uint32_t fp)
+static inline unsigned cf__semi_match1_word(const cf__shape *s, uint64_t word, uint32_t fp)
 {
     unsigned w = s->f - CF__SEMI_PREFIX_BITS;
-    uint64_t word = cf__bits_get(t->data, bucket * s->bucket_bits, s->bucket_mask);
     uint64_t x = cf__semi_prefixes[word & CF__SEMI_CODE_MASK] ^ (UINT64_C(0x1111) * (fp >> w));
     uint64_t zp = ~(((x & 0x7777u) + 0x7777u) | x | 0x7777u) & 0x8888u;
     uint64_t y = (word >> CF__SEMI_CODE_BITS) ^ (s->lane_lo * (fp & (s->fp_mask >> 4)));
@@ -282,6 +280,14 @@ static inline unsigned cf__semi_match1(const cf__table *t, const cf__shape *s, u
     uint64_t gp = ((zp >> 3) * 0x249u) >> 9;
     uint64_t gs = ((zs >> (w - 1)) * s->semi_gather) >> (3 * (w - 1));
     return (unsigned)(gp & gs) & 0xFu;
+}
+
+/* The same for bucket `bucket` of t (word: the bucket, s->bucket_mask of it). */
+static inline unsigned cf__semi_match1(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                       uint32_t fp)
+{
+    return cf__semi_match1_word(s, cf__bits_get(t->data, bucket * s->bucket_bits, s->bucket_mask),
+                                fp);
 }
 
 /* The same for any semi-sorted bucket (decoded where it takes more than one load). */

@@ -116,6 +116,8 @@ static void test_differential(void)
      * bucket, semi-sorted buckets of even and odd widths. */
     const cf_config shapes[] = {
         {.capacity = 3000, .fingerprint_bits = 12, .bucket_size = 4},
+        {.capacity = 3000, .fingerprint_bits = 13, .bucket_size = 4},
+        {.capacity = 3000, .fingerprint_bits = 11, .bucket_size = 4, .flags = CF_SEMI_SORT},
         {.capacity = 500, .fingerprint_bits = 12, .bucket_size = 4, .expansion = 2},
         {.capacity = 500, .fingerprint_bits = 5, .bucket_size = 3, .expansion = 2},
         {.capacity = 2000, .fingerprint_bits = 6, .bucket_size = 1},
@@ -364,6 +366,17 @@ static void test_stress(void)
                (cf_config){.capacity = STRESS_STABLE + STRESS_WRITERS * STRESS_WRITER_KEYS * 3 / 4,
                            .fingerprint_bits = 12,
                            .bucket_size = 4});
+    /* Shapes read at run time (13-bit fingerprints: what a target rate of 0.1 % picks;
+     * semi-sorted 11-bit ones), whose lookups have a fast path of their own, in fixed
+     * filters that hold all the writers' keys at about 94 % load: inserts evict all the
+     * time and the stash stays empty, so lookups stay on that path. */
+    const uint64_t roomy = STRESS_STABLE + STRESS_WRITERS * STRESS_WRITER_KEYS;
+    stress_run("near full 13/4",
+               (cf_config){.capacity = roomy, .fingerprint_bits = 13, .bucket_size = 4});
+    stress_run("near full semi-sorted 11/4", (cf_config){.capacity = roomy,
+                                                         .fingerprint_bits = 11,
+                                                         .bucket_size = 4,
+                                                         .flags = CF_SEMI_SORT});
     /* A growing one that starts small: it grows while readers read. */
     stress_run("growing", (cf_config){.capacity = 1024, .expansion = 2});
     /* Semi-sorted buckets. */

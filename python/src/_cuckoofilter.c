@@ -196,34 +196,77 @@ static void pycf_key_release(pycf_key *k)
 /* Batches: an iterable of keys, or a buffer of uint64                                  */
 /* ------------------------------------------------------------------------------------ */
 
-/* A batch's keys as the library takes them. For an iterable: every key resolved while
- * the GIL is held (the sequence keeps the objects, and with them the bytes, alive). For a
- * buffer of uint64: its elements, each 8 bytes, taken PYCF_CHUNK at a time. */
+/* A batch's keys as the library takes them, PYCF_CHUNK at a time: the arrays stay in the
+ * caches however long the batch. For an iterable (a list or tuple, or any iterable made
+ * into a list), each chunk's keys are resolved with the GIL held, and the chunk holds a
+ * reference to each (and the buffer of each buffer key), so that another thread that
+ * empties the list while the library reads without the GIL frees nothing in use. For a
+ * buffer of uint64, its elements, each 8 bytes; the buffer is held while the batch is. */
 typedef struct pycf_batch {
     Py_ssize_t n;
-    PyObject *seq;            /* the iterable as a list or tuple, or NULL for a buffer */
-    const void **keys;        /* n pointers (an iterable), or PYCF_CHUNK (a buffer) */
-    size_t *lens;             /* likewise */
-    unsigned char (*nums)[8]; /* int keys' bytes (an iterable) */
-    Py_buffer *views;         /* buffer keys (an iterable), nviews of them */
-    Py_ssize_t nviews;
+    PyObject *seq; /* the iterable as a list or tuple, or NULL for a buffer */
     Py_buffer u64; /* the buffer of uint64, while is_u64 */
     bool is_u64;
     unsigned char *swapped; /* a big-endian host's copy of u64 in little-endian */
+    size_t cap;             /* keys in a chunk: PYCF_CHUNK, or fewer for a shorter batch */
+    const void **keys;
+    size_t *lens;
+    PyObject **objs; /* the chunk's key objects, a reference each */
+    size_t nobjs;
+    unsigned char (*nums)[8]; /* int keys' bytes */
+    Py_buffer *views;         /* buffer keys' buffers (allocated when one comes) */
+    size_t nviews;
 } pycf_batch;
 
-static void pycf_batch_release(pycf_batch *b)
+/* The chunk arrays, in one allocation after the struct, for `cap` keys. */
+static pycf_batch *pycf_batch_alloc(Py_ssize_t n)
 {
-    for (Py_ssize_t i = 0; i < b->nviews; i++)
+    size_t cap = n < (Py_ssize_t)PYCF_CHUNK ? (size_t)(n > 0 ? n : 1) : PYCF_CHUNK;
+    size_t each = sizeof(const void *) + sizeof(size_t) + sizeof(PyObject *) + 8u;
+    pycf_batch *b = PyMem_Malloc(sizeof *b + cap * each);
+    if (!b) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    char *p = (char *)(b + 1);
+    b->keys = (const void **)(void *)p;
+    b->lens = (size_t *)(void *)(p + cap * sizeof(const void *));
+    b->objs = (PyObject **)(void *)(p + cap * (sizeof(const void *) + sizeof(size_t)));
+    b->nums = (unsigned char(*)[8])(
+        void *)(p + cap * (sizeof(const void *) + sizeof(size_t) + sizeof(PyObject *)));
+    b->cap = cap;
+    b->n = n;
+    b->seq = NULL;
+    b->is_u64 = false;
+    b->swapped = NULL;
+    b->nobjs = 0;
+    b->views = NULL;
+    b->nviews = 0;
+    return b;
+}
+
+/* Drops what the current chunk holds. */
+static void pycf_batch_drop(pycf_batch *b)
+{
+    for (size_t i = 0; i < b->nviews; i++)
         PyBuffer_Release(&b->views[i]);
+    b->nviews = 0;
+    for (size_t i = 0; i < b->nobjs; i++)
+        Py_DECREF(b->objs[i]);
+    b->nobjs = 0;
+}
+
+static void pycf_batch_close(pycf_batch *b)
+{
+    if (!b)
+        return;
+    pycf_batch_drop(b);
     PyMem_Free(b->views);
-    PyMem_Free(b->keys);
-    PyMem_Free(b->lens);
-    PyMem_Free(b->nums);
     PyMem_Free(b->swapped);
     if (b->is_u64)
         PyBuffer_Release(&b->u64);
     Py_XDECREF(b->seq);
+    PyMem_Free(b);
 }
 
 /* Is format (struct module syntax) one 8-byte unsigned integer? */
@@ -236,39 +279,37 @@ static bool pycf_format_u64(const char *format, Py_ssize_t itemsize)
     return (format[0] == 'Q' || format[0] == 'L' || format[0] == 'K') && format[1] == '\0';
 }
 
-/* Opens a batch over o; 0, or -1 with an exception. */
-static int pycf_batch_open(PyObject *o, pycf_batch *b)
+/* A batch over o, or NULL with an exception. */
+static pycf_batch *pycf_batch_open(PyObject *o)
 {
-    memset(b, 0, sizeof *b);
     if (PyBytes_Check(o) || PyUnicode_Check(o) || PyByteArray_Check(o)) {
         PyErr_SetString(PyExc_TypeError, "a batch is an iterable of keys or a buffer of "
                                          "uint64, not one bytes or str key");
-        return -1;
+        return NULL;
     }
     if (PyObject_CheckBuffer(o) && !PyList_Check(o) && !PyTuple_Check(o)) {
-        if (PyObject_GetBuffer(o, &b->u64, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
-            return -1;
-        b->is_u64 = true;
-        if (!pycf_format_u64(b->u64.format, b->u64.itemsize)) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(o, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+            return NULL;
+        if (!pycf_format_u64(view.format, view.itemsize)) {
             PyErr_Format(PyExc_TypeError, "a buffer batch holds uint64 (format 'Q'), not '%s'",
-                         b->u64.format ? b->u64.format : "B");
-            pycf_batch_release(b);
-            return -1;
+                         view.format ? view.format : "B");
+            PyBuffer_Release(&view);
+            return NULL;
         }
-        b->n = b->u64.len / 8;
-        b->keys = PyMem_Malloc(PYCF_CHUNK * sizeof *b->keys);
-        b->lens = PyMem_Malloc(PYCF_CHUNK * sizeof *b->lens);
-        if (!b->keys || !b->lens) {
-            pycf_batch_release(b);
-            PyErr_NoMemory();
-            return -1;
+        pycf_batch *b = pycf_batch_alloc(view.len / 8);
+        if (!b) {
+            PyBuffer_Release(&view);
+            return NULL;
         }
+        b->u64 = view;
+        b->is_u64 = true;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
         b->swapped = PyMem_Malloc((size_t)b->u64.len ? (size_t)b->u64.len : 1u);
         if (!b->swapped) {
-            pycf_batch_release(b);
+            pycf_batch_close(b);
             PyErr_NoMemory();
-            return -1;
+            return NULL;
         }
         for (Py_ssize_t i = 0; i < b->n; i++) {
             uint64_t v;
@@ -276,47 +317,58 @@ static int pycf_batch_open(PyObject *o, pycf_batch *b)
             pycf_le64(b->swapped + 8 * i, v);
         }
 #endif
-        for (size_t i = 0; i < PYCF_CHUNK; i++)
+        for (size_t i = 0; i < b->cap; i++)
             b->lens[i] = 8;
-        return 0;
+        return b;
     }
-    b->seq = PySequence_Fast(o, "a batch is an iterable of keys or a buffer of uint64");
-    if (!b->seq)
-        return -1;
-    b->n = PySequence_Fast_GET_SIZE(b->seq);
-    size_t n = b->n ? (size_t)b->n : 1u;
-    b->keys = PyMem_Malloc(n * sizeof *b->keys);
-    b->lens = PyMem_Malloc(n * sizeof *b->lens);
-    if (!b->keys || !b->lens) {
-        pycf_batch_release(b);
-        PyErr_NoMemory();
-        return -1;
+    PyObject *seq = PySequence_Fast(o, "a batch is an iterable of keys or a buffer of uint64");
+    if (!seq)
+        return NULL;
+    pycf_batch *b = pycf_batch_alloc(PySequence_Fast_GET_SIZE(seq));
+    if (!b) {
+        Py_DECREF(seq);
+        return NULL;
     }
-    PyObject **items = PySequence_Fast_ITEMS(b->seq);
-    for (Py_ssize_t i = 0; i < b->n; i++) {
-        PyObject *o_i = items[i];
-        if (PyBytes_Check(o_i)) {
-            b->keys[i] = PyBytes_AS_STRING(o_i);
-            b->lens[i] = (size_t)PyBytes_GET_SIZE(o_i);
+    b->seq = seq;
+    return b;
+}
+
+/* Makes the keys from `first` on (at most PYCF_CHUNK) the current chunk: their count, or
+ * -1 with an exception (a key of a bad type). For an iterable, a list that another
+ * thread shortened meanwhile ends the batch where it now ends. */
+static Py_ssize_t pycf_batch_chunk(pycf_batch *b, Py_ssize_t first)
+{
+    Py_ssize_t left = b->n - first;
+    size_t count = left < (Py_ssize_t)b->cap ? (size_t)left : b->cap;
+    if (b->is_u64) {
+        const unsigned char *base = b->swapped ? b->swapped : (const unsigned char *)b->u64.buf;
+        for (size_t i = 0; i < count; i++)
+            b->keys[i] = base + 8 * ((size_t)first + i);
+        return (Py_ssize_t)count;
+    }
+    pycf_batch_drop(b);
+    Py_ssize_t size = PySequence_Fast_GET_SIZE(b->seq);
+    if (first + (Py_ssize_t)count > size)
+        count = first < size ? (size_t)(size - first) : 0;
+    PyObject **items = PySequence_Fast_ITEMS(b->seq) + first;
+    for (size_t i = 0; i < count; i++) {
+        PyObject *o = items[i];
+        Py_INCREF(o);
+        b->objs[b->nobjs++] = o;
+        if (PyBytes_Check(o)) {
+            b->keys[i] = PyBytes_AS_STRING(o);
+            b->lens[i] = (size_t)PyBytes_GET_SIZE(o);
             continue;
         }
         pycf_key k;
-        if (pycf_key_get(o_i, &k) < 0) {
-            pycf_batch_release(b);
+        if (pycf_key_get(o, &k) < 0)
             return -1;
-        }
         if (k.p == k.num) { /* an int: its bytes need a home of their own */
-            if (!b->nums && !(b->nums = PyMem_Malloc(n * sizeof *b->nums))) {
-                pycf_batch_release(b);
-                PyErr_NoMemory();
-                return -1;
-            }
             memcpy(b->nums[i], k.num, 8);
             k.p = b->nums[i];
-        } else if (k.has_view) { /* a buffer: held until the batch is done */
-            if (!b->views && !(b->views = PyMem_Malloc(n * sizeof *b->views))) {
+        } else if (k.has_view) { /* a buffer: held until the chunk is done */
+            if (!b->views && !(b->views = PyMem_Malloc(b->cap * sizeof *b->views))) {
                 pycf_key_release(&k);
-                pycf_batch_release(b);
                 PyErr_NoMemory();
                 return -1;
             }
@@ -325,18 +377,7 @@ static int pycf_batch_open(PyObject *o, pycf_batch *b)
         b->keys[i] = k.p;
         b->lens[i] = k.n;
     }
-    return 0;
-}
-
-/* Points keys[0 .. count) of a uint64 batch at elements from `first` on. */
-static size_t pycf_batch_chunk(pycf_batch *b, Py_ssize_t first)
-{
-    Py_ssize_t left = b->n - first;
-    size_t count = left < PYCF_CHUNK ? (size_t)left : PYCF_CHUNK;
-    const unsigned char *base = b->swapped ? b->swapped : (const unsigned char *)b->u64.buf;
-    for (size_t i = 0; i < count; i++)
-        b->keys[i] = base + 8 * ((size_t)first + i);
-    return count;
+    return (Py_ssize_t)count;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -506,88 +547,91 @@ static Py_ssize_t pycf_len(pycf_filter *self)
 /* Batches                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
+static PyObject *pycf_bool(bool v)
+{
+    PyObject *o = v ? Py_True : Py_False;
+    Py_INCREF(o);
+    return o;
+}
+
 static PyObject *pycf_contains_many(pycf_filter *self, PyObject *keys)
 {
-    pycf_batch b;
-    if (pycf_batch_open(keys, &b) < 0)
+    pycf_batch *b = pycf_batch_open(keys);
+    if (!b)
         return NULL;
     bool free_gil = pycf_lookups_free(self);
-    PyObject *out = NULL;
-    if (b.is_u64) {
-        out = PyByteArray_FromStringAndSize(NULL, b.n);
-        if (out) {
-            bool *found = (bool *)(void *)PyByteArray_AS_STRING(out);
-            PyThreadState *ts = free_gil ? PyEval_SaveThread() : NULL;
-            for (Py_ssize_t i = 0; i < b.n;) {
-                size_t count = pycf_batch_chunk(&b, i);
-                cf_contains_keys(self->f, b.keys, b.lens, count, found + i);
-                i += (Py_ssize_t)count;
-            }
-            if (ts)
-                PyEval_RestoreThread(ts);
-        }
-    } else {
-        bool *found = PyMem_Malloc(b.n ? (size_t)b.n : 1u);
-        if (!found) {
-            PyErr_NoMemory();
-        } else {
-            PyThreadState *ts = free_gil ? PyEval_SaveThread() : NULL;
-            cf_contains_keys(self->f, b.keys, b.lens, (size_t)b.n, found);
-            if (ts)
-                PyEval_RestoreThread(ts);
-            out = PyList_New(b.n);
-            for (Py_ssize_t i = 0; out && i < b.n; i++) {
-                PyObject *v = found[i] ? Py_True : Py_False;
-                Py_INCREF(v);
-                PyList_SET_ITEM(out, i, v);
-            }
-            PyMem_Free(found);
-        }
+    /* A bytearray of 0 and 1 for a buffer, a list of bools for an iterable (filled from a
+     * bytearray's worth of answers, chunk by chunk). */
+    PyObject *bytes = PyByteArray_FromStringAndSize(NULL, b->n);
+    PyObject *out = bytes && !b->is_u64 ? PyList_New(b->n) : NULL;
+    if (!bytes || (!b->is_u64 && !out))
+        goto fail;
+    bool *found = (bool *)(void *)PyByteArray_AS_STRING(bytes);
+    Py_ssize_t i = 0;
+    while (i < b->n) {
+        Py_ssize_t count = pycf_batch_chunk(b, i);
+        if (count < 0)
+            goto fail;
+        if (count == 0)
+            break; /* the list was shortened meanwhile */
+        PyThreadState *ts = free_gil ? PyEval_SaveThread() : NULL;
+        cf_contains_keys(self->f, b->keys, b->lens, (size_t)count, found + i);
+        if (ts)
+            PyEval_RestoreThread(ts);
+        if (out)
+            for (Py_ssize_t j = i; j < i + count; j++)
+                PyList_SET_ITEM(out, j, pycf_bool(found[j]));
+        i += count;
     }
-    pycf_batch_release(&b);
-    return out;
+    if (out && i < b->n) { /* shortened: the answers it has */
+        for (Py_ssize_t j = i; j < b->n; j++)
+            PyList_SET_ITEM(out, j, pycf_bool(false));
+        if (PyList_SetSlice(out, i, b->n, NULL) < 0)
+            goto fail;
+    }
+    pycf_batch_close(b);
+    if (out) {
+        Py_DECREF(bytes);
+        return out;
+    }
+    return bytes;
+fail:
+    pycf_batch_close(b);
+    Py_XDECREF(bytes);
+    Py_XDECREF(out);
+    return NULL;
 }
 
 /* Adds the batch in order; returns how many were added. Keys that found no room (a full
- * fixed-size filter) are left out, and then FilterFull is raised with `added` set. */
+ * fixed-size filter) are left out, and then FilterFull is raised with `added` set. A key
+ * of a bad type raises TypeError or ValueError; the keys of earlier chunks are in. */
 static PyObject *pycf_add_many(pycf_filter *self, PyObject *keys)
 {
-    pycf_batch b;
-    if (pycf_batch_open(keys, &b) < 0)
+    pycf_batch *b = pycf_batch_open(keys);
+    if (!b)
         return NULL;
-    cf_status *status = PyMem_Malloc(PYCF_CHUNK * sizeof *status);
-    if (!status) {
-        pycf_batch_release(&b);
-        return PyErr_NoMemory();
-    }
+    cf_status status[PYCF_CHUNK]; /* 16 KiB on the stack */
     size_t added = 0;
     cf_status first_bad = CF_OK;
-    /* A concurrent filter's writers serialize on its own lock. */
-    PyThreadState *ts = self->concurrent ? PyEval_SaveThread() : NULL;
-    for (Py_ssize_t i = 0; i < b.n;) {
-        size_t count;
-        const void **k;
-        if (b.is_u64) {
-            count = pycf_batch_chunk(&b, i);
-            k = b.keys;
-        } else {
-            Py_ssize_t left = b.n - i;
-            count = left < PYCF_CHUNK ? (size_t)left : PYCF_CHUNK;
-            k = b.keys + i;
-        }
-        const size_t *lens = b.is_u64 ? b.lens : b.lens + i;
-        added += cf_add_keys(self->f, k, lens, count, 0, status);
-        for (size_t j = 0; j < count && first_bad == CF_OK; j++)
+    for (Py_ssize_t i = 0; i < b->n;) {
+        Py_ssize_t count = pycf_batch_chunk(b, i);
+        if (count <= 0)
+            break;
+        /* A concurrent filter's writers serialize on its own lock. */
+        PyThreadState *ts = self->concurrent ? PyEval_SaveThread() : NULL;
+        added += cf_add_keys(self->f, b->keys, b->lens, (size_t)count, 0, status);
+        if (ts)
+            PyEval_RestoreThread(ts);
+        for (Py_ssize_t j = 0; j < count && first_bad == CF_OK; j++)
             if (status[j] != CF_OK)
                 first_bad = status[j];
-        i += (Py_ssize_t)count;
+        i += count;
         if (first_bad != CF_OK && first_bad != CF_FULL)
             break; /* read-only, out of memory: the rest would fail alike */
     }
-    if (ts)
-        PyEval_RestoreThread(ts);
-    PyMem_Free(status);
-    pycf_batch_release(&b);
+    pycf_batch_close(b);
+    if (PyErr_Occurred())
+        return NULL;
     if (first_bad != CF_OK) {
         pycf_raise(Py_TYPE(self), first_bad, NULL, 0);
         if (first_bad == CF_FULL) {
