@@ -16,6 +16,8 @@
 #                        alone (a second)
 #   make bench-icount    exact instructions per operation (valgrind callgrind; bench/icount.sh
 #                        over bench/icount.c), the noise-free judge of a hot-path change
+#   make bench-python    the Python package against a frozenset, a loop of `in` and the C
+#                        library's batched lookup (bench/python_bench.py)
 #   make bench-cli       keys per second of `cuckoo query` over 20M keys, half of them present
 #                        (bench/cli_query.sh)
 #   make figures         regenerate docs/img/fpr-vs-bits.png and docs/img/throughput-vs-load.png
@@ -53,6 +55,8 @@ ASAN_BUILD_DIR ?= build-asan
 TSAN_BUILD_DIR ?= build-tsan
 BUILD_TYPE     ?= Release
 PREFIX         ?= /usr/local
+# The Python the package is built and benchmarked for: Debian's (python/CMakeLists.txt).
+PYTHON         ?= /usr/bin/python3
 JOBS           ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE          ?= cmake
 CTEST          ?= ctest
@@ -118,7 +122,7 @@ CONFIGURE_FUZZ = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(FUZZ_BUILD
 	-DCF_SANITIZE=address,undefined -DCF_FUZZ=ON -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
 FUZZ_CORPUS = $(FUZZ_BUILD_DIR)/corpus/$(FUZZ_TARGET)
 
-.PHONY: all build configure test test-asan test-tsan demo bench bench-icount bench-cli figures bench-redis fuzz install deb uninstall format \
+.PHONY: all build configure test test-asan test-tsan demo bench bench-icount bench-python bench-cli figures bench-redis fuzz install deb uninstall format \
 	format-check deps clean help
 
 # Steps must run in order (deps, then build, then tests) even under `make -j`; the
@@ -184,6 +188,7 @@ bench: build
 	fi; \
 	for b in $(if $(filter --quick,$(BENCH_ARGS)),,$(BUILD_DIR)/cf-bench-*); do \
 		[ -x "$$b" ] && [ "$$b" != $(BUILD_DIR)/cf-bench-speed ] || continue; \
+		[ "$$b" != $(BUILD_DIR)/cf-bench-batch ] || continue; \
 		echo "== $$b"; \
 		"$$b" || status=1; \
 	done; \
@@ -196,6 +201,11 @@ figures: deps build
 # a smoke run of a few seconds).
 bench-icount: deps build
 	bench/icount.sh $(BUILD_DIR)/cf-bench-icount
+
+# cf-bench-batch is bench-python's baseline (it takes arguments): make bench leaves it out.
+bench-python: build
+	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) bench/python_bench.py \
+		--baseline $(BUILD_DIR)/cf-bench-batch
 
 bench-cli: build
 	bench/cli_query.sh $(BUILD_DIR)/cuckoo 10000000 3 1 2
