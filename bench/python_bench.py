@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 import cuckoofilter as cf
+from machine import cpu_model
 
 ROUNDS = 5
 FPR = 0.001
@@ -55,17 +56,6 @@ def interleaved(cases, rounds=ROUNDS):
     return {name: statistics.median(v) for name, v in times.items()}
 
 
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", required=True, help="build/cf-bench-batch")
@@ -76,7 +66,7 @@ def main():
     print("# cuckoofilter for Python against the usual alternatives\n")
     print(f"- command: {' '.join(sys.argv)}")
     print(f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"- machine: {cpu_name()}, {os.cpu_count()} CPUs; Python {platform.python_version()}, "
+    print(f"- machine: {cpu_model()}, {os.cpu_count()} CPUs; Python {platform.python_version()}, "
           f"numpy {np.__version__}, library {cf.library_version}")
     print(f"- medians of {ROUNDS} interleaved rounds, ns per key\n")
     goals = []

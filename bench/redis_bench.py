@@ -35,6 +35,7 @@ MODULE_PATH = None  # the module under test; set by main(). libcuckoofilter.so s
 sys.path.insert(0, os.path.join(ROOT, "tests", "redis"))
 
 import harness  # noqa: E402
+from machine import cpu_model  # noqa: E402
 
 try:
     import redis  # noqa: E402
@@ -102,17 +103,6 @@ def our_expected_fpr(fpbits, bucket_size, loads):
 # ------------------------------------------------------------------------------------
 # Machine and server facts
 # ------------------------------------------------------------------------------------
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
 
 def loadavg():
     try:
