@@ -433,54 +433,6 @@ bool cf__cc_contains(const cf_filter *f, uint64_t h)
     return cf__cc_count_h(f, h, true) != 0;
 }
 
-bool cf__cc_contains_key(const cf_filter *f, const void *key, size_t len)
-{
-    return cf__cc_contains(f, cf__hash_key(f, key, len));
-}
-
-/* Keys whose buckets a batch fetches ahead of the one it looks up: the lookups' memory
- * reads overlap, as in the batches of other filters (fast.c). */
-#define CF__CC_AHEAD 16u
-
-/* Start fetching the two buckets of key h in the first sub-filter (the only one while the
- * filter is simple; in any other state the fetch is merely of no use). Inlined: gcc takes
- * a function that only prefetches for one with no effect, and drops its calls. */
-static CF__INLINE void cf__cc_prefetch(const cf_filter *f, const struct cf__cc *cc, uint64_t h)
-{
-    cf__table t0 = {.data = cc->data0, .buckets = cc->buckets0};
-    cf__key k = cf__key_bits(f->fp_bits, h);
-    uint64_t i[2];
-    cf__buckets0(&t0, &k, &i[0], &i[1]);
-    for (unsigned w = 0; w < 2; w++) {
-        const uint8_t *p = cc->data0 + ((i[w] * cc->shape0->bucket_bits) >> 3);
-        CF__PREFETCH(p, 0);
-        CF__PREFETCH(p + 7, 0); /* the line of the bucket's last byte, if another */
-    }
-}
-
-/* The lookups of cf_contains_many and cf_contains_keys: each as f->ops->contains, with
- * the buckets of the key CF__CC_AHEAD places further fetched meanwhile. */
-void cf__cc_contains_many(const cf_filter *f, const cf__source *src, size_t n, bool *out)
-{
-    const struct cf__cc *cc = cf__cc_of(f);
-    uint64_t ring[CF__CC_AHEAD];
-    bool valid[CF__CC_AHEAD];
-    for (size_t j = 0; j < n + CF__CC_AHEAD; j++) {
-        if (j >= CF__CC_AHEAD) {
-            size_t x = (j - CF__CC_AHEAD) % CF__CC_AHEAD;
-            out[j - CF__CC_AHEAD] = valid[x] && f->ops->contains(f, ring[x]);
-        }
-        if (j < n) {
-            size_t x = j % CF__CC_AHEAD;
-            valid[x] = src->hashes || src->keys[j] || !src->lens[j];
-            ring[x] = src->hashes ? src->hashes[j]
-                      : valid[x]  ? cf__hash_key(f, src->keys[j], src->lens[j])
-                                  : 0;
-            cf__cc_prefetch(f, cc, ring[x]);
-        }
-    }
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* Writers                                                                              */
 /* ------------------------------------------------------------------------------------ */

@@ -249,23 +249,24 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
  * sub-filter, which growth leaves in place, and the stash was empty. Anything else (a writer in
  * between, another state) goes to the lookup of every state, which reads again until it gets one
  * answer. No loop here: the few values a try needs then stay in registers. */
-static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
+/* Can the fast lookup serve a concurrent filter whose meta is m (of shape s, the first
+ * sub-filter's)? The simple state, and a bucket of one load: a fast shape's, or one read
+ * at run time that fits the 8 bytes from its first byte (s->bucket_mask). */
+static CF__INLINE bool cf__cc_fast_ok(unsigned m, const cf__shape *s, unsigned F)
 {
-    const struct cf__cc *cc = cf__cc_of(f);
-    atomic_uint *meta = (atomic_uint *)(uintptr_t)&cc->meta;
-    unsigned m = atomic_load_explicit(meta, memory_order_acquire);
-    /* A shape read at run time takes this path when a bucket fits one 8-byte window at
-     * its byte (s->bucket_mask); other shapes, the generic one. */
+    return !(m & CF__CC_META_NOT_SIMPLE) && (F || s->bucket_mask);
+}
+
+/* The fast lookup of key h (fingerprint fp, buckets i1 and i2 in the first sub-filter),
+ * once cf__cc_fast_ok said yes. */
+static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const struct cf__cc *cc, uint64_t h,
+                                      uint32_t fp, uint64_t i1, uint64_t i2, unsigned F, unsigned B)
+{
     const cf__shape *s = cc->shape0;
-    if (CF__UNLIKELY((m & CF__CC_META_NOT_SIMPLE) || (!F && !s->bucket_mask)))
-        return cf__cc_contains(f, h);
     /* One sub-filter: the first, whose data and size the shared state holds (they never
      * change while readers may run). */
     cf__table t0 = {.data = cc->data0, .buckets = cc->buckets0};
     const cf__table *t = &t0;
-    cf__key k = cf__key0_t(f, h, F);
-    uint64_t i1, i2;
-    cf__buckets0(t, &k, &i1, &i2);
     atomic_uint *c1 = &cc->stripes0[i1 >> CF__CC_STRIPE_SHIFT];
     atomic_uint *c2 = &cc->stripes0[i2 >> CF__CC_STRIPE_SHIFT];
     /* both counters in one register: fewer live values, no spill */
@@ -275,15 +276,15 @@ static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigne
     if (F) {
         const unsigned bytes = cf__bucket_bytes_t(F, B);
         uint64_t w1 = cf__cc_word_at(t, i1 * bytes), w2 = cf__cc_word_at(t, i2 * bytes);
-        found = (cf__word_match_t(w1, k.fp, F, B) | cf__word_match_t(w2, k.fp, F, B)) != 0;
+        found = (cf__word_match_t(w1, fp, F, B) | cf__word_match_t(w2, fp, F, B)) != 0;
     } else {
         uint64_t b1 = i1 * s->bucket_bits, b2 = i2 * s->bucket_bits;
         uint64_t w1 = (cf__cc_word_at(t, b1 >> 3) >> (b1 & 7u)) & s->bucket_mask;
         uint64_t w2 = (cf__cc_word_at(t, b2 >> 3) >> (b2 & 7u)) & s->bucket_mask;
         if (CF__SEMI_T(F, B))
-            found = (cf__semi_match1_word(s, w1, k.fp) | cf__semi_match1_word(s, w2, k.fp)) != 0;
+            found = (cf__semi_match1_word(s, w1, fp) | cf__semi_match1_word(s, w2, fp)) != 0;
         else
-            found = (cf__lanes_equal(s, w1, k.fp) | cf__lanes_equal(s, w2, k.fp)) != 0;
+            found = (cf__lanes_equal(s, w1, fp) | cf__lanes_equal(s, w2, fp)) != 0;
     }
     /* The counters are checked whether or not it found the fingerprint, with no branch on
      * the buckets' contents until then: a branch that waits for a bucket's cache miss and
@@ -296,6 +297,54 @@ static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigne
     if (CF__LIKELY(found | still))
         return found;
     return cf__cc_contains(f, h);
+}
+
+static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
+{
+    const struct cf__cc *cc = cf__cc_of(f);
+    unsigned m = atomic_load_explicit((atomic_uint *)(uintptr_t)&cc->meta, memory_order_acquire);
+    if (CF__UNLIKELY(!cf__cc_fast_ok(m, cc->shape0, F)))
+        return cf__cc_contains(f, h);
+    cf__key k = cf__key0_t(f, h, F);
+    uint64_t i1, i2;
+    cf__buckets0(&(cf__table){.buckets = cc->buckets0}, &k, &i1, &i2);
+    return cf__cc_probe_t(f, cc, h, k.fp, i1, i2, F, B);
+}
+
+/* Batched lookups of a concurrent filter: each key as cf__cc_contains_t, with the buckets
+ * of the key CF__AHEAD places further fetched meanwhile. Each key checks `meta` again
+ * when its turn comes: a key whose add returned before then is found, even if the filter
+ * grew since the batch began. HASHED as in cf__contains_many_t. */
+static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__source *src, size_t n,
+                                              bool *out, bool hashed, unsigned F, unsigned B)
+{
+    const struct cf__cc *cc = cf__cc_of(f);
+    atomic_uint *meta = (atomic_uint *)(uintptr_t)&cc->meta;
+    const cf__shape *s = cc->shape0;
+    cf__pending q;
+    q.t = (cf__table){.data = cc->data0, .buckets = cc->buckets0};
+    q.s = *s;
+    for (size_t j = 0; j < n + CF__AHEAD; j++) {
+        if (j >= CF__AHEAD) {
+            size_t p = j - CF__AHEAD, x = p % CF__AHEAD;
+            unsigned m = atomic_load_explicit(meta, memory_order_acquire);
+            bool hit = cf__cc_fast_ok(m, s, F)
+                           ? cf__cc_probe_t(f, cc, q.h[x], q.fp[x], q.i1[x], q.i2[x], F, B)
+                           : cf__cc_contains(f, q.h[x]);
+            out[p] = hit & (hashed || q.valid[x]);
+        }
+        if (j < n) {
+            size_t x = j % CF__AHEAD;
+            uint64_t h;
+            q.valid[x] = cf__source_hash(f, src, j, hashed, &h);
+            cf__key k = cf__key0_t(f, h, F);
+            cf__buckets0(&q.t, &k, &q.i1[x], &q.i2[x]);
+            q.fp[x] = k.fp;
+            q.h[x] = h;
+            cf__prefetch_t(&q.t, &q.s, q.i1[x], false, F, B);
+            cf__prefetch_t(&q.t, &q.s, q.i2[x], false, F, B);
+        }
+    }
 }
 
 /* Each template compiled for each fast shape, and once for all other shapes, into tables
@@ -316,6 +365,14 @@ static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigne
     static bool cf__cc_contains_key_##F##_##B(const cf_filter *f, const void *key, size_t len)     \
     {                                                                                              \
         return cf__cc_contains_t(f, cf__hash_key(f, key, len), F, B);                              \
+    }                                                                                              \
+    static void cf__cc_contains_many_##F##_##B(const cf_filter *f, const cf__source *src,          \
+                                               size_t n, bool *out)                                \
+    {                                                                                              \
+        if (src->hashes)                                                                           \
+            cf__cc_contains_many_t(f, src, n, out, true, F, B);                                    \
+        else                                                                                       \
+            cf__cc_contains_many_t(f, src, n, out, false, F, B);                                   \
     }                                                                                              \
     static cf_status cf__add_##F##_##B(cf_filter *f, uint64_t h)                                   \
     {                                                                                              \
@@ -390,7 +447,7 @@ static cf_status cf__delete_key_all(cf_filter *f, const void *key, size_t len)
      cf__cc_add_key,                                                                               \
      cf__cc_del,                                                                                   \
      cf__cc_del_key,                                                                               \
-     cf__cc_contains_many,                                                                         \
+     cf__cc_contains_many_##F##_##B,                                                               \
      cf__cc_add_many},
 #define CF__OPS_SEMI_SIMPLE(F)     CF__OPS_SIMPLE(F, CF__SEMI_B)
 #define CF__OPS_SEMI_GENERAL(F)    CF__OPS_GENERAL(F, CF__SEMI_B)

@@ -472,11 +472,9 @@ static inline bool cf__is_cc(const cf_filter *f)
 }
 
 /* The operations of concurrent filters that are the same for every shape (concurrent.c):
- * lookups of any state, writers that take the lock. fast.c adds lookups for its shapes. */
+ * lookups of any state, writers that take the lock. fast.c adds the lookups, single and
+ * batched, for each shape. */
 CF__HIDDEN bool cf__cc_contains(const cf_filter *f, uint64_t h);
-CF__HIDDEN bool cf__cc_contains_key(const cf_filter *f, const void *key, size_t len);
-CF__HIDDEN void cf__cc_contains_many(const cf_filter *f, const cf__source *src, size_t n,
-                                     bool *out);
 CF__HIDDEN cf_status cf__cc_add(cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__cc_add_key(cf_filter *f, const void *key, size_t len);
 CF__HIDDEN cf_status cf__cc_del(cf_filter *f, uint64_t h);
