@@ -222,8 +222,8 @@ static void cf__cc_commit(cf__table *t, uint64_t bucket, const cf__cc_window *w)
     cf__seq_end(c);
 }
 
-/* Bits [sh, sh + n) of aligned word k of t set to v, the other bits written back as they
- * were (the caller holds the writers' lock: no other writer runs). */
+/* The bits `mask << sh` of aligned word k of t set to v, the other bits written back as
+ * they were (the caller holds the writers' lock: no other writer runs). */
 static void cf__cc_word_put(cf__table *t, uint64_t k, unsigned sh, uint64_t mask, uint64_t v)
 {
     _Atomic uint64_t *w = cf__cc_words(t) + k;

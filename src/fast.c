@@ -241,14 +241,6 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     return cf__pair_remove_t(t, t->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;
 }
 
-/* A lookup in a concurrent filter (concurrent.c has the argument). While it has one
- * sub-filter and an empty stash (`meta` says so), its two buckets are read through
- * aligned atomic words between two reads of their stripe counters; a fingerprint found is
- * an answer, and no fingerprint is one if no move touched them meanwhile. `meta` need not
- * be read again: a key whose add returned before `meta` said "simple" is in the first
- * sub-filter, which growth leaves in place, and the stash was empty. Anything else (a writer in
- * between, another state) goes to the lookup of every state, which reads again until it gets one
- * answer. No loop here: the few values a try needs then stay in registers. */
 /* Can the fast lookup serve a concurrent filter whose meta is m (of shape s, the first
  * sub-filter's)? The simple state, and a bucket of one load: a fast shape's, or one read
  * at run time that fits the 8 bytes from its first byte (s->bucket_mask). */
@@ -258,7 +250,14 @@ static CF__INLINE bool cf__cc_fast_ok(unsigned m, const cf__shape *s, unsigned F
 }
 
 /* The fast lookup of key h (fingerprint fp, buckets i1 and i2 in the first sub-filter),
- * once cf__cc_fast_ok said yes. */
+ * once cf__cc_fast_ok said yes; concurrent.c has the argument. Its two buckets are read
+ * through aligned atomic words between two reads of their stripe counters: a fingerprint
+ * found is an answer, and no fingerprint is one if no move touched them meanwhile.
+ * `meta` need not be read again: a key whose add returned before `meta` said "simple" is
+ * in the first sub-filter, which growth leaves in place, and the stash was empty.
+ * Anything else (a move in between) goes to the lookup of every state, which reads again
+ * until it gets one answer. No loop here: the few values a try needs then stay in
+ * registers. */
 static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const struct cf__cc *cc, uint64_t h,
                                       uint32_t fp, uint64_t i1, uint64_t i2, unsigned F, unsigned B)
 {

@@ -474,44 +474,37 @@ static void pycf_dealloc(pycf_filter *self)
 /* One key at a time                                                                    */
 /* ------------------------------------------------------------------------------------ */
 
-static PyObject *pycf_add(pycf_filter *self, PyObject *key)
+/* One key through a call that changes the filter: True when it did, False when the call
+ * answered `no` (CF_EXISTS for add_unique, CF_NOT_FOUND for discard; CF_OK for add, whose
+ * every answer but CF_OK is an error), an exception for any other status. */
+static PyObject *pycf_change(pycf_filter *self, PyObject *key,
+                             cf_status (*op)(cf_filter *, const void *, size_t), cf_status no)
 {
     pycf_key k;
     if (pycf_key_get(key, &k) < 0)
         return NULL;
-    cf_status st = cf_add(self->f, k.p, k.n);
+    cf_status st = op(self->f, k.p, k.n);
     pycf_key_release(&k);
-    if (st != CF_OK)
-        return pycf_raise(Py_TYPE(self), st, NULL, 0);
-    Py_RETURN_TRUE;
+    if (st == CF_OK)
+        Py_RETURN_TRUE;
+    if (st == no)
+        Py_RETURN_FALSE;
+    return pycf_raise(Py_TYPE(self), st, NULL, 0);
+}
+
+static PyObject *pycf_add(pycf_filter *self, PyObject *key)
+{
+    return pycf_change(self, key, cf_add, CF_OK);
 }
 
 static PyObject *pycf_add_unique(pycf_filter *self, PyObject *key)
 {
-    pycf_key k;
-    if (pycf_key_get(key, &k) < 0)
-        return NULL;
-    cf_status st = cf_add_unique(self->f, k.p, k.n);
-    pycf_key_release(&k);
-    if (st == CF_EXISTS)
-        Py_RETURN_FALSE;
-    if (st != CF_OK)
-        return pycf_raise(Py_TYPE(self), st, NULL, 0);
-    Py_RETURN_TRUE;
+    return pycf_change(self, key, cf_add_unique, CF_EXISTS);
 }
 
 static PyObject *pycf_discard(pycf_filter *self, PyObject *key)
 {
-    pycf_key k;
-    if (pycf_key_get(key, &k) < 0)
-        return NULL;
-    cf_status st = cf_delete(self->f, k.p, k.n);
-    pycf_key_release(&k);
-    if (st == CF_NOT_FOUND)
-        Py_RETURN_FALSE;
-    if (st != CF_OK)
-        return pycf_raise(Py_TYPE(self), st, NULL, 0);
-    Py_RETURN_TRUE;
+    return pycf_change(self, key, cf_delete, CF_NOT_FOUND);
 }
 
 static PyObject *pycf_count(pycf_filter *self, PyObject *key)
