@@ -57,6 +57,7 @@ typedef struct pycf_state {
     PyObject *read_only; /* ReadOnlyFilter(Error) */
     PyObject *corrupt;   /* CorruptFilter(Error, ValueError) */
     PyTypeObject *filter_type;
+    PyTypeObject *chunk_iter_type; /* what chunks() returns */
 } pycf_state;
 
 static struct PyModuleDef pycf_module;
@@ -813,43 +814,81 @@ static void pycf_redis_prefix(const cf_filter *f, unsigned char out[PYCF_REDIS_P
     pycf_le64(out + PYCF_REDIS_FIELDS, cf_hash(f, out, PYCF_REDIS_FIELDS));
 }
 
-/* chunks(): the (cursor, bytes) pairs of CF.SCANDUMP, made into a list at once (a filter
- * that changed in between would give a dump that does not load). */
+/* chunks(): an iterator of the (cursor, bytes) pairs of CF.SCANDUMP, one chunk made per
+ * step, so that a dump holds one chunk's memory at a time, not the filter's again. As
+ * with CF.SCANDUMP, a filter that changes between two steps gives a dump that does not
+ * load (from_chunks raises CorruptFilter); one that grew meanwhile may end it at once
+ * with RuntimeError, as a dict changed during iteration does. */
+typedef struct pycf_chunk_iter {
+    PyObject ob_base;
+    pycf_filter *filter; /* a reference; NULL once the dump has ended */
+    uint64_t cursor;
+    unsigned char *buf; /* a chunk's room, grown with cf_dump_chunk_max */
+    size_t cap;
+} pycf_chunk_iter;
+
 static PyObject *pycf_chunks(pycf_filter *self, PyObject *unused)
 {
     (void)unused;
-    size_t cap = cf_dump_chunk_max(self->f) + PYCF_REDIS_PREFIX;
-    unsigned char *buf = PyMem_Malloc(cap);
-    if (!buf)
-        return PyErr_NoMemory();
-    PyObject *list = PyList_New(0);
-    uint64_t cursor = 0;
-    while (list) {
-        size_t len = 0, skip = cursor == 0 ? PYCF_REDIS_PREFIX : 0;
-        cf_status st = cf_dump_chunk(self->f, &cursor, buf + skip, cap - skip, &len);
-        if (st != CF_OK) {
-            Py_CLEAR(list);
-            pycf_raise(Py_TYPE(self), st, NULL, 0);
-            break;
-        }
-        if (len == 0)
-            break;
-        if (skip)
-            pycf_redis_prefix(self->f, buf);
-        PyObject *pair = Py_BuildValue("(Ky#)", (unsigned long long)cursor, (const char *)buf,
-                                       (Py_ssize_t)(len + skip));
-        if (!pair || PyList_Append(list, pair) < 0)
-            Py_CLEAR(list);
-        Py_XDECREF(pair);
-        if (cursor == 0)
-            break;
-    }
-    PyMem_Free(buf);
-    if (!list)
+    PyTypeObject *type = pycf_state_of_type(Py_TYPE(self))->chunk_iter_type;
+    pycf_chunk_iter *it = (pycf_chunk_iter *)type->tp_alloc(type, 0);
+    if (!it)
         return NULL;
-    PyObject *it = PyObject_GetIter(list);
-    Py_DECREF(list);
-    return it;
+    Py_INCREF(self);
+    it->filter = self;
+    it->cursor = 0;
+    it->buf = NULL;
+    it->cap = 0;
+    return (PyObject *)it;
+}
+
+static PyObject *pycf_chunk_next(pycf_chunk_iter *it)
+{
+    pycf_filter *self = it->filter;
+    if (!self)
+        return NULL; /* exhausted: StopIteration */
+    /* A growth between two steps makes the largest chunk larger. */
+    size_t cap = cf_dump_chunk_max(self->f) + PYCF_REDIS_PREFIX;
+    if (cap > it->cap) {
+        unsigned char *buf = PyMem_Realloc(it->buf, cap);
+        if (!buf)
+            return PyErr_NoMemory();
+        it->buf = buf;
+        it->cap = cap;
+    }
+    size_t len = 0, skip = it->cursor == 0 ? PYCF_REDIS_PREFIX : 0;
+    /* The chunk dump takes a concurrent filter's lock: it may run beside other threads. */
+    PyThreadState *ts = self->concurrent ? PyEval_SaveThread() : NULL;
+    cf_status st = cf_dump_chunk(self->f, &it->cursor, it->buf + skip, cap - skip, &len);
+    if (ts)
+        PyEval_RestoreThread(ts);
+    PyObject *pair = NULL;
+    if (st == CF_EINVAL) /* the cursor is no chunk's of the filter as it is now */
+        PyErr_SetString(PyExc_RuntimeError, "the filter changed size during chunks()");
+    else if (st != CF_OK)
+        pycf_raise(Py_TYPE(self), st, NULL, 0);
+    else if (len > 0) {
+        if (skip)
+            pycf_redis_prefix(self->f, it->buf);
+        pair = Py_BuildValue("(Ky#)", (unsigned long long)it->cursor, (const char *)it->buf,
+                             (Py_ssize_t)(len + skip));
+    }
+    if (!pair || it->cursor == 0) { /* the last chunk, or an error: the dump ends */
+        PyMem_Free(it->buf);
+        it->buf = NULL;
+        it->cap = 0;
+        Py_CLEAR(it->filter);
+    }
+    return pair;
+}
+
+static void pycf_chunk_iter_dealloc(pycf_chunk_iter *it)
+{
+    PyTypeObject *tp = Py_TYPE(it);
+    PyMem_Free(it->buf);
+    Py_XDECREF(it->filter);
+    tp->tp_free((PyObject *)it);
+    Py_DECREF(tp);
 }
 
 /* The header chunk into *f: as CF.SCANDUMP gives it (the module's fields in front, whose
@@ -997,7 +1036,10 @@ PyDoc_STRVAR(pycf_chunks_doc,
              "chunks() -> iterator of (cursor, bytes)\n\n"
              "The filter in pieces of at most 16 MiB, as the Redis module's CF.SCANDUMP\n"
              "gives them: from_chunks(), or CF.LOADCHUNK key cursor bytes for each pair in\n"
-             "order, rebuilds it.");
+             "order, rebuilds it. Each step makes one chunk, so a dump holds one chunk's\n"
+             "memory at a time; as with CF.SCANDUMP, a filter changed between two steps\n"
+             "gives a dump that from_chunks() refuses (CorruptFilter), or one that grew\n"
+             "meanwhile ends the iteration with RuntimeError.");
 PyDoc_STRVAR(pycf_from_chunks_doc,
              "from_chunks(pairs) -> CuckooFilter\n\n"
              "The filter from an iterable of (cursor, bytes): chunks(), the Redis module's\n"
@@ -1077,6 +1119,27 @@ static PyType_Slot pycf_type_slots[] = {
 #pragma GCC diagnostic pop
 #endif
 
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#endif
+static PyType_Slot pycf_chunk_iter_slots[] = {
+    {Py_tp_dealloc, pycf_chunk_iter_dealloc},
+    {Py_tp_iter, PyObject_SelfIter},
+    {Py_tp_iternext, pycf_chunk_next},
+    {0, NULL},
+};
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+static PyType_Spec pycf_chunk_iter_spec = {
+    .name = "cuckoofilter.ChunkIterator",
+    .basicsize = sizeof(pycf_chunk_iter),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = pycf_chunk_iter_slots,
+};
+
 static PyType_Spec pycf_type_spec = {
     .name = "cuckoofilter.CuckooFilter",
     .basicsize = sizeof(pycf_filter),
@@ -1108,6 +1171,9 @@ static int pycf_exec(PyObject *m)
     s->filter_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pycf_type_spec, NULL);
     if (!s->filter_type)
         return -1;
+    s->chunk_iter_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pycf_chunk_iter_spec, NULL);
+    if (!s->chunk_iter_type)
+        return -1;
     if (PyModule_AddObjectRef(m, "Error", s->error) < 0 ||
         PyModule_AddObjectRef(m, "FilterFull", s->full) < 0 ||
         PyModule_AddObjectRef(m, "ReadOnlyFilter", s->read_only) < 0 ||
@@ -1126,6 +1192,7 @@ static int pycf_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(s->read_only);
     Py_VISIT(s->corrupt);
     Py_VISIT(s->filter_type);
+    Py_VISIT(s->chunk_iter_type);
     return 0;
 }
 
@@ -1137,6 +1204,7 @@ static int pycf_clear_module(PyObject *m)
     Py_CLEAR(s->read_only);
     Py_CLEAR(s->corrupt);
     Py_CLEAR(s->filter_type);
+    Py_CLEAR(s->chunk_iter_type);
     return 0;
 }
 

@@ -283,6 +283,38 @@ def test_chunks_round_trip():
         cf.CuckooFilter.from_chunks([b"not a pair"])
 
 
+def test_chunks_one_at_a_time():
+    f = cf.CuckooFilter(capacity=100000, expansion=2, seed=21)
+    f.add_many(keys(150000))
+    it = f.chunks()
+    assert iter(it) is it
+    cursor, header = next(it)
+    assert cursor != 0 and len(header) < 4096  # the header chunk: made alone, no table yet
+    rest = list(it)
+    assert all(c != 0 for c, _ in rest) and list(it) == []  # ended, and stays ended
+    assert cf.CuckooFilter.from_chunks([(cursor, header)] + rest).to_bytes() == f.to_bytes()
+    with pytest.raises(TypeError):
+        type(it)()
+    # A change between two steps: the dump does not load (as with CF.SCANDUMP); a growth
+    # may end it at once, as a dict changed during iteration does.
+    it = f.chunks()
+    first = next(it)
+    f.add(b"one more")
+    with pytest.raises(cf.CorruptFilter):
+        cf.CuckooFilter.from_chunks([first] + list(it))
+    it = f.chunks()
+    first, second = next(it), next(it)
+    f.add_many(keys(400000, prefix=b"g"))  # grows
+    assert f.stats["sub_filters"] > 2
+    try:
+        rest = list(it)
+    except RuntimeError as e:
+        assert "changed" in str(e)
+    else:
+        with pytest.raises(cf.CorruptFilter):
+            cf.CuckooFilter.from_chunks([first, second] + rest)
+
+
 def test_files_interchange_with_the_tool(tmp_path):
     assert TOOL and os.access(TOOL, os.X_OK), "CUCKOO must name the cuckoo tool"
     ks = [b"tool-%d" % i for i in range(3000)]
@@ -353,8 +385,8 @@ def test_differential_against_a_model(rng):
 # --- threads and reference counts -------------------------------------------------------
 
 def test_threads_share_one_filter():
-    """Writers and readers on one filter at once: no crash, no false negative for keys
-    added before, exact length after."""
+    """Writers, readers and a dump on one filter at once: no crash, no false negative for
+    keys added before, exact length after."""
     f = cf.CuckooFilter(capacity=200000, expansion=2, seed=15)
     stable = keys(50000, b"s")
     f.add_many(stable)
@@ -376,8 +408,18 @@ def test_threads_share_one_filter():
             for k in mine[2000:]:
                 f.discard(k)
 
+    def dumper():  # a dump beside the writers: each chunk whole, or RuntimeError on growth
+        for _ in range(5):
+            try:
+                for _, data in f.chunks():
+                    if not data:
+                        errors.append("an empty chunk")
+            except RuntimeError:
+                pass
+
     threads = [threading.Thread(target=reader) for _ in range(2)]
     threads += [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+    threads.append(threading.Thread(target=dumper))
     for t in threads:
         t.start()
     for t in threads:
@@ -412,6 +454,8 @@ def test_no_reference_leaks():
         except ValueError:
             pass
         _ = f.stats
+        _ = list(f.chunks())
+        _ = next(f.chunks())  # a dump left half-way
 
     calls()
     gc.collect()
