@@ -33,7 +33,9 @@
  * - The loaded filter works: a few adds each raise the added hash's count by exactly one
  *   (or fail with CF_FULL/CF_ENOMEM and change nothing), deleting them lowers it by one
  *   each and gives the item count back; the result serializes to a file that validates
- *   and round-trips; cf_clear empties it.
+ *   and round-trips; cf_clear empties it. The same holds for the file loaded with
+ *   cf_deserialize_flags(CF_CONCURRENT), which serializes to the same bytes and answers
+ *   the same lookups.
  * - With mode bit 3, on Linux (the file is a memfd, named by its /proc/self/fd path):
  *   cf_validate_file gives cf_validate's status and reason; cf_load loads what
  *   cf_deserialize does, to the same bytes; cf_open_mapped with CF_MAP_VERIFY returns
@@ -607,6 +609,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st == CF_OK) {
         fz_check_updates(f, &ta, fz_get64(b + 24) ^ n);
         cf_free(f);
+        /* The same file loaded concurrent: the same bytes, answers and updates. */
+        cf_filter *g = NULL;
+        FZ_REQUIRE(cf_deserialize_flags(b, n, CF_SEMI_SORT, &ta.a, &g) == CF_EINVAL && !g);
+        FZ_REQUIRE(cf_deserialize_flags(b, n, CF_CONCURRENT, &ta.a, &g) == CF_OK && g);
+        fz_check_serializes_to(g, b, n);
+        fz_check_lookups(g, &p);
+        fz_check_updates(g, &ta, fz_get64(b + 24) ^ n);
+        cf_free(g);
     }
     FZ_REQUIRE(ta.live == 0 && ta.live_bytes == 0);
     free(b);

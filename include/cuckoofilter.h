@@ -177,7 +177,8 @@ typedef struct cf_config {
  * cf_add_unique and CF_ADD_UNIQUE check and add as one step. cf_get_stats, cf_serialize,
  * cf_save and the chunk dump take that lock to copy a consistent state: writers wait for
  * them, lookups do not. cf_compact, cf_free and the loaders still need exclusive access.
- * Not stored in files: a loaded filter is not concurrent. The cost: a lookup reads two
+ * Not stored in files: cf_load and cf_deserialize give a filter without it,
+ * cf_load_flags and cf_deserialize_flags one with it. The cost: a lookup reads two
  * stripe counters besides its two buckets, and again after them (about 2.1 times the
  * instructions); writes take the lock and store whole aligned words (adds about 2.4
  * times the instructions, deletes 3.7); the counters take 4 bytes per 256 buckets. A
@@ -520,6 +521,12 @@ CF_API cf_status cf_serialize(const cf_filter *f, void *buf, size_t cap, size_t 
 CF_API cf_status cf_deserialize(const void *buf, size_t len, const cf_allocator *allocator,
                                 cf_filter **out);
 
+/* cf_deserialize with flags: 0, or CF_CONCURRENT for a filter that threads may then read
+ * while others change it, as if cf_new had made it with that flag (the flag is not
+ * stored in the bytes). Other bits are CF_EINVAL. */
+CF_API cf_status cf_deserialize_flags(const void *buf, size_t len, unsigned flags,
+                                      const cf_allocator *allocator, cf_filter **out);
+
 /* Check serialized bytes completely, as cf_deserialize would, without allocating.
  * reason: if not NULL, receives a static one-line English description of the first
  * problem found ("checksum mismatch", "truncated: ...") or NULL when the bytes are good.
@@ -556,6 +563,12 @@ CF_API cf_status cf_save(const cf_filter *f, const char *path);
  * cf_deserialize. cf_validate_file tells what is wrong with a corrupt file.
  * Thread safety: reentrant. */
 CF_API cf_status cf_load(const char *path, const cf_allocator *allocator, cf_filter **out);
+
+/* cf_load with flags, as cf_deserialize_flags: 0, or CF_CONCURRENT (a service that saves
+ * its filter loads it again ready for lookups beside writers). Other bits are
+ * CF_EINVAL. */
+CF_API cf_status cf_load_flags(const char *path, unsigned flags, const cf_allocator *allocator,
+                               cf_filter **out);
 
 /* cf_validate for a file: reads it (memory-mapped; a stream as cf_load reads one) and
  * checks it completely. reason as for cf_validate. Returns as cf_validate, or CF_EIO. */

@@ -46,6 +46,7 @@ static const uint8_t cf__magic[8] = {0x89, 'C', 'U', 'C', 'K', 'O', 'O', '\n'};
 #define CF__FLAG_WIDEN   1u  /* header flag: sub-filters widen their fingerprints (CF__H_WIDEN) */
 #define CF__FLAG_SEMI    2u  /* header flag: semi-sorted buckets (CF_SEMI_SORT) */
 #define CF__FLAGS_KNOWN  (CF__FLAG_WIDEN | CF__FLAG_SEMI)
+#define CF__LOAD_FLAGS   CF_CONCURRENT /* what a loader may add: not a property of the file */
 
 /* Header field offsets (docs/FORMAT.md, "Header"). */
 enum {
@@ -469,7 +470,7 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
 
     cf__params *p = &m->p;
     unsigned f = b[CF__H_FP_BITS], bsize = b[CF__H_BUCKET];
-    p->concurrent = false; /* not a property of the file: a loaded filter is not concurrent */
+    p->concurrent = false; /* not a property of the file: the loader's flags say */
     p->seed = cf__load_le64(b + CF__H_SEED);
     p->capacity = cf__load_le64(b + CF__H_CAPACITY);
     p->max_kicks = cf__load_le16(b + CF__H_KICKS);
@@ -609,18 +610,25 @@ static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bo
                         cf__load_le32(x + CF__E_TABLE)};
     }
     f->stash_n = (uint8_t)m->nstash; /* at most CF__STASH_SLOTS: checked by the parse */
+    if (m->p.concurrent) { /* readers learn the state (more sub-filters, a stash) from meta */
+        cf__cc_meta_begin(f);
+        cf__cc_meta_end(f);
+    }
     cf__sync_ops(f);
     *out = f;
     return CF_OK;
 }
 
-/* A filter built from a whole file's bytes, validated completely first. */
-static cf_status cf__build(const uint8_t *b, size_t len, const cf_allocator *a, cf_filter **out)
+/* A filter built from a whole file's bytes, validated completely first; flags as
+ * cf_load_flags. */
+static cf_status cf__build(const uint8_t *b, size_t len, unsigned flags, const cf_allocator *a,
+                           cf_filter **out)
 {
     const char *why;
     cf__meta m;
     cf_filter *f;
     cf_status st = cf__validate_all(b, len, &m, &why);
+    m.p.concurrent = (flags & CF_CONCURRENT) != 0;
     if (st == CF_OK)
         st = cf__make_from_meta(&m, a, true, &f);
     if (st != CF_OK)
@@ -637,9 +645,15 @@ static cf_status cf__build(const uint8_t *b, size_t len, const cf_allocator *a, 
 cf_status cf_deserialize(const void *buf, size_t len, const cf_allocator *allocator,
                          cf_filter **out)
 {
-    if (!out || (!buf && len))
+    return cf_deserialize_flags(buf, len, 0, allocator, out);
+}
+
+cf_status cf_deserialize_flags(const void *buf, size_t len, unsigned flags,
+                               const cf_allocator *allocator, cf_filter **out)
+{
+    if (!out || (!buf && len) || (flags & ~CF__LOAD_FLAGS) != 0)
         return CF_EINVAL;
-    return cf__build(buf, len, allocator, out);
+    return cf__build(buf, len, flags, allocator, out);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -802,13 +816,19 @@ cf_status cf_validate_file(const char *path, const char **reason)
 
 cf_status cf_load(const char *path, const cf_allocator *allocator, cf_filter **out)
 {
+    return cf_load_flags(path, 0, allocator, out);
+}
+
+cf_status cf_load_flags(const char *path, unsigned flags, const cf_allocator *allocator,
+                        cf_filter **out)
+{
     cf__view v;
-    if (!path || !out || !cf__allocator_ok(allocator))
+    if (!path || !out || !cf__allocator_ok(allocator) || (flags & ~CF__LOAD_FLAGS) != 0)
         return CF_EINVAL;
     cf_status st = cf__view_open(path, allocator, false, &v);
     if (st != CF_OK)
         return st;
-    st = cf__build(v.data, v.len, allocator, out);
+    st = cf__build(v.data, v.len, flags, allocator, out);
     cf__view_release(&v);
     return st;
 }

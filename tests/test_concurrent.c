@@ -12,13 +12,17 @@
  *   holds is checked against the filter (every key found, the item count exact).
  *   CF_TEST_SCALE scales the lookups (50: over 10^8). make test runs it under TSan too.
  */
+#define _POSIX_C_SOURCE 200809L /* mkstemp */
+
 #include "testutil.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------------------ */
 /* Differential                                                                         */
@@ -28,6 +32,31 @@
 #define DIFF_OPS        6000u
 #define DIFF_DEL_PCT    30u
 #define DIFF_UNIQUE_PCT 10u
+
+/* The concurrent filter replaced by plain's bytes loaded with CF_CONCURRENT
+ * (cf_deserialize_flags), in whatever state plain reached (grown, stashing): the same
+ * bytes, every added key found, and the differential goes on with it. NULL on failure
+ * (cc freed). */
+static cf_filter *diff_reload(const cf_filter *plain, cf_filter *cc, const uint64_t *added,
+                              size_t nadded)
+{
+    size_t n = cf_serialized_size(plain);
+    void *buf = malloc(n);
+    cf_filter *loaded = NULL;
+    if (CHECK(buf) && CHECK_ST(cf_serialize(plain, buf, n, NULL), CF_OK) &&
+        CHECK_ST(cf_deserialize_flags(buf, n, CF_CONCURRENT, NULL, &loaded), CF_OK)) {
+        CHECK(cft_same_bytes(loaded, cc));
+        for (size_t j = 0; j < nadded; j++)
+            if (!CHECK(cf_contains_hash(loaded, added[j])))
+                break;
+        cf_config got;
+        cf_get_config(loaded, &got);
+        CHECK(got.flags & CF_CONCURRENT);
+    }
+    free(buf);
+    cf_free(cc);
+    return loaded;
+}
 
 static void diff_shape(cf_config c, uint64_t seed)
 {
@@ -70,6 +99,8 @@ static void diff_shape(cf_config c, uint64_t seed)
                 added[nadded++] = h;
         }
         if (!CHECK_ST(b, a))
+            break;
+        if (i == DIFF_OPS / 4 && !(cc = diff_reload(plain, cc, added, nadded)))
             break;
         if (!cleared && i == DIFF_OPS / 2) { /* a clear halfway, then more of everything */
             cf_clear(plain);
@@ -284,10 +315,14 @@ static void *stress_writer(void *p)
     return NULL;
 }
 
-static void stress_run(const char *label, cf_config c)
+/* RELOAD: the stable keys go into a filter without the flag, which is saved and loaded
+ * back with it (cf_load_flags) before the threads start: a concurrent filter that begins
+ * in a file's state (grown, say). */
+static void stress_run(const char *label, cf_config c, bool reload)
 {
     cft_context("stress %s", label);
-    c.flags |= CF_CONCURRENT;
+    if (!reload)
+        c.flags |= CF_CONCURRENT;
     stress s = {.f = cft_new(c), .stable_stream = cft_subseed(7)};
     if (!CHECK(s.f))
         return;
@@ -298,6 +333,24 @@ static void stress_run(const char *label, cf_config c)
             cf_free(s.f);
             return;
         }
+    }
+    if (reload) {
+        const char *dir = getenv("TMPDIR");
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/cf_test_concurrent_XXXXXX", dir && *dir ? dir : "/tmp");
+        int fd = mkstemp(path);
+        cf_filter *loaded = NULL;
+        bool ok = CHECK(fd >= 0) && close(fd) == 0 && CHECK_ST(cf_save(s.f, path), CF_OK) &&
+                  CHECK_ST(cf_load_flags(path, CF_CONCURRENT, NULL, &loaded), CF_OK) &&
+                  CHECK(cft_same_bytes(loaded, s.f));
+        CHECK_ST(cf_load_flags(path, CF_SEMI_SORT, NULL, &loaded), CF_EINVAL); /* not a load flag */
+        remove(path);
+        cf_free(s.f);
+        if (!ok) {
+            cf_free(loaded);
+            return;
+        }
+        s.f = loaded;
     }
     atomic_init(&s.readers_left, STRESS_READERS);
     atomic_init(&s.writes, 0u);
@@ -365,26 +418,33 @@ static void test_stress(void)
     stress_run("fixed",
                (cf_config){.capacity = STRESS_STABLE + STRESS_WRITERS * STRESS_WRITER_KEYS * 3 / 4,
                            .fingerprint_bits = 12,
-                           .bucket_size = 4});
+                           .bucket_size = 4},
+               false);
     /* Shapes read at run time (13-bit fingerprints: what a target rate of 0.1 % picks;
      * semi-sorted 11-bit ones), whose lookups have a fast path of their own, in fixed
      * filters that hold all the writers' keys at about 94 % load: inserts evict all the
      * time and the stash stays empty, so lookups stay on that path. */
     const uint64_t roomy = STRESS_STABLE + STRESS_WRITERS * STRESS_WRITER_KEYS;
     stress_run("near full 13/4",
-               (cf_config){.capacity = roomy, .fingerprint_bits = 13, .bucket_size = 4});
-    stress_run("near full semi-sorted 11/4", (cf_config){.capacity = roomy,
-                                                         .fingerprint_bits = 11,
-                                                         .bucket_size = 4,
-                                                         .flags = CF_SEMI_SORT});
+               (cf_config){.capacity = roomy, .fingerprint_bits = 13, .bucket_size = 4}, false);
+    stress_run(
+        "near full semi-sorted 11/4",
+        (cf_config){
+            .capacity = roomy, .fingerprint_bits = 11, .bucket_size = 4, .flags = CF_SEMI_SORT},
+        false);
     /* A growing one that starts small: it grows while readers read. */
-    stress_run("growing", (cf_config){.capacity = 1024, .expansion = 2});
+    stress_run("growing", (cf_config){.capacity = 1024, .expansion = 2}, false);
+    /* The same, loaded from a file with the flag when it has grown already: readers must
+     * look past its first sub-filter from the start. */
+    stress_run("growing, loaded", (cf_config){.capacity = 1024, .expansion = 2}, true);
     /* Semi-sorted buckets. */
-    stress_run("semi-sorted", (cf_config){.capacity = 1024,
-                                          .expansion = 2,
-                                          .fingerprint_bits = 13,
-                                          .bucket_size = 4,
-                                          .flags = CF_SEMI_SORT});
+    stress_run("semi-sorted",
+               (cf_config){.capacity = 1024,
+                           .expansion = 2,
+                           .fingerprint_bits = 13,
+                           .bucket_size = 4,
+                           .flags = CF_SEMI_SORT},
+               false);
 }
 
 int main(void)

@@ -1443,9 +1443,13 @@ static int wait_child(pid_t pid)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-typedef enum { R_DESERIALIZE, R_LOAD, R_LOAD_FIFO, R_MAPPED } reader;
+typedef enum { R_DESERIALIZE, R_LOAD, R_LOAD_FIFO, R_DESERIALIZE_CC, R_LOAD_CC, R_MAPPED } reader;
 
-static const char *const READER_NAME[] = {"cf_deserialize", "cf_load", "cf_load (FIFO)",
+static const char *const READER_NAME[] = {"cf_deserialize",
+                                          "cf_load",
+                                          "cf_load (FIFO)",
+                                          "cf_deserialize_flags (concurrent)",
+                                          "cf_load_flags (concurrent)",
                                           "cf_open_mapped"};
 
 static cf_status read_with(reader rd_kind, const buf b, const char *path, cft_alloc *ta,
@@ -1466,6 +1470,10 @@ static cf_status read_with(reader rd_kind, const buf b, const char *path, cft_al
             CHECK_EQ_I(rc, 0);
         return st;
     }
+    case R_DESERIALIZE_CC:
+        return cf_deserialize_flags(b.p, b.n, CF_CONCURRENT, &ta->a, out);
+    case R_LOAD_CC:
+        return cf_load_flags(path, CF_CONCURRENT, &ta->a, out);
     case R_MAPPED:
         return cf_open_mapped(path, CF_MAP_VERIFY, &ta->a, out);
     }
@@ -1523,7 +1531,7 @@ static void test_alloc_failures(void)
                 }
                 CHECK(done);
                 if (fi == 0 && persist == 0)
-                    printf("  %-16s CF_ENOMEM for N = 1..%llu, then success\n", READER_NAME[rk],
+                    printf("  %-34s CF_ENOMEM for N = 1..%llu, then success\n", READER_NAME[rk],
                            (unsigned long long)(n - 2));
             }
     }

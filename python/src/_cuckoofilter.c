@@ -5,13 +5,13 @@
  * Keys: bytes and other buffers are their bytes, str its UTF-8, an int in [0, 2**64) its
  * 8 bytes little-endian; a buffer of uint64 (a numpy array) is a batch of such ints.
  *
- * Threads: a filter made by the constructor has CF_CONCURRENT, so the batch calls release
+ * Threads: a filter is made with CF_CONCURRENT unless concurrent=False (the constructor,
+ * load, from_bytes, from_chunks; copies and pickles keep it), so the batch calls release
  * the GIL while the library works (lookups take no lock there, writers serialize on the
  * filter's own), and any thread may call anything at any time. A batch's keys are hashed
- * with the GIL held, as they are read; the library then probes or inserts the hashes. A filter from
- * a file, bytes, chunks or copy() is not concurrent (the library does not store the flag): its
- * calls keep the GIL, which serializes them; a memory-mapped one (open()) never changes,
- * so its lookups release the GIL too.
+ * with the GIL held, as they are read; the library then probes or inserts the hashes. A
+ * filter made with concurrent=False keeps the GIL in every call, which serializes them; a
+ * memory-mapped one (open()) never changes, so its lookups release the GIL too.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -389,13 +389,13 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     /* Writable copies: the keyword list is char ** before Python 3.13. */
     char k_cap[] = "capacity", k_fpr[] = "fpr", k_f[] = "fingerprint_bits", k_b[] = "bucket_size",
          k_e[] = "expansion", k_seed[] = "seed", k_max[] = "max_sub_filters",
-         k_semi[] = "semi_sort";
-    char *names[] = {k_cap, k_fpr, k_f, k_b, k_e, k_seed, k_max, k_semi, NULL};
+         k_semi[] = "semi_sort", k_cc[] = "concurrent";
+    char *names[] = {k_cap, k_fpr, k_f, k_b, k_e, k_seed, k_max, k_semi, k_cc, NULL};
     PyObject *capacity = NULL, *fbits = NULL, *bsize = NULL, *expansion = NULL, *seed = NULL,
              *max_subs = NULL, *fpr = NULL;
-    int semi = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOOOp", names, &capacity, &fpr, &fbits,
-                                     &bsize, &expansion, &seed, &max_subs, &semi))
+    int semi = 0, concurrent = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOOOpp", names, &capacity, &fpr, &fbits,
+                                     &bsize, &expansion, &seed, &max_subs, &semi, &concurrent))
         return NULL;
     unsigned long long cap, f, b, e, s, m;
     if (pycf_uint_arg(capacity, "capacity", UINT64_MAX, 0, &cap) < 0 ||
@@ -412,8 +412,8 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         .expansion = (unsigned)e,
         .seed = s,
         .max_sub_filters = (unsigned)m,
-        .flags = CF_CONCURRENT | (seed && seed != Py_None ? CF_FIXED_SEED : 0u) |
-                 (semi ? CF_SEMI_SORT : 0u),
+        .flags = (concurrent ? CF_CONCURRENT : 0u) |
+                 (seed && seed != Py_None ? CF_FIXED_SEED : 0u) | (semi ? CF_SEMI_SORT : 0u),
     };
     if (fpr && fpr != Py_None) {
         double p = PyFloat_AsDouble(fpr);
@@ -437,7 +437,7 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     cf_status st = cf_new(&cfg, &out);
     if (st != CF_OK)
         return pycf_raise(type, st, NULL, errno);
-    return pycf_wrap(type, out, true, false);
+    return pycf_wrap(type, out, concurrent != 0, false);
 }
 
 static void pycf_dealloc(pycf_filter *self)
@@ -701,19 +701,36 @@ static PyObject *pycf_to_bytes(pycf_filter *self, PyObject *unused)
     return out;
 }
 
-static PyObject *pycf_from_bytes(PyTypeObject *type, PyObject *data)
+/* The filter serialized in buf, made concurrent or not; a new object or NULL. */
+static PyObject *pycf_from_buffer(PyTypeObject *type, const void *buf, size_t len, bool concurrent)
 {
-    Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
     cf_filter *f = NULL;
     PyThreadState *ts = PyEval_SaveThread();
-    cf_status st = cf_deserialize(view.buf, (size_t)view.len, NULL, &f);
+    cf_status st = cf_deserialize_flags(buf, len, concurrent ? CF_CONCURRENT : 0u, NULL, &f);
     PyEval_RestoreThread(ts);
-    PyBuffer_Release(&view);
     if (st != CF_OK)
         return pycf_raise(type, st, NULL, 0);
-    return pycf_wrap(type, f, false, false);
+    return pycf_wrap(type, f, concurrent, false);
+}
+
+static PyObject *pycf_from_bytes(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    char k_data[] = "data", k_cc[] = "concurrent";
+    char *names[] = {k_data, k_cc, NULL};
+    Py_buffer view;
+    int concurrent = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|p", names, &view, &concurrent))
+        return NULL;
+    PyObject *out = pycf_from_buffer(type, view.buf, (size_t)view.len, concurrent != 0);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* What a copy or an unpickled filter is: concurrent, unless the filter was made without
+ * (a read-only mapped one gives a writable copy, concurrent as a new filter is). */
+static bool pycf_copy_concurrent(const pycf_filter *self)
+{
+    return self->concurrent || self->mapped;
 }
 
 static PyObject *pycf_copy(pycf_filter *self, PyObject *unused)
@@ -721,7 +738,8 @@ static PyObject *pycf_copy(pycf_filter *self, PyObject *unused)
     PyObject *b = pycf_to_bytes(self, unused);
     if (!b)
         return NULL;
-    PyObject *out = pycf_from_bytes(Py_TYPE(self), b);
+    PyObject *out = pycf_from_buffer(Py_TYPE(self), PyBytes_AS_STRING(b),
+                                     (size_t)PyBytes_GET_SIZE(b), pycf_copy_concurrent(self));
     Py_DECREF(b);
     return out;
 }
@@ -736,7 +754,7 @@ static PyObject *pycf_reduce(pycf_filter *self, PyObject *unused)
         Py_DECREF(b);
         return NULL;
     }
-    return Py_BuildValue("(N(N))", from, b);
+    return Py_BuildValue("(N(NO))", from, b, pycf_copy_concurrent(self) ? Py_True : Py_False);
 }
 
 /* A path argument as the file system's bytes (os.fspath, then encoded). */
@@ -762,27 +780,34 @@ static PyObject *pycf_save(pycf_filter *self, PyObject *path)
     Py_RETURN_NONE;
 }
 
-/* load() and open(): a file's filter, copied into memory or mapped read-only. */
-static PyObject *pycf_from_file(PyTypeObject *type, PyObject *path, unsigned map_flags, bool map)
+/* load() and open(): a file's filter, copied into memory (flags: CF_CONCURRENT or 0) or
+ * mapped read-only (flags: those of cf_open_mapped). */
+static PyObject *pycf_from_file(PyTypeObject *type, PyObject *path, unsigned flags, bool map)
 {
     PyObject *p;
     if (pycf_path(path, &p) < 0)
         return NULL;
     cf_filter *f = NULL;
     PyThreadState *ts = PyEval_SaveThread();
-    cf_status st = map ? cf_open_mapped(PyBytes_AS_STRING(p), map_flags, NULL, &f)
-                       : cf_load(PyBytes_AS_STRING(p), NULL, &f);
+    cf_status st = map ? cf_open_mapped(PyBytes_AS_STRING(p), flags, NULL, &f)
+                       : cf_load_flags(PyBytes_AS_STRING(p), flags, NULL, &f);
     int err = errno;
     PyEval_RestoreThread(ts);
     Py_DECREF(p);
     if (st != CF_OK)
         return pycf_raise(type, st, path, err);
-    return pycf_wrap(type, f, false, map);
+    return pycf_wrap(type, f, !map && (flags & CF_CONCURRENT), map);
 }
 
-static PyObject *pycf_load(PyTypeObject *type, PyObject *path)
+static PyObject *pycf_load(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    return pycf_from_file(type, path, 0, false);
+    char k_path[] = "path", k_cc[] = "concurrent";
+    char *names[] = {k_path, k_cc, NULL};
+    PyObject *path;
+    int concurrent = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p", names, &path, &concurrent))
+        return NULL;
+    return pycf_from_file(type, path, concurrent ? CF_CONCURRENT : 0u, false);
 }
 
 static PyObject *pycf_open(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -912,8 +937,32 @@ static cf_status pycf_take_header(cf_filter **f, uint64_t cursor, const unsigned
     return st;
 }
 
-static PyObject *pycf_from_chunks(PyTypeObject *type, PyObject *pairs)
+/* A filter that cf_load_chunk completed, made concurrent: the chunk loader makes plain
+ * filters only, so it goes through its bytes once (and is freed before the copy). */
+static PyObject *pycf_wrap_concurrent(PyTypeObject *type, cf_filter *f)
 {
+    size_t n = cf_serialized_size(f);
+    void *buf = PyMem_Malloc(n ? n : 1u);
+    if (!buf) {
+        cf_free(f);
+        return PyErr_NoMemory();
+    }
+    cf_status st = cf_serialize(f, buf, n, NULL);
+    cf_free(f);
+    PyObject *out =
+        st == CF_OK ? pycf_from_buffer(type, buf, n, true) : pycf_raise(type, st, NULL, 0);
+    PyMem_Free(buf);
+    return out;
+}
+
+static PyObject *pycf_from_chunks(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    char k_pairs[] = "pairs", k_cc[] = "concurrent";
+    char *names[] = {k_pairs, k_cc, NULL};
+    PyObject *pairs;
+    int concurrent = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p", names, &pairs, &concurrent))
+        return NULL;
     PyObject *it = PyObject_GetIter(pairs);
     if (!it)
         return NULL;
@@ -962,7 +1011,7 @@ static PyObject *pycf_from_chunks(PyTypeObject *type, PyObject *pairs)
                         f ? "the chunks end before the filter is complete" : "no chunks");
         return NULL;
     }
-    return pycf_wrap(type, f, false, false);
+    return concurrent ? pycf_wrap_concurrent(type, f) : pycf_wrap(type, f, false, false);
 }
 
 static PyObject *pycf_repr(pycf_filter *self)
@@ -1014,18 +1063,20 @@ PyDoc_STRVAR(pycf_to_bytes_doc,
              "The filter in the file format of the cuckoo tool and the C library\n"
              "(versioned, little-endian, checksummed).");
 PyDoc_STRVAR(pycf_from_bytes_doc,
-             "from_bytes(data) -> CuckooFilter\n\n"
+             "from_bytes(data, concurrent=True) -> CuckooFilter\n\n"
              "The filter that to_bytes() gave, checked completely first: damaged or forged\n"
-             "bytes raise CorruptFilter.");
-PyDoc_STRVAR(pycf_copy_doc, "copy() -> CuckooFilter\n\nAn independent copy.");
+             "bytes raise CorruptFilter. concurrent: as for the constructor.");
+PyDoc_STRVAR(pycf_copy_doc, "copy() -> CuckooFilter\n\n"
+                            "An independent copy, concurrent unless this filter was made\n"
+                            "with concurrent=False (a copy of an open() one is writable).");
 PyDoc_STRVAR(pycf_save_doc,
              "save(path) -> None\n\n"
              "Write the filter to path atomically (a temporary file, flushed, renamed over\n"
              "path), in the format of the cuckoo tool. OSError if that fails.");
-PyDoc_STRVAR(pycf_load_doc, "load(path) -> CuckooFilter\n\n"
+PyDoc_STRVAR(pycf_load_doc, "load(path, *, concurrent=True) -> CuckooFilter\n\n"
                             "Read a filter file (the cuckoo tool's, or save()'s), checked\n"
                             "completely: a damaged file raises CorruptFilter, a missing one\n"
-                            "OSError.");
+                            "OSError. concurrent: as for the constructor.");
 PyDoc_STRVAR(pycf_open_doc,
              "open(path, *, verify=True) -> CuckooFilter\n\n"
              "Map a filter file read-only: lookups answer from the file's pages, shared by\n"
@@ -1041,10 +1092,11 @@ PyDoc_STRVAR(pycf_chunks_doc,
              "gives a dump that from_chunks() refuses (CorruptFilter), or one that grew\n"
              "meanwhile ends the iteration with RuntimeError.");
 PyDoc_STRVAR(pycf_from_chunks_doc,
-             "from_chunks(pairs) -> CuckooFilter\n\n"
+             "from_chunks(pairs, *, concurrent=True) -> CuckooFilter\n\n"
              "The filter from an iterable of (cursor, bytes): chunks(), the Redis module's\n"
              "CF.SCANDUMP replies until the cursor is 0, or the C library's cf_dump_chunk.\n"
-             "A damaged, missing or reordered chunk raises CorruptFilter.");
+             "A damaged, missing or reordered chunk raises CorruptFilter. concurrent: as\n"
+             "for the constructor.");
 PyDoc_STRVAR(pycf_stats_doc,
              "A dict of figures: capacity, items, load_factor, bits_per_item (table bits per\n"
              "item held, or per unit of capacity while empty), fpr (the expected\n"
@@ -1061,16 +1113,19 @@ static PyMethodDef pycf_methods[] = {
     {"contains_many", (PyCFunction)pycf_contains_many, METH_O, pycf_contains_many_doc},
     {"clear", (PyCFunction)pycf_clear, METH_NOARGS, pycf_clear_doc},
     {"to_bytes", (PyCFunction)pycf_to_bytes, METH_NOARGS, pycf_to_bytes_doc},
-    {"from_bytes", (PyCFunction)pycf_from_bytes, METH_O | METH_CLASS, pycf_from_bytes_doc},
+    {"from_bytes", (PyCFunction)(void (*)(void))pycf_from_bytes,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, pycf_from_bytes_doc},
     {"copy", (PyCFunction)pycf_copy, METH_NOARGS, pycf_copy_doc},
     {"__copy__", (PyCFunction)pycf_copy, METH_NOARGS, pycf_copy_doc},
     {"__reduce__", (PyCFunction)pycf_reduce, METH_NOARGS, NULL},
     {"save", (PyCFunction)pycf_save, METH_O, pycf_save_doc},
-    {"load", (PyCFunction)pycf_load, METH_O | METH_CLASS, pycf_load_doc},
+    {"load", (PyCFunction)(void (*)(void))pycf_load, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     pycf_load_doc},
     {"open", (PyCFunction)(void (*)(void))pycf_open, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      pycf_open_doc},
     {"chunks", (PyCFunction)pycf_chunks, METH_NOARGS, pycf_chunks_doc},
-    {"from_chunks", (PyCFunction)pycf_from_chunks, METH_O | METH_CLASS, pycf_from_chunks_doc},
+    {"from_chunks", (PyCFunction)(void (*)(void))pycf_from_chunks,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, pycf_from_chunks_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1082,7 +1137,7 @@ static PyGetSetDef pycf_getset[] = {
 PyDoc_STRVAR(
     pycf_type_doc,
     "CuckooFilter(capacity, *, fpr=None, fingerprint_bits=None, bucket_size=4, expansion=0,\n"
-    "             seed=None, max_sub_filters=32, semi_sort=False)\n\n"
+    "             seed=None, max_sub_filters=32, semi_sort=False, concurrent=True)\n\n"
     "A set of keys that answers `key in f` with no false negatives and a small,\n"
     "tunable rate of false positives, in a few bytes per key, and that can delete.\n\n"
     "capacity: keys to hold. fpr: the false-positive rate wanted at full load (sets the\n"
@@ -1093,10 +1148,12 @@ PyDoc_STRVAR(
     "reproducible. semi_sort: sorted buckets, one bit less per slot at the same rate.\n\n"
     "Keys: bytes (or any buffer), str (UTF-8), int in [0, 2**64) (8 bytes little-endian).\n"
     "Files: save(), load(), open() use the format of the `cuckoo` command-line tool.\n\n"
-    "Threads: a filter made here may be used by any number of threads at once; its\n"
-    "batch calls and file writes release the GIL. A filter from load(), from_bytes(),\n"
-    "from_chunks(), copy() or pickle is safe too, but its calls keep the GIL; one from\n"
-    "open() releases it for lookups.");
+    "Threads: any filter may be used by any number of threads at once. A concurrent\n"
+    "one (the default here and for load(), from_bytes(), from_chunks(); copies and\n"
+    "pickles keep it) releases the GIL in its batch calls, dumps and file writes, and\n"
+    "its lookups never wait for writers. concurrent=False gives a filter whose calls\n"
+    "keep the GIL, with lookups about a third faster. One from open() never changes\n"
+    "and releases the GIL for lookups.");
 
 /* CPython's slot tables hold functions as void *, which ISO C does not define (POSIX
  * does): the one place the pedantic warning is off. */

@@ -200,6 +200,41 @@ def test_bytes_pickle_copy_clear():
     assert not any(f.contains_many(ks[:100]))
 
 
+def test_concurrent_or_not_on_every_path(tmp_path):
+    """Filters are concurrent unless made with concurrent=False: from the constructor, a
+    file, bytes or chunks; copies and pickles keep what they copy. Either kind answers
+    the same, a loaded grown one included."""
+    ks = keys(6000)
+    for cc in (True, False):
+        f = cf.CuckooFilter(capacity=1000, expansion=2, seed=22, concurrent=cc)
+        f.add_many(ks)
+        assert f.stats["concurrent"] is cc and f.stats["sub_filters"] > 1
+        p = tmp_path / ("f%d.cf" % cc)
+        f.save(p)
+        made = [cf.CuckooFilter.load(p, concurrent=cc),
+                cf.CuckooFilter.from_bytes(f.to_bytes(), concurrent=cc),
+                cf.CuckooFilter.from_bytes(f.to_bytes(), cc),  # positional, as pickle calls it
+                cf.CuckooFilter.from_chunks(f.chunks(), concurrent=cc),
+                f.copy(), copy.copy(f), pickle.loads(pickle.dumps(f))]
+        for g in made:
+            assert g.stats["concurrent"] is cc
+            assert g.to_bytes() == f.to_bytes()
+            assert all(g.contains_many(ks)) and all(k in g for k in ks[::7])
+            g.add_many(keys(3000, b"more"))  # grows on, as the original would
+            assert all(g.contains_many(ks))
+    # The defaults: concurrent everywhere; a copy of a read-only mapped filter is a
+    # writable, concurrent one.
+    g = cf.CuckooFilter.load(tmp_path / "f0.cf")
+    assert g.stats["concurrent"] is True
+    assert cf.CuckooFilter.from_bytes(g.to_bytes()).stats["concurrent"] is True
+    assert cf.CuckooFilter.from_chunks(g.chunks()).stats["concurrent"] is True
+    m = cf.CuckooFilter.open(tmp_path / "f0.cf")
+    assert m.stats["concurrent"] is False and m.stats["read_only"] is True
+    for c in (m.copy(), pickle.loads(pickle.dumps(m))):
+        assert c.stats["concurrent"] is True and c.stats["read_only"] is False
+        c.add(b"x")
+
+
 def test_corrupt_bytes_raise(rng):
     f = cf.CuckooFilter(capacity=2000, seed=10)
     f.add_many(keys(1000))
@@ -384,12 +419,16 @@ def test_differential_against_a_model(rng):
 
 # --- threads and reference counts -------------------------------------------------------
 
-def test_threads_share_one_filter():
-    """Writers, readers and a dump on one filter at once: no crash, no false negative for
-    keys added before, exact length after."""
-    f = cf.CuckooFilter(capacity=200000, expansion=2, seed=15)
+@pytest.mark.parametrize("source", ["new", "loaded"])
+def test_threads_share_one_filter(source):
+    """Writers, readers and a dump on one filter at once, made here or loaded from bytes
+    once grown: no crash, no false negative for keys added before, exact length after."""
+    f = cf.CuckooFilter(capacity=200000 if source == "new" else 20000, expansion=2, seed=15)
     stable = keys(50000, b"s")
     f.add_many(stable)
+    if source == "loaded":
+        f = cf.CuckooFilter.from_bytes(f.to_bytes())
+        assert f.stats["sub_filters"] > 1 and f.stats["concurrent"]
     errors = []
 
     def reader():

@@ -73,6 +73,9 @@ struct cf_header_check_api {
     uint64_t (*alt_bucket)(uint64_t, uint32_t, uint64_t);
     cf_status (*chunk_bytes_needed)(const void *, size_t, size_t *);
     const char *(*cpu_variant)(void);
+    cf_status (*load_flags)(const char *, unsigned, const cf_allocator *, cf_filter **);
+    cf_status (*deserialize_flags)(const void *, size_t, unsigned, const cf_allocator *,
+                                   cf_filter **);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
@@ -90,7 +93,7 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_load_chunk,    cf_is_loading,     cf_expected_fpr,
     cf_contains_keys, cf_add_many,       cf_hash_seeded,
     cf_place_hash,    cf_alt_bucket,     cf_chunk_bytes_needed,
-    cf_cpu_variant,
+    cf_cpu_variant,   cf_load_flags,     cf_deserialize_flags,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and
