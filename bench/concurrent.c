@@ -3,8 +3,9 @@
  * runs it as build/cf-bench-concurrent).
  *
  * For each size: a filter of N keys (12-bit fingerprints, b = 4) filled to 90 %, then
- * single pre-hashed lookups (cf_contains_hash, half of them present keys) timed in one
- * thread, in three settings, ROUNDS times in turn (the median of each is printed):
+ * pre-hashed lookups (half of them present keys) timed in one thread, single
+ * (cf_contains_hash) and batched (cf_contains_many, 256 a call), each in four settings,
+ * ROUNDS times in turn (the median of each is printed):
  *   - plain: the filter without the flag, nothing else running (the baseline);
  *   - concurrent, alone: the filter with the flag, nothing else running;
  *   - concurrent + writer: the same while another thread adds and deletes keys of its own
@@ -30,6 +31,7 @@
 #define FILL            0.90               /* load the filters are filled to */
 #define ROUNDS          5
 #define MAX_KEYS        8
+#define BATCH           256u /* keys per cf_contains_many call: cf-bench-speed's batch */
 
 typedef struct writer {
     cf_filter *f;
@@ -53,20 +55,40 @@ static void *writer_main(void *p)
     return NULL;
 }
 
-/* ns per cf_contains_hash: queries alternate present keys (of stream `present`, n of them)
- * and absent ones; *misses counts present keys not found (must stay 0). */
-static double time_lookups(const cf_filter *f, uint64_t present, uint64_t n, uint64_t absent,
-                           uint64_t first, uint64_t q, uint64_t *misses)
+/* Query j: a present key (of stream `present`, n of them) for odd j, else an absent one. */
+static uint64_t query(uint64_t present, uint64_t n, uint64_t absent, uint64_t j)
+{
+    uint64_t r = bench_gen(absent, j);
+    return j & 1u ? bench_gen(present, bench_reduce32(r >> 32, n)) : r;
+}
+
+/* ns per lookup of queries first .. first + q: one cf_contains_hash each, or (batched)
+ * cf_contains_many over BATCH at a time; *misses counts present keys not found (must
+ * stay 0). */
+static double time_lookups(const cf_filter *f, bool batched, uint64_t present, uint64_t n,
+                           uint64_t absent, uint64_t first, uint64_t q, uint64_t *misses)
 {
     uint64_t miss = 0, hits = 0;
     double t0 = bench_now();
-    for (uint64_t j = first; j < first + q; j++) {
-        uint64_t r = bench_gen(absent, j);
-        bool is_present = j & 1u;
-        uint64_t h = is_present ? bench_gen(present, bench_reduce32(r >> 32, n)) : r;
-        bool hit = cf_contains_hash(f, h);
-        miss += is_present & !hit;
-        hits += hit;
+    if (!batched) {
+        for (uint64_t j = first; j < first + q; j++) {
+            bool hit = cf_contains_hash(f, query(present, n, absent, j));
+            miss += (j & 1u) & !hit;
+            hits += hit;
+        }
+    } else {
+        uint64_t h[BATCH];
+        bool out[BATCH];
+        for (uint64_t j = first; j < first + q; j += BATCH) {
+            size_t m = first + q - j < BATCH ? (size_t)(first + q - j) : BATCH;
+            for (size_t k = 0; k < m; k++)
+                h[k] = query(present, n, absent, j + k);
+            cf_contains_many(f, h, m, out);
+            for (size_t k = 0; k < m; k++) {
+                miss += ((j + k) & 1u) & !out[k];
+                hits += out[k];
+            }
+        }
     }
     double t1 = bench_now();
     *misses += miss;
@@ -76,7 +98,7 @@ static double time_lookups(const cf_filter *f, uint64_t present, uint64_t n, uin
 }
 
 /* The lookups of time_lookups while a writer thread works on filter w_filter. */
-static double time_beside(const cf_filter *f, cf_filter *w_filter, uint64_t stream,
+static double time_beside(const cf_filter *f, bool batched, cf_filter *w_filter, uint64_t stream,
                           uint64_t present, uint64_t n, uint64_t absent, uint64_t first, uint64_t q,
                           uint64_t *misses, uint64_t *writes, double *seconds)
 {
@@ -88,7 +110,7 @@ static double time_beside(const cf_filter *f, cf_filter *w_filter, uint64_t stre
         exit(2);
     }
     double t0 = bench_now();
-    double ns = time_lookups(f, present, n, absent, first, q, misses);
+    double ns = time_lookups(f, batched, present, n, absent, first, q, misses);
     atomic_store(&w.stop, true);
     pthread_join(t, NULL);
     *seconds += bench_now() - t0;
@@ -108,35 +130,45 @@ static void run(uint64_t capacity, uint64_t queries, uint64_t seed)
         bench_check(cf_add_hash(cc, bench_gen(present, i)), "cf_add_hash");
         bench_check(cf_add_hash(other, bench_gen(churn, UINT64_C(1) << 40 | i)), "cf_add_hash");
     }
-    double t_plain[ROUNDS], t_alone[ROUNDS], t_busy[ROUNDS], t_apart[ROUNDS];
-    uint64_t misses = 0, writes = 0, writes_apart = 0;
-    double busy_seconds = 0, apart_seconds = 0;
-    for (int r = 0; r < ROUNDS; r++) {
-        uint64_t first = (uint64_t)r * queries, stream = bench_gen(churn, (uint64_t)r);
-        t_plain[r] = time_lookups(plain, present, n, absent, first, queries, &misses);
-        t_alone[r] = time_lookups(cc, present, n, absent, first, queries, &misses);
-        t_busy[r] = time_beside(cc, cc, stream, present, n, absent, first, queries, &misses,
-                                &writes, &busy_seconds);
-        t_apart[r] = time_beside(plain, other, stream, present, n, absent, first, queries, &misses,
-                                 &writes_apart, &apart_seconds);
-    }
-    double p = bench_median(t_plain, ROUNDS), a = bench_median(t_alone, ROUNDS),
-           b = bench_median(t_busy, ROUNDS);
-    double o = bench_median(t_apart, ROUNDS);
+    /* [single, batched] */
+    double t_plain[2][ROUNDS], t_alone[2][ROUNDS], t_busy[2][ROUNDS], t_apart[2][ROUNDS];
+    uint64_t misses = 0, writes[2] = {0, 0}, writes_apart[2] = {0, 0};
+    double busy_seconds[2] = {0, 0}, apart_seconds[2] = {0, 0};
+    for (int r = 0; r < ROUNDS; r++)
+        for (int b = 0; b < 2; b++) {
+            uint64_t first = (uint64_t)r * queries, stream = bench_gen(churn, (uint64_t)r);
+            t_plain[b][r] = time_lookups(plain, b, present, n, absent, first, queries, &misses);
+            t_alone[b][r] = time_lookups(cc, b, present, n, absent, first, queries, &misses);
+            t_busy[b][r] = time_beside(cc, b, cc, stream, present, n, absent, first, queries,
+                                       &misses, &writes[b], &busy_seconds[b]);
+            t_apart[b][r] = time_beside(plain, b, other, stream, present, n, absent, first, queries,
+                                        &misses, &writes_apart[b], &apart_seconds[b]);
+        }
     char nb[32];
     printf("## %s keys (capacity, filled to %.0f %%)\n\n", bench_grouped(capacity, nb, sizeof nb),
            FILL * 100);
-    printf("| lookups (cf_contains_hash, half present) | ns | rate vs plain |\n"
-           "|---|---:|---:|\n");
-    printf("| plain filter, no writer | %.1f | 1.00 |\n", p);
-    printf("| CF_CONCURRENT, no writer | %.1f | %.2f |\n", a, p / a);
-    printf("| CF_CONCURRENT, beside a writer (%.1f M writes/s) | %.1f | %.2f |\n",
-           (double)writes / busy_seconds / 1e6, b, p / b);
-    printf("| plain filter, beside a writer on a filter of its own (%.1f M writes/s) | %.1f | %.2f "
-           "|\n\n",
-           (double)writes_apart / apart_seconds / 1e6, o, p / o);
-    printf("Goal: beside a writer, at least 0.80 of the plain rate: %s.\n\n",
-           p / b >= 0.80 ? "met" : "not met");
+    double ratio[2];
+    for (int b = 0; b < 2; b++) {
+        double p = bench_median(t_plain[b], ROUNDS), a = bench_median(t_alone[b], ROUNDS),
+               w = bench_median(t_busy[b], ROUNDS), o = bench_median(t_apart[b], ROUNDS);
+        ratio[b] = p / w;
+        if (b)
+            printf("| batched lookups (cf_contains_many, %u a call)", BATCH);
+        else
+            printf("| single lookups (cf_contains_hash)");
+        printf(", half present | ns | rate vs plain |\n|---|---:|---:|\n");
+        printf("| plain filter, no writer | %.1f | 1.00 |\n", p);
+        printf("| CF_CONCURRENT, no writer | %.1f | %.2f |\n", a, p / a);
+        printf("| CF_CONCURRENT, beside a writer (%.1f M writes/s) | %.1f | %.2f |\n",
+               (double)writes[b] / busy_seconds[b] / 1e6, w, p / w);
+        printf("| plain filter, beside a writer on a filter of its own (%.1f M writes/s) | %.1f | "
+               "%.2f |\n\n",
+               (double)writes_apart[b] / apart_seconds[b] / 1e6, o, p / o);
+    }
+    printf("Goal: beside a writer, at least 0.80 of the plain rate: single lookups %s (%.2f), "
+           "batched %s (%.2f).\n\n",
+           ratio[0] >= 0.80 ? "met" : "not met", ratio[0], ratio[1] >= 0.80 ? "met" : "not met",
+           ratio[1]);
     if (misses) {
         printf("ERROR: %llu present keys not found\n", (unsigned long long)misses);
         exit(1);
