@@ -468,6 +468,34 @@ def test_threads_share_one_filter(source):
     assert all(f.contains_many(stable))
 
 
+def test_batch_over_a_list_another_thread_changes():
+    """A batch reads the list chunk by chunk, releasing the GIL in between; another
+    thread that shortens and refills the list meanwhile causes no crash: the answers
+    stop where the list ended."""
+    f = cf.CuckooFilter(capacity=400000, seed=23)
+    base = keys(200000, b"m")
+    f.add_many(base)
+    shared = list(base)
+    stop = threading.Event()
+
+    def mutate():
+        while not stop.is_set():
+            del shared[len(shared) // 3:]
+            shared.extend(base[len(shared):])
+
+    g = cf.CuckooFilter(capacity=1000, expansion=2, seed=24)
+    t = threading.Thread(target=mutate)
+    t.start()
+    try:
+        for _ in range(10):
+            out = f.contains_many(shared)
+            assert len(out) <= len(base) and all(out)  # every key there is base's: present
+            assert g.add_many(shared) <= len(base)
+    finally:
+        stop.set()
+        t.join()
+
+
 def test_no_reference_leaks():
     """A million calls leave no objects behind."""
     f = cf.CuckooFilter(capacity=10000, seed=16)
