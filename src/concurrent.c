@@ -343,8 +343,7 @@ static unsigned cf__cc_bucket_count(const cf__table *t, uint64_t bucket, uint32_
 {
     const cf__shape *s = t->shape;
     if (s->bucket_mask) {
-        uint64_t bit = bucket * s->bucket_bits;
-        uint64_t word = (cf__cc_word_at(t, bit >> 3) >> (bit & 7u)) & s->bucket_mask;
+        uint64_t word = cf__cc_bucket_word(t, bucket * s->bucket_bits, s->bucket_mask);
         return cf__popcount64(s->semi ? cf__semi_match1_word(s, word, fp)
                                       : cf__lanes_equal(s, word, fp));
     }

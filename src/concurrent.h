@@ -140,4 +140,13 @@ static inline uint64_t cf__cc_word_at(const cf__table *t, uint64_t at)
 #endif
 }
 
+/* The bucket that starts at bit `bit` of t (bucket * bucket_bits), for a shape whose
+ * bucket fits the 8 bytes from its first byte (mask: its bucket_mask, nonzero), read
+ * through aligned atomic words: cf__bucket_word for tables that writers change meanwhile.
+ * A caller of two buckets computes both positions first, then reads them. */
+static inline uint64_t cf__cc_bucket_word(const cf__table *t, uint64_t bit, uint64_t mask)
+{
+    return (cf__cc_word_at(t, bit >> 3) >> (bit & 7u)) & mask;
+}
+
 #endif /* CF_CONCURRENT_H */

@@ -278,8 +278,8 @@ static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const struct cf__cc *c
         found = (cf__word_match_t(w1, fp, F, B) | cf__word_match_t(w2, fp, F, B)) != 0;
     } else {
         uint64_t b1 = i1 * s->bucket_bits, b2 = i2 * s->bucket_bits;
-        uint64_t w1 = (cf__cc_word_at(t, b1 >> 3) >> (b1 & 7u)) & s->bucket_mask;
-        uint64_t w2 = (cf__cc_word_at(t, b2 >> 3) >> (b2 & 7u)) & s->bucket_mask;
+        uint64_t w1 = cf__cc_bucket_word(t, b1, s->bucket_mask);
+        uint64_t w2 = cf__cc_bucket_word(t, b2, s->bucket_mask);
         if (CF__SEMI_T(F, B))
             found = (cf__semi_match1_word(s, w1, fp) | cf__semi_match1_word(s, w2, fp)) != 0;
         else
@@ -332,17 +332,8 @@ static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__sour
                            : cf__cc_contains(f, q.h[x]);
             out[p] = hit & (hashed || q.valid[x]);
         }
-        if (j < n) {
-            size_t x = j % CF__AHEAD;
-            uint64_t h;
-            q.valid[x] = cf__source_hash(f, src, j, hashed, &h);
-            cf__key k = cf__key0_t(f, h, F);
-            cf__buckets0(&q.t, &k, &q.i1[x], &q.i2[x]);
-            q.fp[x] = k.fp;
-            q.h[x] = h;
-            cf__prefetch_t(&q.t, &q.s, q.i1[x], false, F, B);
-            cf__prefetch_t(&q.t, &q.s, q.i2[x], false, F, B);
-        }
+        if (j < n)
+            cf__stage_t(f, src, j, &q, true, hashed, F, B);
     }
 }
 
