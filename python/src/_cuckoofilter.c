@@ -349,11 +349,22 @@ static Py_ssize_t pycf_batch_chunk(pycf_batch *b, const cf_filter *f, Py_ssize_t
             b->hashes[i] = cf_hash(f, PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o));
             continue;
         }
+        /* Other keys may run Python code (a buffer's own methods), which may change the
+         * list: the key is held while it is read, and the list read again after it. */
         pycf_key k;
-        if (pycf_key_get(o, &k) < 0)
+        Py_INCREF(o);
+        int got = pycf_key_get(o, &k);
+        if (got == 0) {
+            b->hashes[i] = cf_hash(f, k.p, k.n);
+            pycf_key_release(&k);
+        }
+        Py_DECREF(o);
+        if (got < 0)
             return -1;
-        b->hashes[i] = cf_hash(f, k.p, k.n);
-        pycf_key_release(&k);
+        size = PySequence_Fast_GET_SIZE(b->seq);
+        items = PySequence_Fast_ITEMS(b->seq) + first;
+        if (first + (Py_ssize_t)count > size) /* shortened: it ends after this key */
+            count = first + (Py_ssize_t)i + 1 < size ? (size_t)(size - first) : i + 1;
     }
     return (Py_ssize_t)count;
 }
