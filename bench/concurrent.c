@@ -2,7 +2,8 @@
  * concurrent.c - lookups of a CF_CONCURRENT filter beside a busy writer (`make bench`
  * runs it as build/cf-bench-concurrent).
  *
- * For each size: a filter of N keys (12-bit fingerprints, b = 4) filled to 90 %, then
+ * For each size: a filter of N keys (12-bit fingerprints or --bits F, b = 4) filled to 90 %,
+ * then
  * pre-hashed lookups (half of them present keys) timed in one thread, single
  * (cf_contains_hash) and batched (cf_contains_many, 256 a call), each in five settings,
  * ROUNDS times in turn (the median of each is printed):
@@ -20,7 +21,7 @@
  * The goal: with a writer, at least 80 % of the plain filter's lookup rate. Instruction
  * counts per lookup with and without the flag: bench/icount.sh 12/4 12/4c.
  *
- * Usage: cf-bench-concurrent [--keys N[,N...]] [--queries Q] [--seed S]
+ * Usage: cf-bench-concurrent [--keys N[,N...]] [--bits F] [--queries Q] [--seed S]
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime, in common.h */
 #include "common.h"
@@ -163,14 +164,14 @@ static double time_beside(const cf_filter *f, pthread_mutex_t *m, bool batched, 
     return ns;
 }
 
-static void run(uint64_t capacity, uint64_t queries, uint64_t seed)
+static void run(uint64_t capacity, unsigned fbits, uint64_t queries, uint64_t seed)
 {
     uint64_t present = bench_gen(seed, 1), absent = bench_gen(seed, 2), churn = bench_gen(seed, 3);
     uint64_t n = (uint64_t)((double)capacity * FILL);
-    cf_filter *plain = bench_filter(capacity, 12, 4, 0, seed);
-    cf_filter *cc = bench_filter(capacity, 12, 4, CF_CONCURRENT, seed);
-    cf_filter *other = bench_filter(capacity, 12, 4, 0, seed); /* the writer's own */
-    cf_filter *locked = bench_filter(capacity, 12, 4, 0, seed);
+    cf_filter *plain = bench_filter(capacity, fbits, 4, 0, seed);
+    cf_filter *cc = bench_filter(capacity, fbits, 4, CF_CONCURRENT, seed);
+    cf_filter *other = bench_filter(capacity, fbits, 4, 0, seed); /* the writer's own */
+    cf_filter *locked = bench_filter(capacity, fbits, 4, 0, seed);
     pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
     for (uint64_t i = 0; i < n; i++) {
         bench_check(cf_add_hash(plain, bench_gen(present, i)), "cf_add_hash");
@@ -197,8 +198,8 @@ static void run(uint64_t capacity, uint64_t queries, uint64_t seed)
                                          queries, &misses, &writes_locked[b], &locked_seconds[b]);
         }
     char nb[32];
-    printf("## %s keys (capacity, filled to %.0f %%)\n\n", bench_grouped(capacity, nb, sizeof nb),
-           FILL * 100);
+    printf("## %s keys (capacity, filled to %.0f %%), %u-bit fingerprints\n\n",
+           bench_grouped(capacity, nb, sizeof nb), FILL * 100, fbits);
     double ratio[2], kept[2]; /* vs the plain filter; vs the flagged filter alone */
     for (int b = 0; b < 2; b++) {
         double p = bench_median(t_plain[b], ROUNDS), a = bench_median(t_alone[b], ROUNDS),
@@ -240,11 +241,15 @@ static void run(uint64_t capacity, uint64_t queries, uint64_t seed)
 int main(int argc, char **argv)
 {
     const char *keys_arg = DEFAULT_KEYS;
-    uint64_t queries = DEFAULT_QUERIES, seed = BENCH_DEFAULT_SEED;
+    uint64_t queries = DEFAULT_QUERIES, seed = BENCH_DEFAULT_SEED, fbits = 12;
     for (int i = 1; i < argc; i++) {
         const char *e = NULL;
         if (strcmp(argv[i], "--keys") == 0 && i + 1 < argc) {
             keys_arg = argv[++i];
+        } else if (strcmp(argv[i], "--bits") == 0 && i + 1 < argc) {
+            fbits = bench_parse_count(argv[++i], &e);
+            if (fbits < CF_MIN_FINGERPRINT_BITS || fbits > CF_MAX_FINGERPRINT_BITS || *e)
+                goto usage;
         } else if (strcmp(argv[i], "--queries") == 0 && i + 1 < argc) {
             queries = bench_parse_count(argv[++i], &e);
             if (queries == 0 || *e)
@@ -270,9 +275,10 @@ int main(int argc, char **argv)
     }
     bench_print_start("cf-bench-concurrent: lookups beside a writer", argc, argv);
     for (size_t k = 0; k < nkeys; k++)
-        run(keys[k], queries, seed);
+        run(keys[k], (unsigned)fbits, queries, seed);
     return 0;
 usage:
-    fprintf(stderr, "usage: cf-bench-concurrent [--keys N[,N...]] [--queries Q] [--seed S]\n");
+    fprintf(stderr,
+            "usage: cf-bench-concurrent [--keys N[,N...]] [--bits F] [--queries Q] [--seed S]\n");
     return 2;
 }

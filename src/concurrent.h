@@ -140,6 +140,21 @@ static inline uint64_t cf__cc_word_at(const cf__table *t, uint64_t at)
 #endif
 }
 
+/* Bucket i of a fast shape of `bytes`-byte buckets, as cf__cc_word_at reads it (its bytes
+ * from the low end, then the next bucket's). A bucket of 2, 4 or 8 bytes never straddles
+ * two aligned words: it is read with one load. */
+static inline uint64_t cf__cc_fast_word(const cf__table *t, uint64_t i, unsigned bytes)
+{
+    if (8u % bytes != 0)
+        return cf__cc_word_at(t, i * bytes);
+    uint64_t at = i * bytes;
+    uint64_t w = atomic_load_explicit(cf__cc_words(t) + (at >> 3), memory_order_relaxed);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w >> ((at & 7u) * 8u);
+}
+
 /* The bucket that starts at bit `bit` of t (bucket * bucket_bits), for a shape whose
  * bucket fits the 8 bytes from its first byte (mask: its bucket_mask, nonzero), read
  * through aligned atomic words: cf__bucket_word for tables that writers change meanwhile.

@@ -274,7 +274,7 @@ static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const struct cf__cc *c
     bool found;
     if (F) {
         const unsigned bytes = cf__bucket_bytes_t(F, B);
-        uint64_t w1 = cf__cc_word_at(t, i1 * bytes), w2 = cf__cc_word_at(t, i2 * bytes);
+        uint64_t w1 = cf__cc_fast_word(t, i1, bytes), w2 = cf__cc_fast_word(t, i2, bytes);
         found = (cf__word_match_t(w1, fp, F, B) | cf__word_match_t(w2, fp, F, B)) != 0;
     } else {
         uint64_t b1 = i1 * s->bucket_bits, b2 = i2 * s->bucket_bits;

@@ -144,7 +144,8 @@ static void test_differential(void)
 {
     /* Small tables, so that the ops fill them: evictions, growth, the stash. Bucket bits
      * of every residue mod 8 (5 x 3 = 15, 6 x 1, 4 x 3 = 12, ...), one byte-aligned wide
-     * bucket, semi-sorted buckets of even and odd widths. */
+     * bucket, semi-sorted buckets of even and odd widths; the fast shapes whose bucket
+     * fills a 2-, 4- or 8-byte word, which lookups read with one load. */
     const cf_config shapes[] = {
         {.capacity = 3000, .fingerprint_bits = 12, .bucket_size = 4},
         {.capacity = 3000, .fingerprint_bits = 13, .bucket_size = 4},
@@ -162,6 +163,11 @@ static void test_differential(void)
         {.capacity = 3000, .fingerprint_bits = 32, .bucket_size = 8},
         {.capacity = 3000, .fingerprint_bits = 7, .bucket_size = 37},
         {.capacity = 300, .fingerprint_bits = 16, .bucket_size = 2, .expansion = 3},
+        {.capacity = 2000, .fingerprint_bits = 8, .bucket_size = 4},
+        {.capacity = 2000, .fingerprint_bits = 16, .bucket_size = 4},
+        {.capacity = 2000, .fingerprint_bits = 8, .bucket_size = 2},
+        {.capacity = 2000, .fingerprint_bits = 8, .bucket_size = 8},
+        {.capacity = 2000, .fingerprint_bits = 9, .bucket_size = 4, .flags = CF_SEMI_SORT},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         diff_shape(shapes[i], cft_subseed(100 + i));
@@ -427,6 +433,9 @@ static void test_stress(void)
     const uint64_t roomy = STRESS_STABLE + STRESS_WRITERS * STRESS_WRITER_KEYS;
     stress_run("near full 13/4",
                (cf_config){.capacity = roomy, .fingerprint_bits = 13, .bucket_size = 4}, false);
+    /* A fast shape of 4-byte buckets, two to an aligned word, each read with one load. */
+    stress_run("near full 8/4",
+               (cf_config){.capacity = roomy, .fingerprint_bits = 8, .bucket_size = 4}, false);
     stress_run(
         "near full semi-sorted 11/4",
         (cf_config){
