@@ -181,7 +181,7 @@ typedef struct cf_config {
  * cf_load_flags and cf_deserialize_flags one with it. The cost: a lookup reads two
  * stripe counters besides its two buckets, and again after them, each bucket through the
  * aligned 64-bit words that hold it (b = 4: 2.1 times the instructions with 12-bit
- * fingerprints, whose 6-byte buckets straddle words; 1.6 times with 16-bit ones, read
+ * fingerprints, whose 6-byte buckets straddle words; 1.5 times with 16-bit ones, read
  * with one load each, the fastest beside writers); writes take the lock and store whole
  * aligned words (adds about 2.4 times the instructions, deletes 3.7); the counters take
  * 4 bytes per 256 buckets. A count beside writers counts every copy whose add returned

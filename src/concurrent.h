@@ -147,12 +147,13 @@ static inline uint64_t cf__cc_fast_word(const cf__table *t, uint64_t i, unsigned
 {
     if (8u % bytes != 0)
         return cf__cc_word_at(t, i * bytes);
-    uint64_t at = i * bytes;
-    uint64_t w = atomic_load_explicit(cf__cc_words(t) + (at >> 3), memory_order_relaxed);
+    /* by the bucket's index, not its byte (i * bytes / 8): no multiply and shift back */
+    const unsigned per = 8u / bytes;
+    uint64_t w = atomic_load_explicit(cf__cc_words(t) + i / per, memory_order_relaxed);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     w = __builtin_bswap64(w);
 #endif
-    return w >> ((at & 7u) * 8u);
+    return w >> ((unsigned)(i % per) * bytes * 8u);
 }
 
 /* The bucket that starts at bit `bit` of t (bucket * bucket_bits), for a shape whose
