@@ -140,9 +140,9 @@ static inline uint64_t cf__cc_word_at(const cf__table *t, uint64_t at)
 #endif
 }
 
-/* Bucket i of a fast shape of `bytes`-byte buckets, as cf__cc_word_at reads it (its bytes
- * from the low end, then the next bucket's). A bucket of 2, 4 or 8 bytes never straddles
- * two aligned words: it is read with one load. */
+/* Bucket i of a fast shape of `bytes`-byte buckets in the low bits; the bits above it,
+ * which the match ignores, are the next buckets' or zero. A bucket of 2, 4 or 8 bytes
+ * never straddles two aligned words: it is read with one load. */
 static inline uint64_t cf__cc_fast_word(const cf__table *t, uint64_t i, unsigned bytes)
 {
     if (8u % bytes != 0)
