@@ -861,6 +861,9 @@ typedef struct pycf_chunk_iter {
     uint64_t cursor;
     unsigned char *buf; /* a chunk's room, grown with cf_dump_chunk_max */
     size_t cap;
+    /* A step is making a chunk without the GIL: another thread's step on the same
+     * iterator would write the same room and cursor, or free the room under it. */
+    bool running;
 } pycf_chunk_iter;
 
 static PyObject *pycf_chunks(pycf_filter *self, PyObject *unused)
@@ -875,6 +878,7 @@ static PyObject *pycf_chunks(pycf_filter *self, PyObject *unused)
     it->cursor = 0;
     it->buf = NULL;
     it->cap = 0;
+    it->running = false;
     return (PyObject *)it;
 }
 
@@ -882,7 +886,11 @@ static PyObject *pycf_chunk_next(pycf_chunk_iter *it)
 {
     pycf_filter *self = it->filter;
     if (!self)
-        return NULL; /* exhausted: StopIteration */
+        return NULL;   /* exhausted: StopIteration */
+    if (it->running) { /* as a generator that another thread is running */
+        PyErr_SetString(PyExc_ValueError, "chunks() iterator already executing");
+        return NULL;
+    }
     /* A growth between two steps makes the largest chunk larger. */
     size_t cap = cf_dump_chunk_max(self->f) + PYCF_REDIS_PREFIX;
     if (cap > it->cap) {
@@ -894,10 +902,12 @@ static PyObject *pycf_chunk_next(pycf_chunk_iter *it)
     }
     size_t len = 0, skip = it->cursor == 0 ? PYCF_REDIS_PREFIX : 0;
     /* The chunk dump takes a concurrent filter's lock: it may run beside other threads. */
+    it->running = true;
     PyThreadState *ts = self->concurrent ? PyEval_SaveThread() : NULL;
     cf_status st = cf_dump_chunk(self->f, &it->cursor, it->buf + skip, cap - skip, &len);
     if (ts)
         PyEval_RestoreThread(ts);
+    it->running = false;
     PyObject *pair = NULL;
     if (st == CF_EINVAL) /* the cursor is no chunk's of the filter as it is now */
         PyErr_SetString(PyExc_RuntimeError, "the filter changed size during chunks()");
@@ -1101,7 +1111,9 @@ PyDoc_STRVAR(pycf_chunks_doc,
              "order, rebuilds it. Each step makes one chunk, so a dump holds one chunk's\n"
              "memory at a time; as with CF.SCANDUMP, a filter changed between two steps\n"
              "gives a dump that from_chunks() refuses (CorruptFilter), or one that grew\n"
-             "meanwhile ends the iteration with RuntimeError.");
+             "meanwhile ends the iteration with RuntimeError. Like a generator, the\n"
+             "iterator takes one step at a time: a step while another thread's runs\n"
+             "raises ValueError.");
 PyDoc_STRVAR(pycf_from_chunks_doc,
              "from_chunks(pairs, *, concurrent=True) -> CuckooFilter\n\n"
              "The filter from an iterable of (cursor, bytes): chunks(), the Redis module's\n"

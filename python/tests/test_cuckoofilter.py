@@ -468,6 +468,36 @@ def test_threads_share_one_filter(source):
     assert all(f.contains_many(stable))
 
 
+def test_chunks_one_iterator_two_threads():
+    """Two threads step one chunks() iterator of a concurrent filter, whose steps release
+    the GIL: a step while the other's runs raises ValueError, as a generator's does, and
+    every chunk comes out once and whole (racing steps would share one cursor and room)."""
+    f = cf.CuckooFilter(capacity=40_000_000, seed=31)  # 4 chunks of 16 MiB
+    f.add_many(keys(1000))
+    it = f.chunks()
+    got, busy = [], []
+
+    def step():
+        while True:
+            try:
+                got.append(next(it))
+            except ValueError:
+                busy.append(1)
+            except StopIteration:
+                return
+
+    threads = [threading.Thread(target=step) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cursors = [c for c, _ in got]
+    assert len(cursors) == 5 and len(set(cursors)) == 5  # the header and 4 table chunks
+    # in dump order: each cursor is the offset of the chunk after it, so they rise
+    pairs = sorted(got)
+    assert cf.CuckooFilter.from_chunks(pairs).to_bytes() == f.to_bytes()
+
+
 def test_batch_over_a_list_another_thread_changes():
     """A batch reads the list chunk by chunk, releasing the GIL in between; another
     thread that shortens and refills the list meanwhile causes no crash: the answers
