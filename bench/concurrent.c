@@ -65,6 +65,13 @@ static void unlock(pthread_mutex_t *m)
  * and at the end the keys still added: the filter is as it was for the next setting. A
  * key whose add failed (a full filter) is not deleted: its delete could remove another
  * key's fingerprint, a false negative for that key. */
+static void writer_delete(writer *w, uint64_t i)
+{
+    lock(w->lock);
+    (void)cf_delete_hash(w->f, bench_gen(w->stream, i));
+    unlock(w->lock);
+}
+
 static void *writer_main(void *p)
 {
     writer *w = p;
@@ -72,9 +79,7 @@ static void *writer_main(void *p)
     uint64_t i = 0, ops = 0;
     while (!atomic_load_explicit(&w->stop, memory_order_relaxed)) {
         if (i >= BACKLOG && added[i % BACKLOG]) {
-            lock(w->lock);
-            (void)cf_delete_hash(w->f, bench_gen(w->stream, i - BACKLOG));
-            unlock(w->lock);
+            writer_delete(w, i - BACKLOG);
             ops++;
         }
         lock(w->lock);
@@ -85,11 +90,8 @@ static void *writer_main(void *p)
     }
     w->ops = ops;
     for (uint64_t k = i > BACKLOG ? i - BACKLOG : 0; k < i; k++)
-        if (added[k % BACKLOG]) {
-            lock(w->lock);
-            (void)cf_delete_hash(w->f, bench_gen(w->stream, k));
-            unlock(w->lock);
-        }
+        if (added[k % BACKLOG])
+            writer_delete(w, k);
     return NULL;
 }
 
