@@ -412,9 +412,10 @@ static const uint8_t *cf__entry(const cf__meta *m, unsigned e)
  * width changes at most 28 times, and only then is the shape made again. */
 static void cf__shape_for(const cf__params *p, unsigned k, cf__shape *sk)
 {
-    unsigned width = p->shape.f + cf__ext_of(p->shape.f, p->widen, k);
-    if (width != sk->f)
-        cf__shape_init(sk, width, p->shape.b, p->shape.semi);
+    unsigned ext = cf__ext_of(p->shape.f, p->widen, k);
+    if (p->shape.f + ext != sk->f)
+        cf__shape_init(sk, p->shape.f + ext, p->shape.b, p->shape.semi);
+    sk->ext = (uint8_t)ext;
 }
 
 static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent, cf__meta *m,
@@ -522,7 +523,8 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         uint64_t bucket = cf__load_le64(x + CF__E_BUCKET);
         uint32_t fp = cf__load_le32(x + CF__E_FP), table = cf__load_le32(x + CF__E_TABLE);
         unsigned width = table < m->ntables ? f + cf__ext_of(f, p->widen, table) : 32u;
-        if (table >= m->ntables || fp == 0 || (uint64_t)fp >> width != 0 ||
+        /* its low f bits are the key's fingerprint, never 0, in a wider table too */
+        if (table >= m->ntables || (fp & p->shape.fp_mask) == 0 || (uint64_t)fp >> width != 0 ||
             bucket >= cf__load_le64(cf__desc(m, table) + CF__D_BUCKETS))
             return cf__bad(why, "bad stash entry");
     }

@@ -367,14 +367,26 @@ bool cf__table_scan(const cf__shape *s, const uint8_t *data, uint64_t from, uint
                     uint64_t *used)
 {
     cf__table t = {0};
-    t.data = (uint8_t *)(uintptr_t)data; /* read only: the probes below never write */
+    t.data = (uint8_t *)(uintptr_t)data;             /* read only: the probes below never write */
+    uint32_t low = (uint32_t)(s->fp_mask >> s->ext); /* the first sub-filter's width */
     uint64_t n = 0;
     for (uint64_t i = from; i < to; i++) {
+        /* A wider table's fingerprint keeps the key's, never 0, in its low bits: compaction
+         * narrows it to them, and a stored 0 there would become a counted empty slot. */
         if (s->semi) {
             uint32_t v[4];
             if (cf__semi_get(&t, s, i, v) >= CF__SEMI_CODES || v[0] > v[1] || v[1] > v[2] ||
                 v[2] > v[3])
                 return false;
+            for (unsigned j = 0; s->ext && j < 4; j++)
+                if (v[j] != 0 && (v[j] & low) == 0)
+                    return false;
+        } else if (s->ext) {
+            for (unsigned j = 0; j < s->b; j++) {
+                uint32_t v = cf__slot_get_plain(&t, s, i, j);
+                if (v != 0 && (v & low) == 0)
+                    return false;
+            }
         }
         n += s->b - cf__bucket_count(&t, s, i, 0);
     }

@@ -124,6 +124,64 @@ static inline bool bucket_slots(const uint8_t *b, unsigned k, const uint8_t *t, 
     return v[0] <= v[1] && v[1] <= v[2] && v[2] <= v[3];
 }
 
+/* Write the n bits of v at bit `bit` of t, least significant first. */
+static inline void bits_put(uint8_t *t, uint64_t bit, unsigned n, uint64_t v)
+{
+    for (unsigned i = 0; i < n; i++, bit++)
+        t[bit / 8] = (uint8_t)((t[bit / 8] & ~(1u << (bit % 8))) | ((v >> i) & 1u) << (bit % 8));
+}
+
+/* Write v[0..b-1] into bucket i of sub-filter k's table t as FORMAT.md lays it out (a
+ * semi-sorted bucket: v sorted first, then coded). */
+static inline void bucket_put(const uint8_t *b, unsigned k, uint8_t *t, uint64_t i, uint32_t *v)
+{
+    unsigned f = width_of(b, k), bs = b[H_B];
+    uint64_t bit = i * bucket_bits_of(b, k);
+    if (!semi_of(b)) {
+        for (unsigned j = 0; j < bs; j++)
+            bits_put(t, bit + (uint64_t)j * f, f, v[j]);
+        return;
+    }
+    for (unsigned j = 1; j < 4; j++) /* insertion sort of four */
+        for (unsigned q = j; q > 0 && v[q - 1] > v[q]; q--) {
+            uint32_t x = v[q];
+            v[q] = v[q - 1];
+            v[q - 1] = x;
+        }
+    uint64_t c = 0;
+    for (unsigned j = 0; j < 4; j++)
+        c += binom((v[j] >> (f - 4)) + j, j + 1);
+    bits_put(t, bit, 12, c);
+    for (unsigned j = 0; j < 4; j++)
+        bits_put(t, bit + 12 + (uint64_t)j * (f - 4), f - 4, v[j] & ((1u << (f - 4)) - 1u));
+}
+
+/* In the file b (n bytes), give the first stored fingerprint of sub-filter k, which must
+ * be wider than the first sub-filter's f bits, low f bits of 0 (its upper bits kept, or bit
+ * f set if they are 0 too): a slot no writer makes (FORMAT.md, Tables) that changes no
+ * count. The checksums are left for the caller. False if the table holds no fingerprint. */
+static inline bool forge_low_bits_zero(uint8_t *b, size_t n, unsigned k)
+{
+    unsigned f = b[H_F];
+    uint64_t m = rd(b + HDR + DESC * k, 8), off = rd(b + HDR + DESC * k + 16, 8);
+    if (width_of(b, k) <= f || off >= n)
+        return false;
+    uint32_t v[255];
+    for (uint64_t i = 0; i < m; i++) {
+        bucket_slots(b, k, b + off, i, v);
+        for (unsigned j = 0; j < (semi_of(b) ? 4u : b[H_B]); j++) {
+            if (v[j] == 0)
+                continue;
+            v[j] &= ~((1u << f) - 1u);
+            if (v[j] == 0)
+                v[j] = 1u << f;
+            bucket_put(b, k, b + off, i, v);
+            return true;
+        }
+    }
+    return false;
+}
+
 static inline uint64_t meta_len_of(const uint8_t *b)
 {
     return HDR + DESC * rd(b + H_NT, 4) + ENTRY * (uint64_t)b[H_STASH] + SUM;

@@ -1257,6 +1257,23 @@ static void test_forged(void)
     refuse_patch(fx, H_FLAGS, 4, 2, CF_ECORRUPT, M, "semi-sorted flag on plain tables");
     refuse_patch(st8, H_FLAGS, 4, 2, CF_ECORRUPT, M, "semi-sorted flag with 2-slot buckets");
     refuse_semi_tables(g_samples[5].b);
+    /* A wider sub-filter's fingerprint whose low f bits are 0 (no writer makes one):
+     * compaction would narrow it to an empty slot that is still counted, and the filter
+     * could no longer be saved. Plain and semi-sorted tables, each wider sub-filter. */
+    for (unsigned which = 1; which <= 5; which += 4) {
+        const buf w = g_samples[which].b;
+        for (unsigned k = 1; k < 3; k++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s: sub-filter %u, a fingerprint's low %u bits 0",
+                     g_samples[which].name, k, w.p[H_F]);
+            buf x = buf_copy(w.p, w.n);
+            if (CHECK_MSG(forge_low_bits_zero(x.p, x.n, k), "%s: not forged", what)) {
+                resum(x.p, x.n);
+                expect_refused(x.p, x.n, CF_ECORRUPT, T | FORGED, what);
+            }
+            buf_free(&x);
+        }
+    }
     /* Bit 0 says the sub-filters widen, by the amount at byte 46: neither without the
      * other, and never for a fixed filter. */
     refuse_patch(fx, H_FLAGS, 4, 1, CF_ECORRUPT, M, "widening flag without a widening");
@@ -1381,6 +1398,19 @@ static void test_forged(void)
         uint64_t lb1 = rd(lim.p + HDR + DESC, 8);
         refuse_patch(lim, l0, 8, lb1, CF_ECORRUPT, M, "stash bucket = buckets, sub-filter 1");
         accept_patch(lim, l0, 8, lb1 - 1, "stash bucket moved to the last bucket");
+        /* An entry of a wider sub-filter whose fingerprint's low f bits are 0. */
+        for (unsigned e = 0; e < lim.p[H_STASH]; e++) {
+            size_t at = l0 + ENTRY * e;
+            unsigned k = (unsigned)rd(lim.p + at + 12, 4), fl = lim.p[H_F];
+            if (k == 0 || !CHECK(width_of(lim.p, k) > fl))
+                continue;
+            uint64_t fp = rd(lim.p + at + 8, 4) & ~((UINT64_C(1) << fl) - 1);
+            refuse_patch(lim, at + 8, 4, fp ? fp : UINT64_C(1) << fl, CF_ECORRUPT, M,
+                         "stash fingerprint of sub-filter 1, low f bits 0");
+            accept_patch(lim, at + 8, 4, (fp ? fp : UINT64_C(1) << fl) | 1u,
+                         "stash fingerprint of sub-filter 1, low bit 1");
+            break;
+        }
     }
     {
         /* Nine stash entries, otherwise perfectly laid out. */
