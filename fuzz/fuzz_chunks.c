@@ -41,8 +41,9 @@
  *   metadata plus its file checksum, every data chunk is the slice of the file at its
  *   position, and cf_dump_chunk gives back exactly the chunks that were accepted, bytes
  *   and cursors, then the end (and refuses a cursor that is not a chunk position, or a
- *   buffer too small for the chunk). Then it is freed and the next record starts a new
- *   load.
+ *   buffer too small for the chunk). Then every state fz_check_mutations leads it
+ *   through (growth, deletes, compaction, cf_clear) saves validly and loads back byte
+ *   for byte. Then it is freed and the next record starts a new load.
  * - At the end the filter is freed; every allocation was returned.
  */
 #include "fuzz_common.h"
@@ -243,6 +244,7 @@ static void fz_check_complete(fz_load *L)
     }
     free(buf);
     free(file);
+    fz_check_mutations(f, L->meta_sum);
 }
 
 /* ------------------------------------------------------------------------------------ */

@@ -174,4 +174,87 @@ static inline void fz_stats_sane(const cf_filter *f, const cf_stats *s, bool loa
     FZ_REQUIRE(s->fpr_full <= s->fpr_bound * (1.0 + 1e-9) && s->fpr_bound <= 1.0);
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Whatever a loader accepts saves validly, after any operation                         */
+/* ------------------------------------------------------------------------------------ */
+
+#define FZ_GROW_ADDS 4096u /* adds that try to make a loaded filter grow (inputs are small) */
+
+/* cf_serialize gives exactly these bytes back. */
+static inline void fz_check_serializes_to(const cf_filter *f, const uint8_t *b, size_t n)
+{
+    FZ_REQUIRE(cf_serialized_size(f) == n);
+    uint8_t *out = (uint8_t *)malloc(n);
+    FZ_REQUIRE(out != NULL);
+    size_t written = 0;
+    FZ_REQUIRE(cf_serialize(f, out, n - 1, &written) == CF_EINVAL && written == 0);
+    FZ_REQUIRE(cf_serialize(f, out, n, &written) == CF_OK && written == n);
+    FZ_REQUIRE(memcmp(out, b, n) == 0);
+    free(out);
+}
+
+/* Serialize f: the result must validate, and load back to the same bytes. */
+static inline void fz_check_round_trip(const cf_filter *f)
+{
+    size_t n = cf_serialized_size(f);
+    FZ_REQUIRE(n > 0);
+    uint8_t *out = (uint8_t *)malloc(n);
+    FZ_REQUIRE(out != NULL);
+    FZ_REQUIRE(cf_serialize(f, out, n, NULL) == CF_OK);
+    const char *why = "unset";
+    FZ_REQUIRE(cf_validate(out, n, &why) == CF_OK && why == NULL);
+    cf_filter *g = NULL;
+    FZ_REQUIRE(cf_deserialize(out, n, NULL, &g) == CF_OK && g != NULL);
+    fz_check_serializes_to(g, out, n);
+    cf_free(g);
+    free(out);
+}
+
+/* A filter a loader accepted (forged or not) through the operations that rewrite its
+ * tables: adds until it grows (or refuses one), compaction, deletes of half of those keys,
+ * compaction, deletes of the rest, cf_clear. After each it saves to a file that validates
+ * and loads back byte for byte, and the keys it holds are found. */
+static inline void fz_check_mutations(cf_filter *f, uint64_t seed)
+{
+    uint64_t *keys = (uint64_t *)malloc(FZ_GROW_ADDS * sizeof *keys);
+    FZ_REQUIRE(keys != NULL);
+    cf_stats s0, s;
+    cf_get_stats(f, &s0);
+    unsigned n = 0;
+    while (n < FZ_GROW_ADDS) {
+        uint64_t h = fz_mix64(seed ^ (UINT64_C(0x9e0) + n));
+        cf_status st = cf_add_hash(f, h);
+        if (st != CF_OK) {
+            FZ_REQUIRE(st == CF_FULL || st == CF_ENOMEM);
+            break;
+        }
+        keys[n++] = h;
+        cf_get_stats(f, &s);
+        if (s.sub_filters > s0.sub_filters)
+            break;
+    }
+    fz_check_round_trip(f);
+    for (int pass = 0; pass < 2; pass++) {
+        FZ_REQUIRE(cf_compact(f) == CF_OK);
+        cf_get_stats(f, &s);
+        fz_stats_sane(f, &s, false);
+        for (unsigned i = 0; i < n; i++)
+            FZ_REQUIRE(cf_contains_hash(f, keys[i]));
+        fz_check_round_trip(f);
+        unsigned keep = pass == 0 ? n / 2 : 0;
+        while (n > keep)
+            FZ_REQUIRE(cf_delete_hash(f, keys[--n]) == CF_OK);
+    }
+    FZ_REQUIRE(cf_compact(f) == CF_OK);
+    cf_get_stats(f, &s);
+    FZ_REQUIRE(s.items == s0.items);
+    fz_check_round_trip(f);
+    cf_clear(f);
+    cf_get_stats(f, &s);
+    fz_stats_sane(f, &s, false);
+    FZ_REQUIRE(s.items == 0 && s.stashed == 0 && s.load_factor == 0.0);
+    fz_check_round_trip(f);
+    free(keys);
+}
+
 #endif /* CF_FUZZ_COMMON_H */

@@ -21,8 +21,11 @@
  * - Memory: under maxmemory (FZ_MAXMEMORY; none while loading, where the machine's limit
  *   FZ_RAM applies) the module never holds more than the limit allows plus what the
  *   input itself brought: a forged header is refused before it costs anything.
- * - A refused load leaves no key and holds nothing; an accepted RDB value saves (rdb_save)
- *   to a stream that loads back to a value saving the very same bytes.
+ * - A refused load leaves no key and holds nothing; an accepted RDB value, and whatever
+ *   CF.LOADCHUNK left, saves (rdb_save) to a stream that loads back to a value saving the
+ *   very same bytes, and so it does after each of CF.COMPACT, CF.ADD (until the filter
+ *   grows or refuses), CF.DEL of half of those items (which may compact), CF.COMPACT and
+ *   CF.DEL of the rest: what the module accepts, it can always save and load again.
  * - Nothing leaks: once the key is deleted, every byte the module took is back.
  */
 #include "fuzz_common.h"
@@ -80,8 +83,9 @@ static struct {
     uint64_t live, peak; /* bytes held through Alloc/TryAlloc */
     bool exists;         /* the one key, "k" */
     void *value;
-    struct cf_rm_type type; /* what CreateDataType registered */
-    cf_rm_cmd_fn loadchunk; /* the CF.LOADCHUNK handler */
+    struct cf_rm_type type;         /* what CreateDataType registered */
+    cf_rm_cmd_fn loadchunk;         /* the CF.LOADCHUNK handler */
+    cf_rm_cmd_fn add, del, compact; /* and the writes fz_exercise runs on what loaded */
     bool registered;
     const char *error; /* the last error reply, or NULL */
     struct cf_rm_info info;
@@ -137,6 +141,12 @@ static int fz_create_command(cf_rm_ctx *c, const char *name, cf_rm_cmd_fn fn, co
     (void)c, (void)flags, (void)first, (void)last, (void)step;
     if (strcmp(name, "cf.loadchunk") == 0)
         fz.loadchunk = fn;
+    else if (strcmp(name, "cf.add") == 0)
+        fz.add = fn;
+    else if (strcmp(name, "cf.del") == 0)
+        fz.del = fn;
+    else if (strcmp(name, "cf.compact") == 0)
+        fz.compact = fn;
     return CF_RM_OK;
 }
 
@@ -614,6 +624,66 @@ static void fz_loadchunks(const uint8_t *p, size_t n, int flags, bool forge)
     }
 }
 
+/* Saved and loaded again, value v saves the very same bytes. */
+static void fz_check_saves(void *v)
+{
+    cf_rm_ctx ctx = {CF_RM_CTX_FLAGS_LOADING};
+    cf_rm_io out = {.ctx = &ctx};
+    fz.type.m.rdb_save(&out, v);
+    cf_rm_io again = {.in = out.out, .left = out.out_len, .ctx = &ctx};
+    void *w = fz.type.m.rdb_load(&again, 1);
+    FZ_REQUIRE(w != NULL && again.left == 0 && !again.error);
+    cf_rm_io out2 = {.ctx = &ctx};
+    fz.type.m.rdb_save(&out2, w);
+    FZ_REQUIRE(out2.out_len == out.out_len && memcmp(out2.out, out.out, out.out_len) == 0);
+    FZ_REQUIRE(fz.type.m.mem_usage(v) == fz.type.m.mem_usage(w));
+    fz.type.m.free(w);
+    free(out.out);
+    free(out2.out);
+}
+
+/* One command on the key, "k", with one argument or none. */
+static void fz_command_on_k(cf_rm_cmd_fn fn, const char *item)
+{
+    cf_rm_ctx ctx = {0};
+    char name[] = "k", cmd[] = "CF.X";
+    cf_rm_string argv[3] = {{cmd, sizeof cmd - 1}, {name, 1}, {item, item ? strlen(item) : 0}};
+    cf_rm_string *args[3] = {&argv[0], &argv[1], &argv[2]};
+    fz.error = NULL;
+    fn(&ctx, args, item ? 3 : 2);
+}
+
+/* The writes that rewrite a filter's tables, on whatever a load left under "k"; after
+ * each, it still saves and loads back byte for byte. */
+static void fz_exercise(void)
+{
+    char item[24];
+    fz_check_saves(fz.value);
+    fz_command_on_k(fz.compact, NULL); /* first, while the older sub-filters have room */
+    fz_check_saves(fz.value);
+    unsigned n = 0;
+    size_t held = fz.type.m.mem_usage(fz.value); /* grows with the filter's first new table */
+    while (n < FZ_GROW_ADDS && fz.type.m.mem_usage(fz.value) == held) {
+        snprintf(item, sizeof item, "i%u", n);
+        fz_command_on_k(fz.add, item);
+        if (fz.error)
+            break;
+        n++;
+    }
+    fz_check_saves(fz.value);
+    for (unsigned keep = n / 2;; keep = 0) {
+        while (n > keep) {
+            snprintf(item, sizeof item, "i%u", --n);
+            fz_command_on_k(fz.del, item);
+        }
+        fz_check_saves(fz.value);
+        fz_command_on_k(fz.compact, NULL);
+        fz_check_saves(fz.value);
+        if (keep == 0)
+            break;
+    }
+}
+
 static void fz_rdb(const uint8_t *p, size_t n, int flags, bool forge)
 {
     cf_rm_ctx ctx = {flags};
@@ -632,27 +702,12 @@ static void fz_rdb(const uint8_t *p, size_t n, int flags, bool forge)
     uint64_t before = fz.live;
     void *v = fz.type.m.rdb_load(&io, 1);
     fz_check_memory(n);
+    free(copy);
     if (!v) {
         FZ_REQUIRE(fz.live == before);
-        free(copy);
         return;
     }
-    /* Saved and loaded again, it saves the very same bytes. */
-    cf_rm_io out = {.ctx = &ctx};
-    fz.type.m.rdb_save(&out, v);
-    cf_rm_io again = {.in = out.out, .left = out.out_len, .ctx = &ctx};
-    void *w = fz.type.m.rdb_load(&again, 1);
-    FZ_REQUIRE(w != NULL && again.left == 0 && !again.error);
-    cf_rm_io out2 = {.ctx = &ctx};
-    fz.type.m.rdb_save(&out2, w);
-    FZ_REQUIRE(out2.out_len == out.out_len && memcmp(out2.out, out.out, out.out_len) == 0);
-    FZ_REQUIRE(fz.type.m.mem_usage(v) == fz.type.m.mem_usage(w));
-    fz.type.m.free(w);
-    fz.type.m.free(v);
-    FZ_REQUIRE(fz.live == before);
-    free(out.out);
-    free(out2.out);
-    free(copy);
+    fz_set_value(&fz.key, &fz.type, v);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -673,6 +728,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_rdb(data + 1, size - 1, flags, mode & 4u);
     else
         fz_loadchunks(data + 1, size - 1, flags, mode & 4u);
+    if (fz.exists)
+        fz_exercise();
     cf_rm_key *k = &fz.key;
     fz_delete_key(k);
     FZ_REQUIRE(fz.live == base); /* nothing leaks */

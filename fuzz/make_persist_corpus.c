@@ -1,6 +1,7 @@
 /*
  * make_persist_corpus.c - write the seed corpora of fuzz_deserialize and fuzz_chunks
- * (fuzz/corpus/deserialize/seed-* and fuzz/corpus/chunks/seed-*) from real filters.
+ * (fuzz/corpus/deserialize/seed-* and fuzz/corpus/chunks/seed-*) from real filters, and
+ * RDB records of fuzz_module (fuzz/corpus/module/seed-rdb-*).
  *
  *   cmake --build build --target make_persist_corpus
  *   build/fuzz/make_persist_corpus fuzz/corpus
@@ -133,12 +134,20 @@ static cf_filter *make(const shape *s)
                    .expansion = s->expansion,
                    .seed = s->seed,
                    .max_sub_filters = s->max_subs,
-                   .flags = s->flags};
+                   .flags = s->flags | CF_FIXED_SEED}; /* seed 0 too: deterministic output */
     cf_filter *f;
     cf_status st = cf_new(&c, &f);
     if (st != CF_OK)
         die("cf_new", cf_strerror(st));
     return f;
+}
+
+/* Add key i of those from `salt`. */
+static void fill_one(cf_filter *f, uint64_t salt, unsigned i)
+{
+    cf_status st = cf_add_hash(f, mix64(salt * 1000003u + i));
+    if (st != CF_OK)
+        die("cf_add_hash", cf_strerror(st));
 }
 
 /* Add n keys (hashes from `salt`); stop early once `stashed` entries are in the stash. */
@@ -149,9 +158,7 @@ static void fill(cf_filter *f, unsigned n, uint64_t salt, uint64_t stashed)
         cf_get_stats(f, &s);
         if (stashed > 0 && s.stashed >= stashed)
             return;
-        cf_status st = cf_add_hash(f, mix64(salt * 1000003u + i));
-        if (st != CF_OK)
-            die("cf_add_hash", cf_strerror(st));
+        fill_one(f, salt, i);
     }
     if (stashed > 0)
         die("fill", "the stash never got that many entries");
@@ -174,7 +181,7 @@ static blob serialize(const cf_filter *f)
 /* deserialize seeds                                                                    */
 /* ------------------------------------------------------------------------------------ */
 
-static const char *deser_dir;
+static const char *deser_dir, *module_dir;
 
 static void deser(const char *name, unsigned mode, const uint8_t *p, size_t n)
 {
@@ -221,6 +228,70 @@ static size_t table_offset(const blob *b, unsigned k)
 static size_t table_len(const blob *b, unsigned k)
 {
     return (size_t)get64(b->p + 64 + 32u * k + 24);
+}
+
+/* A copy of the (plain, widening) file b whose first stored fingerprint in sub-filter k
+ * has its low f bits 0 (its upper bits kept, or bit f set if they are 0 too); checksums
+ * left for the target's fix-ups. */
+static blob low_bits_zero(const blob *b, unsigned k)
+{
+    unsigned f = b->p[40], bs = b->p[41], widen = (unsigned)(b->p[46] | b->p[47] << 8);
+    unsigned w = f + (k * widen + 255) / 256;
+    if (w > 32 || w == f || (get64(b->p + 12) & 2u))
+        die("low_bits_zero", "not a plain widening file");
+    blob x = {xmalloc(b->n), b->n};
+    memcpy(x.p, b->p, b->n);
+    uint8_t *t = x.p + table_offset(b, k);
+    uint64_t slots = get64(b->p + 64 + 32u * k) * bs, mask = (UINT64_C(1) << w) - 1;
+    for (uint64_t j = 0; j < slots; j++) {
+        uint64_t bit = j * w, word = get64(t + bit / 8), v = (word >> (bit % 8)) & mask;
+        if (v == 0)
+            continue;
+        v &= ~((UINT64_C(1) << f) - 1);
+        if (v == 0)
+            v = UINT64_C(1) << f;
+        put(t + bit / 8, (word & ~(mask << (bit % 8))) | v << (bit % 8), 8);
+        return x;
+    }
+    die("low_bits_zero", "the table holds no fingerprint");
+}
+
+/* The Redis module's RDB record of the filter whose file is b (docs/FORMAT.md, "In the
+ * Redis module"), as fuzz_module reads it (mode 1: an unsigned is 8 bytes, a string a u16
+ * length and its bytes): the chunks made from the file's bytes, every checksum and tag
+ * right, so that it reaches the table checks behind them. */
+static void module_rdb_seed(const char *name, const blob *b)
+{
+    uint64_t seed = get64(b->p + 24), key = cf_hash_seeded(0, b->p, 64);
+    unsigned nt = (unsigned)(get64(b->p + 56) & 0xFFFFFFFFu);
+    uint8_t *out = xmalloc(b->n * 2 + 256), fields[16];
+    size_t n = 0, ml = meta_len(b);
+    put(fields, 0, 8);      /* deletes */
+    put(fields + 8, 20, 8); /* MAXITERATIONS */
+    uint64_t head[3] = {0, 20, 0};
+    for (unsigned i = 0; i < 3; i++, n += 8)
+        put(out + n, head[i], 8);
+    put(out + n, (ml + 63) & ~(size_t)63, 8); /* the header chunk's cursor: T_0 */
+    put(out + n + 8, ml + 8, 2);
+    memcpy(out + n + 10, b->p, ml);
+    put(out + n + 10 + ml, cf_hash_seeded(0, b->p, b->n - 8), 8); /* the file checksum */
+    n += 10 + ml + 8;
+    for (unsigned k = 0; k < nt; k++) {
+        size_t off = table_offset(b, k), len = table_len(b, k);
+        if (len + 8 > UINT16_MAX)
+            die(name, "a table too big for a fuzz_module string");
+        put(out + n, (off + len + 63) & ~(size_t)63, 8);
+        put(out + n + 8, len + 8, 2);
+        memcpy(out + n + 10, b->p + off, len);
+        put(out + n + 10 + len, cf_hash_seeded(key ^ off, b->p + off, len), 8);
+        n += 10 + len + 8;
+    }
+    put(out + n, 0, 8);
+    put(out + n + 8, cf_hash_seeded(seed, fields, sizeof fields), 8);
+    n += 16;
+    uint8_t mode = 1; /* an RDB value */
+    write_seed(module_dir, name, &mode, 1, out, n);
+    free(out);
 }
 
 static void deserialize_seeds(void)
@@ -415,6 +486,28 @@ static void deserialize_seeds(void)
                 1);
     deser_field("table0-last-byte", &grow, table_offset(&grow, 0) + table_len(&grow, 0) - 1, 0xFF,
                 1);
+    {
+        /* A fingerprint of sub-filter 1, which is wider, with its low f bits 0: a slot no
+         * writer makes, that compaction would narrow to a counted empty one. In a filter
+         * that grew and then lost half its keys, so that compaction has room to move it
+         * into sub-filter 0. */
+        shape s = {.capacity = 40, .expansion = 2, .seed = 78};
+        cf_filter *f = make(&s);
+        unsigned n = 0;
+        for (cf_stats st = {.sub_filters = 1}; st.sub_filters < 2; cf_get_stats(f, &st))
+            fill_one(f, 79, n++);
+        for (unsigned i = 0; i < n / 2; i++)
+            if (cf_delete_hash(f, mix64(79 * 1000003u + i)) != CF_OK)
+                die("cf_delete_hash", "an added key was not found");
+        blob room = serialize(f);
+        blob x = low_bits_zero(&room, 1);
+        deser("table1-low-bits-0", M_ALL, x.p, x.n);
+        module_rdb_seed("rdb-table1-low-bits-0", &x);
+        module_rdb_seed("rdb-grown-half-deleted", &room);
+        free(x.p);
+        free(room.p);
+        cf_free(f);
+    }
     deser_field("padding", &grow, ml, 1, 1);
     deser_field("padding-last", &grow, grow.n - 9, 1, 1);
 
@@ -744,24 +837,28 @@ int main(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr,
-                "usage: %s CORPUS_DIR   (writes CORPUS_DIR/deserialize, CORPUS_DIR/chunks)\n",
+                "usage: %s CORPUS_DIR   (writes CORPUS_DIR/deserialize, CORPUS_DIR/chunks and the "
+                "RDB seeds of CORPUS_DIR/module)\n",
                 prog);
         return 2;
     }
-    char d1[4096], d2[4096];
+    char d1[4096], d2[4096], d3[4096];
     snprintf(d1, sizeof d1, "%s/deserialize", argv[1]);
     snprintf(d2, sizeof d2, "%s/chunks", argv[1]);
+    snprintf(d3, sizeof d3, "%s/module", argv[1]);
     make_dir(argv[1]);
     make_dir(d1);
     make_dir(d2);
+    make_dir(d3);
     remove_seeds(d1);
     remove_seeds(d2);
+    remove_seeds(d3);
     deser_dir = d1;
+    module_dir = d3;
     deserialize_seeds();
-    unsigned n1 = written_files;
     chunks_dir = d2;
     chunks_seeds();
-    printf("%s: wrote %u seeds to %s and %u to %s (%lu bytes)\n", prog, n1, d1, written_files - n1,
-           d2, written_bytes);
+    printf("%s: wrote %u seeds under %s (%lu bytes)\n", prog, written_files, argv[1],
+           written_bytes);
     return 0;
 }
