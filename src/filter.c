@@ -1291,10 +1291,11 @@ uint64_t cf_count_hash(const cf_filter *f, uint64_t h)
 }
 
 /* The batched lookups start from the newest sub-filter; a filter still loading may have
- * none complete yet, and then holds nothing a lookup can see. */
+ * none complete yet, and then holds nothing a lookup can see. A concurrent filter's count
+ * may be growing meanwhile. */
 static bool cf__batch_empty(const cf_filter *f, size_t n, bool *out)
 {
-    if (f->ntables != 0)
+    if ((cf__is_cc(f) ? cf__cc_ntables(f) : f->ntables) != 0)
         return false;
     memset(out, 0, n * sizeof *out);
     return true;
@@ -1422,11 +1423,12 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
 {
     if (!f || !caller || size < CF_STATS_SIZE_MIN)
         return CF_EINVAL;
-    const cf__shape *s = cf__shape0(f);
     cf_stats st = {0}, *out = &st;
     bool cc = cf__is_cc(f);
-    if (cc) /* the counts of one moment, which the writers' lock holds still */
+    if (cc) /* the counts of one moment, which the writers' lock holds still (growth
+             * replaces the sub-filter array, the first's shape read through it too) */
         cf__cc_lock(f);
+    const cf__shape *s = cf__shape0(f);
     /* The log of the chance that a lookup misses every sub-filter, over 2b: now, and once
      * every sub-filter is full. Widths only grow from one sub-filter to the next: loads
      * are summed over each run of one width, and a log taken per run. */

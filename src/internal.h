@@ -524,6 +524,9 @@ CF__HIDDEN void cf__cc_table_clear(cf__table *t);
  * array's entries, and the tables they describe, are complete before. */
 CF__HIDDEN void cf__cc_set_tables(cf_filter *f, cf__table *tables);
 CF__HIDDEN void cf__cc_set_ntables(cf_filter *f, unsigned n);
+/* The sub-filter count as a reader beside the writers reads it (acquire, to pair with
+ * cf__cc_set_ntables). */
+CF__HIDDEN unsigned cf__cc_ntables(const cf_filter *f);
 
 /* The stash of a concurrent filter written entry by entry (under cf__cc_meta_begin). */
 CF__HIDDEN void cf__cc_stash_set(cf_filter *f, unsigned e, const cf__stash *x);

@@ -456,10 +456,103 @@ static void test_stress(void)
                false);
 }
 
+/* Growth and cf_clear beside readers of the calls that read the sub-filter array and its
+ * count outside the lookups: cf_get_stats and cf_contains_keys (a batch first asks whether
+ * any sub-filter is complete). Small filters that grow by a sub-filter every few hundred
+ * adds, many times a round, then are cleared and filled again: under ThreadSanitizer a
+ * read of either that is not ordered against growth is a reported race. The figures a
+ * reader sees must be those of one moment. */
+#define GROWTH_ROUNDS     16u /* filters, each grown to its limit while read */
+#define GROWTH_MAX_TABLES 48u
+#define GROWTH_FILLS      3u /* fills of each, cleared in between */
+#define GROWTH_BATCH      32u
+
+typedef struct growth {
+    cf_filter *f;
+    atomic_bool done;
+    uint64_t stream;
+} growth;
+
+typedef struct growth_reader {
+    growth *g;
+    uint64_t calls, bad;
+} growth_reader;
+
+static void *growth_read(void *p)
+{
+    growth_reader *a = p;
+    uint8_t keys[GROWTH_BATCH][CFT_KEY_MAX];
+    const void *ptrs[GROWTH_BATCH];
+    size_t lens[GROWTH_BATCH];
+    bool out[GROWTH_BATCH];
+    for (unsigned k = 0; k < GROWTH_BATCH; k++) {
+        lens[k] = cft_key(keys[k], a->g->stream, k);
+        ptrs[k] = keys[k];
+    }
+    unsigned seen = 1;
+    while (!atomic_load(&a->g->done)) {
+        cf_stats st;
+        cf_get_stats(a->g->f, &st);
+        /* One moment's figures: whole sub-filters, never fewer than before (a concurrent
+         * filter's cf_clear keeps them), items that fit. */
+        a->bad += st.sub_filters < seen || st.sub_filters > GROWTH_MAX_TABLES ||
+                  st.slots != st.buckets * st.bucket_size || st.items > st.slots + st.stashed ||
+                  st.fingerprint_bits != 12 || st.bytes == 0;
+        seen = st.sub_filters;
+        cf_contains_keys(a->g->f, ptrs, lens, GROWTH_BATCH, out);
+        a->calls++;
+    }
+    return NULL;
+}
+
+static void test_growth_beside_readers(void)
+{
+    cft_context("growth and clear beside cf_get_stats and cf_contains_keys");
+    uint64_t calls = 0, bad = 0, adds = 0, grown = 0;
+    uint8_t key[CFT_KEY_MAX];
+    for (unsigned round = 0; round < cft_scaled(GROWTH_ROUNDS); round++) {
+        cf_config c = {.capacity = 64,
+                       .expansion = 1,
+                       .max_sub_filters = GROWTH_MAX_TABLES,
+                       .seed = cft_subseed(60 + round),
+                       .flags = CF_CONCURRENT};
+        growth g = {.f = cft_new(c), .stream = cft_subseed(70 + round)};
+        if (!CHECK(g.f))
+            return;
+        atomic_init(&g.done, false);
+        growth_reader ra[STRESS_READERS];
+        pthread_t rt[STRESS_READERS];
+        for (unsigned i = 0; i < STRESS_READERS; i++) {
+            ra[i] = (growth_reader){.g = &g};
+            CHECK(pthread_create(&rt[i], NULL, growth_read, &ra[i]) == 0);
+        }
+        uint64_t id = 0;
+        for (unsigned fill = 0; fill < GROWTH_FILLS; fill++) {
+            while (cf_add(g.f, key, cft_key(key, g.stream, id++)) == CF_OK)
+                adds++;
+            if (fill + 1 < GROWTH_FILLS)
+                cf_clear(g.f);
+        }
+        atomic_store(&g.done, true);
+        for (unsigned i = 0; i < STRESS_READERS; i++) {
+            pthread_join(rt[i], NULL);
+            calls += ra[i].calls;
+            bad += ra[i].bad;
+        }
+        grown += cft_stats(g.f).sub_filters - 1;
+        cf_free(g.f);
+    }
+    printf("  growth beside readers: %llu adds, %llu growths, %llu reader calls\n",
+           (unsigned long long)adds, (unsigned long long)grown, (unsigned long long)calls);
+    CHECK_EQ_U(bad, 0);
+    CHECK(grown >= cft_scaled(GROWTH_ROUNDS) * (GROWTH_MAX_TABLES - 1));
+}
+
 int main(void)
 {
     cft_init("test_concurrent");
     test_differential();
     test_stress();
+    test_growth_beside_readers();
     return cft_finish();
 }
