@@ -13,6 +13,7 @@ from ._cuckoofilter import (
     CorruptFilter,
     CuckooFilter,
     Error,
+    FileError,
     FilterFull,
     ReadOnlyFilter,
     library_version,
@@ -24,6 +25,7 @@ __all__ = [
     "FilterFull",
     "ReadOnlyFilter",
     "CorruptFilter",
+    "FileError",
     "library_version",
 ]
 __version__ = library_version

@@ -56,6 +56,10 @@ typedef struct pycf_state {
     PyObject *full;      /* FilterFull(Error) */
     PyObject *read_only; /* ReadOnlyFilter(Error) */
     PyObject *corrupt;   /* CorruptFilter(Error, ValueError) */
+    PyObject *file;      /* FileError(Error, OSError) */
+    /* FileError's subclasses, made on first use, one per OSError subclass that an errno
+     * selects (FileNotFoundError, IsADirectoryError, ...): a dict from that class. */
+    PyObject *file_kinds;
     PyTypeObject *filter_type;
     PyTypeObject *chunk_iter_type; /* what chunks() returns */
 } pycf_state;
@@ -85,11 +89,50 @@ static bool pycf_lookups_free(const pycf_filter *self)
     return self->concurrent || self->mapped;
 }
 
+/* The FileError for errno err: the subclass of FileError and of the OSError subclass
+ * that OSError itself picks for err (FileNotFoundError for ENOENT...), so that a refusal
+ * is caught by `except cuckoofilter.Error` and by `except FileNotFoundError` alike. Sets
+ * the exception; NULL. */
+static PyObject *pycf_raise_file(pycf_state *s, int err, PyObject *path)
+{
+    PyObject *probe =
+        PyObject_CallFunction(PyExc_OSError, "isO", err, strerror(err), path ? path : Py_None);
+    if (!probe)
+        return NULL;
+    PyObject *kind = (PyObject *)Py_TYPE(probe), *cls = s->file;
+    if (kind != PyExc_OSError) {
+        cls = PyDict_GetItemWithError(s->file_kinds, kind); /* borrowed */
+        if (!cls && !PyErr_Occurred()) {
+            char name[128];
+            snprintf(name, sizeof name, "cuckoofilter.%s", ((PyTypeObject *)kind)->tp_name);
+            PyObject *bases = PyTuple_Pack(2, s->file, kind);
+            cls = bases ? PyErr_NewException(name, bases, NULL) : NULL;
+            Py_XDECREF(bases);
+            if (cls && PyDict_SetItem(s->file_kinds, kind, cls) < 0)
+                Py_CLEAR(cls);
+            Py_XDECREF(cls); /* the dict holds it */
+        }
+    }
+    Py_DECREF(probe);
+    if (!cls)
+        return NULL;
+    PyObject *e = PyObject_CallFunction(cls, "isO", err, strerror(err), path ? path : Py_None);
+    if (e) {
+        PyErr_SetObject(cls, e);
+        Py_DECREF(e);
+    }
+    return NULL;
+}
+
 /* Sets the exception for status st (not CF_OK) and returns NULL. path: the file, for
- * OSError and messages (or NULL); err: errno as the call left it. */
-static PyObject *pycf_raise(PyTypeObject *type, cf_status st, PyObject *path, int err)
+ * OSError and messages (or NULL); err: errno as the call left it; reason: the library's
+ * account of a refused file or buffer (cf_validate's), or NULL for cf_strerror's. */
+static PyObject *pycf_raise_reason(PyTypeObject *type, cf_status st, PyObject *path, int err,
+                                   const char *reason)
 {
     pycf_state *s = pycf_state_of_type(type);
+    if (!reason)
+        reason = cf_strerror(st);
     switch (st) {
     case CF_FULL:
         PyErr_SetString(s->full, "the filter is full");
@@ -100,17 +143,15 @@ static PyObject *pycf_raise(PyTypeObject *type, cf_status st, PyObject *path, in
     case CF_ECORRUPT:
     case CF_EVERSION:
         if (path)
-            PyErr_Format(s->corrupt, "%R: %s", path, cf_strerror(st));
+            PyErr_Format(s->corrupt, "%R: %s", path, reason);
         else
-            PyErr_SetString(s->corrupt, cf_strerror(st));
+            PyErr_SetString(s->corrupt, reason);
         break;
     case CF_ENOMEM:
         PyErr_NoMemory();
         break;
     case CF_EIO:
-        errno = err ? err : EIO;
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
-        break;
+        return pycf_raise_file(s, err ? err : EIO, path);
     case CF_EINVAL:
         PyErr_SetString(PyExc_ValueError, cf_strerror(st));
         break;
@@ -119,6 +160,11 @@ static PyObject *pycf_raise(PyTypeObject *type, cf_status st, PyObject *path, in
         break;
     }
     return NULL;
+}
+
+static PyObject *pycf_raise(PyTypeObject *type, cf_status st, PyObject *path, int err)
+{
+    return pycf_raise_reason(type, st, path, err, NULL);
 }
 
 /* A new Python object owning f (which it frees on failure). */
@@ -718,9 +764,12 @@ static PyObject *pycf_from_buffer(PyTypeObject *type, const void *buf, size_t le
     cf_filter *f = NULL;
     PyThreadState *ts = PyEval_SaveThread();
     cf_status st = cf_deserialize_flags(buf, len, concurrent ? CF_CONCURRENT : 0u, NULL, &f);
+    const char *reason = NULL;
+    if (st == CF_ECORRUPT || st == CF_EVERSION) /* what is wrong: validation again says */
+        (void)cf_validate(buf, len, &reason);
     PyEval_RestoreThread(ts);
     if (st != CF_OK)
-        return pycf_raise(type, st, NULL, 0);
+        return pycf_raise_reason(type, st, NULL, 0, reason);
     return pycf_wrap(type, f, concurrent, false);
 }
 
@@ -803,10 +852,13 @@ static PyObject *pycf_from_file(PyTypeObject *type, PyObject *path, unsigned fla
     cf_status st = map ? cf_open_mapped(PyBytes_AS_STRING(p), flags, NULL, &f)
                        : cf_load_flags(PyBytes_AS_STRING(p), flags, NULL, &f);
     int err = errno;
+    const char *reason = NULL;
+    if (st == CF_ECORRUPT || st == CF_EVERSION) /* it maps the file, allocating nothing */
+        (void)cf_validate_file(PyBytes_AS_STRING(p), &reason);
     PyEval_RestoreThread(ts);
     Py_DECREF(p);
     if (st != CF_OK)
-        return pycf_raise(type, st, path, err);
+        return pycf_raise_reason(type, st, path, err, reason);
     return pycf_wrap(type, f, !map && (flags & CF_CONCURRENT), map);
 }
 
@@ -1093,17 +1145,23 @@ PyDoc_STRVAR(pycf_copy_doc, "copy() -> CuckooFilter\n\n"
 PyDoc_STRVAR(pycf_save_doc,
              "save(path) -> None\n\n"
              "Write the filter to path atomically (a temporary file, flushed, renamed over\n"
-             "path), in the format of the cuckoo tool. OSError if that fails.");
+             "path), in the format of the cuckoo tool. FileError (an OSError) if that\n"
+             "fails.");
 PyDoc_STRVAR(pycf_load_doc, "load(path, *, concurrent=True) -> CuckooFilter\n\n"
                             "Read a filter file (the cuckoo tool's, or save()'s), checked\n"
-                            "completely: a damaged file raises CorruptFilter, a missing one\n"
-                            "OSError. concurrent: as for the constructor.");
+                            "completely: a damaged file raises CorruptFilter, one that cannot\n"
+                            "be read FileError (an OSError: a missing one is also a\n"
+                            "FileNotFoundError). concurrent: as for the constructor.");
 PyDoc_STRVAR(pycf_open_doc,
              "open(path, *, verify=True) -> CuckooFilter\n\n"
              "Map a filter file read-only: lookups answer from the file's pages, shared by\n"
              "every process that maps it, with no load. Changes raise ReadOnlyFilter.\n"
              "verify=False skips the tables' checksum (one read of the file) for an instant\n"
-             "open; a damaged table then gives wrong answers, never a crash.");
+             "open; a damaged table then gives wrong answers, never a crash. The one\n"
+             "thing a mapping cannot survive is the file cut short in place while mapped\n"
+             "(truncate, or > in a shell): the process then dies of SIGBUS, as with any\n"
+             "mmap. save() and the cuckoo tool replace files by rename, which is safe: the\n"
+             "mapping keeps the old file until it is opened again.");
 PyDoc_STRVAR(pycf_chunks_doc,
              "chunks() -> iterator of (cursor, bytes)\n\n"
              "The filter in pieces of at most 16 MiB, as the Redis module's CF.SCANDUMP\n"
@@ -1248,6 +1306,18 @@ static int pycf_exec(PyObject *m)
     Py_XDECREF(bases);
     if (!s->corrupt)
         return -1;
+    bases = PyTuple_Pack(2, s->error, PyExc_OSError);
+    s->file = bases ? PyErr_NewExceptionWithDoc(
+                          "cuckoofilter.FileError",
+                          "A file that could not be read or written (an OSError): each errno's "
+                          "raises a subclass\nthat is also the OSError subclass Python picks "
+                          "for it (FileNotFoundError, ...).",
+                          bases, NULL)
+                    : NULL;
+    Py_XDECREF(bases);
+    s->file_kinds = s->file ? PyDict_New() : NULL;
+    if (!s->file_kinds)
+        return -1;
     s->filter_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pycf_type_spec, NULL);
     if (!s->filter_type)
         return -1;
@@ -1258,6 +1328,7 @@ static int pycf_exec(PyObject *m)
         PyModule_AddObjectRef(m, "FilterFull", s->full) < 0 ||
         PyModule_AddObjectRef(m, "ReadOnlyFilter", s->read_only) < 0 ||
         PyModule_AddObjectRef(m, "CorruptFilter", s->corrupt) < 0 ||
+        PyModule_AddObjectRef(m, "FileError", s->file) < 0 ||
         PyModule_AddType(m, s->filter_type) < 0 ||
         PyModule_AddStringConstant(m, "library_version", cf_version()) < 0)
         return -1;
@@ -1271,6 +1342,8 @@ static int pycf_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(s->full);
     Py_VISIT(s->read_only);
     Py_VISIT(s->corrupt);
+    Py_VISIT(s->file);
+    Py_VISIT(s->file_kinds);
     Py_VISIT(s->filter_type);
     Py_VISIT(s->chunk_iter_type);
     return 0;
@@ -1283,6 +1356,8 @@ static int pycf_clear_module(PyObject *m)
     Py_CLEAR(s->full);
     Py_CLEAR(s->read_only);
     Py_CLEAR(s->corrupt);
+    Py_CLEAR(s->file);
+    Py_CLEAR(s->file_kinds);
     Py_CLEAR(s->filter_type);
     Py_CLEAR(s->chunk_iter_type);
     return 0;

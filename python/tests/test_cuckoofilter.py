@@ -286,6 +286,41 @@ def test_files_save_load_open(tmp_path):
         cf.CuckooFilter.load(tmp_path / "short.cf")
 
 
+def test_every_refusal_is_an_error(tmp_path):
+    """One `except cf.Error` catches every refusal of a file or bytes; file errors stay the
+    OSError subclass their errno selects, and corrupt ones carry the library's reason."""
+    f = cf.CuckooFilter(capacity=100, seed=13)
+    d = tmp_path / "dir"
+    d.mkdir()
+    cases = [
+        (lambda: cf.CuckooFilter.load(tmp_path / "missing.cf"), FileNotFoundError),
+        (lambda: cf.CuckooFilter.open(tmp_path / "missing.cf"), FileNotFoundError),
+        (lambda: cf.CuckooFilter.load(d), IsADirectoryError),
+        (lambda: cf.CuckooFilter.open(d), IsADirectoryError),
+        (lambda: f.save(tmp_path / "no-such-dir" / "f.cf"), FileNotFoundError),
+        (lambda: cf.CuckooFilter.open("/dev/null"), OSError),  # ENODEV: cannot be mapped
+    ]
+    for call, kind in cases:
+        with pytest.raises(cf.Error) as e:
+            call()
+        assert isinstance(e.value, kind) and isinstance(e.value, cf.FileError), e.value
+        assert e.value.errno is not None and e.value.filename is not None
+    # A newer format version: the library's reason, not cf_strerror's generic text.
+    newer = bytearray(f.to_bytes())
+    newer[8] = 3
+    (tmp_path / "v3.cf").write_bytes(bytes(newer))
+    for call in (lambda: cf.CuckooFilter.from_bytes(bytes(newer)),
+                 lambda: cf.CuckooFilter.load(tmp_path / "v3.cf"),
+                 lambda: cf.CuckooFilter.open(tmp_path / "v3.cf")):
+        with pytest.raises(cf.CorruptFilter) as e:
+            call()
+        assert "newer format version" in str(e.value) and "retired" not in str(e.value)
+    damaged = bytearray(f.to_bytes())
+    damaged[len(damaged) // 2] ^= 1
+    with pytest.raises(cf.CorruptFilter, match="checksum mismatch"):
+        cf.CuckooFilter.from_bytes(bytes(damaged))
+
+
 def test_chunks_round_trip():
     f = cf.CuckooFilter(capacity=100000, expansion=2, seed=12)
     f.add_many(keys(150000))
@@ -581,4 +616,5 @@ def test_help_reads_as_a_manual():
         assert getattr(cf.CuckooFilter, name).__doc__, name
     assert issubclass(cf.CorruptFilter, ValueError) and issubclass(cf.CorruptFilter, cf.Error)
     assert issubclass(cf.ReadOnlyFilter, cf.Error) and issubclass(cf.FilterFull, cf.Error)
+    assert issubclass(cf.FileError, cf.Error) and issubclass(cf.FileError, OSError)
     assert cf.__version__ == cf.library_version
