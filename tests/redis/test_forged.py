@@ -242,6 +242,166 @@ def scenario_timeout_and_arrival():
         check(s.alive(), "the server is up")
 
 
+def low_bits_zero(header, pos, data):
+    """The data chunk at file position `pos` of a widening filter (header: the header
+    chunk, 64-byte file header first), its first stored fingerprint given low f bits of 0
+    (bit f set if the rest is 0 too): a slot no writer makes (docs/FORMAT.md, Tables).
+    None if the chunk is not of a wider sub-filter or holds no fingerprint."""
+    f, b, widen = header[40], header[41], int.from_bytes(header[46:48], "little")
+    ntables = int.from_bytes(header[56:60], "little")
+    k = next((k for k in range(ntables)
+              if int.from_bytes(header[64 + 32 * k + 16:64 + 32 * k + 24], "little") == pos),
+             None)
+    if k is None or k == 0:
+        return None
+    width = min(32, f + (k * widen + 255) // 256)
+    buckets = int.from_bytes(header[64 + 32 * k:64 + 32 * k + 8], "little")
+    if width == f:
+        return None
+    table = int.from_bytes(data[:-8], "little")
+    mask = (1 << width) - 1
+    for j in range(buckets * b):
+        v = (table >> (j * width)) & mask
+        if v:
+            v &= ~((1 << f) - 1)
+            v = v or 1 << f
+            table = (table & ~(mask << (j * width))) | v << (j * width)
+            return table.to_bytes(len(data) - 8, "little")
+    return None
+
+
+def reforged(header, chunks, change):
+    """(cursor, bytes) chunks of a filter (header: the header chunk, without the module's
+    fields) with every data chunk passed through change(pos, bytes) and every checksum
+    made right again: the tags, and the file sum the header chunk carries."""
+    total = int.from_bytes(header[16:24], "little")
+    meta = len(header) - 8
+    key = xxh3(header[:64])
+    file = bytearray(total)
+    file[:meta] = header[:meta]
+    out, pos = [], align64(meta)
+    for cursor, data in chunks:
+        body = change(pos, data) or data[:-8]
+        file[pos:pos + len(body)] = body
+        out.append((cursor, body + le(xxh3(body, key ^ pos), 8)))
+        pos = cursor
+    return header[:meta] + le(xxh3(bytes(file[:total - 8])), 8), out
+
+
+class _Config(ctypes.Structure):
+    """The leading fields of the library's cf_config (include/cuckoofilter.h), for
+    cf_new_sized: what a filter made outside the module needs."""
+    _fields_ = [("capacity", ctypes.c_uint64), ("fingerprint_bits", ctypes.c_uint),
+                ("bucket_size", ctypes.c_uint), ("max_kicks", ctypes.c_uint),
+                ("expansion", ctypes.c_uint), ("seed", ctypes.c_uint64),
+                ("allocator", ctypes.c_void_p), ("max_sub_filters", ctypes.c_uint),
+                ("flags", ctypes.c_uint)]
+
+
+def widening_file(seed):
+    """The file of a filter made by the library's defaults, whose sub-filters widen (the
+    module's never do: only a forged payload brings one), grown to 3 sub-filters and then
+    half emptied, so that compaction has room in sub-filter 0."""
+    lib = _LIB
+    lib.cf_new_sized.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    lib.cf_add.argtypes = lib.cf_delete.argtypes = (ctypes.c_void_p, ctypes.c_char_p,
+                                                    ctypes.c_size_t)
+    lib.cf_serialized_size.argtypes = (ctypes.c_void_p,)
+    lib.cf_serialized_size.restype = ctypes.c_size_t
+    lib.cf_serialize.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                 ctypes.c_void_p)
+    lib.cf_free.argtypes = (ctypes.c_void_p,)
+    cfg = _Config(capacity=64, expansion=2, seed=seed)
+    f = ctypes.c_void_p()
+    check(lib.cf_new_sized(ctypes.byref(cfg), ctypes.sizeof(cfg), ctypes.byref(f)) == 0,
+          "cf_new_sized")
+    keys = [f"k{i}".encode() for i in range(300)]
+    for k in keys:
+        check(lib.cf_add(f, k, len(k)) == 0, "cf_add")
+    for k in keys[:150]:
+        check(lib.cf_delete(f, k, len(k)) == 0, "cf_delete of an added key")
+    n = lib.cf_serialized_size(f)
+    buf = ctypes.create_string_buffer(n)
+    check(lib.cf_serialize(f, buf, n, None) == 0, "cf_serialize")
+    lib.cf_free(f)
+    file = buf.raw
+    check(int.from_bytes(file[56:60], "little") >= 2 and file[12] & 1,
+          "the library's filter did not grow with wider fingerprints")
+    return file
+
+
+def scenario_narrowed_fingerprint():
+    """The forged filter of issue 32: in a sub-filter wider than the first, a fingerprint
+    whose low f bits are 0. Compaction would narrow it to an empty slot that is still
+    counted, and the filter's own DUMP and RDB would no longer load: one RESTORE by any
+    client, and the server refused its RDB at the next restart. Refused at the door,
+    through RESTORE and CF.LOADCHUNK; the sound twin loads, takes deletes and compaction,
+    saves, and the server restarts with it."""
+    with Server(extra=[("rdbcompression", "no")]) as s:  # DUMP strings as they are
+        c = s.client()
+        ok(c.call_raw("CF.RESERVE", "any", 100), "CF.RESERVE any")
+        body, version = split_payload(c.call("DUMP", "any"))
+        prefix, _ = parse_module_value(body)  # the module type's id: the record follows it
+        seed = 0x5EED
+        file = widening_file(seed)
+        meta = 64 + 32 * int.from_bytes(file[56:60], "little") + 16 * file[43] + 8
+        header = file[:meta] + file[-8:]
+        chunks = []
+        for k in range(int.from_bytes(file[56:60], "little")):
+            d = 64 + 32 * k
+            pos, length = (int.from_bytes(file[d + 16:d + 24], "little"),
+                           int.from_bytes(file[d + 24:d + 32], "little"))
+            chunks.append((align64(pos + length), file[pos:pos + length] + bytes(8)))
+        fields = le(0, 8) + le(ITERATIONS, 8)  # deletes, MAXITERATIONS
+        check_field = xxh3(fields, seed)
+        forged_at = []
+
+        def forge(pos, data):
+            x = low_bits_zero(header, pos, data)
+            if x is not None and not forged_at:
+                forged_at.append(pos)
+                return x
+            return None
+
+        def record(change):
+            h, cs = reforged(header, chunks, change)
+            e = [(OP_UINT, 0), (OP_UINT, ITERATIONS), (OP_UINT, 0),
+                 (OP_UINT, align64(meta)), (OP_STRING, h)]
+            for cursor, data in cs:
+                e += [(OP_UINT, cursor), (OP_STRING, data)]
+            e += [(OP_UINT, 0), (OP_UINT, check_field), (OP_EOF, None)]
+            return wrap(serialize(prefix, e), version), h, cs
+
+        sound, _, _ = record(lambda pos, data: None)
+        ok(c.call_raw("RESTORE", "sound", 0, sound), "RESTORE of the library's widening filter")
+        forged, h, cs = record(forge)
+        check(forged_at, "no fingerprint of a wider sub-filter to forge")
+        r = c.call_raw("RESTORE", "forged", 0, forged)
+        check(isinstance(r, RespError) and str(r) == "ERR Bad data format",
+              f"RESTORE of a fingerprint whose low f bits are 0: {r!r}")
+        check(c.call("EXISTS", "forged") == 0, "the refused RESTORE left a key")
+        ok(c.call_raw("CF.LOADCHUNK", "lc", align64(meta), fields + le(check_field, 8) + h),
+           "CF.LOADCHUNK of the forged filter's header chunk (sound)")
+        replies = [c.call_raw("CF.LOADCHUNK", "lc", cursor, data) for cursor, data in cs]
+        check(any(isinstance(x, RespError) and str(x).startswith("Couldn't load chunk!")
+                  for x in replies), f"CF.LOADCHUNK of the forged table: {replies!r}")
+        # The sound twin through the writes that compact, then a restart from its RDB.
+        for i in range(150, 300):
+            check(c.call("CF.EXISTS", "sound", f"k{i}") == 1, f"k{i} lost by the restore")
+        for i in range(150, 250):
+            check(c.call("CF.DEL", "sound", f"k{i}") == 1, f"CF.DEL sound k{i}")
+        ok(c.call_raw("CF.COMPACT", "sound"), "CF.COMPACT sound")
+        ok(c.call_raw("SAVE"), "SAVE")
+        c.close()
+        s.restart()
+        c = s.client()
+        for i in range(250, 300):
+            check(c.call("CF.EXISTS", "sound", f"k{i}") == 1, f"k{i} lost by the restart")
+        c.close()
+        print("    a widened fingerprint with its low bits 0: RESTORE and CF.LOADCHUNK refuse it;"
+              " its sound twin compacts, saves and loads after a restart")
+
+
 def main():
     S.require_tools()
     servers = []
@@ -252,6 +412,7 @@ def main():
         scenario_maxmemory(m)
         scenario_free_memory(m)
         scenario_timeout_and_arrival()
+        scenario_narrowed_fingerprint()
         print(f"most memory a forged payload of at most {PAYLOAD_MAX} bytes made the server "
               f"hold: {m.worst_bytes} bytes ({m.worst_bytes_what})")
         print(f"longest a forged command held the event loop (SLOWLOG): {m.worst_server_us} us "
