@@ -138,7 +138,8 @@ typedef struct cf_config {
     unsigned max_sub_filters;      /* growing filters: at most this many sub-filters,
                                       then CF_FULL; 1..65536; 0 = 32 */
     unsigned flags;                /* 0, or CF_FIXED_SEED, CF_GROW_SAME_WIDTH, CF_SEMI_SORT,
-                                      CF_CONCURRENT; other bits are CF_EINVAL */
+                                      CF_CONCURRENT, CF_REDISBLOOM; other bits are
+                                      CF_EINVAL */
     double target_fpr;             /* sizing by target: with fingerprint_bits 0, the
                                       narrowest fingerprint whose false-positive rate at
                                       full load of the first table, cf_expected_fpr(f, b,
@@ -187,6 +188,27 @@ typedef struct cf_config {
  * 4 bytes per 256 buckets. A count beside writers counts every copy whose add returned
  * and whose delete has not begun, and may count one a writer is adding or deleting. */
 #define CF_CONCURRENT      8u
+/* RedisBloom's layout, for filters moved from RedisBloom (Redis Stack, Redis 8) or to it:
+ * its hash and bucket mapping, so that every key such a filter holds is found, and so that
+ * keys never added get the very answers RedisBloom gives them. A key's hash is
+ * MurmurHash64A with seed 0 (cf_hash); its fingerprint is h % 255 + 1 (8 bits, 1..255);
+ * in a sub-filter of m buckets (a power of two) its buckets are h mod m and (h XOR fp *
+ * 0x5bd1e995) mod m, which may be one bucket. Sub-filter k has m_0 * expansion^k buckets.
+ * Operations do what RedisBloom's do: an insert takes the first free slot of the key's
+ * buckets in the newest sub-filter, then in older ones, then evicts in the newest along
+ * RedisBloom's own deterministic path (at most max_kicks moves, undone if they fail), then
+ * grows; a delete clears the first copy, newest sub-filter first; cf_compact moves
+ * fingerprints into the oldest sub-filter with room. What stays this library's: a key
+ * added 2b times over (its buckets hold nothing else) gets CF_FULL instead of growth, a
+ * count sees a bucket the key's two share once, and a fixed filter has no stash.
+ * Settings: fingerprint_bits 0 or 8; bucket_size 0 means 2 (RedisBloom's default); seed
+ * 0 (the hash has none); expansion is rounded up to a power of two, as RedisBloom does;
+ * the first sub-filter has capacity / bucket_size buckets rounded up to a power of two,
+ * at least 2. Not with CF_SEMI_SORT, target_fpr or fpr_bound (CF_EINVAL); sub-filters
+ * never widen. Lookups are slower than this library's own layout (no batched fetches),
+ * and with CF_CONCURRENT they take the writers' lock. Files say the layout (hash id 2,
+ * docs/FORMAT.md): cf_load gives it back. */
+#define CF_REDISBLOOM      16u
 
 typedef struct cf_stats {
     uint64_t items;   /* fingerprints stored (adds minus deletes), stashed ones included */
@@ -411,7 +433,8 @@ CF_API const char *cf_cpu_variant(void);
  * (every bit is used). cf_add_hash(f, cf_hash(f, k, n)) is exactly cf_add(f, k, n). Mixing
  * the two forms with different hash functions for the same key breaks the guarantees. */
 
-/* The filter's own hash of a key (XXH3-64 with the filter's seed). 0 if f is NULL. */
+/* The filter's own hash of a key (XXH3-64 with the filter's seed; MurmurHash64A with seed 0
+ * for CF_REDISBLOOM). 0 if f is NULL. */
 CF_API uint64_t cf_hash(const cf_filter *f, const void *key, size_t len);
 /* As cf_add, cf_contains, cf_delete and cf_count. */
 CF_API cf_status cf_add_hash(cf_filter *f, uint64_t h);
@@ -696,6 +719,40 @@ CF_API cf_status cf_load_chunk(cf_filter **f, uint64_t cursor, const void *data,
 
 /* true while a filter made by cf_load_chunk still expects chunks; false otherwise. */
 CF_API bool cf_is_loading(const cf_filter *f);
+
+/* ------------------------------------------------------------------------------------ */
+/* Raw tables of RedisBloom's layout                                                    */
+/* ------------------------------------------------------------------------------------ */
+/* A filter of RedisBloom's layout (CF_REDISBLOOM) keeps its tables exactly as RedisBloom
+ * does: sub-filter k is m_k * b bytes, a byte a slot (0 empty), bucket i's slots at bytes
+ * i * b .. i * b + b - 1. These calls move those bytes in and out, so that a filter can
+ * travel in RedisBloom's own formats (its CF.SCANDUMP chunks and RDB values). Every byte
+ * value is a valid slot, so no write can make the filter unsound; but bytes that were not
+ * RedisBloom's (or this library's) own for the same keys answer for other keys. They
+ * return CF_EINVAL for any other layout. Thread safety: writes need exclusive access; a
+ * read is a const call. */
+
+/* Sub-filter k's table size in bytes (m_k * b); 0 if there is no sub-filter k or f is
+ * not of RedisBloom's layout. */
+CF_API uint64_t cf_table_size(const cf_filter *f, unsigned k);
+
+/* Copy len bytes of sub-filter k's table, from byte `offset`, into buf.
+ * Returns CF_OK; CF_EINVAL for NULL arguments, another layout, or a range past the table. */
+CF_API cf_status cf_table_read(const cf_filter *f, unsigned k, uint64_t offset, void *buf,
+                               size_t len);
+
+/* Overwrite len bytes of sub-filter k's table, from byte `offset`, with data; the
+ * filter's item count follows (the non-zero bytes replaced go, the new ones count).
+ * Returns CF_OK; CF_EINVAL for NULL arguments, another layout, a range past the table;
+ * CF_EREADONLY for a mapped filter. */
+CF_API cf_status cf_table_write(cf_filter *f, unsigned k, uint64_t offset, const void *data,
+                                size_t len);
+
+/* Append an empty sub-filter, expansion times the newest, as growth would (for a filter
+ * whose saved form says it had more sub-filters than cf_new makes). Returns CF_OK;
+ * CF_FULL for a fixed filter or one at max_sub_filters; CF_ENOMEM (nothing changed);
+ * CF_EINVAL for NULL or another layout; CF_EREADONLY for a mapped filter. */
+CF_API cf_status cf_append_sub_filter(cf_filter *f);
 
 /* ------------------------------------------------------------------------------------ */
 /* The calls that pass a struct's size, written out                                     */

@@ -17,6 +17,10 @@
 /* Parent of the two root nodes of an eviction search. */
 #define CF__ROOT UINT32_MAX
 
+/* The largest first sub-filter of RedisBloom's layout that cf_new makes (a power of two
+ * that cf__table_bytes then checks against the memory limits). */
+#define CF__RB_MAX_BUCKETS (UINT64_C(1) << 62)
+
 /* Sub-filter entries allocated up front: most growing filters stay within a few. */
 #define CF__INITIAL_TABLES 4u
 
@@ -51,7 +55,8 @@ static unsigned cf__or_default(unsigned v, unsigned def)
 }
 
 /* The flags cf_config.flags may have. */
-#define CF__CONFIG_FLAGS (CF_FIXED_SEED | CF_GROW_SAME_WIDTH | CF_SEMI_SORT | CF_CONCURRENT)
+#define CF__CONFIG_FLAGS                                                                           \
+    (CF_FIXED_SEED | CF_GROW_SAME_WIDTH | CF_SEMI_SORT | CF_CONCURRENT | CF_REDISBLOOM)
 
 /* The end of the last field of each struct this library knows: a caller's struct may be
  * larger (a later header's), and then the bytes past these must be 0. */
@@ -162,6 +167,29 @@ static double cf__fpr_bound(unsigned f, unsigned b, unsigned widen, unsigned tab
     return cf__bound_of(miss, f, b, widen, tables);
 }
 
+/* x rounded up to a power of two (x <= 2^63). */
+static uint64_t cf__pow2_up(uint64_t x)
+{
+    uint64_t p = 1;
+    while (p < x)
+        p <<= 1;
+    return p;
+}
+
+/* RedisBloom's layout: its fingerprints, its default bucket size, no seed, no widening,
+ * expansion a power of two (cf__resolve has checked the common ranges). */
+static cf_status cf__resolve_rb(const cf_config *c, cf__params *p)
+{
+    if ((c->flags & CF_SEMI_SORT) || c->target_fpr != 0.0 || c->fpr_bound != 0.0 || c->seed != 0 ||
+        (c->fingerprint_bits != 0 && c->fingerprint_bits != CF__RB_FP_BITS))
+        return CF_EINVAL;
+    cf__shape_init(&p->shape, CF__RB_FP_BITS, cf__or_default(c->bucket_size, CF__RB_BUCKET), false);
+    p->expansion = p->expansion ? (unsigned)cf__pow2_up(p->expansion) : 0u; /* <= 32768 */
+    p->widen = 0;
+    p->redisbloom = true;
+    return CF_OK;
+}
+
 /* A config with its defaults applied and checked; no sizing yet (and no seed drawn). */
 static cf_status cf__resolve(const cf_config *c, cf__params *p)
 {
@@ -169,6 +197,7 @@ static cf_status cf__resolve(const cf_config *c, cf__params *p)
         return CF_EINVAL;
     if (!cf__allocator_ok(c->allocator))
         return CF_EINVAL;
+    p->redisbloom = false;
     unsigned b = cf__or_default(c->bucket_size, CF_DEFAULT_BUCKET_SIZE);
     unsigned f = c->fingerprint_bits;
     if (c->target_fpr != 0.0 && (f != 0 || (f = cf__bits_for_fpr(c->target_fpr, b)) == 0))
@@ -183,11 +212,13 @@ static cf_status cf__resolve(const cf_config *c, cf__params *p)
         p->max_kicks > CF_MAX_MAX_KICKS || p->max_tables > CF_MAX_SUB_FILTERS ||
         p->expansion > CF_MAX_EXPANSION)
         return CF_EINVAL;
+    p->concurrent = (c->flags & CF_CONCURRENT) != 0;
+    if (c->flags & CF_REDISBLOOM)
+        return cf__resolve_rb(c, p);
     bool semi = (c->flags & CF_SEMI_SORT) != 0;
     if (semi && b != CF__SEMI_BUCKET)
         return CF_EINVAL;
     cf__shape_init(&p->shape, f, b, semi);
-    p->concurrent = (c->flags & CF_CONCURRENT) != 0;
     /* Growing filters widen their fingerprints unless told not to (a bound is then an
      * error, as it is for a filter that cannot grow). */
     p->widen = 0;
@@ -324,9 +355,14 @@ static cf_status cf__config_sized(const cf_config *config, size_t size, cf_confi
         if (((const unsigned char *)config)[i] != 0)
             return CF_EINVAL;
     cf_status st = cf__resolve(c, p);
-    if (st == CF_OK && !cf__buckets_for(&p->shape, p->capacity, buckets, table_bytes))
-        st = CF_EINVAL;
-    return st;
+    if (st != CF_OK)
+        return st;
+    if (p->redisbloom) { /* RedisBloom's size: capacity / b rounded up to a power of two */
+        uint64_t want = p->capacity / p->shape.b;
+        *buckets = want > CF__RB_MAX_BUCKETS ? 0 : cf__pow2_up(want < 2 ? 2 : want);
+        return *buckets && cf__table_bytes(&p->shape, *buckets, table_bytes) ? CF_OK : CF_EINVAL;
+    }
+    return cf__buckets_for(&p->shape, p->capacity, buckets, table_bytes) ? CF_OK : CF_EINVAL;
 }
 
 /* Bytes of a filter's wide shapes: one per width past the first, for a filter whose
@@ -543,7 +579,7 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
         return CF_ENOMEM;
     cf_filter *f = (cf_filter *)(void *)head;
     memset(f, 0, sizeof *f);
-    f->bits = (uint8_t)(h.bits | cf__variant_here());
+    f->bits = (uint8_t)(h.bits | cf__variant_here() | (p->redisbloom ? CF__B_REDISBLOOM : 0u));
     if (a)
         memcpy(head + cf__head_at(h.bits, CF__B_OWN_ALLOC), a, sizeof *a);
     const cf__shape *s0 = cf__shape_static(p->shape.f, p->shape.b, p->shape.semi);
@@ -620,7 +656,8 @@ cf_status cf_new_sized(const cf_config *config, size_t config_size, cf_filter **
     /* A seed nobody knows, unless the caller fixed one: keys cannot then be chosen in
      * advance to crowd one bucket pair (for seed 0, 40 such keys took 75 s of one core to
      * find, and they filled a pair and the whole stash at 0.15 % load). */
-    if (p.seed == 0 && !(c.flags & CF_FIXED_SEED) && (st = cf_random_seed(&p.seed)) != CF_OK)
+    if (p.seed == 0 && !(c.flags & (CF_FIXED_SEED | CF_REDISBLOOM)) &&
+        (st = cf_random_seed(&p.seed)) != CF_OK)
         return st;
     return cf__filter_make(&p, c.allocator, 1, buckets, true, out);
 }
@@ -639,6 +676,7 @@ cf_status cf_config_resolve_sized(const cf_config *config, size_t config_size, c
         return st;
     c.fingerprint_bits = p.shape.f;
     c.bucket_size = p.shape.b;
+    c.expansion = p.expansion; /* RedisBloom's layout rounds it */
     c.max_kicks = p.max_kicks;
     c.max_sub_filters = p.max_tables;
     c.target_fpr = 0.0;
@@ -887,8 +925,7 @@ static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64
     return cf__bfs(t->shape, t, &z, i1, i2, fp, cc) == CF__MOVED;
 }
 
-/* Append a sub-filter `expansion` times the size of the newest and put the key in it. */
-static cf_status cf__grow(cf_filter *f, const cf__key *k)
+cf_status cf__table_append(cf_filter *f, cf__table **out)
 {
     uint64_t buckets;
     size_t bytes;
@@ -923,18 +960,34 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
     cf__table_init(t, data, buckets, s, cf__grown_at(f, n, buckets));
     if (cf__is_cc(f)) /* its stripe counters start at 0 */
         memset(data + cf__table_size(s, buckets), 0, bytes - cf__table_size(s, buckets));
+    *out = t;
+    return CF_OK;
+}
+
+void cf__table_publish(cf_filter *f)
+{
+    if (cf__is_cc(f)) {
+        cf__cc_meta_begin(f);
+        cf__cc_set_ntables(f, f->ntables + 1);
+        cf__cc_meta_end(f);
+    } else {
+        f->ntables++;
+    }
+    cf__sync_ops(f);
+}
+
+/* Append a sub-filter `expansion` times the size of the newest and put the key in it. */
+static cf_status cf__grow(cf_filter *f, const cf__key *k)
+{
+    cf__table *t;
+    cf_status st = cf__table_append(f, &t);
+    if (st != CF_OK)
+        return st;
     uint64_t i1, i2;
     cf__buckets(t, k, &i1, &i2);
     /* An empty table always has room. Readers see none of it before the count. */
-    cf__put_if_free(t, s, i1, cf__fp_in(k, t));
-    if (cf__is_cc(f)) {
-        cf__cc_meta_begin(f);
-        cf__cc_set_ntables(f, n + 1);
-        cf__cc_meta_end(f);
-    } else {
-        f->ntables = n + 1;
-    }
-    cf__sync_ops(f);
+    cf__put_if_free(t, t->shape, i1, cf__fp_in(k, t));
+    cf__table_publish(f);
     return CF_OK;
 }
 
@@ -1033,26 +1086,30 @@ cf_status cf_compact(cf_filter *f)
      * sub-filter arrays growth replaced, so they go now. */
     if (cf__is_cc(f))
         cf__cc_free_retired(f);
-    /* Stashed fingerprints first: back into their sub-filter or an older one, where
-     * lookups find them without the stash and where they no longer pin a sub-filter. */
-    for (unsigned e = f->stash_n; e-- > 0;) {
-        cf__stash x = f->more->stash[e];
-        if (cf__move_older(f, x.table + 1, &f->tables[x.table], x.bucket, x.fp))
-            cf__stash_remove(f, e);
-    }
-    /* A moved fingerprint keeps the delete rule safe: a key whose pair coincides with
-     * its pair in the newer sub-filter coincides with it in the older one too. */
-    for (unsigned k = f->ntables; k-- > 1;) {
-        cf__table *t = &f->tables[k];
-        const cf__shape *s = t->shape;
-        for (uint64_t x = 0; x < t->buckets && t->items; x++)
-            for (unsigned j = 0; j < s->b; j++) {
-                uint32_t fp = cf__slot_get(t, s, x, j);
-                if (fp && cf__move_older(f, k, t, x, fp)) {
-                    cf__slot_set(t, s, x, j, 0);
-                    t->items--;
+    if (cf__is_rb(f)) { /* RedisBloom's order of moves; such a filter never stashes */
+        cf__rb_compact_moves(f);
+    } else {
+        /* Stashed fingerprints first: back into their sub-filter or an older one, where
+         * lookups find them without the stash and where they no longer pin a sub-filter. */
+        for (unsigned e = f->stash_n; e-- > 0;) {
+            cf__stash x = f->more->stash[e];
+            if (cf__move_older(f, x.table + 1, &f->tables[x.table], x.bucket, x.fp))
+                cf__stash_remove(f, e);
+        }
+        /* A moved fingerprint keeps the delete rule safe: a key whose pair coincides with
+         * its pair in the newer sub-filter coincides with it in the older one too. */
+        for (unsigned k = f->ntables; k-- > 1;) {
+            cf__table *t = &f->tables[k];
+            const cf__shape *s = t->shape;
+            for (uint64_t x = 0; x < t->buckets && t->items; x++)
+                for (unsigned j = 0; j < s->b; j++) {
+                    uint32_t fp = cf__slot_get(t, s, x, j);
+                    if (fp && cf__move_older(f, k, t, x, fp)) {
+                        cf__slot_set(t, s, x, j, 0);
+                        t->items--;
+                    }
                 }
-            }
+        }
     }
     while (f->ntables > 1 && f->tables[f->ntables - 1].items == 0 &&
            !cf__stash_uses(f, f->ntables - 1)) {
@@ -1214,11 +1271,18 @@ static uint64_t cf__count_key(const cf_filter *f, const cf__key *k)
 /* Public calls                                                                         */
 /* ------------------------------------------------------------------------------------ */
 
+/* The filter's hash of a key: its layout's (the per-shape code of fast.c, which
+ * RedisBloom's layout never runs, calls cf__hash_key directly). */
+static uint64_t cf__hash_of(const cf_filter *f, const void *key, size_t len)
+{
+    return CF__UNLIKELY(cf__is_rb(f)) ? cf__rb_hash(key, len) : cf__hash_key(f, key, len);
+}
+
 uint64_t cf_hash(const cf_filter *f, const void *key, size_t len)
 {
     if (!f || (!key && len))
         return 0;
-    return cf__hash_key(f, key, len);
+    return cf__hash_of(f, key, len);
 }
 
 uint64_t cf_hash_seeded(uint64_t seed, const void *key, size_t len)
@@ -1284,6 +1348,8 @@ uint64_t cf_count_hash(const cf_filter *f, uint64_t h)
 {
     if (!f)
         return 0;
+    if (cf__is_rb(f))
+        return cf__rb_count(f, h);
     if (cf__is_cc(f))
         return cf__cc_count(f, h);
     cf__key k = cf__key_bits(f->fp_bits, h);
@@ -1351,12 +1417,14 @@ size_t cf_add_keys(cf_filter *f, const void *const *keys, const size_t *lens, si
     uint64_t hashes[CF__ADD_KEYS_BATCH];
     cf_status st[CF__ADD_KEYS_BATCH];
     size_t added = 0;
+    bool rb = cf__is_rb(f); /* read once: the stores below may alias f, as far as C knows */
     for (size_t start = 0; start < n;) {
         /* A batch of the keys that can be hashed; a NULL key with bytes to read is
          * refused where it stands, and the next batch starts after it. */
         size_t end = start, k = 0;
         for (; end < n && k < CF__ADD_KEYS_BATCH && (keys[end] || lens[end] == 0); end++)
-            hashes[k++] = cf__hash_key(f, keys[end], lens[end]);
+            hashes[k++] = CF__UNLIKELY(rb) ? cf__rb_hash(keys[end], lens[end])
+                                           : cf__hash_key(f, keys[end], lens[end]);
         added += f->ops->add_many(f, hashes, k, flags, status ? st : NULL);
         if (status)
             memcpy(status + start, st, k * sizeof *st);
@@ -1504,6 +1572,8 @@ cf_status cf_get_config_sized(const cf_filter *f, cf_config *caller, size_t size
     out->expansion = f->expansion;
     out->seed = cf__seed(f);
     out->flags = out->seed == 0 ? CF_FIXED_SEED : 0u; /* so that cf_new(out) keeps seed 0 */
+    if (cf__is_rb(f))
+        out->flags |= CF_REDISBLOOM;
     if (s->semi)
         out->flags |= CF_SEMI_SORT;
     if (cf__is_cc(f))

@@ -371,8 +371,9 @@ typedef struct cf__more {
 #define CF__B_OWN_SEARCH 8u  /* then search memory: its budget is too big for the stack */
 #define CF__B_READ_ONLY  16u /* mapped or loading (more->map, more->load) */
 #define CF__B_CONCURRENT                                                                           \
-    32u /* CF_CONCURRENT: more->cc, stripes after each table (concurrent.c)                        \
-         */
+    32u                      /* CF_CONCURRENT: more->cc, stripes after each table (concurrent.c)   \
+                              */
+#define CF__B_REDISBLOOM 64u /* CF_REDISBLOOM: RedisBloom's hash and mapping (redisbloom.c) */
 
 /* A filter: 96 bytes (its fixed overhead with a shape of b <= 8 and the default allocator;
  * a caller's allocator adds 24, a larger shape 48), then the tables. The head block holds
@@ -540,11 +541,46 @@ CF__HIDDEN cf_status cf__cc_delete_all(cf_filter *f, uint64_t h);
 /* The copies of key h a concurrent filter holds, as cf_count_hash counts them. */
 CF__HIDDEN uint64_t cf__cc_count(const cf_filter *f, uint64_t h);
 
+/* ------------------------------------------------------------------------------------ */
+/* RedisBloom's layout (CF_REDISBLOOM, redisbloom.c)                                     */
+/* ------------------------------------------------------------------------------------ */
+
+static inline bool cf__is_rb(const cf_filter *f)
+{
+    return (f->bits & CF__B_REDISBLOOM) != 0;
+}
+
+/* The layout's fingerprint width and default bucket size (RedisBloom's). */
+#define CF__RB_FP_BITS 8u
+#define CF__RB_BUCKET  2u
+
+/* MurmurHash64A (64-bit MurmurHash2) of the key; with seed 0, the layout's hash. */
+CF__HIDDEN uint64_t cf__murmur64a(const void *key, size_t len, uint64_t seed);
+CF__HIDDEN uint64_t cf__rb_hash(const void *key, size_t len);
+/* Its operations, without and with CF_CONCURRENT (every call under the writers' lock). */
+CF__HIDDEN extern const cf__ops cf__rb_ops, cf__rb_ops_cc;
+CF__HIDDEN uint64_t cf__rb_count(const cf_filter *f, uint64_t h);
+/* cf_compact's moves: every fingerprint of a newer sub-filter into the oldest one whose
+ * buckets for it have room. */
+CF__HIDDEN void cf__rb_compact_moves(cf_filter *f);
+
+/* Shared with filter.c's growth: a new, empty sub-filter `expansion` times the newest,
+ * at tables[ntables] but not yet counted (CF_FULL at the limit, CF_ENOMEM with nothing
+ * changed); then, once the caller has put its key there, the count that publishes it. */
+CF__HIDDEN cf_status cf__table_append(cf_filter *f, cf__table **out);
+CF__HIDDEN void cf__table_publish(cf_filter *f);
+
 /* Point f->ops at the operations for f's state: to be called whenever the number of
  * complete sub-filters or of stash entries changes. A concurrent filter's never change
  * (readers load them with no ordering): those of its first sub-filter's shape, set once. */
 static inline void cf__sync_ops(cf_filter *f)
 {
+    if (CF__UNLIKELY(cf__is_rb(f))) { /* one table for every state, set once (as below) */
+        const cf__ops *ops = cf__is_cc(f) ? &cf__rb_ops_cc : &cf__rb_ops;
+        if (f->ops != ops)
+            f->ops = ops;
+        return;
+    }
     const cf__variant *v = cf__variant_of(f);
     if (cf__is_cc(f)) {
         const cf__ops *ops = &(*v)[CF__CONCURRENT][cf__kind_of(cf__shape0(f))];
@@ -583,6 +619,7 @@ typedef struct cf__params {
     unsigned max_kicks, expansion, max_tables;
     unsigned widen;  /* extra fingerprint bits per sub-filter, in 1/256 bits (0: same width) */
     bool concurrent; /* CF_CONCURRENT (never from a file) */
+    bool redisbloom; /* CF_REDISBLOOM (a file's hash id 2) */
 } cf__params;
 
 /* Fingerprint bits that sub-filter k adds to the first's f: ceil(k * widen / 256), up to

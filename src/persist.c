@@ -43,6 +43,7 @@ static const uint8_t cf__magic[8] = {0x89, 'C', 'U', 'C', 'K', 'O', 'O', '\n'};
 #define CF__SUM_BYTES    8u  /* an XXH3-64 checksum */
 #define CF__ALIGN        64u /* table alignment in the file: a cache line, for mmap */
 #define CF__HASH_XXH3    1u  /* hash id: XXH3-64 of the key with the seed, split as in v1 */
+#define CF__HASH_RB      2u  /* hash id: RedisBloom's layout (CF_REDISBLOOM, redisbloom.c) */
 #define CF__FLAG_WIDEN   1u  /* header flag: sub-filters widen their fingerprints (CF__H_WIDEN) */
 #define CF__FLAG_SEMI    2u  /* header flag: semi-sorted buckets (CF_SEMI_SORT) */
 #define CF__FLAGS_KNOWN  (CF__FLAG_WIDEN | CF__FLAG_SEMI)
@@ -242,7 +243,7 @@ static void cf__header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
     cf__store_le64(h + CF__H_CAPACITY, f->capacity);
     h[CF__H_FP_BITS] = (uint8_t)s->f;
     h[CF__H_BUCKET] = (uint8_t)s->b;
-    h[CF__H_HASH] = CF__HASH_XXH3;
+    h[CF__H_HASH] = (uint8_t)(cf__is_rb(f) ? CF__HASH_RB : CF__HASH_XXH3);
     h[CF__H_STASH] = (uint8_t)f->stash_n;
     cf__store_le16(h + CF__H_KICKS, (uint16_t)f->max_kicks);
     cf__store_le32(h + CF__H_FLAGS,
@@ -462,7 +463,8 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         return cf__bad(why, "header checksum mismatch");
     /* A sound header with unknown flags or hash comes from a newer writer. */
     uint32_t flags = cf__load_le32(b + CF__H_FLAGS);
-    if ((flags & ~CF__FLAGS_KNOWN) != 0 || b[CF__H_HASH] != CF__HASH_XXH3) {
+    if ((flags & ~CF__FLAGS_KNOWN) != 0 ||
+        (b[CF__H_HASH] != CF__HASH_XXH3 && b[CF__H_HASH] != CF__HASH_RB)) {
         *why = "uses a feature or hash this library does not know";
         return CF_EVERSION;
     }
@@ -491,6 +493,12 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     if (semi && bsize != CF__SEMI_BUCKET)
         return cf__bad(why, "semi-sorted buckets of other than 4 slots");
     cf__shape_init(&p->shape, f, bsize, semi);
+    /* RedisBloom's layout: its fingerprints, no seed, no widening or semi-sorting, no
+     * stash, sizes that are powers of two (checked with each table below). */
+    p->redisbloom = b[CF__H_HASH] == CF__HASH_RB;
+    if (p->redisbloom && (f != CF__RB_FP_BITS || flags != 0 || p->seed != 0 || m->nstash != 0 ||
+                          (p->expansion & (p->expansion - 1u)) != 0))
+        return cf__bad(why, "bad settings for RedisBloom's layout");
 
     /* The tables: sizes nested as growth makes them, placed where the layout says. */
     uint64_t pos = cf__align_up(m->meta_len), buckets = 0;
@@ -506,6 +514,7 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
             return cf__bad(why, "sub-filter size out of range");
         buckets = cf__load_le64(d + CF__D_BUCKETS);
         if (buckets != want || buckets < 2 || buckets % 2 != 0 ||
+            (p->redisbloom && (buckets & (buckets - 1u)) != 0) ||
             !cf__table_bytes(&sk, buckets, &bytes))
             return cf__bad(why, "bad sub-filter size");
         cf__mul_u64(buckets, bsize, &slots); /* cannot overflow: bounded by the table size */

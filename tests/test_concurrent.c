@@ -446,6 +446,15 @@ static void test_stress(void)
     /* The same, loaded from a file with the flag when it has grown already: readers must
      * look past its first sub-filter from the start. */
     stress_run("growing, loaded", (cf_config){.capacity = 1024, .expansion = 2}, true);
+    /* RedisBloom's layout, whose calls all take the writers' lock: growing, and loaded. */
+    stress_run(
+        "redisbloom layout",
+        (cf_config){.capacity = 1024, .expansion = 2, .max_kicks = 20, .flags = CF_REDISBLOOM},
+        false);
+    stress_run(
+        "redisbloom layout, loaded",
+        (cf_config){.capacity = 1024, .expansion = 2, .max_kicks = 20, .flags = CF_REDISBLOOM},
+        true);
     /* Semi-sorted buckets. */
     stress_run("semi-sorted",
                (cf_config){.capacity = 1024,
