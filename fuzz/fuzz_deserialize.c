@@ -99,6 +99,7 @@ typedef struct fz_file {
     unsigned f, bsize, ntables, nstash;
     unsigned widen; /* header flag bit 0: the widening at byte 46, in 1/256 bits */
     bool semi;      /* header flag bit 1: semi-sorted buckets */
+    bool rb;        /* hash id 2: RedisBloom's layout */
 } fz_file;
 
 static void fz_file_open(fz_file *x, const uint8_t *b, size_t n)
@@ -111,6 +112,7 @@ static void fz_file_open(fz_file *x, const uint8_t *b, size_t n)
     x->ntables = fz_get32(b + 56);
     x->widen = (fz_get32(b + 12) & 1u) ? (unsigned)(b[46] | b[47] << 8) : 0u;
     x->semi = (fz_get32(b + 12) & 2u) != 0;
+    x->rb = b[42] == 2;
 }
 
 /* Table k's fingerprint width (FORMAT.md): f + ceil(k * widen / 256), at most 32. */
@@ -182,11 +184,48 @@ static uint64_t fz_mulhi(uint64_t a, uint64_t b)
     return (uint64_t)(((fz_u128)a * b) >> 64);
 }
 
+/* MurmurHash64A (FORMAT.md, "Hash id 2"), seed 0. */
+static uint64_t fz_murmur(const uint8_t *p, size_t len)
+{
+    const uint64_t m = UINT64_C(0xc6a4a7935bd1e995);
+    uint64_t h = len * m;
+    for (; len >= 8; len -= 8, p += 8) {
+        uint64_t k = fz_get64(p) * m;
+        h = (h ^ (k ^ k >> 47) * m) * m;
+    }
+    uint64_t tail = 0;
+    for (size_t i = 0; i < len; i++)
+        tail |= (uint64_t)p[i] << (8 * i);
+    if (len)
+        h = (h ^ tail) * m;
+    h = (h ^ h >> 47) * m;
+    return h ^ h >> 47;
+}
+
+#define FZ_RB_MULT UINT64_C(0x5bd1e995)
+
+/* Hash id 2's count: the key's fingerprint h % 255 + 1 in buckets h mod m and
+ * (h XOR fp * 0x5bd1e995) mod m of every sub-filter, a bucket that is both once. */
+static uint64_t fz_rb_count(const fz_file *x, uint64_t h)
+{
+    uint32_t fp = (uint32_t)(h % 255u) + 1u;
+    uint64_t total = 0;
+    for (unsigned k = 0; k < x->ntables; k++) {
+        uint64_t m = fz_buckets(x, k), i1 = h % m, i2 = (h ^ fp * FZ_RB_MULT) % m;
+        for (unsigned j = 0; j < x->bsize; j++)
+            total +=
+                (uint64_t)(fz_slot(x, k, i1, j) == fp) + (i2 != i1 && fz_slot(x, k, i2, j) == fp);
+    }
+    return total;
+}
+
 /* The number of slots and stash entries that match h, as FORMAT.md defines a count: in
  * table k of m = m0 * s buckets, i1 = floor(x * m / 2^64) with x = h << f, and i2 keeps
  * i1 mod s and moves p = i1 / s to (off - p) mod m0, off = floor(frac(fp^2 C) m0) | 1. */
 static uint64_t fz_ref_count(const fz_file *x, uint64_t h)
 {
+    if (x->rb)
+        return fz_rb_count(x, h);
     uint32_t fp = (uint32_t)(h >> (64u - x->f));
     fp += fp == 0;
     uint64_t frac = h << x->f, total = 0, m0 = fz_buckets(x, 0);
@@ -216,6 +255,12 @@ static uint64_t fz_ref_count(const fz_file *x, uint64_t h)
  * least 2^(f + 6) of them: CF__INDEX_BIAS_BITS). */
 static uint64_t fz_hash_at(const fz_file *x, uint32_t v, uint64_t i, uint64_t m)
 {
+    if (x->rb) { /* h = i + m t with h % 255 = v - 1: m is a power of two, prime to 255 */
+        uint64_t h = i;
+        for (unsigned t = 0; t < 255 && h % 255u != (v + 254u) % 255u; t++)
+            h += m;
+        return h;
+    }
     uint64_t frac = (uint64_t)((((fz_u128)i << 64) + m - 1) / m);
     uint64_t low = (UINT64_C(1) << x->f) - 1;
     frac = (frac + low) & ~low;
@@ -565,7 +610,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_check_lookups(f, &p);
         uint8_t key[3] = {(uint8_t)n, (uint8_t)mode, 0x5a};
         uint64_t h = cf_hash(f, key, sizeof key);
-        FZ_REQUIRE(h == XXH3_64bits_withSeed(key, sizeof key, fz_get64(b + 24)));
+        FZ_REQUIRE(h == (x.rb ? fz_murmur(key, sizeof key)
+                              : XXH3_64bits_withSeed(key, sizeof key, fz_get64(b + 24))));
         FZ_REQUIRE(cf_contains(f, key, sizeof key) == cf_contains_hash(f, h));
         FZ_REQUIRE(cf_count(f, key, sizeof key) == fz_ref_count(&x, h));
     }

@@ -508,6 +508,23 @@ static void deserialize_seeds(void)
         free(room.p);
         cf_free(f);
     }
+    {
+        /* RedisBloom's layout (hash id 2), grown twice, and what it may not be. */
+        shape s = {
+            .capacity = 16, .f = 8, .b = 2, .kicks = 20, .expansion = 2, .flags = CF_REDISBLOOM};
+        cf_filter *f = make(&s);
+        fill(f, 90, 81, 0);
+        blob rb = serialize(f);
+        deser("redisbloom-e2", M_ALL, rb.p, rb.n);
+        module_rdb_seed("rdb-redisbloom-e2", &rb);
+        deser_field("redisbloom-f-12", &rb, 40, 12, 1);
+        deser_field("redisbloom-seed-1", &rb, 24, 1, 8);
+        deser_field("redisbloom-expansion-3", &rb, 48, 3, 4);
+        deser_field("redisbloom-hash-3", &rb, 42, 3, 1);
+        deser_field("redisbloom-buckets-6", &rb, 64, 6, 8);
+        free(rb.p);
+        cf_free(f);
+    }
     deser_field("padding", &grow, ml, 1, 1);
     deser_field("padding-last", &grow, grow.n - 9, 1, 1);
 
@@ -678,6 +695,10 @@ static void chunks_seeds(void)
          {.capacity = 4, .f = 6, .b = 1, .kicks = 1, .expansion = 1, .max_subs = 3},
          500,
          2},
+        {"redisbloom-e2",
+         {.capacity = 16, .f = 8, .b = 2, .kicks = 20, .expansion = 2, .flags = CF_REDISBLOOM},
+         120,
+         0},
     };
     dump dumps[sizeof shapes / sizeof shapes[0]];
     for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
