@@ -124,6 +124,7 @@ enum cli_opt_id {
     OPT_FPR_BOUND,
     OPT_SAME_WIDTH,
     OPT_SEMI_SORT,
+    OPT_REDISBLOOM,
     OPT_SEED,
     OPT_FORCE,
     OPT_UNIQUE,
@@ -274,6 +275,7 @@ void progress_finish(progress *p, uint64_t done);
     {"fpr-bound", 0, true, OPT_FPR_BOUND},                                                  \
     {"same-width", 0, false, OPT_SAME_WIDTH},                                               \
     {"semi-sort", 0, false, OPT_SEMI_SORT},                                                 \
+    {"redisbloom", 0, false, OPT_REDISBLOOM},                                               \
     {"seed", 0, true, OPT_SEED},                                                            \
     {"force", 0, false, OPT_FORCE},                                                         \
     {"quiet", 'q', false, OPT_QUIET},                                                       \

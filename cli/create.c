@@ -55,6 +55,9 @@ enum shape_result cli_shape_option(const char *sub, int id, const char *value, s
     case OPT_SEMI_SORT:
         o->cfg.flags |= CF_SEMI_SORT;
         break;
+    case OPT_REDISBLOOM:
+        o->cfg.flags |= CF_REDISBLOOM;
+        break;
     case OPT_SEED: /* as given, 0 too; without --seed the library draws a secret one */
         ok = cli_parse_seed(sub, "seed", value, &o->cfg.seed);
         o->cfg.flags |= CF_FIXED_SEED;
@@ -91,6 +94,17 @@ int cli_check_shape(const char *sub, const shape_opts *o)
                          bound ? "fpr-bound" : "same-width");
     if (bound && same)
         return cli_usage(sub, "--fpr-bound and --same-width are alternatives: give one");
+    if ((o->cfg.flags & CF_REDISBLOOM) &&
+        ((o->cfg.flags & CF_SEMI_SORT) || bound || o->cfg.target_fpr != 0.0 || o->cfg.seed != 0 ||
+         (o->cfg.fingerprint_bits != 0 && o->cfg.fingerprint_bits != 8)))
+        return cli_usage(sub,
+                         "--redisbloom fixes RedisBloom's hash (no seed) and 8-bit "
+                         "fingerprints of the same width in every sub-filter: drop --%s",
+                         (o->cfg.flags & CF_SEMI_SORT) ? "semi-sort"
+                         : bound                       ? "fpr-bound"
+                         : o->cfg.target_fpr != 0.0    ? "fpr"
+                         : o->cfg.seed != 0            ? "seed"
+                                                       : "fingerprint-bits");
     if ((o->cfg.flags & CF_SEMI_SORT) && o->cfg.bucket_size != 0 && o->cfg.bucket_size != 4)
         return cli_usage(sub, "--semi-sort is for 4-slot buckets, not --bucket-size %u",
                          o->cfg.bucket_size);
@@ -178,7 +192,9 @@ void cli_describe(const char *path, const char *what, const cf_filter *f)
             "%s: %s: capacity %" PRIu64 ", %u-bit fingerprints, %u-slot%s buckets, %s, %" PRIu64
             " table bytes, false-positive rate %.4g%% at full load\n",
             path, what, cfg.capacity, s.fingerprint_bits, s.bucket_size,
-            (cfg.flags & CF_SEMI_SORT) ? " semi-sorted" : "",
+            (cfg.flags & CF_SEMI_SORT)    ? " semi-sorted"
+            : (cfg.flags & CF_REDISBLOOM) ? " RedisBloom-layout"
+                                          : "",
             cfg.expansion ? "growing" : "fixed size", s.bytes,
             100.0 * cf_expected_fpr(s.fingerprint_bits, s.bucket_size, s.sub_filters));
 }

@@ -40,6 +40,10 @@ static void print_text(const char *path, const filter_facts *x)
     const int w = 18;
     printf("%-*s %s\n", w, "file", path);
     printf("%-*s %u\n", w, "format version", CF_FORMAT_VERSION);
+    printf("%-*s %s\n", w, "layout",
+           (c->flags & CF_REDISBLOOM)
+               ? "RedisBloom's (MurmurHash64A, 8-bit fingerprints h % 255 + 1)"
+               : "cuckoofilter's (XXH3 with the seed)");
     printf("%-*s %" PRIu64 "\n", w, "capacity", c->capacity);
     if (s->newest_fingerprint_bits == c->fingerprint_bits)
         printf("%-*s %u\n", w, "fingerprint bits", c->fingerprint_bits);
@@ -83,6 +87,7 @@ static void print_json(const filter_facts *x)
      * a valid JSON number (the values are finite). */
     printf("{\n");
     printf("  \"format_version\": %u,\n", CF_FORMAT_VERSION);
+    printf("  \"layout\": \"%s\",\n", (c->flags & CF_REDISBLOOM) ? "redisbloom" : "cuckoofilter");
     printf("  \"capacity\": %" PRIu64 ",\n", c->capacity);
     printf("  \"fingerprint_bits\": %u,\n", c->fingerprint_bits);
     printf("  \"newest_fingerprint_bits\": %u,\n", s->newest_fingerprint_bits);

@@ -829,6 +829,54 @@ def test_query_threads(t):
                 f"{p.returncode} {p.stderr[:300]!r}")
 
 
+def murmur64a(data, seed=0):
+    """MurmurHash64A as docs/FORMAT.md states it (hash id 2), for checking files here."""
+    m, mask = 0xc6a4a7935bd1e995, (1 << 64) - 1
+    h = (seed ^ (len(data) * m)) & mask
+    whole = len(data) // 8 * 8
+    for i in range(0, whole, 8):
+        k = int.from_bytes(data[i:i + 8], "little") * m & mask
+        k = (k ^ (k >> 47)) * m & mask
+        h = (h ^ k) * m & mask
+    if len(data) > whole:
+        h = (h ^ int.from_bytes(data[whole:], "little")) * m & mask
+    h = (h ^ (h >> 47)) * m & mask
+    return h ^ (h >> 47)
+
+
+def test_redisbloom_layout(t):
+    t.section("--redisbloom: RedisBloom's layout, created, filled, queried, checked")
+    f = t.path("rb.cf")
+    t.ok(t.run(["create", f, "--capacity", "1000", "--redisbloom", "-q"]), "create --redisbloom")
+    doc = t.info(f) or {}
+    t.check(doc.get("layout") == "redisbloom" and doc.get("fingerprint_bits") == 8 and
+            doc.get("bucket_size") == 2 and doc.get("buckets") == 512 and
+            doc.get("seed") == "0x0000000000000000",
+            f"info of a new RedisBloom-layout filter (1000 keys: 512 buckets of 2): {doc}")
+    # One key lands where RedisBloom puts it: fingerprint h % 255 + 1 in the first slot of
+    # bucket h mod 512 (the file's first table starts at byte 128: 64 + 32 + 8, aligned).
+    t.ok(t.run(["add", f, "alpha", "-q"]), "add alpha")
+    h = murmur64a(b"alpha")
+    data = read(f)
+    t.check(data[42] == 2 and data[128 + (h % 512) * 2] == h % 255 + 1,
+            f"alpha is not where RedisBloom's mapping puts it (hash {h:#x})")
+    keys = [b"rb-%d" % i for i in range(3000)]
+    g = t.path("rbg.cf")
+    t.ok(t.run(["create", g, "--capacity", "1000", "--redisbloom", "--expansion", "2",
+                "--max-kicks", "20", "-q"]), "create --redisbloom --expansion 2")
+    t.ok(t.run(["add", g, "-q"], input=lines(keys)), "add 3000 keys to a growing one")
+    doc = t.info(g) or {}
+    t.check(doc.get("sub_filters", 0) >= 2 and doc.get("same_width") is True,
+            f"a growing RedisBloom-layout filter did not grow, or widened: {doc}")
+    answers = t.query_stdin(g, keys, "query the keys of a RedisBloom-layout filter")
+    t.check(answers is not None and all(answers), "a key of a RedisBloom-layout filter is missing")
+    t.ok(t.run(["verify", g]), "verify a RedisBloom-layout filter")
+    for bad in (["--seed", "3"], ["--semi-sort", "--bucket-size", "4"], ["--fpr", "0.01"],
+                ["--fingerprint-bits", "12"]):
+        t.usage_error(t.run(["create", t.path("x.cf"), "--capacity", "10", "--redisbloom"] + bad),
+                      f"create --redisbloom {' '.join(bad)}")
+
+
 def group_basic(t):
     test_help_version(t)
     test_create(t)
@@ -840,6 +888,7 @@ def group_basic(t):
     test_build(t)
     test_quiet_progress(t)
     test_full(t)
+    test_redisbloom_layout(t)
 
 
 # ---------------------------------------------------------------------------------------
