@@ -28,6 +28,7 @@ class CuckooFilter:
         seed: int | None = ...,
         max_sub_filters: int | None = ...,
         semi_sort: bool = ...,
+        redisbloom: bool = ...,
         concurrent: bool = ...,
     ) -> None: ...
     def add(self, key: Key) -> bool: ...

@@ -446,13 +446,14 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     /* Writable copies: the keyword list is char ** before Python 3.13. */
     char k_cap[] = "capacity", k_fpr[] = "fpr", k_f[] = "fingerprint_bits", k_b[] = "bucket_size",
          k_e[] = "expansion", k_seed[] = "seed", k_max[] = "max_sub_filters",
-         k_semi[] = "semi_sort", k_cc[] = "concurrent";
-    char *names[] = {k_cap, k_fpr, k_f, k_b, k_e, k_seed, k_max, k_semi, k_cc, NULL};
+         k_semi[] = "semi_sort", k_cc[] = "concurrent", k_rb[] = "redisbloom";
+    char *names[] = {k_cap, k_fpr, k_f, k_b, k_e, k_seed, k_max, k_semi, k_cc, k_rb, NULL};
     PyObject *capacity = NULL, *fbits = NULL, *bsize = NULL, *expansion = NULL, *seed = NULL,
              *max_subs = NULL, *fpr = NULL;
-    int semi = 0, concurrent = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOOOpp", names, &capacity, &fpr, &fbits,
-                                     &bsize, &expansion, &seed, &max_subs, &semi, &concurrent))
+    int semi = 0, concurrent = 1, redisbloom = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOOOppp", names, &capacity, &fpr, &fbits,
+                                     &bsize, &expansion, &seed, &max_subs, &semi, &concurrent,
+                                     &redisbloom))
         return NULL;
     unsigned long long cap, f, b, e, s, m;
     if (pycf_uint_arg(capacity, "capacity", UINT64_MAX, 0, &cap) < 0 ||
@@ -470,7 +471,8 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         .seed = s,
         .max_sub_filters = (unsigned)m,
         .flags = (concurrent ? CF_CONCURRENT : 0u) |
-                 (seed && seed != Py_None ? CF_FIXED_SEED : 0u) | (semi ? CF_SEMI_SORT : 0u),
+                 (seed && seed != Py_None ? CF_FIXED_SEED : 0u) | (semi ? CF_SEMI_SORT : 0u) |
+                 (redisbloom ? CF_REDISBLOOM : 0u),
     };
     if (fpr && fpr != Py_None) {
         double p = PyFloat_AsDouble(fpr);
@@ -732,6 +734,7 @@ static PyObject *pycf_get_stats(pycf_filter *self, void *unused)
         pycf_put(d, "expansion", PyLong_FromUnsignedLong(c.expansion)) < 0 ||
         pycf_put(d, "max_sub_filters", PyLong_FromUnsignedLong(c.max_sub_filters)) < 0 ||
         pycf_put(d, "semi_sort", PyBool_FromLong((c.flags & CF_SEMI_SORT) != 0)) < 0 ||
+        pycf_put(d, "redisbloom", PyBool_FromLong((c.flags & CF_REDISBLOOM) != 0)) < 0 ||
         pycf_put(d, "concurrent", PyBool_FromLong(self->concurrent)) < 0 ||
         pycf_put(d, "read_only", PyBool_FromLong(self->mapped)) < 0) {
         Py_DECREF(d);
@@ -1183,7 +1186,7 @@ PyDoc_STRVAR(pycf_stats_doc,
              "item held, or per unit of capacity while empty), fpr (the expected\n"
              "false-positive rate now), fpr_bound (the most it can reach), bytes, slots,\n"
              "buckets, sub_filters, fingerprint_bits, bucket_size, stashed, expansion,\n"
-             "max_sub_filters, semi_sort, concurrent, read_only.");
+             "max_sub_filters, semi_sort, redisbloom, concurrent, read_only.");
 
 static PyMethodDef pycf_methods[] = {
     {"add", (PyCFunction)pycf_add, METH_O, pycf_add_doc},
@@ -1218,7 +1221,8 @@ static PyGetSetDef pycf_getset[] = {
 PyDoc_STRVAR(
     pycf_type_doc,
     "CuckooFilter(capacity, *, fpr=None, fingerprint_bits=None, bucket_size=4, expansion=0,\n"
-    "             seed=None, max_sub_filters=32, semi_sort=False, concurrent=True)\n\n"
+    "             seed=None, max_sub_filters=32, semi_sort=False, concurrent=True,\n"
+    "             redisbloom=False)\n\n"
     "A set of keys that answers `key in f` with no false negatives and a small,\n"
     "tunable rate of false positives, in a few bytes per key, and that can delete.\n\n"
     "capacity: keys to hold. fpr: the false-positive rate wanted at full load (sets the\n"
@@ -1226,7 +1230,10 @@ PyDoc_STRVAR(
     "bucket_size: slots per bucket. expansion: 0 keeps the size fixed (add raises\n"
     "FilterFull once full); n >= 1 appends a sub-filter n times larger when full, up to\n"
     "max_sub_filters. seed: None draws a secret one; an int makes the filter\n"
-    "reproducible. semi_sort: sorted buckets, one bit less per slot at the same rate.\n\n"
+    "reproducible. semi_sort: sorted buckets, one bit less per slot at the same rate.\n"
+    "redisbloom: RedisBloom's layout (its hash, 8-bit fingerprints, power-of-two\n"
+    "sub-filters, bucket_size 2 by default, no seed), answering as RedisBloom's CF.*\n"
+    "commands would; files of that layout load as it, whatever this says.\n\n"
     "Keys: bytes (or any buffer), str (UTF-8), int in [0, 2**64) (8 bytes little-endian).\n"
     "Files: save(), load(), open() use the format of the `cuckoo` command-line tool.\n\n"
     "Threads: any filter may be used by any number of threads at once. A concurrent\n"

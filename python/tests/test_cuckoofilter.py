@@ -286,6 +286,51 @@ def test_files_save_load_open(tmp_path):
         cf.CuckooFilter.load(tmp_path / "short.cf")
 
 
+def murmur64a(data):
+    """MurmurHash64A, seed 0, as docs/FORMAT.md states it (hash id 2)."""
+    m, mask = 0xc6a4a7935bd1e995, (1 << 64) - 1
+    h = len(data) * m & mask
+    whole = len(data) // 8 * 8
+    for i in range(0, whole, 8):
+        k = int.from_bytes(data[i:i + 8], "little") * m & mask
+        h = (h ^ ((k ^ (k >> 47)) * m & mask)) * m & mask
+    if len(data) > whole:
+        h = (h ^ int.from_bytes(data[whole:], "little")) * m & mask
+    h = (h ^ (h >> 47)) * m & mask
+    return h ^ (h >> 47)
+
+
+def test_redisbloom_layout(tmp_path):
+    """redisbloom=True: RedisBloom's layout, through every path a filter takes here."""
+    f = cf.CuckooFilter(1000, redisbloom=True, expansion=2)
+    s = f.stats
+    assert s["redisbloom"] is True and s["fingerprint_bits"] == 8 and s["bucket_size"] == 2
+    assert s["buckets"] == 512 and s["concurrent"] is True
+    assert cf.CuckooFilter(1000).stats["redisbloom"] is False
+    # A key's fingerprint lands where RedisBloom puts it: h % 255 + 1, bucket h mod 512, in
+    # the first table of the file (byte 128), first slot.
+    g = cf.CuckooFilter(1000, redisbloom=True)
+    g.add(b"alpha")
+    h = murmur64a(b"alpha")
+    data = g.to_bytes()
+    assert data[42] == 2 and data[128 + (h % 512) * 2] == h % 255 + 1
+    ks = keys(5000)
+    assert f.add_many(ks) == 5000 and f.stats["sub_filters"] >= 2
+    assert all(f.contains_many(ks)) and all(k in f for k in ks[:100])
+    p = tmp_path / "rb.cf"
+    f.save(p)
+    for loaded in (cf.CuckooFilter.load(p), cf.CuckooFilter.open(p),
+                   cf.CuckooFilter.load(p, concurrent=False),
+                   cf.CuckooFilter.from_bytes(f.to_bytes()), f.copy(),
+                   pickle.loads(pickle.dumps(f))):
+        assert loaded.stats["redisbloom"] is True and all(loaded.contains_many(ks))
+        assert loaded.to_bytes() == f.to_bytes()
+    for kw in ({"seed": 5}, {"fingerprint_bits": 12}, {"semi_sort": True, "bucket_size": 4},
+               {"fpr": 0.01}):
+        with pytest.raises(ValueError):
+            cf.CuckooFilter(100, redisbloom=True, **kw)
+
+
 def test_every_refusal_is_an_error(tmp_path):
     """One `except cf.Error` catches every refusal of a file or bytes; file errors stay the
     OSError subclass their errno selects, and corrupt ones carry the library's reason."""
