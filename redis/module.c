@@ -1485,22 +1485,24 @@ static int cfm_configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
 #define CFM_ARGS(...) ((cf_rm_command_arg[]){__VA_ARGS__, {0}})
 
 #define CFM_INSERT_ARGS                                                                            \
-    CFM_ARGS(CFM_ARG_KEY, CFM_ARG_OPTION("capacity", "CAPACITY"),                                  \
-             {.name = "nocreate",                                                                  \
-              .type = CF_RM_ARG_PURE_TOKEN,                                                        \
-              .key_spec_index = -1,                                                                \
-              .token = "NOCREATE",                                                                 \
-              .flags = CF_RM_ARG_OPTIONAL},                                                        \
-             {.name = "item",                                                                      \
-              .type = CF_RM_ARG_STRING,                                                            \
-              .key_spec_index = -1,                                                                \
-              .token = "ITEMS",                                                                    \
-              .flags = CF_RM_ARG_MULTIPLE})
+    CFM_ARGS(                                                                                      \
+        CFM_ARG_KEY, CFM_ARG_OPTION("capacity", "CAPACITY"),                                       \
+        {.name = "nocreate",                                                                       \
+         .type = CF_RM_ARG_PURE_TOKEN,                                                             \
+         .key_spec_index = -1,                                                                     \
+         .token = "NOCREATE",                                                                      \
+         .flags = CF_RM_ARG_OPTIONAL},                                                             \
+        {.name = "items", .type = CF_RM_ARG_PURE_TOKEN, .key_spec_index = -1, .token = "ITEMS"},   \
+        CFM_ARG_ITEMS)
 
 /* Complexities: k is the number of sub-filters, b the bucket size, n the number of items
  * given, m the filter's size in bytes. */
 #define CFM_O_ADD                                                                                  \
     "O(k + MAXITERATIONS) per item, O(m) when the filter grows (a new sub-filter is allocated)"
+
+/* CF.INFO and CF.DEBUG: their figures change with every write, as RedisBloom's say too
+ * (a client or proxy must not cache or compare them across servers). */
+#define CFM_TIPS_FIGURES "nondeterministic_output"
 
 typedef struct cfm_command {
     const char *name;
@@ -1510,6 +1512,7 @@ typedef struct cfm_command {
     cf_rm_key_spec *key_spec;
     cf_rm_command_arg *args;
     const char *summary, *complexity;
+    const char *tips; /* COMMAND INFO's tips for clients, or NULL */
 } cfm_command;
 
 static const cfm_command cfm_commands[] = {
@@ -1521,57 +1524,59 @@ static const cfm_command cfm_commands[] = {
               CFM_ARG_OPTION("expansion", "EXPANSION"), CFM_ARG_OPTION("fpbits", "FPBITS"),
               CFM_ARG_OPTION("maxfilters", "MAXFILTERS"), CFM_ARG_OPTION("semisort", "SEMISORT")),
      "Creates an empty cuckoo filter for capacity items",
-     "O(m) to allocate the table (zeroed lazily by the system)"},
+     "O(m) to allocate the table (zeroed lazily by the system)", NULL},
     {"cf.add", cfm_cmd_add, "write deny-oom", 3, CFM_KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_INSERT),
      CFM_ARGS(CFM_ARG_KEY, CFM_ARG_ITEM),
-     "Adds an item to a cuckoo filter, creating the filter if the key does not exist", CFM_O_ADD},
+     "Adds an item to a cuckoo filter, creating the filter if the key does not exist", CFM_O_ADD,
+     NULL},
     {"cf.addnx", cfm_cmd_addnx, "write deny-oom", 3,
      CFM_KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_ACCESS | CF_RM_KEY_INSERT),
      CFM_ARGS(CFM_ARG_KEY, CFM_ARG_ITEM),
-     "Adds an item to a cuckoo filter unless it is (possibly) there already", CFM_O_ADD},
+     "Adds an item to a cuckoo filter unless it is (possibly) there already", CFM_O_ADD, NULL},
     {"cf.insert", cfm_cmd_insert, "write deny-oom", -4,
      CFM_KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_INSERT), CFM_INSERT_ARGS,
      "Adds items to a cuckoo filter, creating the filter unless NOCREATE is given",
-     "O(n * (k + MAXITERATIONS)), O(m) when the filter grows"},
+     "O(n * (k + MAXITERATIONS)), O(m) when the filter grows", NULL},
     {"cf.insertnx", cfm_cmd_insertnx, "write deny-oom", -4,
      CFM_KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_ACCESS | CF_RM_KEY_INSERT), CFM_INSERT_ARGS,
      "Adds the items that are not (possibly) in a cuckoo filter already",
-     "O(n * (k + MAXITERATIONS)), O(m) when the filter grows"},
+     "O(n * (k + MAXITERATIONS)), O(m) when the filter grows", NULL},
     {"cf.exists", cfm_cmd_exists, "readonly fast", 3, CFM_KEY_SPEC(CF_RM_KEY_RO | CF_RM_KEY_ACCESS),
      CFM_ARGS(CFM_ARG_KEY, CFM_ARG_ITEM),
-     "Tells whether an item may be in a cuckoo filter (0: it certainly is not)", "O(k)"},
+     "Tells whether an item may be in a cuckoo filter (0: it certainly is not)", "O(k)", NULL},
     {"cf.mexists", cfm_cmd_mexists, "readonly fast", -3,
      CFM_KEY_SPEC(CF_RM_KEY_RO | CF_RM_KEY_ACCESS), CFM_ARGS(CFM_ARG_KEY, CFM_ARG_ITEMS),
-     "Tells for each item whether it may be in a cuckoo filter", "O(n * k)"},
+     "Tells for each item whether it may be in a cuckoo filter", "O(n * k)", NULL},
     {"cf.count", cfm_cmd_count, "readonly fast", 3, CFM_KEY_SPEC(CF_RM_KEY_RO | CF_RM_KEY_ACCESS),
      CFM_ARGS(CFM_ARG_KEY, CFM_ARG_ITEM),
      "Counts the fingerprints in a cuckoo filter that match an item (at least its adds minus "
      "its deletes)",
-     "O(k * b)"},
+     "O(k * b)", NULL},
     {"cf.del", cfm_cmd_del, "write fast", 3, CFM_KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_DELETE),
      CFM_ARGS(CFM_ARG_KEY, CFM_ARG_ITEM),
-     "Removes one copy of an item that was added to a cuckoo filter", "O(k)"},
+     "Removes one copy of an item that was added to a cuckoo filter", "O(k)", NULL},
     {"cf.compact", cfm_cmd_compact, "write", 2, CFM_KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_UPDATE),
      CFM_ARGS(CFM_ARG_KEY),
      "Moves the items of a grown cuckoo filter into its older sub-filters and frees the ones "
      "left empty",
-     "O(m)"},
+     "O(m)", NULL},
     {"cf.info", cfm_cmd_info, "readonly fast", 2, CFM_KEY_SPEC(CF_RM_KEY_RO), CFM_ARGS(CFM_ARG_KEY),
-     "Returns the size, shape and item counts of a cuckoo filter", "O(k)"},
+     "Returns the size, shape and item counts of a cuckoo filter", "O(k)", CFM_TIPS_FIGURES},
     {"cf.debug", cfm_cmd_debug, "readonly fast", 2, CFM_KEY_SPEC(CF_RM_KEY_RO),
      CFM_ARGS(CFM_ARG_KEY),
-     "Returns a one-line description of a cuckoo filter, fingerprint width included", "O(k)"},
+     "Returns a one-line description of a cuckoo filter, fingerprint width included", "O(k)",
+     CFM_TIPS_FIGURES},
     {"cf.scandump", cfm_cmd_scandump, "readonly", 3, CFM_KEY_SPEC(CF_RM_KEY_RO | CF_RM_KEY_ACCESS),
      CFM_ARGS(CFM_ARG_KEY, {.name = "iterator", .type = CF_RM_ARG_INTEGER, .key_spec_index = -1}),
      "Returns the chunk of a cuckoo filter at an iterator (0 first) and the next iterator "
      "(0 at the end), for CF.LOADCHUNK",
-     "O(size of the chunk), at most 16 MiB"},
+     "O(size of the chunk), at most 16 MiB", NULL},
     {"cf.loadchunk", cfm_cmd_loadchunk, "write deny-oom", 4,
      CFM_KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_INSERT),
      CFM_ARGS(CFM_ARG_KEY, {.name = "iterator", .type = CF_RM_ARG_INTEGER, .key_spec_index = -1},
               {.name = "data", .type = CF_RM_ARG_STRING, .key_spec_index = -1}),
      "Restores a cuckoo filter, chunk by chunk, from what CF.SCANDUMP returned",
-     "O(size of the chunk), at most 16 MiB"},
+     "O(size of the chunk), at most 16 MiB", NULL},
 };
 
 /* The ACL category of every command, on servers that let modules add one (ACL SETUSER u
@@ -1612,6 +1617,7 @@ static int cfm_register_commands(cf_rm_ctx *ctx)
             .arity = c->arity,
             .key_specs = c->key_spec,
             .args = c->args,
+            .tips = c->tips,
         };
         if (!command || cf_rm.SetCommandInfo(command, &info) != CF_RM_OK)
             return CF_RM_ERR;

@@ -388,12 +388,17 @@ def command_table(ctx):
         bs = pairs(spec["begin_search"])
         expect([bs["type"], bs["spec"]], [b"index", [b"index", 1]],
                f"COMMAND INFO {name} key spec begin_search")
+        # Tips: CF.INFO's and CF.DEBUG's figures change with every write (RedisBloom's
+        # say so too).
+        expect(sorted(t.decode() if isinstance(t, bytes) else str(t) for t in entry[7]),
+               ["nondeterministic_output"] if name in ("cf.info", "cf.debug") else [],
+               f"COMMAND INFO {name} tips")
 
     # COMMAND DOCS: a summary, the complexity, the version and the arguments of each.
     args = {"cf.reserve": ["key", "capacity", "bucketsize", "maxiterations", "expansion",
                            "fpbits", "maxfilters", "semisort"],
-            "cf.insert": ["key", "capacity", "nocreate", "item"],
-            "cf.insertnx": ["key", "capacity", "nocreate", "item"],
+            "cf.insert": ["key", "capacity", "nocreate", "items", "item"],
+            "cf.insertnx": ["key", "capacity", "nocreate", "items", "item"],
             "cf.mexists": ["key", "item"], "cf.scandump": ["key", "iterator"],
             "cf.loadchunk": ["key", "iterator", "data"], "cf.compact": ["key"],
             "cf.info": ["key"], "cf.debug": ["key"]}
@@ -425,7 +430,8 @@ def command_table(ctx):
     for name in ("cf.insert", "cf.insertnx"):
         expect(doc_args(name),
                [("key", None, []), ("capacity", b"CAPACITY", ["optional"]),
-                ("nocreate", b"NOCREATE", ["optional"]), ("item", b"ITEMS", ["multiple"])],
+                ("nocreate", b"NOCREATE", ["optional"]), ("items", b"ITEMS", []),
+                ("item", None, ["multiple"])],
                f"COMMAND DOCS {name} arguments")
     expect(doc_args("cf.mexists"), [("key", None, []), ("item", None, ["multiple"])],
            "COMMAND DOCS cf.mexists arguments")
