@@ -13,6 +13,8 @@
  *   mode bit 2   forge checksums: the meta checksum and the module's field check of a
  *                header chunk, the tag of a data chunk (as fuzz_chunks does), so that
  *                inputs reach past the checks
+ *   mode bit 3   with bit 0: a value of RedisBloom's type (MBbloomCF), of RDB encoding
+ *                1 + (mode >> 4) % 5 (5: newer than it knows, refused)
  *   CF.LOADCHUNK payload: records of (cursor: u64, length: u16, bytes)
  *   RDB payload: what the loader reads, in order: an unsigned is 8 bytes (little-endian),
  *                a string a u16 length and its bytes; running short is an I/O error
@@ -44,6 +46,7 @@
 #define FZ_PREFIX      24u                   /* the module's fields before a header chunk */
 #define FZ_HEADER      64u                   /* the file format's header */
 #define FZ_MAX_RECORDS 64u                   /* CF.LOADCHUNK commands per input */
+#define FZ_RB_ENCVER   4u                    /* RedisBloom's newest RDB encoding */
 
 /* ------------------------------------------------------------------------------------ */
 /* The fake server                                                                      */
@@ -83,7 +86,9 @@ static struct {
     uint64_t live, peak; /* bytes held through Alloc/TryAlloc */
     bool exists;         /* the one key, "k" */
     void *value;
-    struct cf_rm_type type;         /* what CreateDataType registered */
+    struct cf_rm_type type;         /* what CreateDataType registered: the module's own */
+    struct cf_rm_type rb_type;      /* and RedisBloom's (MBbloomCF) */
+    struct cf_rm_type *value_type;  /* the key's */
     cf_rm_cmd_fn loadchunk;         /* the CF.LOADCHUNK handler */
     cf_rm_cmd_fn add, del, compact; /* and the writes fz_exercise runs on what loaded */
     bool registered;
@@ -185,9 +190,10 @@ static int fz_register_info(cf_rm_ctx *c, cf_rm_info_fn fn)
 static cf_rm_type *fz_create_data_type(cf_rm_ctx *c, const char *name, int encver,
                                        cf_rm_type_methods *m)
 {
-    (void)c, (void)name, (void)encver;
-    fz.type.m = *m;
-    return &fz.type;
+    (void)c, (void)encver;
+    struct cf_rm_type *t = strcmp(name, "MBbloomCF") == 0 ? &fz.rb_type : &fz.type;
+    t->m = *m;
+    return t;
 }
 
 static void fz_set_module_options(cf_rm_ctx *c, int o)
@@ -303,7 +309,7 @@ static int fz_delete_key(cf_rm_key *k)
 {
     (void)k;
     if (fz.exists)
-        fz.type.m.free(fz.value);
+        fz.value_type->m.free(fz.value);
     fz.exists = false;
     fz.value = NULL;
     return CF_RM_OK;
@@ -311,10 +317,11 @@ static int fz_delete_key(cf_rm_key *k)
 
 static int fz_set_value(cf_rm_key *k, cf_rm_type *t, void *v)
 {
-    FZ_REQUIRE(t == &fz.type);
+    FZ_REQUIRE(t == &fz.type || t == &fz.rb_type);
     fz_delete_key(k);
     fz.exists = true;
     fz.value = v;
+    fz.value_type = t;
     return CF_RM_OK;
 }
 
@@ -328,7 +335,7 @@ static int fz_set_expire(cf_rm_key *k, long long ms)
 static cf_rm_type *fz_get_type(cf_rm_key *k)
 {
     (void)k;
-    return &fz.type;
+    return fz.value_type;
 }
 
 static void *fz_get_value(cf_rm_key *k)
@@ -624,20 +631,21 @@ static void fz_loadchunks(const uint8_t *p, size_t n, int flags, bool forge)
     }
 }
 
-/* Saved and loaded again, value v saves the very same bytes. */
-static void fz_check_saves(void *v)
+/* Saved and loaded again (by its type: the module's own, or RedisBloom's at its newest
+ * encoding), value v saves the very same bytes. */
+static void fz_check_saves(const struct cf_rm_type *t, void *v)
 {
     cf_rm_ctx ctx = {CF_RM_CTX_FLAGS_LOADING};
     cf_rm_io out = {.ctx = &ctx};
-    fz.type.m.rdb_save(&out, v);
+    t->m.rdb_save(&out, v);
     cf_rm_io again = {.in = out.out, .left = out.out_len, .ctx = &ctx};
-    void *w = fz.type.m.rdb_load(&again, 1);
+    void *w = t->m.rdb_load(&again, t == &fz.rb_type ? FZ_RB_ENCVER : 1);
     FZ_REQUIRE(w != NULL && again.left == 0 && !again.error);
     cf_rm_io out2 = {.ctx = &ctx};
-    fz.type.m.rdb_save(&out2, w);
+    t->m.rdb_save(&out2, w);
     FZ_REQUIRE(out2.out_len == out.out_len && memcmp(out2.out, out.out, out.out_len) == 0);
-    FZ_REQUIRE(fz.type.m.mem_usage(v) == fz.type.m.mem_usage(w));
-    fz.type.m.free(w);
+    FZ_REQUIRE(t->m.mem_usage(v) == t->m.mem_usage(w));
+    t->m.free(w);
     free(out.out);
     free(out2.out);
 }
@@ -658,40 +666,40 @@ static void fz_command_on_k(cf_rm_cmd_fn fn, const char *item)
 static void fz_exercise(void)
 {
     char item[24];
-    fz_check_saves(fz.value);
+    fz_check_saves(fz.value_type, fz.value);
     fz_command_on_k(fz.compact, NULL); /* first, while the older sub-filters have room */
-    fz_check_saves(fz.value);
+    fz_check_saves(fz.value_type, fz.value);
     unsigned n = 0;
     size_t held = fz.type.m.mem_usage(fz.value); /* grows with the filter's first new table */
-    while (n < FZ_GROW_ADDS && fz.type.m.mem_usage(fz.value) == held) {
+    while (n < FZ_GROW_ADDS && fz.type.m.mem_usage(fz.value) == held) { /* (either type's) */
         snprintf(item, sizeof item, "i%u", n);
         fz_command_on_k(fz.add, item);
         if (fz.error)
             break;
         n++;
     }
-    fz_check_saves(fz.value);
+    fz_check_saves(fz.value_type, fz.value);
     for (unsigned keep = n / 2;; keep = 0) {
         while (n > keep) {
             snprintf(item, sizeof item, "i%u", --n);
             fz_command_on_k(fz.del, item);
         }
-        fz_check_saves(fz.value);
+        fz_check_saves(fz.value_type, fz.value);
         fz_command_on_k(fz.compact, NULL);
-        fz_check_saves(fz.value);
+        fz_check_saves(fz.value_type, fz.value);
         if (keep == 0)
             break;
     }
 }
 
-static void fz_rdb(const uint8_t *p, size_t n, int flags, bool forge)
+static void fz_rdb(const uint8_t *p, size_t n, int flags, bool forge, bool rb, int rb_encver)
 {
     cf_rm_ctx ctx = {flags};
     uint8_t *copy = malloc(n ? n : 1);
     FZ_REQUIRE(copy != NULL);
     memcpy(copy, p, n);
     /* Forging: the header chunk is the first string, after three unsigneds and a cursor. */
-    if (forge && n >= 34) {
+    if (forge && !rb && n >= 34) { /* RedisBloom's records carry no checksum */
         size_t len = (size_t)(copy[32] | copy[33] << 8);
         if (len <= n - 34) {
             uint8_t *h = copy + 34;
@@ -700,14 +708,15 @@ static void fz_rdb(const uint8_t *p, size_t n, int flags, bool forge)
     }
     cf_rm_io io = {.in = copy, .left = n, .ctx = &ctx};
     uint64_t before = fz.live;
-    void *v = fz.type.m.rdb_load(&io, 1);
+    struct cf_rm_type *t = rb ? &fz.rb_type : &fz.type;
+    void *v = t->m.rdb_load(&io, rb ? rb_encver : 1);
     fz_check_memory(n);
     free(copy);
     if (!v) {
         FZ_REQUIRE(fz.live == before);
         return;
     }
-    fz_set_value(&fz.key, &fz.type, v);
+    fz_set_value(&fz.key, t, v);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -725,7 +734,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t base = fz.live;
     fz.peak = fz.live;
     if (mode & 1u)
-        fz_rdb(data + 1, size - 1, flags, mode & 4u);
+        fz_rdb(data + 1, size - 1, flags, mode & 4u, mode & 8u, 1 + (int)(mode >> 4) % 5);
     else
         fz_loadchunks(data + 1, size - 1, flags, mode & 4u);
     if (fz.exists)

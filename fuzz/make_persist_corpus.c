@@ -294,6 +294,44 @@ static void module_rdb_seed(const char *name, const blob *b)
     free(out);
 }
 
+/* RedisBloom's own RDB record (type MBbloomCF, encoding `encver`) of the filter of its
+ * layout whose file is b, as fuzz_module reads it (mode 1 | 8, the encoding in the high
+ * bits): the sub-filters, the first's buckets, the items, then (encoding 4) deletes,
+ * bucket size, MAXITERATIONS and expansion, then per sub-filter (encoding 4: its buckets)
+ * its bytes. `cut` bytes are dropped from the last table (a forged record). */
+static void module_rb_seed(const char *name, const blob *b, unsigned encver, size_t cut)
+{
+    unsigned nt = (unsigned)(get64(b->p + 56) & 0xFFFFFFFFu), bs = b->p[41];
+    uint8_t *out = xmalloc(b->n + 64u * nt + 64), mode = (uint8_t)(1u | 8u | (encver - 1u) << 4);
+    size_t n = 0;
+    uint64_t items = 0;
+    for (unsigned k = 0; k < nt; k++)
+        items += get64(b->p + 64 + 32u * k + 8);
+    uint64_t head[7] = {nt,
+                        get64(b->p + 64),
+                        items,
+                        3,
+                        bs,
+                        get64(b->p + 44) & 0xFFFF,
+                        get64(b->p + 48) & 0xFFFFFFFFu};
+    for (unsigned i = 0; i < (encver >= 4 ? 7u : 3u); i++, n += 8)
+        put(out + n, head[i], 8);
+    for (unsigned k = 0; k < nt; k++) {
+        size_t len = table_len(b, k) - (k + 1 == nt ? cut : 0);
+        if (encver >= 4) {
+            put(out + n, get64(b->p + 64 + 32u * k), 8);
+            n += 8;
+        }
+        if (len > UINT16_MAX)
+            die(name, "a table too big for a fuzz_module string");
+        put(out + n, len, 2);
+        memcpy(out + n + 2, b->p + table_offset(b, k), len);
+        n += 2 + len;
+    }
+    write_seed(module_dir, name, &mode, 1, out, n);
+    free(out);
+}
+
 static void deserialize_seeds(void)
 {
     /* Every fingerprint width with two of the fast bucket sizes (each size three or more
@@ -517,11 +555,22 @@ static void deserialize_seeds(void)
         blob rb = serialize(f);
         deser("redisbloom-e2", M_ALL, rb.p, rb.n);
         module_rdb_seed("rdb-redisbloom-e2", &rb);
+        module_rb_seed("mbbloomcf-e2", &rb, 4, 0);
+        module_rb_seed("mbbloomcf-e2-short", &rb, 4, 1);
         deser_field("redisbloom-f-12", &rb, 40, 12, 1);
         deser_field("redisbloom-seed-1", &rb, 24, 1, 8);
         deser_field("redisbloom-expansion-3", &rb, 48, 3, 4);
         deser_field("redisbloom-hash-3", &rb, 42, 3, 1);
         deser_field("redisbloom-buckets-6", &rb, 64, 6, 8);
+        free(rb.p);
+        cf_free(f);
+        /* Before encoding 4: sub-filters of one size, the server's bucket size (2). */
+        shape e1 = {
+            .capacity = 16, .f = 8, .b = 2, .kicks = 20, .expansion = 1, .flags = CF_REDISBLOOM};
+        f = make(&e1);
+        fill(f, 50, 82, 0);
+        rb = serialize(f);
+        module_rb_seed("mbbloomcf-encver3", &rb, 3, 0);
         free(rb.p);
         cf_free(f);
     }

@@ -26,9 +26,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CFM_MODULE_NAME "cuckoo"
-#define CFM_TYPE_NAME   "cuckoo-cf" /* data type names are exactly 9 characters */
-#define CFM_ENCVER      1           /* RDB encoding of the type; bump when it changes */
+#define CFM_MODULE_NAME  "cuckoo"
+#define CFM_TYPE_NAME    "cuckoo-cf" /* data type names are exactly 9 characters */
+#define CFM_ENCVER       1           /* RDB encoding of the type; bump when it changes */
+/* RedisBloom's cuckoo filter type, registered under its own name so that its RDB values
+ * (a dump.rdb of Redis Stack or Redis 8, RESTORE payloads of its DUMP) load here, into
+ * filters of its layout (CF_REDISBLOOM), and save in its format again: swapping
+ * RedisBloom back in loads them too. Encoding 4 has each sub-filter's size; older ones
+ * (before growth by a factor) do not, and are read as RedisBloom reads them. */
+#define CFM_RB_TYPE_NAME "MBbloomCF"
+#define CFM_RB_ENCVER    4
 
 /* RedisBloom's limits and defaults, which clients may rely on. */
 #define CFM_MAX_CAPACITY    (1ll << 30)
@@ -111,7 +118,8 @@ static cfm_spec cfm_defaults = {CFM_DEFAULT_CAP,
                                 0,
                                 false};
 
-static cf_rm_type *cfm_type; /* set once at load */
+static cf_rm_type *cfm_type;    /* set once at load */
+static cf_rm_type *cfm_rb_type; /* RedisBloom's, likewise */
 
 /* Totals over every filter of this server, for INFO cuckoo. Atomic: the server may free a
  * filter on its lazy-free thread while the main thread runs commands. */
@@ -361,7 +369,10 @@ static cfm_kind cfm_open(cf_rm_ctx *ctx, cf_rm_string *name, int mode, cf_rm_key
     int type = cf_rm.KeyType(*key);
     if (type == CF_RM_KEYTYPE_EMPTY)
         return CFM_EMPTY;
-    if (type != CF_RM_KEYTYPE_MODULE || cf_rm.ModuleTypeGetType(*key) != cfm_type)
+    if (type != CF_RM_KEYTYPE_MODULE)
+        return CFM_OTHER;
+    cf_rm_type *t = cf_rm.ModuleTypeGetType(*key);
+    if (t != cfm_type && t != cfm_rb_type)
         return CFM_OTHER;
     *v = cf_rm.ModuleTypeGetValue(*key);
     (*v)->ctx = ctx;
@@ -1245,6 +1256,129 @@ static void *cfm_rdb_load(cf_rm_io *io, int encver)
     return v;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* RedisBloom's RDB values (type MBbloomCF)                                             */
+/* ------------------------------------------------------------------------------------ */
+/* Its record, every number an RDB unsigned: the sub-filters n, the first's buckets m, the
+ * items, then (encoding 4) the deletes since the last compaction, the bucket size b,
+ * MAXITERATIONS and the expansion e; then per sub-filter k (encoding 4: its buckets,
+ * m * e^k) its m_k * b bytes as one string. Before encoding 4 every sub-filter has m
+ * buckets and b, MAXITERATIONS and the expansion are the server's settings, as
+ * RedisBloom takes them. */
+
+/* RedisBloom's own limit on a sub-filter's buckets. */
+#define CFM_RB_MAX_BUCKETS (UINT64_C(1) << 56)
+
+/* The bytes of sub-filter k of a record, m * e^k buckets of b slots (b <= 255); 0 past
+ * RedisBloom's limit. */
+static uint64_t cfm_rb_table_bytes(uint64_t m, uint64_t e, unsigned k, uint64_t b)
+{
+    uint64_t buckets = m;
+    for (unsigned i = 0; i < k && e > 1; i++) {
+        if (buckets > CFM_RB_MAX_BUCKETS / e)
+            return 0;
+        buckets *= e;
+    }
+    return buckets > CFM_RB_MAX_BUCKETS ? 0 : buckets * b;
+}
+
+static void *cfm_rb_rdb_load(cf_rm_io *io, int encver)
+{
+    if (encver > CFM_RB_ENCVER) {
+        cf_rm.LogIOError(io, "warning",
+                         "RedisBloom cuckoo filter of RDB encoding %d; this module reads up to %d",
+                         encver, CFM_RB_ENCVER);
+        return NULL;
+    }
+    uint64_t n = cf_rm.LoadUnsigned(io), m = cf_rm.LoadUnsigned(io);
+    (void)cf_rm.LoadUnsigned(io); /* the items: counted again from the tables */
+    uint64_t deletes = 0, b = (uint64_t)cfm_defaults.bucket_size;
+    uint64_t iterations = (uint64_t)cfm_defaults.max_iterations;
+    uint64_t e = n > 1 ? 1u : (uint64_t)cfm_defaults.expansion; /* old: all of one size */
+    if (encver >= CFM_RB_ENCVER) {
+        deletes = cf_rm.LoadUnsigned(io);
+        b = cf_rm.LoadUnsigned(io);
+        iterations = cf_rm.LoadUnsigned(io);
+        e = cf_rm.LoadUnsigned(io);
+    }
+    if (cf_rm.IsIOError(io))
+        return NULL;
+    const char *why = NULL;
+    cfm_value *v = NULL;
+    if (n < 1 || n > CF_MAX_SUB_FILTERS || m < 2 || (m & (m - 1)) || b < 1 ||
+        b > CF_MAX_BUCKET_SIZE || iterations < 1 || iterations > CF_MAX_MAX_KICKS ||
+        e > CF_MAX_EXPANSION || (e & (e - 1)) || (e == 0 && n > 1) || deletes > INT64_MAX)
+        why = "bad RedisBloom filter fields";
+    else if (!(v = cfm_value_alloc(cf_rm.GetContextFromIO(io), (unsigned)iterations)))
+        why = "out of memory";
+    for (unsigned k = 0; !why && k < n; k++) {
+        uint64_t want = cfm_rb_table_bytes(m, e, k, b);
+        if (encver >= CFM_RB_ENCVER && cf_rm.LoadUnsigned(io) * b != want)
+            why = "a sub-filter of another size than its place says";
+        size_t len = 0;
+        char *data = why || cf_rm.IsIOError(io) ? NULL : cf_rm.LoadStringBuffer(io, &len);
+        if (!data)
+            break;
+        /* The table is made once its bytes are in hand: a forged record costs no more
+         * memory than it carries. */
+        cf_status st = want == 0 || len != want ? CF_ECORRUPT : CF_OK;
+        if (st == CF_OK && k == 0) {
+            cf_allocator alloc = cfm_allocator(v);
+            unsigned most = (unsigned)cfm_defaults.max_filters; /* grows as far as others */
+            cf_config c = {.capacity = want, /* m buckets of b: RedisBloom's sizing */
+                           .bucket_size = (unsigned)b,
+                           .max_kicks = (unsigned)iterations,
+                           .expansion = (unsigned)e,
+                           .flags = CF_REDISBLOOM,
+                           .allocator = &alloc,
+                           .max_sub_filters = n > most ? (unsigned)n : most};
+            st = cf_new(&c, &v->f);
+        } else if (st == CF_OK) {
+            st = cf_append_sub_filter(v->f);
+        }
+        if (st == CF_OK)
+            st = cf_table_write(v->f, k, 0, data, len);
+        cf_rm.Free(data);
+        if (st != CF_OK)
+            why = st == CF_ECORRUPT ? "a sub-filter of the wrong length" : cf_strerror(st);
+    }
+    if (why || cf_rm.IsIOError(io)) {
+        if (why)
+            cf_rm.LogIOError(io, "warning", "refusing a RedisBloom filter in the RDB: %s", why);
+        cfm_value_free(v);
+        return NULL;
+    }
+    v->deletes = deletes;
+    v->ctx = NULL;
+    cfm_account(v);
+    return v;
+}
+
+static void cfm_rb_rdb_save(cf_rm_io *io, void *value)
+{
+    const cfm_value *v = value;
+    cf_config c;
+    cf_stats s;
+    cf_get_config(v->f, &c);
+    cf_get_stats(v->f, &s);
+    uint64_t b = c.bucket_size;
+    cf_rm.SaveUnsigned(io, s.sub_filters);
+    cf_rm.SaveUnsigned(io, cf_table_size(v->f, 0) / b);
+    cf_rm.SaveUnsigned(io, s.items);
+    cf_rm.SaveUnsigned(io, v->deletes);
+    cf_rm.SaveUnsigned(io, b);
+    cf_rm.SaveUnsigned(io, v->max_iterations);
+    cf_rm.SaveUnsigned(io, c.expansion);
+    for (unsigned k = 0; k < s.sub_filters; k++) {
+        uint64_t size = cf_table_size(v->f, k);
+        char *buf = cf_rm.Alloc((size_t)size); /* like the server's own: no memory, no save */
+        cf_table_read(v->f, k, 0, buf, (size_t)size);
+        cf_rm.SaveUnsigned(io, size / b);
+        cf_rm.SaveStringBuffer(io, buf, (size_t)size);
+        cf_rm.Free(buf);
+    }
+}
+
 /* The AOF rebuilds a filter with the very chunks CF.SCANDUMP would give. */
 static void cfm_aof_rewrite(cf_rm_io *aof, cf_rm_string *key, void *value)
 {
@@ -1652,6 +1786,12 @@ int RedisModule_OnLoad(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     };
     cfm_type = cf_rm.CreateDataType(ctx, CFM_TYPE_NAME, CFM_ENCVER, &methods);
     if (!cfm_type)
+        return CF_RM_ERR;
+    /* RedisBloom's type: its own RDB format; the rest as for ours. */
+    methods.rdb_load = cfm_rb_rdb_load;
+    methods.rdb_save = cfm_rb_rdb_save;
+    cfm_rb_type = cf_rm.CreateDataType(ctx, CFM_RB_TYPE_NAME, CFM_RB_ENCVER, &methods);
+    if (!cfm_rb_type)
         return CF_RM_ERR;
     if (cf_rm.RegisterInfoFunc(ctx, cfm_info) != CF_RM_OK)
         return CF_RM_ERR;

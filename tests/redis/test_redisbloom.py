@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""RedisBloom's cuckoo filters moved to the module: its RDB values (type MBbloomCF) in,
+through RESTORE, and back out through DUMP, SAVE and a restart.
+
+The filters are made here by RedisBloom's rules, with a model of its algorithms written
+from docs/FORMAT.md ("Hash id 2"): MurmurHash64A, fingerprints h % 255 + 1, buckets
+h mod m and (h XOR fp * 0x5bd1e995) mod m, inserts into the first free slot newest
+sub-filter first, its eviction walk, growth by the expansion. A record is what
+RedisBloom's rdb_save writes (encoding 4: every field and each sub-filter's size;
+encoding 3: before growth by a factor).
+
+Checks, on each server:
+- The payload restores; TYPE says MBbloomCF; CF.INFO gives the record's shape; every item
+  is found, and items never added get exactly the model's answers (the same false
+  positives, since the same fingerprints sit in the same buckets).
+- The key's DUMP is the restored payload, byte for byte: RedisBloom's own format, which
+  RedisBloom loads again.
+- Adds after the move (inserts, evictions, growth) and deletes: the server's answers and
+  its DUMP equal the model's after the same commands.
+- SAVE and a restart: the filter comes back, of the same type, every item found.
+- Forged records (a wrong length, sizes that are no power of two, an expansion of 3, no
+  sub-filter, a newer encoding) get ERR Bad data format and leave no key.
+
+Environment: CF_REDIS_MODULE, CF_REDIS_SERVER, CF_TEST_SEED. Exit 0 = pass.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+from harness import RespError, Server  # noqa: E402
+import cf_state as S  # noqa: E402
+from cf_state import check, ok  # noqa: E402
+from test_persistence import (OP_EOF, OP_STRING, OP_UINT, enc_len, serialize,  # noqa: E402
+                              split_payload, wrap)
+
+MASK = (1 << 64) - 1
+ALT_MULT = 0x5bd1e995
+TYPE_NAME = "MBbloomCF"
+CHARSET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def murmur64a(data):
+    m = 0xc6a4a7935bd1e995
+    h = len(data) * m & MASK
+    whole = len(data) // 8 * 8
+    for i in range(0, whole, 8):
+        k = int.from_bytes(data[i:i + 8], "little") * m & MASK
+        h = (h ^ ((k ^ (k >> 47)) * m & MASK)) * m & MASK
+    if len(data) > whole:
+        h = (h ^ int.from_bytes(data[whole:], "little")) * m & MASK
+    h = (h ^ (h >> 47)) * m & MASK
+    return h ^ (h >> 47)
+
+
+def module_id(name, encver):
+    """A module type's id in an RDB: 9 characters of 6 bits each, then 10 bits of
+    encoding version."""
+    v = 0
+    for ch in name:
+        v = (v << 6) | CHARSET.index(ch)
+    return (v << 10) | encver
+
+
+def pow2_up(x):
+    p = 1
+    while p < x:
+        p *= 2
+    return p
+
+
+class Model:
+    """A RedisBloom cuckoo filter: byte arrays and its rules."""
+
+    def __init__(self, capacity, b=2, kicks=20, expansion=1, max_tables=32):
+        self.b, self.kicks, self.max_tables = b, kicks, max_tables
+        self.e = pow2_up(expansion) if expansion else 0
+        self.m = [pow2_up(max(capacity // b, 1))]
+        self.t = [bytearray(self.m[0] * b)]
+        self.deletes = 0
+
+    def key(self, item):
+        h = murmur64a(item)
+        return h, h % 255 + 1
+
+    def pair(self, k, h, fp):
+        m = self.m[k]
+        return h % m, (h ^ (fp * ALT_MULT & MASK)) % m
+
+    def slot_free(self, k, i):
+        b, t = self.b, self.t[k]
+        for j in range(b):
+            if t[i * b + j] == 0:
+                return i * b + j
+        return -1
+
+    def put(self, k, i, fp):
+        at = self.slot_free(k, i)
+        if at >= 0:
+            self.t[k][at] = fp
+        return at >= 0
+
+    def bucket(self, k, i):
+        return self.t[k][i * self.b:(i + 1) * self.b]
+
+    def add(self, item):
+        h, fp = self.key(item)
+        for k in reversed(range(len(self.t))):
+            i1, i2 = self.pair(k, h, fp)
+            if self.put(k, i1, fp) or self.put(k, i2, fp):
+                return True
+        top = len(self.t) - 1
+        i1, i2 = self.pair(top, h, fp)
+        if all(x == fp for x in self.bucket(top, i1)) and all(x == fp for x in self.bucket(top, i2)):
+            return False  # the module's hot-key rule: full rather than a new sub-filter
+        t, m, b, i, victim, carry = self.t[top], self.m[top], self.b, i1, 0, fp
+        for _ in range(self.kicks):
+            t[i * b + victim], carry = carry, t[i * b + victim]
+            i = (i ^ (carry * ALT_MULT & MASK)) % m
+            if self.put(top, i, carry):
+                return True
+            victim = (victim + 1) % b
+        for _ in range(self.kicks):
+            victim = (victim + b - 1) % b
+            i = (i ^ (carry * ALT_MULT & MASK)) % m
+            t[i * b + victim], carry = carry, t[i * b + victim]
+        if self.e == 0 or len(self.t) >= self.max_tables:
+            return False
+        self.m.append(self.m[-1] * self.e)
+        self.t.append(bytearray(self.m[-1] * b))
+        self.put(len(self.t) - 1, self.pair(len(self.t) - 1, h, fp)[0], fp)
+        return True
+
+    def delete(self, item):
+        h, fp = self.key(item)
+        for k in reversed(range(len(self.t))):
+            for i in self.pair(k, h, fp):
+                for j in range(self.b):
+                    if self.t[k][i * self.b + j] == fp:
+                        self.t[k][i * self.b + j] = 0
+                        return True
+        return False
+
+    def exists(self, item):
+        h, fp = self.key(item)
+        return any(fp in self.bucket(k, i) for k in range(len(self.t)) for i in self.pair(k, h, fp))
+
+    def items(self):
+        return sum(sum(1 for x in t if x) for t in self.t)
+
+    def record(self, encver=4):
+        """RedisBloom's rdb_save of this filter: the module value's elements."""
+        e = [(OP_UINT, len(self.t)), (OP_UINT, self.m[0]), (OP_UINT, self.items())]
+        if encver >= 4:
+            e += [(OP_UINT, self.deletes), (OP_UINT, self.b), (OP_UINT, self.kicks),
+                  (OP_UINT, self.e)]
+        for m, t in zip(self.m, self.t):
+            if encver >= 4:
+                e.append((OP_UINT, m))
+            e.append((OP_STRING, bytes(t)))
+        return e + [(OP_EOF, None)]
+
+
+def payload(elems, version, encver=4):
+    prefix = bytes([7]) + enc_len(module_id(TYPE_NAME, encver))  # RDB_TYPE_MODULE_2
+    return wrap(serialize(prefix, elems), version)
+
+
+def refused(c, data, what):
+    r = c.call_raw("RESTORE", "forged", 0, data)
+    check(isinstance(r, RespError) and str(r) == "ERR Bad data format",
+          f"RESTORE of {what}: {r!r} (want ERR Bad data format)")
+    check(c.call("EXISTS", "forged") == 0, f"{what}: a key was left")
+
+
+def same_as_model(c, key, md, items, absent, what):
+    got = S.mexists(c, key, items)
+    check(all(got), f"{what}: {got.count(0)} of {len(items)} items not found")
+    want = [int(md.exists(x)) for x in absent]
+    got = S.mexists(c, key, absent)
+    diff = sum(1 for a, b in zip(got, want) if a != b)
+    check(diff == 0, f"{what}: {diff} of {len(absent)} items never added answered otherwise "
+          f"than RedisBloom's filter would ({sum(want)} false positives expected)")
+    return sum(want)
+
+
+def body(seed):
+    with Server(extra=[("rdbcompression", "no")]) as s:
+        c = s.client()
+        ok(c.call_raw("CF.RESERVE", "ours", 100), "CF.RESERVE ours")
+        _, version = split_payload(c.call("DUMP", "ours"))  # this server's RDB version
+        absent = [b"never-%d" % i for i in range(harness.scaled(20000))]
+
+        # A grown filter (expansion 2, 3 sub-filters), made by RedisBloom's rules.
+        md = Model(capacity=1000, b=2, kicks=20, expansion=2)
+        items = []
+        while len(md.t) < 3:
+            x = b"rb-%d-%d" % (seed % 1000, len(items))
+            check(md.add(x), "the model refused an item")
+            items.append(x)
+        md.deletes = 7
+        p = payload(md.record(), version)
+        ok(c.call_raw("RESTORE", "moved", 0, p), "RESTORE of a RedisBloom filter")
+        check(c.call("TYPE", "moved") == TYPE_NAME, f"TYPE moved: {c.call('TYPE', 'moved')!r}")
+        info = S.info_dict(c, "moved")
+        want = {"Number of buckets": md.m[0], "Number of filters": 3,
+                "Number of items inserted": md.items(), "Number of items deleted": 7,
+                "Bucket size": 2, "Expansion rate": 2, "Max iterations": 20}
+        check(all(info[k] == v for k, v in want.items()), f"CF.INFO moved: {info}")
+        fps = same_as_model(c, "moved", md, items, absent, "restored")
+        check(c.call("DUMP", "moved") == p, "DUMP of the moved filter is not the payload restored")
+        print(f"    restored a 3-sub-filter filter of {len(items)} items; "
+              f"{fps} false positives of {len(absent)}, all as RedisBloom's")
+
+        # Adds after the move: inserts, evictions and growth as RedisBloom does them.
+        more = [b"after-%d" % i for i in range(harness.scaled(6000))]
+        for x in more:
+            want_ok = md.add(x)
+            r = c.call_raw("CF.ADD", "moved", x)
+            check(r == 1 if want_ok else isinstance(r, RespError),
+                  f"CF.ADD {x!r}: {r!r}, RedisBloom's filter {'took' if want_ok else 'refused'} it")
+        items += more
+        print(f"    {len(more)} adds after the move: {len(md.t)} sub-filters now")
+        check(len(md.t) > 3, "the adds after the move did not make the filter grow")
+        same_as_model(c, "moved", md, items, absent, "after adds")
+        check(c.call("DUMP", "moved") == payload(md.record(), version),
+              "after adds, the filter is not the one RedisBloom would hold")
+
+        # Deletes, in a filter of one sub-filter (a grown one compacts after deletes).
+        one = Model(capacity=4096, b=4, kicks=50, expansion=1)
+        keep = [b"one-%d" % i for i in range(3000)]
+        for x in keep:
+            one.add(x)
+        ok(c.call_raw("RESTORE", "one", 0, payload(one.record(), version)), "RESTORE one")
+        gone = keep[:1000]
+        for x in gone:
+            check(c.call("CF.DEL", "one", x) == 1 and one.delete(x), f"CF.DEL one {x!r}")
+        one.deletes = 1000
+        same_as_model(c, "one", one, keep[1000:], absent, "after deletes")
+        check(c.call("DUMP", "one") == payload(one.record(), version),
+              "after deletes, the filter is not the one RedisBloom would hold")
+
+        # An old record (encoding 3: every sub-filter of one size, the server's settings).
+        old = Model(capacity=200, b=2, kicks=20, expansion=1)
+        olds = []
+        while len(old.t) < 2:
+            olds.append(b"old-%d" % len(olds))
+            old.add(olds[-1])
+        ok(c.call_raw("RESTORE", "old", 0, payload(old.record(3), version, 3)),
+           "RESTORE of an encoding-3 record")
+        same_as_model(c, "old", old, olds, absent[:2000], "encoding 3")
+
+        # Forged records.
+        good = md.record()
+        refused(c, payload(good, version, 5), "a newer encoding (5)")
+        tables = [i for i, (op, _) in enumerate(good) if op == OP_STRING]
+        e = list(good)
+        e[tables[1]] = (OP_STRING, good[tables[1]][1][:-1])
+        refused(c, payload(e, version), "a sub-filter one byte short")
+        e = list(good)
+        e[1] = (OP_UINT, md.m[0] + 2)
+        refused(c, payload(e, version), "a first size that is no power of two")
+        e = list(good)
+        e[6] = (OP_UINT, 3)
+        refused(c, payload(e, version), "an expansion of 3")
+        e = list(good)
+        e[0] = (OP_UINT, 0)
+        refused(c, payload(e, version), "no sub-filter")
+        e = list(good)
+        e[tables[2] - 1] = (OP_UINT, md.m[2] * 2)
+        refused(c, payload(e, version), "a sub-filter size that disagrees with its place")
+        e = list(good)
+        e[4] = (OP_UINT, 0)
+        refused(c, payload(e, version), "bucket size 0")
+
+        # SAVE and a restart: RedisBloom's format in the RDB file, loaded again.
+        before = c.call("DUMP", "moved")
+        ok(c.call_raw("SAVE"), "SAVE")
+        c.close()
+        s.restart()
+        c = s.client()
+        check(c.call("TYPE", "moved") == TYPE_NAME, "after a restart, moved is not MBbloomCF")
+        check(c.call("DUMP", "moved") == before, "after a restart, moved is another filter")
+        same_as_model(c, "moved", md, items, absent, "after a restart")
+        c.close()
+
+
+def main():
+    S.require_tools()
+    S.run("test_redisbloom", body, [])
+
+
+if __name__ == "__main__":
+    main()
