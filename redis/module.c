@@ -1294,7 +1294,11 @@ static void *cfm_rb_rdb_load(cf_rm_io *io, int encver)
     (void)cf_rm.LoadUnsigned(io); /* the items: counted again from the tables */
     uint64_t deletes = 0, b = (uint64_t)cfm_defaults.bucket_size;
     uint64_t iterations = (uint64_t)cfm_defaults.max_iterations;
-    uint64_t e = n > 1 ? 1u : (uint64_t)cfm_defaults.expansion; /* old: all of one size */
+    uint64_t e = 1; /* old records: every sub-filter of one size, or the setting, rounded */
+    while (n == 1 && e < (uint64_t)cfm_defaults.expansion)
+        e *= 2;
+    if (n == 1 && cfm_defaults.expansion == 0)
+        e = 0;
     if (encver >= CFM_RB_ENCVER) {
         deletes = cf_rm.LoadUnsigned(io);
         b = cf_rm.LoadUnsigned(io);
@@ -1313,7 +1317,7 @@ static void *cfm_rb_rdb_load(cf_rm_io *io, int encver)
         why = "out of memory";
     for (unsigned k = 0; !why && k < n; k++) {
         uint64_t want = cfm_rb_table_bytes(m, e, k, b);
-        if (encver >= CFM_RB_ENCVER && cf_rm.LoadUnsigned(io) * b != want)
+        if (encver >= CFM_RB_ENCVER && cf_rm.LoadUnsigned(io) != want / b)
             why = "a sub-filter of another size than its place says";
         size_t len = 0;
         char *data = why || cf_rm.IsIOError(io) ? NULL : cf_rm.LoadStringBuffer(io, &len);
