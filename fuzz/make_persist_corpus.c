@@ -332,6 +332,42 @@ static void module_rb_seed(const char *name, const blob *b, unsigned encver, siz
     free(out);
 }
 
+/* RedisBloom's CF.SCANDUMP chunks of the filter of its layout whose file is b, as
+ * fuzz_module's CF.LOADCHUNK records (mode 0: cursor u64, length u16, bytes): the 38-byte
+ * header at iterator 1 (items, first sub-filter's buckets, deletes, sub-filters as u64;
+ * bucket size, MAXITERATIONS, expansion as u16), then each table at the iterator that
+ * comes with it (1 + where it ends in the run of tables). */
+static void module_rb_chunks_seed(const char *name, const blob *b)
+{
+    unsigned nt = (unsigned)(get64(b->p + 56) & 0xFFFFFFFFu);
+    uint8_t *out = xmalloc(b->n + 64u * nt + 64), mode = 0, h[38];
+    uint64_t items = 0, at = 0;
+    for (unsigned k = 0; k < nt; k++)
+        items += get64(b->p + 64 + 32u * k + 8);
+    put(h, items, 8);
+    put(h + 8, get64(b->p + 64), 8);
+    put(h + 16, 0, 8);
+    put(h + 24, nt, 8);
+    put(h + 32, b->p[41], 2);
+    put(h + 34, get64(b->p + 44) & 0xFFFF, 2);
+    put(h + 36, get64(b->p + 48) & 0xFFFF, 2);
+    size_t n = 0;
+    put(out, 1, 8);
+    put(out + 8, sizeof h, 2);
+    memcpy(out + 10, h, sizeof h);
+    n += 10 + sizeof h;
+    for (unsigned k = 0; k < nt; k++) {
+        size_t len = table_len(b, k);
+        at += len;
+        put(out + n, at + 1, 8);
+        put(out + n + 8, len, 2);
+        memcpy(out + n + 10, b->p + table_offset(b, k), len);
+        n += 10 + len;
+    }
+    write_seed(module_dir, name, &mode, 1, out, n);
+    free(out);
+}
+
 static void deserialize_seeds(void)
 {
     /* Every fingerprint width with two of the fast bucket sizes (each size three or more
@@ -557,6 +593,7 @@ static void deserialize_seeds(void)
         module_rdb_seed("rdb-redisbloom-e2", &rb);
         module_rb_seed("mbbloomcf-e2", &rb, 4, 0);
         module_rb_seed("mbbloomcf-e2-short", &rb, 4, 1);
+        module_rb_chunks_seed("mbbloomcf-chunks-e2", &rb);
         deser_field("redisbloom-f-12", &rb, 40, 12, 1);
         deser_field("redisbloom-seed-1", &rb, 24, 1, 8);
         deser_field("redisbloom-expansion-3", &rb, 48, 3, 4);

@@ -1104,6 +1104,202 @@ static cf_status cfm_load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned
     return CF_OK;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* RedisBloom's chunks (keys of type MBbloomCF)                                         */
+/* ------------------------------------------------------------------------------------ */
+/* Its CF.SCANDUMP gives, at iterator 0, a 38-byte header (little-endian: u64 items,
+ * buckets of the first sub-filter, deletes, sub-filters; u16 bucket size, MAXITERATIONS,
+ * expansion) with iterator 1; then the sub-filters' bytes as one run, a chunk a
+ * sub-filter (16 MiB slices of a bigger one), each with the iterator 1 + the offset where
+ * it ends; then [0, nil]. CF.LOADCHUNK takes the header at iterator 1 and a chunk at the
+ * iterator that came with it. So a filter of RedisBloom's travels between it and this
+ * module either way. */
+#define CFM_RB_HEADER 38u
+#define CFM_RB_SLICE  ((uint64_t)16 << 20) /* its largest data chunk */
+
+/* What a client that decoded CF.SCANDUMP's bytes as text sends back: U+FFFD, in UTF-8,
+ * wherever a byte was not valid UTF-8 (node-redis and ioredis do, unless asked for
+ * buffers). Said in the error, which would otherwise not tell why. */
+#define CFM_DECODED_HINT                                                                           \
+    " (the chunk holds U+FFFD replacement characters: a client decoded CF.SCANDUMP's bytes as "    \
+    "text; ask it for buffers, such as node-redis's withTypeMapping({[RESP_TYPES.BLOB_STRING]: "   \
+    "Buffer}) or ioredis's callBuffer)"
+
+/* RedisBloom's own limit on a sub-filter's buckets. */
+#define CFM_RB_MAX_BUCKETS (UINT64_C(1) << 56)
+
+/* The bytes of sub-filter k of a record, m * e^k buckets of b slots (b <= 255); 0 past
+ * RedisBloom's limit. */
+static uint64_t cfm_rb_table_bytes(uint64_t m, uint64_t e, unsigned k, uint64_t b)
+{
+    uint64_t buckets = m;
+    for (unsigned i = 0; i < k && e > 1; i++) {
+        if (buckets > CFM_RB_MAX_BUCKETS / e)
+            return 0;
+        buckets *= e;
+    }
+    return buckets > CFM_RB_MAX_BUCKETS ? 0 : buckets * b;
+}
+
+/* After a CF.LOADCHUNK of RedisBloom's chunks: no expiry (its chunks carry nothing that
+ * tells the last one; the filter is whole from its header on), replicated as it came. */
+static void cfm_replicate_and_close(cf_rm_ctx *ctx, cf_rm_string *name, cf_rm_key *key,
+                                    cfm_value *v)
+{
+    cfm_wrote(ctx, name, v, "cf.loadchunk", true);
+    cfm_close(key, v);
+}
+
+static bool cfm_looks_decoded(const unsigned char *p, size_t len)
+{
+    for (size_t i = 0; i + 2 < len; i++)
+        if (p[i] == 0xEF && p[i + 1] == 0xBF && p[i + 2] == 0xBD)
+            return true;
+    return false;
+}
+
+/* The error for a refused chunk: `plain`, or `decoded` when the chunk looks decoded. */
+#define CFM_CHUNK_ERROR(plain, p, len) (cfm_looks_decoded(p, len) ? plain CFM_DECODED_HINT : plain)
+
+static bool cfm_is_rb(cf_rm_key *key)
+{
+    return cf_rm.ModuleTypeGetType(key) == cfm_rb_type;
+}
+
+static void cfm_rb_header(const cfm_value *v, unsigned char h[CFM_RB_HEADER])
+{
+    cf_config c;
+    cf_stats s;
+    cf_get_config(v->f, &c);
+    cf_get_stats(v->f, &s);
+    cfm_put_u64(h, s.items);
+    cfm_put_u64(h + 8, cf_table_size(v->f, 0) / c.bucket_size);
+    cfm_put_u64(h + 16, v->deletes);
+    cfm_put_u64(h + 24, s.sub_filters);
+    uint16_t small[3] = {(uint16_t)c.bucket_size, (uint16_t)v->max_iterations,
+                         (uint16_t)c.expansion}; /* in range: checked when made */
+    for (unsigned i = 0; i < 3; i++) {
+        h[32 + 2 * i] = (uint8_t)small[i];
+        h[33 + 2 * i] = (uint8_t)(small[i] >> 8);
+    }
+}
+
+/* The data chunk that starts at byte `at` of the sub-filters' run: its sub-filter *k,
+ * offset *off there and length *len; false if no chunk starts there (or past the end,
+ * then *len = 0). */
+static bool cfm_rb_chunk_at(const cf_filter *f, uint64_t at, unsigned *k, uint64_t *off,
+                            uint64_t *len)
+{
+    *len = 0;
+    uint64_t pos = 0, size;
+    for (*k = 0; (size = cf_table_size(f, *k)) != 0; (*k)++, pos += size) {
+        if (at >= pos + size)
+            continue;
+        *off = at - pos;
+        if (*off % CFM_RB_SLICE != 0)
+            return false;
+        *len = size - *off < CFM_RB_SLICE ? size - *off : CFM_RB_SLICE;
+        return true;
+    }
+    return at == pos; /* the end */
+}
+
+/* The sub-filter and offset that a chunk of `len` bytes ending at byte `end` fills; false
+ * if it is not inside one sub-filter. */
+static bool cfm_rb_chunk_place(const cf_filter *f, uint64_t end, uint64_t len, unsigned *k,
+                               uint64_t *off)
+{
+    uint64_t pos = 0, size;
+    for (*k = 0; len && end >= len && (size = cf_table_size(f, *k)) != 0; (*k)++, pos += size)
+        if (end - len >= pos && end <= pos + size) {
+            *off = end - len - pos;
+            return true;
+        }
+    return false;
+}
+
+/* A filter of RedisBloom's layout and type under `key` from its 38-byte header, every
+ * sub-filter allocated and empty (the chunks fill them), once the server has room for
+ * all of it: NULL and the error's text otherwise. */
+static const char *cfm_rb_from_header(cf_rm_ctx *ctx, const unsigned char *h, size_t len,
+                                      cfm_value **out)
+{
+    if (len != CFM_RB_HEADER)
+        return CFM_CHUNK_ERROR("Invalid header", h, len);
+    uint64_t m = cfm_get_u64(h + 8), deletes = cfm_get_u64(h + 16), n = cfm_get_u64(h + 24);
+    unsigned b = (unsigned)(h[32] | h[33] << 8), iterations = (unsigned)(h[34] | h[35] << 8);
+    unsigned e = (unsigned)(h[36] | h[37] << 8);
+    uint64_t total = 0;
+    bool ok = n >= 1 && n <= CF_MAX_SUB_FILTERS && m >= 2 && (m & (m - 1)) == 0 && b >= 1 &&
+              b <= CF_MAX_BUCKET_SIZE && iterations >= 1 && e <= CF_MAX_EXPANSION &&
+              (e & (e - 1)) == 0 && (e != 0 || n == 1) && deletes <= INT64_MAX;
+    for (unsigned k = 0; ok && k < n; k++) {
+        uint64_t size = cfm_rb_table_bytes(m, e, k, b);
+        ok = size != 0 && total <= UINT64_MAX - size;
+        total += size;
+    }
+    if (!ok)
+        return CFM_CHUNK_ERROR("Couldn't create filter!", h, len);
+    if (total > SIZE_MAX || !cfm_room_for(ctx, (size_t)total))
+        return "ERR Insufficient memory to create filter";
+    cfm_value *v = cfm_value_alloc(ctx, iterations);
+    cf_status st = v ? CF_OK : CF_ENOMEM;
+    if (st == CF_OK) {
+        cf_allocator alloc = cfm_allocator(v);
+        unsigned most = (unsigned)cfm_defaults.max_filters;
+        cf_config c = {.capacity = m * b, /* m buckets: RedisBloom's sizing */
+                       .bucket_size = b,
+                       .max_kicks = iterations,
+                       .expansion = e,
+                       .flags = CF_REDISBLOOM,
+                       .allocator = &alloc,
+                       .max_sub_filters = n > most ? (unsigned)n : most};
+        st = cf_new(&c, &v->f);
+    }
+    for (uint64_t k = 1; st == CF_OK && k < n; k++)
+        st = cf_append_sub_filter(v->f);
+    if (st != CF_OK) {
+        cfm_value_free(v);
+        return st == CF_ENOMEM ? "ERR Insufficient memory to create filter"
+                               : "Couldn't create filter!";
+    }
+    v->deletes = deletes;
+    *out = v;
+    return NULL;
+}
+
+/* CF.SCANDUMP of a key of RedisBloom's type: its chunks, as RedisBloom gives them (an
+ * empty filter too: RedisBloom answers [0, nil] at once and loses its parameters). */
+static int cfm_rb_scandump(cf_rm_ctx *ctx, cf_rm_key *key, cfm_value *v, uint64_t it)
+{
+    unsigned char header[CFM_RB_HEADER];
+    unsigned k = 0;
+    uint64_t off = 0, len = 0;
+    if (it == 0) {
+        cfm_rb_header(v, header);
+        cf_rm.ReplyWithArray(ctx, 2);
+        cf_rm.ReplyWithLongLong(ctx, 1);
+        cf_rm.ReplyWithStringBuffer(ctx, (const char *)header, sizeof header);
+    } else if (!cfm_rb_chunk_at(v->f, it - 1, &k, &off, &len)) {
+        return cfm_fail(ctx, key, v, "Invalid position");
+    } else if (len == 0) {
+        cf_rm.ReplyWithArray(ctx, 2);
+        cf_rm.ReplyWithLongLong(ctx, 0);
+        cf_rm.ReplyWithNull(ctx);
+    } else {
+        char *buf = cf_rm.TryAlloc((size_t)len);
+        if (!buf)
+            return cfm_fail(ctx, key, v, "ERR Insufficient memory");
+        cf_table_read(v->f, k, off, buf, (size_t)len);
+        cf_rm.ReplyWithArray(ctx, 2);
+        cf_rm.ReplyWithLongLong(ctx, (long long)(it + len));
+        cf_rm.ReplyWithStringBuffer(ctx, buf, (size_t)len);
+        cf_rm.Free(buf);
+    }
+    cfm_close(key, v);
+    return CF_RM_OK;
+}
+
 static int cfm_cmd_scandump(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
 {
     if (argc != 3)
@@ -1115,6 +1311,8 @@ static int cfm_cmd_scandump(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     cfm_value *v = cfm_open_existing(ctx, argv[1], &key);
     if (!v)
         return CF_RM_OK;
+    if (cfm_is_rb(key))
+        return cfm_rb_scandump(ctx, key, v, (uint64_t)it);
     size_t cap, len;
     unsigned char *buf = cfm_chunk_buffer(v, &cap, false);
     if (!buf)
@@ -1150,17 +1348,37 @@ static int cfm_cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     switch (cfm_open(ctx, argv[1], CF_RM_READ | CF_RM_WRITE, &key, &v)) {
     case CFM_OTHER:
         return cfm_fail(ctx, key, v, CFM_ERR_WRONGTYPE);
-    case CFM_EMPTY: /* the header chunk: the key is made here */
+    case CFM_EMPTY:    /* the header chunk: the key is made here */
+        if (it == 1) { /* RedisBloom's header; this module's is never at 1 */
+            const char *err = cfm_rb_from_header(ctx, data, len, &v);
+            if (err)
+                return cfm_fail(ctx, key, NULL, err);
+            cf_rm.ModuleTypeSetValue(key, cfm_rb_type, v);
+            cfm_replicate_and_close(ctx, argv[1], key, v);
+            return cf_rm.ReplyWithSimpleString(ctx, "OK");
+        }
         if (len < CFM_PREFIX_BYTES)
-            return cfm_fail(ctx, key, NULL, "Invalid header");
+            return cfm_fail(ctx, key, NULL, CFM_CHUNK_ERROR("Invalid header", data, len));
         st = cfm_load_header(ctx, (uint64_t)it, data, len, &v);
         if (st != CF_OK)
             return cfm_fail(ctx, key, NULL,
-                            st == CF_ENOMEM ? "ERR Insufficient memory to create filter"
-                                            : "Couldn't create filter!");
+                            st == CF_ENOMEM
+                                ? "ERR Insufficient memory to create filter"
+                                : CFM_CHUNK_ERROR("Couldn't create filter!", data, len));
         cf_rm.ModuleTypeSetValue(key, cfm_type, v);
         break;
     case CFM_OURS:
+        if (cfm_is_rb(key)) { /* RedisBloom's data chunk: the bytes before `it` - 1 */
+            unsigned k;
+            uint64_t off;
+            if (it == 1)
+                return cfm_fail(ctx, key, v, "ERR item exists");
+            if (!cfm_rb_chunk_place(v->f, (uint64_t)it - 1, len, &k, &off) ||
+                cf_table_write(v->f, k, off, data, len) != CF_OK)
+                return cfm_fail(ctx, key, v, CFM_CHUNK_ERROR("Couldn't load chunk!", data, len));
+            cfm_replicate_and_close(ctx, argv[1], key, v);
+            return cf_rm.ReplyWithSimpleString(ctx, "OK");
+        }
         if (!cf_is_loading(v->f))
             return cfm_fail(ctx, key, v, "ERR item exists");
         st = cfm_take_chunk(v, (uint64_t)it, data, len);
@@ -1266,22 +1484,6 @@ static void *cfm_rdb_load(cf_rm_io *io, int encver)
  * buckets and b, MAXITERATIONS and the expansion are the server's settings, as
  * RedisBloom takes them. */
 
-/* RedisBloom's own limit on a sub-filter's buckets. */
-#define CFM_RB_MAX_BUCKETS (UINT64_C(1) << 56)
-
-/* The bytes of sub-filter k of a record, m * e^k buckets of b slots (b <= 255); 0 past
- * RedisBloom's limit. */
-static uint64_t cfm_rb_table_bytes(uint64_t m, uint64_t e, unsigned k, uint64_t b)
-{
-    uint64_t buckets = m;
-    for (unsigned i = 0; i < k && e > 1; i++) {
-        if (buckets > CFM_RB_MAX_BUCKETS / e)
-            return 0;
-        buckets *= e;
-    }
-    return buckets > CFM_RB_MAX_BUCKETS ? 0 : buckets * b;
-}
-
 static void *cfm_rb_rdb_load(cf_rm_io *io, int encver)
 {
     if (encver > CFM_RB_ENCVER) {
@@ -1379,6 +1581,25 @@ static void cfm_rb_rdb_save(cf_rm_io *io, void *value)
         cf_table_read(v->f, k, 0, buf, (size_t)size);
         cf_rm.SaveUnsigned(io, size / b);
         cf_rm.SaveStringBuffer(io, buf, (size_t)size);
+        cf_rm.Free(buf);
+    }
+}
+
+/* The AOF rebuilds a filter of RedisBloom's type with RedisBloom's chunks (an empty one
+ * too), which RedisBloom's CF.LOADCHUNK takes as well. */
+static void cfm_rb_aof_rewrite(cf_rm_io *aof, cf_rm_string *key, void *value)
+{
+    const cfm_value *v = value;
+    unsigned char header[CFM_RB_HEADER];
+    cfm_rb_header(v, header);
+    cf_rm.EmitAOF(aof, "CF.LOADCHUNK", "slb", key, 1LL, (const char *)header, sizeof header);
+    unsigned k;
+    uint64_t at = 0, off, len;
+    while (cfm_rb_chunk_at(v->f, at, &k, &off, &len) && len) {
+        char *buf = cf_rm.Alloc((size_t)len); /* like the server's own: no memory, no rewrite */
+        cf_table_read(v->f, k, off, buf, (size_t)len);
+        at += len;
+        cf_rm.EmitAOF(aof, "CF.LOADCHUNK", "slb", key, (long long)(at + 1), buf, (size_t)len);
         cf_rm.Free(buf);
     }
 }
@@ -1791,9 +2012,10 @@ int RedisModule_OnLoad(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     cfm_type = cf_rm.CreateDataType(ctx, CFM_TYPE_NAME, CFM_ENCVER, &methods);
     if (!cfm_type)
         return CF_RM_ERR;
-    /* RedisBloom's type: its own RDB format; the rest as for ours. */
+    /* RedisBloom's type: its own RDB format and chunks; the rest as for ours. */
     methods.rdb_load = cfm_rb_rdb_load;
     methods.rdb_save = cfm_rb_rdb_save;
+    methods.aof_rewrite = cfm_rb_aof_rewrite;
     cfm_rb_type = cf_rm.CreateDataType(ctx, CFM_RB_TYPE_NAME, CFM_RB_ENCVER, &methods);
     if (!cfm_rb_type)
         return CF_RM_ERR;

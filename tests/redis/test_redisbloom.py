@@ -24,7 +24,9 @@ Checks, on each server:
 Environment: CF_REDIS_MODULE, CF_REDIS_SERVER, CF_TEST_SEED. Exit 0 = pass.
 """
 
+import glob
 import os
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -34,9 +36,10 @@ from harness import RespError, Server  # noqa: E402
 import cf_state as S  # noqa: E402
 from cf_state import check, ok  # noqa: E402
 from test_persistence import (OP_EOF, OP_STRING, OP_UINT, enc_len, serialize,  # noqa: E402
-                              split_payload, wrap)
+                              split_payload, wait_rewrite, wrap)
 
 MASK = (1 << 64) - 1
+SLICE = 16 << 20  # RedisBloom's largest data chunk
 ALT_MULT = 0x5bd1e995
 TYPE_NAME = "MBbloomCF"
 CHARSET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -163,6 +166,19 @@ class Model:
         return e + [(OP_EOF, None)]
 
 
+def chunks(md):
+    """RedisBloom's CF.SCANDUMP of the model: (iterator that comes with it, bytes)."""
+    out = [(1, struct.pack("<QQQQHHH", md.items(), md.m[0], md.deletes, len(md.t), md.b,
+                           md.kicks, md.e))]
+    pos = 0
+    for t in md.t:
+        for off in range(0, len(t), SLICE):
+            piece = bytes(t[off:off + SLICE])
+            pos += len(piece)
+            out.append((pos + 1, piece))
+    return out
+
+
 def payload(elems, version, encver=4):
     prefix = bytes([7]) + enc_len(module_id(TYPE_NAME, encver))  # RDB_TYPE_MODULE_2
     return wrap(serialize(prefix, elems), version)
@@ -211,6 +227,52 @@ def body(seed):
         check(all(info[k] == v for k, v in want.items()), f"CF.INFO moved: {info}")
         fps = same_as_model(c, "moved", md, items, absent, "restored")
         check(c.call("DUMP", "moved") == p, "DUMP of the moved filter is not the payload restored")
+
+        # RedisBloom's chunks: CF.SCANDUMP gives them, CF.LOADCHUNK takes them.
+        want = chunks(md)
+        got = S.scandump(c, "moved")
+        check(got == want, f"CF.SCANDUMP moved: {[(i, len(d)) for i, d in got]}, RedisBloom's "
+              f"{[(i, len(d)) for i, d in want]}" + ("" if [d for _, d in got] != [d for _, d in want]
+                                                    else " (bytes equal)"))
+        S.loadchunks(c, "fromchunks", want)
+        check(c.call("TYPE", "fromchunks") == TYPE_NAME, "CF.LOADCHUNK of RedisBloom's chunks")
+        check(c.call("DUMP", "fromchunks") == p, "the filter RedisBloom's chunks made is another")
+        header = want[0][1]
+        # A client that decodes the bytes as text (node-redis, ioredis by default) sends
+        # U+FFFD for every byte that is not UTF-8: the error says so.
+        S.loadchunks(c, "mangled", want[:1])
+        mangled = want[1][1].decode("utf-8", "replace").encode("utf-8")
+        r = c.call_raw("CF.LOADCHUNK", "mangled", want[1][0], mangled)
+        check(isinstance(r, RespError) and str(r).startswith("Couldn't load chunk!") and
+              "U+FFFD" in str(r) and "Buffer" in str(r),
+              f"CF.LOADCHUNK of a chunk decoded as text: {r!r}")
+        c.call("DEL", "mangled")
+
+        def forged_header(what, want_err, **fields):
+            v = dict(zip(("items", "m", "deletes", "n", "b", "kicks", "e"),
+                         struct.unpack("<QQQQHHH", header)))
+            v.update(fields)
+            h = struct.pack("<QQQQHHH", *v.values())
+            r = c.call_raw("CF.LOADCHUNK", "forged", 1, h)
+            check(isinstance(r, RespError) and str(r).startswith(want_err),
+                  f"CF.LOADCHUNK of a header with {what}: {r!r}")
+            check(c.call("EXISTS", "forged") == 0, f"{what}: a key was left")
+        forged_header("3 buckets", "Couldn't create filter!", m=3)
+        forged_header("expansion 3", "Couldn't create filter!", e=3)
+        forged_header("bucket size 0", "Couldn't create filter!", b=0)
+        forged_header("no sub-filter", "Couldn't create filter!", n=0)
+        forged_header("expansion 0 and 3 sub-filters", "Couldn't create filter!", e=0)
+        r = c.call_raw("CF.LOADCHUNK", "forged", 1, header + b"\0")
+        check(isinstance(r, RespError) and str(r) == "Invalid header", f"39-byte header: {r!r}")
+        ok(c.call_raw("CONFIG", "SET", "maxmemory", str(64 << 20)), "maxmemory 64 MiB")
+        forged_header("2^40 buckets", "ERR Insufficient memory to create filter", m=1 << 40)
+        ok(c.call_raw("CONFIG", "SET", "maxmemory", "0"), "maxmemory 0")
+        S.loadchunks(c, "partial", want[:1])
+        r = c.call_raw("CF.LOADCHUNK", "partial", want[1][0] + 1, want[1][1] + b"x")
+        check(isinstance(r, RespError) and str(r) == "Couldn't load chunk!",
+              f"a chunk past its sub-filter: {r!r}")
+        r = c.call_raw("CF.LOADCHUNK", "partial", 1, header)
+        check(isinstance(r, RespError) and str(r) == "ERR item exists", f"a second header: {r!r}")
         print(f"    restored a 3-sub-filter filter of {len(items)} items; "
               f"{fps} false positives of {len(absent)}, all as RedisBloom's")
 
@@ -276,6 +338,7 @@ def body(seed):
         refused(c, payload(e, version), "bucket size 0")
 
         # SAVE and a restart: RedisBloom's format in the RDB file, loaded again.
+        c.call("DEL", "partial", "fromchunks")
         before = c.call("DUMP", "moved")
         ok(c.call_raw("SAVE"), "SAVE")
         c.close()
@@ -285,6 +348,38 @@ def body(seed):
         check(c.call("DUMP", "moved") == before, "after a restart, moved is another filter")
         same_as_model(c, "moved", md, items, absent, "after a restart")
         c.close()
+    aof_rewrite(seed)
+
+
+def aof_rewrite(seed):
+    """BGREWRITEAOF without the RDB preamble writes a filter of RedisBloom's type as
+    RedisBloom's CF.LOADCHUNK commands (header, then its chunks); the restart replays them
+    into the same filter, of the same type."""
+    with Server(extra=[("appendonly", "yes"), ("aof-use-rdb-preamble", "no"),
+                       ("rdbcompression", "no")]) as s:
+        c = s.client()
+        ok(c.call_raw("CF.RESERVE", "ours", 100), "CF.RESERVE ours")
+        _, version = split_payload(c.call("DUMP", "ours"))
+        c.call("DEL", "ours")  # the rewritten AOF then holds the moved filter alone
+        md = Model(capacity=300, b=4, kicks=20, expansion=1)
+        for i in range(1500):
+            md.add(b"aof-%d-%d" % (seed % 97, i))
+        check(len(md.t) > 1, "the model did not grow")
+        p = payload(md.record(), version)
+        ok(c.call_raw("RESTORE", "moved", 0, p), "RESTORE")
+        c.call("BGREWRITEAOF")
+        wait_rewrite(c)
+        base = b"".join(open(f, "rb").read()
+                        for f in glob.glob(os.path.join(s.dir, "appendonlydir", "*.base.aof")))
+        check(base.count(b"CF.LOADCHUNK") == 1 + len(md.t) and chunks(md)[0][1] in base,
+              "the rewritten AOF is not RedisBloom's chunks")
+        c.close()
+        s.restart()
+        c = s.client()
+        check(c.call("TYPE", "moved") == TYPE_NAME and c.call("DUMP", "moved") == p,
+              "after an AOF replay, moved is another filter")
+        c.close()
+        print(f"    AOF rewrite: {1 + len(md.t)} CF.LOADCHUNK commands, the same filter replayed")
 
 
 def main():
