@@ -17,7 +17,8 @@
  *                1 + (mode >> 4) % 5 (5: newer than it knows, refused)
  *   CF.LOADCHUNK payload: records of (cursor: u64, length: u16, bytes)
  *   RDB payload: what the loader reads, in order: an unsigned is 8 bytes (little-endian),
- *                a string a u16 length and its bytes; running short is an I/O error
+ *                a string a u16 length (0xFFFF: a u32 length follows) and its bytes;
+ *                running short is an I/O error
  *
  * What it checks:
  * - Memory: under maxmemory (FZ_MAXMEMORY; none while loading, where the machine's limit
@@ -47,6 +48,7 @@
 #define FZ_HEADER      64u                   /* the file format's header */
 #define FZ_MAX_RECORDS 64u                   /* CF.LOADCHUNK commands per input */
 #define FZ_RB_ENCVER   4u                    /* RedisBloom's newest RDB encoding */
+#define FZ_LONG_STRING 0xFFFFu               /* a string length that says a u32 length follows */
 
 /* ------------------------------------------------------------------------------------ */
 /* The fake server                                                                      */
@@ -433,9 +435,16 @@ static void fz_save_unsigned(cf_rm_io *io, uint64_t v)
 
 static void fz_save_string(cf_rm_io *io, const char *p, size_t n)
 {
-    FZ_REQUIRE(n <= UINT16_MAX); /* the fuzzer's filters are small */
-    uint8_t b[2] = {(uint8_t)n, (uint8_t)(n >> 8)};
-    fz_out(io, b, sizeof b);
+    FZ_REQUIRE(n <= UINT32_MAX); /* filters here hold at most FZ_ALLOC_LIMIT */
+    uint8_t b[6] = {(uint8_t)n, (uint8_t)(n >> 8)};
+    size_t head = 2;
+    if (n >= FZ_LONG_STRING) { /* the escape, then a u32 length */
+        b[0] = b[1] = 0xFF;
+        for (unsigned i = 0; i < 4; i++)
+            b[2 + i] = (uint8_t)(n >> (8 * i));
+        head = 6;
+    }
+    fz_out(io, b, head);
     fz_out(io, p, n);
 }
 
@@ -453,15 +462,21 @@ static uint64_t fz_load_unsigned(cf_rm_io *io)
 
 static char *fz_load_string(cf_rm_io *io, size_t *len)
 {
-    if (io->error || io->left < 2 || io->left - 2 < (size_t)(io->in[0] | io->in[1] << 8)) {
+    size_t n = 0, head = 2;
+    if (!io->error && io->left >= 2)
+        n = (size_t)(io->in[0] | io->in[1] << 8);
+    if (n == FZ_LONG_STRING && io->left >= 6) {
+        n = (size_t)fz_get32(io->in + 2);
+        head = 6;
+    }
+    if (io->error || io->left < head || io->left - head < n) {
         io->error = 1;
         return NULL;
     }
-    size_t n = (size_t)(io->in[0] | io->in[1] << 8);
     char *s = fz_server_alloc(n ? n : 1); /* the server allocates the string for the module */
-    memcpy(s, io->in + 2, n);
-    io->in += 2 + n;
-    io->left -= 2 + n;
+    memcpy(s, io->in + head, n);
+    io->in += head + n;
+    io->left -= head + n;
     *len = n;
     return s;
 }
