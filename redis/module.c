@@ -1128,6 +1128,23 @@ static cf_status cfm_load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned
 /* RedisBloom's own limit on a sub-filter's buckets. */
 #define CFM_RB_MAX_BUCKETS (UINT64_C(1) << 56)
 
+/* v's filter of RedisBloom's layout (checked fields of a record or a header): its first
+ * sub-filter of m buckets of b slots, MAXITERATIONS as v says (RedisBloom's walk takes it
+ * as it is), growing by e, for n sub-filters or as many as any filter here. */
+static cf_status cfm_rb_new(cfm_value *v, uint64_t m, unsigned b, unsigned e, unsigned n)
+{
+    cf_allocator alloc = cfm_allocator(v);
+    unsigned most = (unsigned)cfm_defaults.max_filters;
+    cf_config c = {.capacity = m * b, /* m buckets: RedisBloom's sizing */
+                   .bucket_size = b,
+                   .max_kicks = v->max_iterations,
+                   .expansion = e,
+                   .flags = CF_REDISBLOOM,
+                   .allocator = &alloc,
+                   .max_sub_filters = n > most ? n : most};
+    return cf_new(&c, &v->f);
+}
+
 /* The bytes of sub-filter k of a record, m * e^k buckets of b slots (b <= 255); 0 past
  * RedisBloom's limit. */
 static uint64_t cfm_rb_table_bytes(uint64_t m, uint64_t e, unsigned k, uint64_t b)
@@ -1243,19 +1260,7 @@ static const char *cfm_rb_from_header(cf_rm_ctx *ctx, const unsigned char *h, si
     if (total > SIZE_MAX || !cfm_room_for(ctx, (size_t)total))
         return "ERR Insufficient memory to create filter";
     cfm_value *v = cfm_value_alloc(ctx, iterations);
-    cf_status st = v ? CF_OK : CF_ENOMEM;
-    if (st == CF_OK) {
-        cf_allocator alloc = cfm_allocator(v);
-        unsigned most = (unsigned)cfm_defaults.max_filters;
-        cf_config c = {.capacity = m * b, /* m buckets: RedisBloom's sizing */
-                       .bucket_size = b,
-                       .max_kicks = iterations,
-                       .expansion = e,
-                       .flags = CF_REDISBLOOM,
-                       .allocator = &alloc,
-                       .max_sub_filters = n > most ? (unsigned)n : most};
-        st = cf_new(&c, &v->f);
-    }
+    cf_status st = v ? cfm_rb_new(v, m, b, e, (unsigned)n) : CF_ENOMEM;
     for (uint64_t k = 1; st == CF_OK && k < n; k++)
         st = cf_append_sub_filter(v->f);
     if (st != CF_OK) {
@@ -1426,6 +1431,22 @@ static void cfm_rdb_save(cf_rm_io *io, void *value)
     cf_rm.Free(buf);
 }
 
+/* The end of an RDB load: the value, or NULL (nothing held) if `why` says it is refused
+ * or the stream failed. */
+static void *cfm_rdb_loaded(cf_rm_io *io, cfm_value *v, const char *why, uint64_t deletes)
+{
+    if (why || cf_rm.IsIOError(io)) {
+        if (why)
+            cf_rm.LogIOError(io, "warning", "refusing a filter in the RDB: %s", why);
+        cfm_value_free(v);
+        return NULL;
+    }
+    v->deletes = deletes;
+    v->ctx = NULL;
+    cfm_account(v);
+    return v;
+}
+
 static void *cfm_rdb_load(cf_rm_io *io, int encver)
 {
     if (encver != CFM_ENCVER) {
@@ -1462,16 +1483,7 @@ static void *cfm_rdb_load(cf_rm_io *io, int encver)
     uint64_t check = why || cf_rm.IsIOError(io) ? 0 : cf_rm.LoadUnsigned(io);
     if (!why && !cf_rm.IsIOError(io) && check != cfm_fields_check(v->f, deletes, iterations))
         why = "the module's fields fail their check";
-    if (why || cf_rm.IsIOError(io)) {
-        if (why)
-            cf_rm.LogIOError(io, "warning", "refusing a filter in the RDB: %s", why);
-        cfm_value_free(v);
-        return NULL;
-    }
-    v->deletes = deletes;
-    v->ctx = NULL;
-    cfm_account(v);
-    return v;
+    return cfm_rdb_loaded(io, v, why, deletes);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1529,16 +1541,7 @@ static void *cfm_rb_rdb_load(cf_rm_io *io, int encver)
          * memory than it carries. */
         cf_status st = want == 0 || len != want ? CF_ECORRUPT : CF_OK;
         if (st == CF_OK && k == 0) {
-            cf_allocator alloc = cfm_allocator(v);
-            unsigned most = (unsigned)cfm_defaults.max_filters; /* grows as far as others */
-            cf_config c = {.capacity = want, /* m buckets of b: RedisBloom's sizing */
-                           .bucket_size = (unsigned)b,
-                           .max_kicks = (unsigned)iterations,
-                           .expansion = (unsigned)e,
-                           .flags = CF_REDISBLOOM,
-                           .allocator = &alloc,
-                           .max_sub_filters = n > most ? (unsigned)n : most};
-            st = cf_new(&c, &v->f);
+            st = cfm_rb_new(v, m, (unsigned)b, (unsigned)e, (unsigned)n);
         } else if (st == CF_OK) {
             st = cf_append_sub_filter(v->f);
         }
@@ -1548,16 +1551,7 @@ static void *cfm_rb_rdb_load(cf_rm_io *io, int encver)
         if (st != CF_OK)
             why = st == CF_ECORRUPT ? "a sub-filter of the wrong length" : cf_strerror(st);
     }
-    if (why || cf_rm.IsIOError(io)) {
-        if (why)
-            cf_rm.LogIOError(io, "warning", "refusing a RedisBloom filter in the RDB: %s", why);
-        cfm_value_free(v);
-        return NULL;
-    }
-    v->deletes = deletes;
-    v->ctx = NULL;
-    cfm_account(v);
-    return v;
+    return cfm_rdb_loaded(io, v, why, deletes);
 }
 
 static void cfm_rb_rdb_save(cf_rm_io *io, void *value)
