@@ -328,7 +328,8 @@ static void print_shape_help(void)
            "  --semi-sort             semi-sorted buckets (4 slots): each slot takes one bit\n"
            "                          less at the same false-positive rate; lookups slower\n"
            "  --redisbloom            RedisBloom's layout (its hash, 8-bit fingerprints,\n"
-           "                          power-of-two sub-filters; bucket size 2 by default):\n"
+           "                          power-of-two sub-filters; bucket size 2 and 20 kicks\n"
+           "                          by default):\n"
            "                          the answers RedisBloom's CF.* commands would give\n"
            "  --seed S                hash seed, decimal or 0x-hexadecimal (default: random)\n",
            CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS, CF_DEFAULT_FINGERPRINT_BITS,

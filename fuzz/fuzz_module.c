@@ -685,8 +685,8 @@ static void fz_exercise(void)
     fz_command_on_k(fz.compact, NULL); /* first, while the older sub-filters have room */
     fz_check_saves(fz.value_type, fz.value);
     unsigned n = 0;
-    size_t held = fz.type.m.mem_usage(fz.value); /* grows with the filter's first new table */
-    while (n < FZ_GROW_ADDS && fz.type.m.mem_usage(fz.value) == held) { /* (either type's) */
+    size_t held = fz.value_type->m.mem_usage(fz.value); /* grows with its first new table */
+    while (n < FZ_GROW_ADDS && fz.value_type->m.mem_usage(fz.value) == held) {
         snprintf(item, sizeof item, "i%u", n);
         fz_command_on_k(fz.add, item);
         if (fz.error)

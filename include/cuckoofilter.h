@@ -201,13 +201,13 @@ typedef struct cf_config {
  * fingerprints into the oldest sub-filter with room. What stays this library's: a key
  * added 2b times over (its buckets hold nothing else) gets CF_FULL instead of growth, a
  * count sees a bucket the key's two share once, and a fixed filter has no stash.
- * Settings: fingerprint_bits 0 or 8; bucket_size 0 means 2 (RedisBloom's default); seed
- * 0 (the hash has none); expansion is rounded up to a power of two, as RedisBloom does;
- * the first sub-filter has capacity / bucket_size buckets rounded up to a power of two,
- * at least 2. Not with CF_SEMI_SORT, target_fpr or fpr_bound (CF_EINVAL); sub-filters
- * never widen. Lookups are slower than this library's own layout (no batched fetches),
- * and with CF_CONCURRENT they take the writers' lock. Files say the layout (hash id 2,
- * docs/FORMAT.md): cf_load gives it back. */
+ * Settings: fingerprint_bits 0 or 8; bucket_size 0 means 2 and max_kicks 0 means 20
+ * (RedisBloom's defaults: its eviction walk moves one fingerprint a kick); seed 0 (the
+ * hash has none); expansion is rounded up to a power of two, as RedisBloom does; the first
+ * sub-filter has capacity / bucket_size buckets rounded up to a power of two, at least 2. Not with
+ * CF_SEMI_SORT, target_fpr or fpr_bound (CF_EINVAL); sub-filters never widen. Lookups are slower
+ * than this library's own layout (no batched fetches), and with CF_CONCURRENT they take the
+ * writers' lock. Files say the layout (hash id 2, docs/FORMAT.md): cf_load gives it back. */
 #define CF_REDISBLOOM      16u
 
 typedef struct cf_stats {

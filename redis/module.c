@@ -1353,8 +1353,9 @@ static int cfm_cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     switch (cfm_open(ctx, argv[1], CF_RM_READ | CF_RM_WRITE, &key, &v)) {
     case CFM_OTHER:
         return cfm_fail(ctx, key, v, CFM_ERR_WRONGTYPE);
-    case CFM_EMPTY:    /* the header chunk: the key is made here */
-        if (it == 1) { /* RedisBloom's header; this module's is never at 1 */
+    case CFM_EMPTY: /* the header chunk: the key is made here */
+        /* RedisBloom's header; this module's is never at 1 */
+        if (it == 1) {
             const char *err = cfm_rb_from_header(ctx, data, len, &v);
             if (err)
                 return cfm_fail(ctx, key, NULL, err);

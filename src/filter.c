@@ -176,14 +176,16 @@ static uint64_t cf__pow2_up(uint64_t x)
     return p;
 }
 
-/* RedisBloom's layout: its fingerprints, its default bucket size, no seed, no widening,
- * expansion a power of two (cf__resolve has checked the common ranges). */
+/* RedisBloom's layout: its fingerprints, its default bucket size and MAXITERATIONS, no
+ * seed, no widening, expansion a power of two (cf__resolve has checked the common
+ * ranges). */
 static cf_status cf__resolve_rb(const cf_config *c, cf__params *p)
 {
     if ((c->flags & CF_SEMI_SORT) || c->target_fpr != 0.0 || c->fpr_bound != 0.0 || c->seed != 0 ||
         (c->fingerprint_bits != 0 && c->fingerprint_bits != CF__RB_FP_BITS))
         return CF_EINVAL;
     cf__shape_init(&p->shape, CF__RB_FP_BITS, cf__or_default(c->bucket_size, CF__RB_BUCKET), false);
+    p->max_kicks = cf__or_default(c->max_kicks, CF__RB_KICKS);
     p->expansion = p->expansion ? (unsigned)cf__pow2_up(p->expansion) : 0u; /* <= 32768 */
     p->widen = 0;
     p->redisbloom = true;
@@ -1271,18 +1273,18 @@ static uint64_t cf__count_key(const cf_filter *f, const cf__key *k)
 /* Public calls                                                                         */
 /* ------------------------------------------------------------------------------------ */
 
-/* The filter's hash of a key: its layout's (the per-shape code of fast.c, which
- * RedisBloom's layout never runs, calls cf__hash_key directly). */
-static uint64_t cf__hash_of(const cf_filter *f, const void *key, size_t len)
+/* The filter's hash of a key: its layout's (rb: cf__is_rb(f); the per-shape code of
+ * fast.c, which RedisBloom's layout never runs, calls cf__hash_key directly). */
+static CF__INLINE uint64_t cf__hash_of(const cf_filter *f, bool rb, const void *key, size_t len)
 {
-    return CF__UNLIKELY(cf__is_rb(f)) ? cf__rb_hash(key, len) : cf__hash_key(f, key, len);
+    return CF__UNLIKELY(rb) ? cf__rb_hash(key, len) : cf__hash_key(f, key, len);
 }
 
 uint64_t cf_hash(const cf_filter *f, const void *key, size_t len)
 {
     if (!f || (!key && len))
         return 0;
-    return cf__hash_of(f, key, len);
+    return cf__hash_of(f, cf__is_rb(f), key, len);
 }
 
 uint64_t cf_hash_seeded(uint64_t seed, const void *key, size_t len)
@@ -1409,22 +1411,21 @@ size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flag
  * reads. */
 #define CF__ADD_KEYS_BATCH 256u
 
-size_t cf_add_keys(cf_filter *f, const void *const *keys, const size_t *lens, size_t n,
-                   unsigned flags, cf_status *status)
+/* cf_add_keys for a filter whose layout is or is not RedisBloom's (rb: a constant in each
+ * call, so that each hashes its keys with no test per key). */
+static CF__INLINE size_t cf__add_keys(cf_filter *f, bool rb, const void *const *keys,
+                                      const size_t *lens, size_t n, unsigned flags,
+                                      cf_status *status)
 {
-    if (cf__add_batch_ok(f, (keys && lens) || !n, n, flags, status) != CF_OK)
-        return 0;
     uint64_t hashes[CF__ADD_KEYS_BATCH];
     cf_status st[CF__ADD_KEYS_BATCH];
     size_t added = 0;
-    bool rb = cf__is_rb(f); /* read once: the stores below may alias f, as far as C knows */
     for (size_t start = 0; start < n;) {
         /* A batch of the keys that can be hashed; a NULL key with bytes to read is
          * refused where it stands, and the next batch starts after it. */
         size_t end = start, k = 0;
         for (; end < n && k < CF__ADD_KEYS_BATCH && (keys[end] || lens[end] == 0); end++)
-            hashes[k++] = CF__UNLIKELY(rb) ? cf__rb_hash(keys[end], lens[end])
-                                           : cf__hash_key(f, keys[end], lens[end]);
+            hashes[k++] = cf__hash_of(f, rb, keys[end], lens[end]);
         added += f->ops->add_many(f, hashes, k, flags, status ? st : NULL);
         if (status)
             memcpy(status + start, st, k * sizeof *st);
@@ -1436,6 +1437,15 @@ size_t cf_add_keys(cf_filter *f, const void *const *keys, const size_t *lens, si
         start = end;
     }
     return added;
+}
+
+size_t cf_add_keys(cf_filter *f, const void *const *keys, const size_t *lens, size_t n,
+                   unsigned flags, cf_status *status)
+{
+    if (cf__add_batch_ok(f, (keys && lens) || !n, n, flags, status) != CF_OK)
+        return 0;
+    return cf__is_rb(f) ? cf__add_keys(f, true, keys, lens, n, flags, status)
+                        : cf__add_keys(f, false, keys, lens, n, flags, status);
 }
 
 cf_status cf_add(cf_filter *f, const void *key, size_t len)

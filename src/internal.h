@@ -370,9 +370,7 @@ typedef struct cf__more {
 #define CF__B_OWN_SHAPE  4u  /* then a copy of its shape (b > CF__STATIC_SHAPE_B) */
 #define CF__B_OWN_SEARCH 8u  /* then search memory: its budget is too big for the stack */
 #define CF__B_READ_ONLY  16u /* mapped or loading (more->map, more->load) */
-#define CF__B_CONCURRENT                                                                           \
-    32u                      /* CF_CONCURRENT: more->cc, stripes after each table (concurrent.c)   \
-                              */
+#define CF__B_CONCURRENT 32u /* CF_CONCURRENT: more->cc, stripes after each table */
 #define CF__B_REDISBLOOM 64u /* CF_REDISBLOOM: RedisBloom's hash and mapping (redisbloom.c) */
 
 /* A filter: 96 bytes (its fixed overhead with a shape of b <= 8 and the default allocator;
@@ -550,9 +548,11 @@ static inline bool cf__is_rb(const cf_filter *f)
     return (f->bits & CF__B_REDISBLOOM) != 0;
 }
 
-/* The layout's fingerprint width and default bucket size (RedisBloom's). */
+/* The layout's fingerprint width, and its defaults for the bucket size and the eviction
+ * budget (RedisBloom's, whose eviction walk moves one fingerprint per kick). */
 #define CF__RB_FP_BITS 8u
 #define CF__RB_BUCKET  2u
+#define CF__RB_KICKS   20u
 
 /* MurmurHash64A (64-bit MurmurHash2) of the key; with seed 0, the layout's hash. */
 CF__HIDDEN uint64_t cf__murmur64a(const void *key, size_t len, uint64_t seed);

@@ -367,8 +367,9 @@ bool cf__table_scan(const cf__shape *s, const uint8_t *data, uint64_t from, uint
                     uint64_t *used)
 {
     cf__table t = {0};
-    t.data = (uint8_t *)(uintptr_t)data;             /* read only: the probes below never write */
-    uint32_t low = (uint32_t)(s->fp_mask >> s->ext); /* the first sub-filter's width */
+    t.data = (uint8_t *)(uintptr_t)data; /* read only: the probes below never write */
+    /* The bits of the first sub-filter's width. */
+    uint32_t low = (uint32_t)(s->fp_mask >> s->ext);
     uint64_t n = 0;
     for (uint64_t i = from; i < to; i++) {
         /* A wider table's fingerprint keeps the key's, never 0, in its low bits: compaction

@@ -172,9 +172,8 @@ static inline void cf__table_clear(cf__table *t)
  * *used; false if a bucket is not in canonical form (a semi-sorted bucket with a code
  * past CF__SEMI_CODES or fingerprints out of order) or, in a table wider than the first
  * (s->ext > 0), holds a fingerprint whose low f - ext bits are 0: no filter writes
- * either. data may be
- * a mapped file: probes never read past the last bucket's byte plus CF__TABLE_PAD, which
- * in a file are the next table, zeros or the file sum. */
+ * either. data may be a mapped file: probes never read past the last bucket's byte plus
+ * CF__TABLE_PAD, which in a file are the next table, zeros or the file sum. */
 CF__HIDDEN bool cf__table_scan(const cf__shape *s, const uint8_t *data, uint64_t from, uint64_t to,
                                uint64_t *used);
 

@@ -100,7 +100,7 @@ static void model_init(model *md, uint64_t buckets, const cf_config *c)
 {
     memset(md, 0, sizeof *md);
     md->b = c->bucket_size ? c->bucket_size : 2u;
-    md->kicks = c->max_kicks ? c->max_kicks : 500u;
+    md->kicks = c->max_kicks ? c->max_kicks : 20u; /* RedisBloom's MAXITERATIONS */
     md->max_tables = c->max_sub_filters ? c->max_sub_filters : 32u;
     unsigned e = c->expansion;
     md->expansion = 1;
@@ -431,6 +431,7 @@ static void test_sizing(void)
     CHECK_ST(cf_config_resolve(&c, &out), CF_OK);
     CHECK_EQ_U(out.expansion, 8); /* rounded up to a power of two, as RedisBloom does */
     CHECK_EQ_U(out.bucket_size, 2);
+    CHECK_EQ_U(out.max_kicks, 20);
     CHECK_EQ_U(out.fingerprint_bits, 8);
     /* Refused: what the layout cannot be. */
     const cf_config bad[] = {

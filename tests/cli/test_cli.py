@@ -37,6 +37,9 @@ import tempfile
 import time
 import traceback
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from rb_reference import murmur64a  # noqa: E402
+
 DEFAULT_SEED = 20240611
 NL = b"\n"
 CALL_TIMEOUT = 600  # seconds for one run of the tool (the ASan build is slower)
@@ -828,20 +831,6 @@ def test_query_threads(t):
                 f"query --threads {th} > /dev/full: expected exit 2 and one line, got "
                 f"{p.returncode} {p.stderr[:300]!r}")
 
-
-def murmur64a(data, seed=0):
-    """MurmurHash64A as docs/FORMAT.md states it (hash id 2), for checking files here."""
-    m, mask = 0xc6a4a7935bd1e995, (1 << 64) - 1
-    h = (seed ^ (len(data) * m)) & mask
-    whole = len(data) // 8 * 8
-    for i in range(0, whole, 8):
-        k = int.from_bytes(data[i:i + 8], "little") * m & mask
-        k = (k ^ (k >> 47)) * m & mask
-        h = (h ^ k) * m & mask
-    if len(data) > whole:
-        h = (h ^ int.from_bytes(data[whole:], "little")) * m & mask
-    h = (h ^ (h >> 47)) * m & mask
-    return h ^ (h >> 47)
 
 
 def test_redisbloom_layout(t):

@@ -30,10 +30,12 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import harness  # noqa: E402
 from harness import RespError, Server  # noqa: E402
 import cf_state as S  # noqa: E402
+from rb_reference import murmur64a  # noqa: E402
 from cf_state import check, ok  # noqa: E402
 from test_persistence import (OP_EOF, OP_STRING, OP_UINT, enc_len, serialize,  # noqa: E402
                               split_payload, wait_rewrite, wrap)
@@ -44,18 +46,6 @@ ALT_MULT = 0x5bd1e995
 TYPE_NAME = "MBbloomCF"
 CHARSET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
-
-def murmur64a(data):
-    m = 0xc6a4a7935bd1e995
-    h = len(data) * m & MASK
-    whole = len(data) // 8 * 8
-    for i in range(0, whole, 8):
-        k = int.from_bytes(data[i:i + 8], "little") * m & MASK
-        h = (h ^ ((k ^ (k >> 47)) * m & MASK)) * m & MASK
-    if len(data) > whole:
-        h = (h ^ int.from_bytes(data[whole:], "little")) * m & MASK
-    h = (h ^ (h >> 47)) * m & MASK
-    return h ^ (h >> 47)
 
 
 def module_id(name, encver):
