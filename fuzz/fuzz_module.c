@@ -258,6 +258,16 @@ static int fz_register_config(cf_rm_ctx *c, const char *name, long long def, uns
     return CF_RM_OK;
 }
 
+static int fz_register_enum_config(cf_rm_ctx *c, const char *name, int def, unsigned int flags,
+                                   const char **names, const int *values, int count,
+                                   cf_rm_config_get_enum_fn get, cf_rm_config_set_enum_fn set,
+                                   cf_rm_config_apply_fn apply, void *priv)
+{
+    (void)c, (void)name, (void)def, (void)flags, (void)names, (void)values, (void)count;
+    (void)get, (void)set, (void)apply, (void)priv;
+    return CF_RM_OK;
+}
+
 static int fz_load_configs(cf_rm_ctx *c)
 {
     (void)c;
@@ -531,6 +541,7 @@ int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missi
         .FreeServerInfo = fz_free_server_info,
         .ServerInfoGetFieldUnsigned = fz_info_field,
         .RegisterNumericConfig = fz_register_config,
+        .RegisterEnumConfig = fz_register_enum_config,
         .LoadConfigs = fz_load_configs,
         .CreateString = fz_create_string,
         .StringPtrLen = fz_string_ptr_len,

@@ -90,6 +90,10 @@
 /* The version in which each command appeared (COMMAND DOCS `since`). */
 #define CFM_SINCE "0.1.0"
 
+/* CF.RESERVE in RedisBloom's layout (LAYOUT redisbloom, or cf-layout redisbloom) with one
+ * of this library's own options. */
+#define CFM_ERR_RB_OPTIONS                                                                         \
+    "ERR the redisbloom layout takes FPBITS 8 only, no SEMISORT and no SEED (LAYOUT native does)"
 #define CFM_ERR_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 #define CFM_ERR_LOADING                                                                            \
     "ERR the filter is incomplete: CF.LOADCHUNK has not received all of its chunks"
@@ -98,10 +102,26 @@
 /* Settings                                                                             */
 /* ------------------------------------------------------------------------------------ */
 
+/* The layouts a new filter can have (cf-layout, CF.RESERVE ... LAYOUT): this library's
+ * own, or RedisBloom's (CF_REDISBLOOM: its hash, 8-bit fingerprints and RDB type), for
+ * fleets that still run RedisBloom beside this module. Indexes of cfm_layout_names. */
+enum { CFM_LAYOUT_NATIVE, CFM_LAYOUT_REDISBLOOM };
+static const char *cfm_layout_names[] = {"native", "redisbloom"};
+#define CFM_LAYOUTS 2
+
+/* The values of an enumerated setting's names, in order (CONFIG's enums take them). */
+static const int cfm_enum_values[] = {0, 1};
+_Static_assert(sizeof cfm_enum_values / sizeof cfm_enum_values[0] == CFM_LAYOUTS,
+               "a value for each layout name");
+
+/* RedisBloom's fingerprints are 8 bits wide, whatever cf-fingerprint-bits says. */
+#define CFM_RB_FPBITS 8
+
 /* What a new filter is made of. */
 typedef struct cfm_spec {
     long long capacity, bucket_size, max_iterations, expansion, fpbits, max_filters;
     long long semi_sort; /* 1: semi-sorted buckets (CF_SEMI_SORT), 4 slots only */
+    long long layout;    /* CFM_LAYOUT_* */
     uint64_t seed;
     bool has_seed;
 } cfm_spec;
@@ -115,6 +135,7 @@ static cfm_spec cfm_defaults = {CFM_DEFAULT_CAP,
                                 CFM_DEFAULT_FPBITS,
                                 CFM_DEFAULT_FILTERS,
                                 0,
+                                CFM_LAYOUT_NATIVE,
                                 0,
                                 false};
 
@@ -295,6 +316,34 @@ static unsigned cfm_kicks(long long iterations)
     return k > CF_MAX_MAX_KICKS ? CF_MAX_MAX_KICKS : (unsigned)k;
 }
 
+/* v's filter as s says; the seed is for this library's layout (RedisBloom's has none). */
+static cf_status cfm_filter_new(cfm_value *v, const cfm_spec *s, uint64_t seed)
+{
+    cf_allocator alloc = cfm_allocator(v);
+    cf_config c = {
+        .capacity = (uint64_t)s->capacity,
+        .bucket_size = (unsigned)s->bucket_size,
+        .expansion = (unsigned)s->expansion,
+        .allocator = &alloc,
+        .max_sub_filters = (unsigned)s->max_filters,
+    };
+    if (s->layout == CFM_LAYOUT_REDISBLOOM) {
+        /* RedisBloom's walk moves one fingerprint an iteration: MAXITERATIONS as it is.
+         * Its hash has no seed, its fingerprints one width. */
+        c.max_kicks = (unsigned)s->max_iterations;
+        c.flags = CF_REDISBLOOM;
+    } else {
+        c.fingerprint_bits = (unsigned)s->fpbits;
+        c.max_kicks = cfm_kicks(s->max_iterations);
+        c.seed = seed;
+        /* The seed is chosen by cfm_value_new or by the primary: a replica must not redraw
+         * it. And sub-filters keep the first's width, as RedisBloom's do, so that
+         * CF.RESERVE's arguments alone (which replication sends) make the same filter. */
+        c.flags = CF_FIXED_SEED | CF_GROW_SAME_WIDTH | (s->semi_sort ? CF_SEMI_SORT : 0u);
+    }
+    return cf_new(&c, &v->f);
+}
+
 static cf_status cfm_value_new(cf_rm_ctx *ctx, const cfm_spec *s, cfm_value **out)
 {
     cfm_value *v = cfm_value_alloc(ctx, (unsigned)s->max_iterations);
@@ -303,28 +352,22 @@ static cf_status cfm_value_new(cf_rm_ctx *ctx, const cfm_spec *s, cfm_value **ou
     uint64_t seed = s->seed;
     if (!s->has_seed) /* a secret per filter: clients cannot aim keys at one bucket */
         cf_rm.GetRandomBytes((unsigned char *)&seed, sizeof seed);
-    cf_allocator alloc = cfm_allocator(v);
-    cf_config c = {
-        .capacity = (uint64_t)s->capacity,
-        .fingerprint_bits = (unsigned)s->fpbits,
-        .bucket_size = (unsigned)s->bucket_size,
-        .max_kicks = cfm_kicks(s->max_iterations),
-        .expansion = (unsigned)s->expansion,
-        .seed = seed,
-        /* The seed is chosen here or by the primary: a replica must not redraw it. And
-         * sub-filters keep the first's width, as RedisBloom's do, so that CF.RESERVE's
-         * arguments alone (which replication sends) make the same filter. */
-        .flags = CF_FIXED_SEED | CF_GROW_SAME_WIDTH | (s->semi_sort ? CF_SEMI_SORT : 0u),
-        .allocator = &alloc,
-        .max_sub_filters = (unsigned)s->max_filters,
-    };
-    cf_status st = cf_new(&c, &v->f);
+    cf_status st = cfm_filter_new(v, s, seed);
     if (st != CF_OK) {
         cfm_value_free(v);
         return st;
     }
     *out = v;
     return CF_OK;
+}
+
+/* The module type of v: RedisBloom's for its layout, so that RDB files hold what RedisBloom
+ * itself would write. */
+static cf_rm_type *cfm_type_of(const cfm_value *v)
+{
+    cf_config c;
+    cf_get_config(v->f, &c);
+    return (c.flags & CF_REDISBLOOM) ? cfm_rb_type : cfm_type;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -399,6 +442,14 @@ static void cfm_replicate_reserve(cf_rm_ctx *ctx, cf_rm_string *key, const cfm_v
 {
     cf_config c;
     cf_get_config(v->f, &c);
+    if (c.flags & CF_REDISBLOOM) { /* no seed, one fingerprint width */
+        cf_rm.Replicate(ctx, "CF.RESERVE", "slclclclclcc", key, (long long)c.capacity, "BUCKETSIZE",
+                        (long long)c.bucket_size, "MAXITERATIONS", (long long)v->max_iterations,
+                        "EXPANSION", (long long)c.expansion, "MAXFILTERS",
+                        (long long)c.max_sub_filters, "LAYOUT",
+                        cfm_layout_names[CFM_LAYOUT_REDISBLOOM]);
+        return;
+    }
     cf_rm.Replicate(ctx, "CF.RESERVE", "slclclclclclclcl", key, (long long)c.capacity, "BUCKETSIZE",
                     (long long)c.bucket_size, "MAXITERATIONS", (long long)v->max_iterations,
                     "EXPANSION", (long long)c.expansion, "FPBITS", (long long)c.fingerprint_bits,
@@ -406,17 +457,28 @@ static void cfm_replicate_reserve(cf_rm_ctx *ctx, cf_rm_string *key, const cfm_v
                     (long long)((c.flags & CF_SEMI_SORT) != 0), "SEED", (long long)c.seed);
 }
 
+/* The defaults of s that its layout fixes: RedisBloom's has one fingerprint width and
+ * plain buckets, whatever cf-fingerprint-bits and cf-semi-sort say for this library's. */
+static void cfm_spec_for_layout(cfm_spec *s)
+{
+    if (s->layout == CFM_LAYOUT_REDISBLOOM) {
+        s->fpbits = CFM_RB_FPBITS;
+        s->semi_sort = 0;
+    }
+}
+
 /* Make a filter for a command that creates one on a missing key (CF.ADD, CF.INSERT). */
 static const char *cfm_create(cf_rm_ctx *ctx, cf_rm_key *key, long long capacity, cfm_value **v)
 {
     cfm_spec s = cfm_defaults;
+    cfm_spec_for_layout(&s);
     s.capacity = capacity;
     cf_status st = cfm_value_new(ctx, &s, v);
     if (st == CF_ENOMEM)
         return "ERR Insufficient memory to create filter";
     if (st != CF_OK)
         return "ERR Could not create filter";
-    cf_rm.ModuleTypeSetValue(key, cfm_type, *v);
+    cf_rm.ModuleTypeSetValue(key, cfm_type_of(*v), *v);
     return NULL;
 }
 
@@ -566,11 +628,28 @@ static bool cfm_error(char err[CFM_ERROR_BYTES], const char *fmt, ...)
     return false;
 }
 
+/* The layout named by arg (ignoring ASCII case), or -1. */
+static int cfm_layout_named(const cf_rm_string *arg)
+{
+    for (int i = 0; i < CFM_LAYOUTS; i++)
+        if (cfm_is(arg, cfm_layout_names[i]))
+            return cfm_enum_values[i];
+    return -1;
+}
+
 /* Apply one option pair to s. Returns true, or false with the error reply in err. */
 static bool cfm_reserve_option(cf_rm_ctx *ctx, const cf_rm_string *name, const cf_rm_string *value,
                                cfm_spec *s, char err[CFM_ERROR_BYTES])
 {
     long long n;
+    if (cfm_is(name, "LAYOUT")) {
+        int layout = cfm_layout_named(value);
+        if (layout < 0)
+            return cfm_error(err, "ERR LAYOUT must be %s or %s", cfm_layout_names[0],
+                             cfm_layout_names[1]);
+        s->layout = layout;
+        return true;
+    }
     if (cfm_is(name, "SEED")) {
         /* Only the primary (through replication) and AOF replay choose a seed. */
         int flags = cf_rm.GetContextFlags(ctx);
@@ -612,6 +691,16 @@ static int cfm_cmd_reserve(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     cfm_spec s = cfm_defaults;
     if (!cfm_ll(argv[2], &s.capacity))
         return cf_rm.ReplyWithError(ctx, "Bad capacity");
+    /* The layout first: the defaults of FPBITS and SEMISORT depend on it. A SEED (from a
+     * primary or an AOF, which older versions wrote without LAYOUT) means this library's
+     * layout, whatever cf-layout says here. */
+    for (int i = 3; i < argc; i += 2)
+        if (cfm_is(argv[i], "SEED"))
+            s.layout = CFM_LAYOUT_NATIVE;
+    for (int i = 3; i < argc; i += 2)
+        if (cfm_is(argv[i], "LAYOUT") && cfm_layout_named(argv[i + 1]) >= 0)
+            s.layout = cfm_layout_named(argv[i + 1]);
+    cfm_spec_for_layout(&s);
     for (int i = 3; i < argc; i += 2) {
         char err[CFM_ERROR_BYTES];
         if (!cfm_reserve_option(ctx, argv[i], argv[i + 1], &s, err))
@@ -621,6 +710,9 @@ static int cfm_cmd_reserve(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         return cfm_capacity_error(ctx, "2 * BUCKETSIZE");
     if (s.semi_sort && s.bucket_size != CFM_SEMI_BUCKET)
         return cf_rm.ReplyWithError(ctx, "ERR SEMISORT 1 needs BUCKETSIZE 4");
+    if (s.layout == CFM_LAYOUT_REDISBLOOM &&
+        (s.fpbits != CFM_RB_FPBITS || s.semi_sort || s.has_seed))
+        return cf_rm.ReplyWithError(ctx, CFM_ERR_RB_OPTIONS);
 
     cf_rm_key *key;
     cfm_value *v;
@@ -637,7 +729,7 @@ static int cfm_cmd_reserve(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         return cfm_fail(ctx, key, NULL,
                         st == CF_ENOMEM ? "ERR Insufficient memory to create filter"
                                         : "ERR Could not create filter");
-    cf_rm.ModuleTypeSetValue(key, cfm_type, v);
+    cf_rm.ModuleTypeSetValue(key, cfm_type_of(v), v);
     cfm_replicate_reserve(ctx, argv[1], v);
     cfm_account(v);
     cf_rm.NotifyKeyspaceEvent(ctx, CF_RM_NOTIFY_MODULE, "cf.reserve", argv[1]);
@@ -1001,11 +1093,14 @@ static int cfm_cmd_debug(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     char text[320];
     int n = snprintf(text, sizeof text,
                      "bktsize:%u buckets:%llu items:%llu deletes:%llu filters:%u "
-                     "max_iterations:%u expansion:%u fpbits:%u fpr:%.6g fpr_bound:%.6g",
+                     "max_iterations:%u expansion:%u fpbits:%u fpr:%.6g fpr_bound:%.6g "
+                     "layout:%s",
                      g.stats.bucket_size, (unsigned long long)g.first_buckets,
                      (unsigned long long)g.stats.items, (unsigned long long)v->deletes,
                      g.stats.sub_filters, v->max_iterations, g.config.expansion,
-                     g.stats.fingerprint_bits, g.stats.fpr, g.stats.fpr_bound);
+                     g.stats.fingerprint_bits, g.stats.fpr, g.stats.fpr_bound,
+                     cfm_layout_names[(g.config.flags & CF_REDISBLOOM) ? CFM_LAYOUT_REDISBLOOM
+                                                                       : CFM_LAYOUT_NATIVE]);
     cfm_close(key, v);
     return cf_rm.ReplyWithStringBuffer(ctx, text, (size_t)n);
 }
@@ -1133,16 +1228,15 @@ static cf_status cfm_load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned
  * as it is), growing by e, for n sub-filters or as many as any filter here. */
 static cf_status cfm_rb_new(cfm_value *v, uint64_t m, unsigned b, unsigned e, unsigned n)
 {
-    cf_allocator alloc = cfm_allocator(v);
-    unsigned most = (unsigned)cfm_defaults.max_filters;
-    cf_config c = {.capacity = m * b, /* m buckets: RedisBloom's sizing */
-                   .bucket_size = b,
-                   .max_kicks = v->max_iterations,
-                   .expansion = e,
-                   .flags = CF_REDISBLOOM,
-                   .allocator = &alloc,
-                   .max_sub_filters = n > most ? n : most};
-    return cf_new(&c, &v->f);
+    long long most = cfm_defaults.max_filters;
+    cfm_spec s = {.capacity = (long long)(m * b), /* m buckets: RedisBloom's sizing; in range,
+                                                     as the callers saw its bytes or room */
+                  .bucket_size = b,
+                  .max_iterations = v->max_iterations,
+                  .expansion = e,
+                  .max_filters = n > most ? n : most,
+                  .layout = CFM_LAYOUT_REDISBLOOM};
+    return cfm_filter_new(v, &s, 0);
 }
 
 /* The bytes of sub-filter k of a record, m * e^k buckets of b slots (b <= 255); 0 past
@@ -1692,25 +1786,31 @@ static void cfm_info(cf_rm_info_ctx *ctx, int for_crash_report)
 /* The module's settings: the defaults of filters that commands create on a missing key.
  * Each is a load argument (NAME VALUE pairs on the loadmodule line; RedisBloom's names are
  * accepted too, so that its loadmodule line works here, and its Bloom filter settings are
- * accepted and ignored) and a configuration, cuckoo.<name>, for CONFIG GET and SET. */
+ * accepted and ignored) and a configuration, cuckoo.<name>, for CONFIG GET and SET.
+ * RedisBloom's own settings also answer to its unprefixed names where the server has
+ * them (Redis 8: CONFIG SET cf-bucket-size 4). */
 typedef struct cfm_setting {
     const char *name, *alias;
     long long min, max;
-    long long *target; /* NULL: a Bloom filter setting, ignored */
+    long long *target;  /* NULL: a Bloom filter setting, ignored */
+    const char **names; /* an enumeration's value names (values 0, 1, ...), or NULL */
+    bool redisbloom;    /* one of RedisBloom's configurations */
 } cfm_setting;
 
 static const cfm_setting cfm_settings[] = {
-    {"cf-max-expansions", "CF_MAX_EXPANSIONS", 1, CF_MAX_SUB_FILTERS, &cfm_defaults.max_filters},
-    {"cf-initial-size", NULL, 4, CFM_MAX_CAPACITY, &cfm_defaults.capacity},
-    {"cf-bucket-size", NULL, 1, CF_MAX_BUCKET_SIZE, &cfm_defaults.bucket_size},
-    {"cf-max-iterations", NULL, 1, CF_MAX_MAX_KICKS, &cfm_defaults.max_iterations},
-    {"cf-expansion-factor", NULL, 0, CF_MAX_EXPANSION, &cfm_defaults.expansion},
+    {"cf-max-expansions", "CF_MAX_EXPANSIONS", 1, CF_MAX_SUB_FILTERS, &cfm_defaults.max_filters,
+     NULL, true},
+    {"cf-initial-size", NULL, 4, CFM_MAX_CAPACITY, &cfm_defaults.capacity, NULL, true},
+    {"cf-bucket-size", NULL, 1, CF_MAX_BUCKET_SIZE, &cfm_defaults.bucket_size, NULL, true},
+    {"cf-max-iterations", NULL, 1, CF_MAX_MAX_KICKS, &cfm_defaults.max_iterations, NULL, true},
+    {"cf-expansion-factor", NULL, 0, CF_MAX_EXPANSION, &cfm_defaults.expansion, NULL, true},
     {"cf-fingerprint-bits", NULL, CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS,
-     &cfm_defaults.fpbits},
-    {"cf-semi-sort", NULL, 0, 1, &cfm_defaults.semi_sort},
-    {"cf-load-timeout", NULL, 1, CFM_MAX_LOAD_TIMEOUT, &cfm_load_timeout},
-    {"bf-initial-size", "INITIAL_SIZE", 0, 0, NULL},
-    {"bf-error-rate", "ERROR_RATE", 0, 0, NULL},
+     &cfm_defaults.fpbits, NULL, false},
+    {"cf-semi-sort", NULL, 0, 1, &cfm_defaults.semi_sort, NULL, false},
+    {"cf-load-timeout", NULL, 1, CFM_MAX_LOAD_TIMEOUT, &cfm_load_timeout, NULL, false},
+    {"cf-layout", NULL, 0, CFM_LAYOUTS - 1, &cfm_defaults.layout, cfm_layout_names, false},
+    {"bf-initial-size", "INITIAL_SIZE", 0, 0, NULL, NULL, false},
+    {"bf-error-rate", "ERROR_RATE", 0, 0, NULL, NULL, false},
 };
 
 /* A created filter needs capacity >= 2 * bucket size: NULL if `value` for `s` keeps that
@@ -1749,6 +1849,56 @@ static int cfm_config_set(const char *name, long long value, void *privdata, cf_
     return CF_RM_OK;
 }
 
+static int cfm_config_get_enum(const char *name, void *privdata)
+{
+    return (int)cfm_config_get(name, privdata);
+}
+
+static int cfm_config_set_enum(const char *name, int value, void *privdata, cf_rm_string **err)
+{
+    return cfm_config_set(name, value, privdata, err);
+}
+
+/* The load argument `arg` for s, into *n. */
+static bool cfm_setting_value(const cfm_setting *s, const cf_rm_string *arg, long long *n)
+{
+    if (!s->names)
+        return cfm_ll(arg, n) && *n >= s->min && *n <= s->max;
+    for (long long i = s->min; i <= s->max; i++)
+        if (cfm_is(arg, s->names[i])) {
+            *n = i;
+            return true;
+        }
+    return false;
+}
+
+/* Register s as a configuration. One of RedisBloom's goes by its unprefixed name with
+ * ours as an alias where the server can (*unprefixed, cleared on the first refusal: older
+ * servers refuse the flag and log it, once). */
+static int cfm_register_setting(cf_rm_ctx *ctx, const cfm_setting *s, bool *unprefixed)
+{
+    void *priv = (void *)(uintptr_t)s; /* only read back */
+    if (s->names)
+        return cf_rm.RegisterEnumConfig(ctx, s->name, (int)*s->target, CF_RM_CONFIG_DEFAULT,
+                                        s->names, cfm_enum_values, (int)(s->max + 1),
+                                        cfm_config_get_enum, cfm_config_set_enum, NULL, priv);
+    if (s->redisbloom && *unprefixed) {
+        char both[64];
+        snprintf(both, sizeof both, "%s|" CFM_MODULE_NAME ".%s", s->name, s->name);
+        if (cf_rm.RegisterNumericConfig(ctx, both, *s->target, CF_RM_CONFIG_UNPREFIXED, s->min,
+                                        s->max, cfm_config_get, cfm_config_set, NULL,
+                                        priv) == CF_RM_OK)
+            return CF_RM_OK;
+        *unprefixed = false;
+        cf_rm.Log(ctx, "notice",
+                  "this server has no unprefixed module configurations: RedisBloom's %s "
+                  "is " CFM_MODULE_NAME ".%s here (and so for its other settings)",
+                  s->name, s->name);
+    }
+    return cf_rm.RegisterNumericConfig(ctx, s->name, *s->target, CF_RM_CONFIG_DEFAULT, s->min,
+                                       s->max, cfm_config_get, cfm_config_set, NULL, priv);
+}
+
 static int cfm_configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
 {
     const size_t count = sizeof cfm_settings / sizeof cfm_settings[0];
@@ -1773,9 +1923,12 @@ static int cfm_configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
             continue;
         }
         long long n;
-        if (!cfm_ll(argv[i + 1], &n) || n < s->min || n > s->max) {
-            cf_rm.Log(ctx, "warning", "%s must be an integer in [%lld, %lld]", s->name, s->min,
-                      s->max);
+        if (!cfm_setting_value(s, argv[i + 1], &n)) {
+            if (s->names)
+                cf_rm.Log(ctx, "warning", "%s must be %s or %s", s->name, s->names[0], s->names[1]);
+            else
+                cf_rm.Log(ctx, "warning", "%s must be an integer in [%lld, %lld]", s->name, s->min,
+                          s->max);
             return CF_RM_ERR;
         }
         *s->target = n;
@@ -1790,14 +1943,11 @@ static int cfm_configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     }
     /* Then the configurations, starting from those values; LoadConfigs applies the
      * server's config file (cuckoo.cf-bucket-size 4, ...) on top. */
-    for (size_t k = 0; k < count; k++) {
-        const cfm_setting *s = &cfm_settings[k];
-        if (s->target &&
-            cf_rm.RegisterNumericConfig(ctx, s->name, *s->target, CF_RM_CONFIG_DEFAULT, s->min,
-                                        s->max, cfm_config_get, cfm_config_set, NULL,
-                                        (void *)(uintptr_t)s /* only read back */) != CF_RM_OK)
+    bool unprefixed = true;
+    for (size_t k = 0; k < count; k++)
+        if (cfm_settings[k].target &&
+            cfm_register_setting(ctx, &cfm_settings[k], &unprefixed) != CF_RM_OK)
             return CF_RM_ERR;
-    }
     return cf_rm.LoadConfigs(ctx);
 }
 
@@ -1835,6 +1985,10 @@ static int cfm_configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     {                                                                                              \
         .name = (arg_name), .type = CF_RM_ARG_INTEGER, .key_spec_index = -1, .token = (keyword),   \
         .flags = CF_RM_ARG_OPTIONAL                                                                \
+    }
+#define CFM_ARG_TOKEN(word)                                                                        \
+    {                                                                                              \
+        .name = (word), .type = CF_RM_ARG_PURE_TOKEN, .key_spec_index = -1, .token = (word)        \
     }
 #define CFM_ARGS(...) ((cf_rm_command_arg[]){__VA_ARGS__, {0}})
 
@@ -1876,7 +2030,13 @@ static const cfm_command cfm_commands[] = {
               CFM_ARG_OPTION("bucketsize", "BUCKETSIZE"),
               CFM_ARG_OPTION("maxiterations", "MAXITERATIONS"),
               CFM_ARG_OPTION("expansion", "EXPANSION"), CFM_ARG_OPTION("fpbits", "FPBITS"),
-              CFM_ARG_OPTION("maxfilters", "MAXFILTERS"), CFM_ARG_OPTION("semisort", "SEMISORT")),
+              CFM_ARG_OPTION("maxfilters", "MAXFILTERS"), CFM_ARG_OPTION("semisort", "SEMISORT"),
+              {.name = "layout",
+               .type = CF_RM_ARG_ONEOF,
+               .key_spec_index = -1,
+               .token = "LAYOUT",
+               .flags = CF_RM_ARG_OPTIONAL,
+               .subargs = CFM_ARGS(CFM_ARG_TOKEN("native"), CFM_ARG_TOKEN("redisbloom"))}),
      "Creates an empty cuckoo filter for capacity items",
      "O(m) to allocate the table (zeroed lazily by the system)", NULL},
     {"cf.add", cfm_cmd_add, "write deny-oom", 3, CFM_KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_INSERT),

@@ -46,6 +46,7 @@ int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missi
         CF_RM_FN(FreeServerInfo),
         CF_RM_FN(ServerInfoGetFieldUnsigned),
         CF_RM_FN(RegisterNumericConfig),
+        CF_RM_FN(RegisterEnumConfig),
         CF_RM_FN(LoadConfigs),
         CF_RM_FN(CreateString),
         CF_RM_FN(StringPtrLen),

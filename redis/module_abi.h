@@ -83,6 +83,7 @@ typedef void (*cf_rm_info_fn)(cf_rm_info_ctx *ctx, int for_crash_report);
 #define CF_RM_ARG_INTEGER    1
 #define CF_RM_ARG_KEY        3 /* a key name: key_spec_index says which key spec */
 #define CF_RM_ARG_PURE_TOKEN 6 /* a keyword alone (token) */
+#define CF_RM_ARG_ONEOF      7 /* one of the subargs */
 
 /* Argument flags. */
 #define CF_RM_ARG_OPTIONAL (1 << 0)
@@ -163,10 +164,17 @@ typedef struct cf_rm_command_info {
 
 /* A numeric module configuration (CONFIG GET / SET <module>.<name>). The setter returns
  * CF_RM_OK, or CF_RM_ERR with *err set to a string the server frees. */
-#define CF_RM_CONFIG_DEFAULT 0
+#define CF_RM_CONFIG_DEFAULT    0
+/* Redis >= 8: the name is not prefixed with the module's, and may list aliases after '|'.
+ * Older servers (and Valkey 8) refuse a registration that carries it. */
+#define CF_RM_CONFIG_UNPREFIXED (1u << 9)
 typedef long long (*cf_rm_config_get_fn)(const char *name, void *privdata);
 typedef int (*cf_rm_config_set_fn)(const char *name, long long value, void *privdata,
                                    cf_rm_string **err);
+/* An enumerated configuration: clients see names, the module their int values. */
+typedef int (*cf_rm_config_get_enum_fn)(const char *name, void *privdata);
+typedef int (*cf_rm_config_set_enum_fn)(const char *name, int value, void *privdata,
+                                        cf_rm_string **err);
 typedef int (*cf_rm_config_apply_fn)(cf_rm_ctx *ctx, void *privdata, cf_rm_string **err);
 
 typedef struct cf_rm_type_methods {
@@ -218,6 +226,10 @@ typedef struct cf_rm_api {
                                  unsigned int flags, long long min, long long max,
                                  cf_rm_config_get_fn get, cf_rm_config_set_fn set,
                                  cf_rm_config_apply_fn apply, void *privdata);
+    int (*RegisterEnumConfig)(cf_rm_ctx *ctx, const char *name, int default_value,
+                              unsigned int flags, const char **names, const int *values, int count,
+                              cf_rm_config_get_enum_fn get, cf_rm_config_set_enum_fn set,
+                              cf_rm_config_apply_fn apply, void *privdata);
     int (*LoadConfigs)(cf_rm_ctx *ctx);
 
     cf_rm_string *(*CreateString)(cf_rm_ctx *ctx, const char *ptr, size_t len);

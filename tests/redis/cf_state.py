@@ -69,12 +69,14 @@ def info(c, key):
 
 
 def info_dict(c, key):
-    """CF.INFO's fields, and "fpbits" (the fingerprint width) from CF.DEBUG."""
+    """CF.INFO's fields, and "fpbits" (the fingerprint width) and "layout" from CF.DEBUG."""
     r = info(c, key)
     out = {str(r[i]): r[i + 1] for i in range(0, len(r), 2)}
-    m = re.search(rb" fpbits:(\d+) fpr:(\S+) fpr_bound:(\S+)$", c.call("CF.DEBUG", key))
-    check(m is not None, f"CF.DEBUG {key}: no fpbits field")
+    m = re.search(rb" fpbits:(\d+) fpr:(\S+) fpr_bound:(\S+) layout:(\w+)$",
+                  c.call("CF.DEBUG", key))
+    check(m is not None, f"CF.DEBUG {key}: no fpbits or layout field")
     out["fpbits"] = int(m.group(1))
+    out["layout"] = m.group(4).decode()
     return out
 
 

@@ -162,9 +162,10 @@ def info(c, key):
           f"CF.INFO {key}: expected a flat array of {2 * len(INFO_FIELDS)}, got {short(r)}")
     out = {str(r[i]): r[i + 1] for i in range(0, len(r), 2)}
     d = c.call("CF.DEBUG", key)
-    m = re.search(rb" fpbits:(\d+) fpr:(\S+) fpr_bound:(\S+)$", d)
-    check(m is not None, f"CF.DEBUG {key}: no fpbits, fpr and fpr_bound at the end: {d!r}")
+    m = re.search(rb" fpbits:(\d+) fpr:(\S+) fpr_bound:(\S+) layout:(\w+)$", d)
+    check(m is not None, f"CF.DEBUG {key}: no fpbits, fpr, fpr_bound and layout at the end: {d!r}")
     out["fpbits"] = int(m.group(1))
+    out["layout"] = m.group(4).decode()
     fpr, bound = float(m.group(2)), float(m.group(3))
     check(0 <= fpr <= bound <= 1, f"CF.DEBUG {key}: fpr {fpr}, fpr_bound {bound}")
     return out
@@ -307,7 +308,7 @@ def reply_types(ctx):
         check(type(r) is bytes, f"{w} CF.DEBUG: expected a bulk string, got {short(r)}")
         m = re.fullmatch(rb"bktsize:(\d+) buckets:(\d+) items:(\d+) deletes:(\d+) filters:(\d+) "
                          rb"max_iterations:(\d+) expansion:(\d+) fpbits:(\d+) "
-                         rb"fpr:([0-9.e+-]+) fpr_bound:([0-9.e+-]+)", r)
+                         rb"fpr:([0-9.e+-]+) fpr_bound:([0-9.e+-]+) layout:native", r)
         check(m is not None, f"{w} CF.DEBUG format: {r!r}")
         expect([int(g) for g in m.groups()[:8]], [2, vals[1], 5, 0, 1, 20, 1, 32],
                f"{w} CF.DEBUG fields")
@@ -396,7 +397,7 @@ def command_table(ctx):
 
     # COMMAND DOCS: a summary, the complexity, the version and the arguments of each.
     args = {"cf.reserve": ["key", "capacity", "bucketsize", "maxiterations", "expansion",
-                           "fpbits", "maxfilters", "semisort"],
+                           "fpbits", "maxfilters", "semisort", "layout"],
             "cf.insert": ["key", "capacity", "nocreate", "items", "item"],
             "cf.insertnx": ["key", "capacity", "nocreate", "items", "item"],
             "cf.mexists": ["key", "item"], "cf.scandump": ["key", "iterator"],
@@ -425,8 +426,14 @@ def command_table(ctx):
     option = [(n, n.upper().encode(), ["optional"])
               for n in ("bucketsize", "maxiterations", "expansion", "fpbits", "maxfilters",
                         "semisort")]
+    option.append(("layout", b"LAYOUT", ["optional"]))
     expect(doc_args("cf.reserve"), [("key", None, []), ("capacity", None, [])] + option,
            "COMMAND DOCS cf.reserve arguments")
+    layout = pairs(pairs(docs["cf.reserve"])["arguments"][-1])
+    expect([layout["type"]] + [(pairs(a)["name"], pairs(a)["type"])
+                               for a in layout.get("arguments", [])],
+           [b"oneof", (b"native", b"pure-token"), (b"redisbloom", b"pure-token")],
+           "COMMAND DOCS cf.reserve LAYOUT native | redisbloom")
     for name in ("cf.insert", "cf.insertnx"):
         expect(doc_args(name),
                [("key", None, []), ("capacity", b"CAPACITY", ["optional"]),
@@ -1064,6 +1071,8 @@ def module_args(ctx):
         (["cf-expansion-factor", "-1"], "cf-expansion-factor must be an integer"),
         (["cf-initial-size", "4", "cf-bucket-size", "4"],
          "cf-initial-size must be at least 2 * cf-bucket-size"),
+        (["cf-layout", "bogus"], "cf-layout must be native or redisbloom"),
+        (["cf-layout", "1"], "cf-layout must be native or redisbloom"),
     ]
     for a, why in bad_args:
         s = Server(module_args=a)
@@ -1087,13 +1096,15 @@ def configs(ctx):
     """The settings as configurations: cuckoo.<name> for CONFIG GET / SET and in the
     server's config file, starting from the load arguments."""
     names = ["cf-max-expansions", "cf-initial-size", "cf-bucket-size", "cf-max-iterations",
-             "cf-expansion-factor", "cf-fingerprint-bits", "cf-semi-sort", "cf-load-timeout"]
+             "cf-expansion-factor", "cf-fingerprint-bits", "cf-semi-sort", "cf-load-timeout",
+             "cf-layout"]
     with Server(module_args=["cf-bucket-size", "4"],
                 extra=[("cuckoo.cf-fingerprint-bits", "20")]) as s, s.client() as c:
         got = c.call("CONFIG", "GET", "cuckoo.*")
         got = {got[i].decode(): got[i + 1].decode() for i in range(0, len(got), 2)}
         expect(got, {"cuckoo." + n: v for n, v in zip(names, ["32", "1024", "4", "20", "1",
-                                                                "20", "0", "600"])},
+                                                                "20", "0", "600",
+                                                                "native"])},
                "CONFIG GET cuckoo.* (a load argument and a config-file line applied)")
         expect(c.call_raw("CF.ADD", "a1", "x"), 1, "CF.ADD")
         expect([info(c, "a1")[f] for f in ("Bucket size", "fpbits")], [4, 20],

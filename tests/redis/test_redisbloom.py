@@ -372,9 +372,93 @@ def aof_rewrite(seed):
         print(f"    AOF rewrite: {1 + len(md.t)} CF.LOADCHUNK commands, the same filter replayed")
 
 
+def new_filters(seed):
+    """New filters in RedisBloom's layout (cf-layout redisbloom, CF.RESERVE ... LAYOUT
+    redisbloom) are the ones RedisBloom itself makes from the same commands: the same
+    DUMP and chunks, of its type. Its settings answer to their unprefixed names where the
+    server has them."""
+    with Server(module_args=["cf-layout", "redisbloom"],
+                extra=[("rdbcompression", "no")]) as s, s.client() as c:
+        check(c.call("CONFIG", "GET", "cuckoo.cf-layout") == [b"cuckoo.cf-layout",
+                                                             b"redisbloom"],
+              "cf-layout redisbloom on the loadmodule line")
+        ok(c.call_raw("CF.RESERVE", "ours", 100, "LAYOUT", "native"), "CF.RESERVE LAYOUT native")
+        check(c.call("TYPE", "ours") == "cuckoo-cf", "LAYOUT native under cf-layout redisbloom")
+        _, version = split_payload(c.call("DUMP", "ours"))
+
+        # Auto-created by CF.ADD: RedisBloom's defaults (capacity 1024, 2 slots, 20
+        # iterations, expansion 1).
+        md = Model(capacity=1024)
+        items = [b"auto-%d-%d" % (seed % 1000, i) for i in range(harness.scaled(3000))]
+        for x in items:
+            want_ok = md.add(x)
+            r = c.call_raw("CF.ADD", "auto", x)
+            check(r == 1 if want_ok else isinstance(r, RespError),
+                  f"CF.ADD auto {x!r}: {r!r}, RedisBloom's filter "
+                  f"{'took' if want_ok else 'refused'} it")
+        check(c.call("TYPE", "auto") == TYPE_NAME, f"TYPE auto: {c.call('TYPE', 'auto')!r}")
+        check(len(md.t) > 1, "the auto-created filter did not grow")
+        check(c.call("DUMP", "auto") == payload(md.record(), version),
+              "the auto-created filter is not the one RedisBloom would hold")
+        check(S.scandump(c, "auto") == chunks(md), "CF.SCANDUMP auto: not RedisBloom's chunks")
+        check(S.info_dict(c, "auto")["layout"] == "redisbloom", "CF.DEBUG auto: layout")
+
+        # CF.RESERVE with every RedisBloom option, then adds, growth and deletes.
+        ok(c.call_raw("CONFIG", "SET", "cuckoo.cf-layout", "native"), "cf-layout native")
+        ok(c.call_raw("CF.RESERVE", "rb", 1000, "BUCKETSIZE", 4, "MAXITERATIONS", 50,
+                      "EXPANSION", 3, "LAYOUT", "RedisBloom"), "CF.RESERVE ... LAYOUT RedisBloom")
+        md = Model(capacity=1000, b=4, kicks=50, expansion=3)
+        items = [b"rb-%d-%d" % (seed % 1000, i) for i in range(harness.scaled(8000))]
+        for x in items:
+            want_ok = md.add(x)
+            r = c.call_raw("CF.ADD", "rb", x)
+            check(r == 1 if want_ok else isinstance(r, RespError),
+                  f"CF.ADD rb {x!r}: {r!r}")
+        check(len(md.t) > 2, "rb did not grow twice")
+        for x in items[:500]:
+            check(c.call("CF.DEL", "rb", x) == 1 and md.delete(x), f"CF.DEL rb {x!r}")
+        md.deletes = 500
+        check(c.call("DUMP", "rb") == payload(md.record(), version),
+              "CF.RESERVE ... LAYOUT redisbloom: not the filter RedisBloom would hold")
+        check(c.call("CF.ADD", "plain", "x") == 1, "CF.ADD after cf-layout native")
+        check(c.call("TYPE", "plain") == "cuckoo-cf", "cf-layout native: TYPE plain")
+
+        for args, want in ((["LAYOUT", "bogus"], "ERR LAYOUT must be native or redisbloom"),
+                           (["LAYOUT", "redisbloom", "FPBITS", 12], "ERR the redisbloom layout"),
+                           (["BUCKETSIZE", 4, "SEMISORT", 1, "LAYOUT", "redisbloom"],
+                            "ERR the redisbloom layout")):
+            r = c.call_raw("CF.RESERVE", "bad", 1000, *args)
+            check(isinstance(r, RespError) and str(r).startswith(want),
+                  f"CF.RESERVE bad 1000 {args}: {r!r}")
+        check(c.call("EXISTS", "bad") == 0, "a refused CF.RESERVE left a key")
+        r = c.call_raw("CONFIG", "SET", "cuckoo.cf-layout", "bogus")
+        check(isinstance(r, RespError), f"CONFIG SET cuckoo.cf-layout bogus: {r!r}")
+
+        def words(r):
+            return [w for x in r for w in words(x)] if isinstance(r, list) else [r]
+        docs = words(c.call("COMMAND", "DOCS", "CF.RESERVE"))
+        check(all(w in docs for w in (b"layout", b"LAYOUT", b"oneof", b"native", b"redisbloom")),
+              f"COMMAND DOCS CF.RESERVE: no LAYOUT native|redisbloom in {docs}")
+
+        # RedisBloom's unprefixed names: on a server with unprefixed module configurations
+        # (Redis >= 8) they are the same settings; elsewhere the log says why not.
+        bare = c.call("CONFIG", "GET", "cf-bucket-size")
+        if bare:
+            ok(c.call_raw("CONFIG", "SET", "cf-bucket-size", 4), "CONFIG SET cf-bucket-size")
+            check(c.call("CONFIG", "GET", "cuckoo.cf-bucket-size")[1] == b"4",
+                  "cf-bucket-size and cuckoo.cf-bucket-size are not one setting")
+            print("    unprefixed configurations: cf-bucket-size is cuckoo.cf-bucket-size")
+        else:
+            check("no unprefixed module configurations" in s.log(),
+                  "no cf-bucket-size and no word in the log why")
+            print("    this server has no unprefixed module configurations (logged)")
+        print(f"    new filters of RedisBloom's layout: {len(md.t)} sub-filters, "
+              f"DUMP equal to RedisBloom's")
+
+
 def main():
     S.require_tools()
-    S.run("test_redisbloom", body, [])
+    S.run("test_redisbloom", lambda seed: (body(seed), new_filters(seed)), [])
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ from cf_state import check, ok  # noqa: E402
 
 KEYS = [f"k{i}" for i in range(10)]
 OTHER_MODULE_ARGS = ["cf-bucket-size", 4, "cf-fingerprint-bits", 16, "cf-initial-size", 500,
-                     "cf-max-iterations", 7, "cf-expansion-factor", 2, "cf-max-expansions", 5]
+                     "cf-max-iterations", 7, "cf-expansion-factor", 2, "cf-max-expansions", 5,
+                     "cf-layout", "redisbloom"]
 ALLOWED_ERRORS = (
     "ERR item exists",
     "WRONGTYPE Operation against a key holding the wrong kind of value",
@@ -46,6 +47,8 @@ ALLOWED_ERRORS = (
     "Maximum expansions reached",
     "ERR not found",
     "ERR the filter is incomplete: CF.LOADCHUNK has not received all of its chunks",
+    # FPBITS other than 8 once the primary's cf-layout is redisbloom
+    "ERR the redisbloom layout takes FPBITS 8 only, no SEMISORT and no SEED (LAYOUT native does)",
 )
 
 
@@ -161,6 +164,10 @@ class Stream:
             opts += ["FPBITS", rng.choice([4, 6, 8, 12, 16, 20, 32])]
         if rng.random() < 0.4:
             opts += ["MAXFILTERS", rng.choice([1, 2, 5, 32])]
+        if rng.random() < 0.2:  # RedisBloom's layout: 8-bit fingerprints only
+            opts = [x for i, x in enumerate(opts)
+                    if opts[i - i % 2] != "FPBITS" or opts[i - i % 2 + 1] == 8]
+            opts += ["LAYOUT", "redisbloom"]
         pairs = [opts[i:i + 2] for i in range(0, len(opts), 2)]
         rng.shuffle(pairs)
         cmd.append(rng.randrange(2 * bucket, 1500))
@@ -435,8 +442,15 @@ def main():
         check(lost not in keys, f"{lost} survived its refused chunk")
         with r1.client() as c1:
             check(c1.call("EXISTS", lost) == 0, f"{lost} survived on the replica")
+        # Auto-created filters in RedisBloom's layout from here on, on the primary's say.
+        ok(cp.call_raw("CONFIG", "SET", "cuckoo.cf-layout", "redisbloom"), "cf-layout")
+        stream.run(30)
+        keys, _ = compare_all(primary, [r1, r2], stream, "with cf-layout redisbloom")
+        ok(cp.call_raw("CONFIG", "SET", "cuckoo.cf-layout", "native"), "cf-layout native")
 
         cf_keys = [k for k in keys if cp.call("TYPE", k) == "cuckoo-cf"]
+        rb_keys = [k for k in keys if cp.call("TYPE", k) == "MBbloomCF"]
+        check(len(rb_keys) >= 2, f"only {len(rb_keys)} filters of RedisBloom's layout")
         grown = [k for k in cf_keys if S.info_dict(cp, k)["Number of filters"] > 1]
         check(S.info_dict(cp, "grower")["Number of filters"] >= 8, "grower did not grow")
         check(stream.writes > 2000, f"only {stream.writes} successful writes")
@@ -450,6 +464,7 @@ def main():
         check_maxmemory_replica(primary, servers)
         cp.close()
         print(f"{stream.writes} writes, {len(cf_keys)} filters ({len(grown)} grown), "
+              f"{len(rb_keys)} of RedisBloom's layout, "
               f"{stream.created_by_add} auto-created, {stream.copies} chunked copies "
               f"({stream.refused} refused), {len(stream.tainted)} tainted, "
               f"{time.time() - t0:.1f}s")
