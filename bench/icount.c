@@ -18,7 +18,7 @@
 #include <string.h>
 
 #define CAPACITY  1000000u /* the filter; out of L2, as most filters are */
-#define FILLED    950000u  /* 95 % load, the load b = 4 reaches */
+#define FILLED    CAPACITY /* full: the load the sizing gives each shape (95 % for b = 4) */
 #define LOOKUPS   1000000u /* per lookup operation */
 #define DELETES   100000u  /* of keys that were added */
 #define BATCH     256u     /* keys per batched call */

@@ -50,7 +50,7 @@ static CF__INLINE cf__key cf__key_t(const cf_filter *f, const cf__table *t, uint
 /* A lookup in a filter of one sub-filter and an empty stash (CF__SIMPLE): two buckets. */
 static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
-    const cf__table *t = f->tables;
+    const cf__table *t = &f->t0; /* the simple state's one sub-filter (cf__sync_ops) */
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
@@ -132,7 +132,7 @@ static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source 
                                            unsigned B)
 {
     cf__pending q;
-    q.t = f->tables[simple ? 0 : f->ntables - 1];
+    q.t = simple ? f->t0 : f->tables[f->ntables - 1];
     q.s = *q.t.shape;
     size_t j = 0;
     for (; j < n && j < CF__AHEAD; j++)
@@ -223,7 +223,7 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
 {
     if (!F)
         return cf__delete_all(f, h);
-    cf__table *t = f->tables;
+    cf__table *t = &f->t0;
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
