@@ -234,7 +234,11 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
         if (!(m1 | m2))
             return CF_NOT_FOUND;
         uint64_t m = m1 ? m1 : m2;
-        cf__semi_slot_set(t, t->shape, m1 ? i1 : i2, cf__ctz64(m) / (F - CF__SEMI_PREFIX_BITS), 0);
+        uint8_t *p = cf__bucket_at_t(t, NULL, m1 ? i1 : i2, F, B);
+        cf__store_t(p,
+                    cf__semi_remove_word_t(cf__load_t(p, F, B),
+                                           cf__ctz64(m) / (F - CF__SEMI_PREFIX_BITS), F),
+                    F, B);
         t->items--;
         return CF_OK;
     }

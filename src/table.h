@@ -561,6 +561,56 @@ static CF__INLINE uint64_t cf__semi_match_t(const cf__table *t, uint64_t i, uint
         cf__load_t(cf__bucket_at_t(t, NULL, i, F, CF__SEMI_B), F, CF__SEMI_B), fp, F);
 }
 
+/* The code of ascending prefixes packed as nibbles, p_j at bits 4 j (cf__semi_rank's). */
+static CF__INLINE unsigned cf__semi_rank_nibbles(unsigned pre)
+{
+    unsigned q0 = pre & CF__SEMI_PREFIX_MASK, q1 = (pre >> 4 & CF__SEMI_PREFIX_MASK) + 1;
+    unsigned q2 = (pre >> 8 & CF__SEMI_PREFIX_MASK) + 2,
+             q3 = (pre >> 12 & CF__SEMI_PREFIX_MASK) + 3;
+    return q0 + q1 * (q1 - 1) / 2 + q2 * (q2 - 1) * (q2 - 2) / 6 +
+           q3 * (q3 - 1) * (q3 - 2) * (q3 - 3) / 24;
+}
+
+/* The semi-sorted bucket of `word` (constant width F) without the fingerprint of slot j:
+ * slots 0 .. j - 1 move up one and slot 0 is empty (0), as a sort would leave them; the
+ * slots above j, and the bits above the bucket, stay. No decoding: the suffixes move as
+ * lanes, the prefixes as nibbles of the code's table entry, which is then ranked anew. */
+static CF__INLINE uint64_t cf__semi_remove_word_t(uint64_t word, unsigned j, unsigned F)
+{
+    const unsigned W = F - CF__SEMI_PREFIX_BITS;
+    uint64_t suf = word >> CF__SEMI_CODE_BITS, low = (UINT64_C(1) << (W * (j + 1))) - 1u;
+    unsigned pre = cf__semi_prefixes[word & CF__SEMI_CODE_MASK];
+    unsigned plow = (1u << (CF__SEMI_PREFIX_BITS * (j + 1))) - 1u;
+    suf = ((suf << W) & low) | (suf & ~low);
+    pre = ((pre << CF__SEMI_PREFIX_BITS) & plow) | (pre & ~plow);
+    return suf << CF__SEMI_CODE_BITS | cf__semi_rank_nibbles(pre);
+}
+
+/* Put fp into the semi-sorted bucket of `word` (constant width F) if its slot 0 is empty
+ * (empty slots sort first): the j slots above it that hold less than fp move down one and
+ * fp takes slot j, as cf__semi_put_if_free does. False, word unchanged, if it is full. */
+static CF__INLINE bool cf__semi_add_word_t(uint64_t *word, uint32_t fp, unsigned F)
+{
+    const unsigned W = F - CF__SEMI_PREFIX_BITS;
+    const uint64_t lane = (UINT64_C(1) << W) - 1u;
+    uint64_t suf = *word >> CF__SEMI_CODE_BITS;
+    unsigned pre = cf__semi_prefixes[*word & CF__SEMI_CODE_MASK];
+    if ((pre & CF__SEMI_PREFIX_MASK) | (suf & lane))
+        return false;
+    unsigned j = 0;
+    for (unsigned k = 1; k < 4; k++)
+        j += ((uint32_t)(pre >> (CF__SEMI_PREFIX_BITS * k) & CF__SEMI_PREFIX_MASK) << W |
+              (uint32_t)(suf >> (W * k) & lane)) < fp;
+    uint64_t below = (UINT64_C(1) << (W * j)) - 1u, upto = (UINT64_C(1) << (W * (j + 1))) - 1u;
+    unsigned pbelow = (1u << (CF__SEMI_PREFIX_BITS * j)) - 1u;
+    unsigned pupto = (1u << (CF__SEMI_PREFIX_BITS * (j + 1))) - 1u;
+    suf = ((suf >> W) & below) | (uint64_t)(fp & lane) << (W * j) | (suf & ~upto);
+    pre = ((pre >> CF__SEMI_PREFIX_BITS) & pbelow) | (fp >> W) << (CF__SEMI_PREFIX_BITS * j) |
+          (pre & ~pupto);
+    *word = suf << CF__SEMI_CODE_BITS | cf__semi_rank_nibbles(pre);
+    return true;
+}
+
 /* Nonzero iff a slot of the bucket whose first bytes are `word` holds fp (constant widths;
  * bits above the bucket are ignored). */
 static CF__INLINE uint64_t cf__word_match_t(uint64_t word, uint32_t fp, unsigned F, unsigned B)
@@ -595,9 +645,17 @@ static CF__INLINE bool cf__pair_has_t(const cf__table *t, const cf__shape *s, ui
 static CF__INLINE bool cf__put_if_free_t(cf__table *t, const cf__shape *s, uint64_t i, uint32_t fp,
                                          unsigned F, unsigned B)
 {
-    if (!F || CF__SEMI_T(F, B))
+    if (!F)
         return cf__put_if_free(t, s, i, fp);
     uint8_t *p = cf__bucket_at_t(t, s, i, F, B);
+    if (CF__SEMI_T(F, B)) {
+        uint64_t w = cf__load_t(p, F, B);
+        if (!cf__semi_add_word_t(&w, fp, F))
+            return false;
+        cf__store_t(p, w, F, B);
+        t->items++;
+        return true;
+    }
     uint64_t word = cf__load_t(p, F, B), empty = cf__zero_lanes_t(word, F, B);
     if (!empty)
         return false;

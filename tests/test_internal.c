@@ -9,6 +9,7 @@
 #include "testutil.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -182,6 +183,30 @@ static void test_static_shapes(void)
  * prefixes once, at its rank; the constant shapes are cf__shape_init's; and buckets written
  * through the slot calls hold, and give back in ascending order, exactly the fingerprints
  * a model multiset holds, at every width. */
+/* The hot paths' semi-sorted writes of constant widths (fast.c), which move lanes and
+ * nibbles instead of decoding: fp into a free slot of bucket i, and slot `slot` cleared.
+ * Only widths of CF__SEMI_FAST_SHAPES (f 9 and 13). */
+#define SEMI_FAST_PUT(F)                                                                           \
+    if (f == (F))                                                                                  \
+        return cf__put_if_free_t(t, t->shape, i, fp, (F), CF__SEMI_B);
+static bool semi_fast_put(cf__table *t, unsigned f, uint64_t i, uint32_t fp)
+{
+    CF__SEMI_FAST_SHAPES(SEMI_FAST_PUT)
+    return false;
+}
+#undef SEMI_FAST_PUT
+#define SEMI_FAST_CLEAR(F)                                                                         \
+    if (f == (F)) {                                                                                \
+        uint8_t *p = cf__bucket_at_t(t, NULL, i, (F), CF__SEMI_B);                                 \
+        cf__store_t(p, cf__semi_remove_word_t(cf__load_t(p, (F), CF__SEMI_B), slot, (F)), (F),     \
+                    CF__SEMI_B);                                                                   \
+    }
+static void semi_fast_clear(cf__table *t, unsigned f, uint64_t i, unsigned slot)
+{
+    CF__SEMI_FAST_SHAPES(SEMI_FAST_CLEAR)
+}
+#undef SEMI_FAST_CLEAR
+
 static void test_semi_sorted(void)
 {
     cft_context("semi-sorted codes");
@@ -234,8 +259,17 @@ static void test_semi_sorted(void)
         cf__table t = {.buckets = buckets, .shape = &s};
         t.data = calloc(1, bytes);
         uint32_t *model = calloc(buckets * 4, sizeof *model); /* each bucket's, ascending */
-        if (!t.data || !model) {
+        /* For the fast widths, a twin table written by the hot paths' word operations:
+         * byte for byte the generic one after every operation. */
+        bool fast = false;
+#define SEMI_IS_FAST(F) fast |= f == (F);
+        CF__SEMI_FAST_SHAPES(SEMI_IS_FAST)
+#undef SEMI_IS_FAST
+        cf__table t2 = {.buckets = buckets, .shape = c};
+        t2.data = calloc(1, bytes);
+        if (!t.data || !model || !t2.data) {
             free(t.data);
+            free(t2.data);
             free(model);
             CHECK_MSG(false, "out of memory");
             return;
@@ -250,18 +284,27 @@ static void test_semi_sorted(void)
             unsigned slot = (unsigned)(cft_next(&rng) % 4);
             uint32_t *m = &model[i * 4];
             if (op % 2 == 0) { /* put into a free slot, or clear a slot */
-                if (cf__put_if_free(&t, &s, i, fp)) {
+                bool put = cf__put_if_free(&t, &s, i, fp);
+                if (put) {
                     CHECK(m[0] == 0);
                     m[0] = fp;
                 } else {
                     CHECK(m[0] != 0);
                 }
+                if (fast)
+                    CHECK(semi_fast_put(&t2, f, i, fp) == put);
             } else {
                 uint32_t had = cf__slot_get(&t, &s, i, slot);
                 CHECK_EQ_U(had, m[slot]);
                 cf__slot_set(&t, &s, i, slot, 0);
                 t.items -= had != 0;
                 m[slot] = 0;
+                if (fast)
+                    semi_fast_clear(&t2, f, i, slot);
+            }
+            if (fast && memcmp(t.data, t2.data, bytes) != 0) {
+                CHECK_MSG(false, "f %u op %d: the hot paths' semi-sorted write differs", f, op);
+                fast = false;
             }
             for (unsigned a = 1; a < 4; a++) /* the model, sorted as the bucket keeps it */
                 for (unsigned b = a; b > 0 && m[b - 1] > m[b]; b--) {
@@ -306,6 +349,7 @@ static void test_semi_sorted(void)
             CHECK(!cf__table_scan(&s, t.data, 1, 2, &used));
         }
         free(t.data);
+        free(t2.data);
         free(model);
     }
 }
