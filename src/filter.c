@@ -808,12 +808,31 @@ typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
  * nothing, and the result depends only on the table's contents: replaying the same
  * operations gives the same table. Each bucket enters the search once, so a path never
  * passes through a bucket twice. */
+/* Slot j of the bucket whose first bytes are `word` (constant widths F, B). */
+static CF__INLINE uint32_t cf__word_slot_t(uint64_t word, unsigned j, unsigned F)
+{
+    return (uint32_t)(word >> (F * j)) & (uint32_t)((UINT64_C(1) << F) - 1u);
+}
+
+/* Slot j of bucket `bucket`: with constant widths (F) from its loaded word, which the
+ * caller passes, else read from the table. */
+static CF__INLINE uint32_t cf__resident_t(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                          uint64_t word, unsigned j, unsigned F)
+{
+    return F ? cf__word_slot_t(word, j, F) : cf__slot_get_plain(t, s, bucket, j);
+}
+
+/* The breadth-first search for a path of moves that frees a slot of bucket i1 or i2,
+ * which then takes fp. F and B: constant widths for the plain fast shapes (their buckets
+ * read with one load, and a free slot found as a zero lane), 0 for every other shape. */
 static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
-                                      uint64_t i2, uint32_t fp, bool semi, bool cc)
+                                      uint64_t i2, uint32_t fp, bool semi, bool cc, unsigned F,
+                                      unsigned B)
 {
     /* The residents' fingerprints in the first sub-filter's width, which chooses their
      * alternates: their low bits (all of them but in a wider sub-filter). */
     uint32_t mask0 = (uint32_t)((UINT64_C(1) << (s->f - s->ext)) - 1u);
+    unsigned b = F ? B : s->b;
     cf__node *q = z->queue;
     z->n = 0;
     cf__visit(z, i1);
@@ -828,24 +847,36 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
         /* A semi-sorted bucket is decoded once, its 4 slots at a time. */
         uint64_t nexts[CF__PREFETCH_SLOTS];
         uint32_t semi_fps[CF__SEMI_BUCKET];
-        unsigned ahead = s->b < CF__PREFETCH_SLOTS ? s->b : CF__PREFETCH_SLOTS;
+        unsigned ahead = b < CF__PREFETCH_SLOTS ? b : CF__PREFETCH_SLOTS;
+        uint64_t word = F ? cf__load_t(cf__bucket_at_t(t, s, bucket, F, B), F, B) : 0;
         if (semi)
             cf__semi_get(t, s, bucket, semi_fps);
         for (unsigned j = 0; j < ahead; j++) {
-            uint32_t resident = semi ? semi_fps[j] : cf__slot_get_plain(t, s, bucket, j);
+            uint32_t resident = semi ? semi_fps[j] : cf__resident_t(t, s, bucket, word, j, F);
             nexts[j] = cf__alt_of0(t, bucket, resident & mask0);
-            cf__bucket_prefetch(t, s, nexts[j], true);
+            if (F)
+                cf__prefetch_t(t, s, nexts[j], true, F, B);
+            else
+                cf__bucket_prefetch(t, s, nexts[j], true);
         }
-        for (unsigned j = 0; j < s->b; j++) {
+        for (unsigned j = 0; j < b; j++) {
             uint64_t next =
-                j < ahead ? nexts[j]
-                          : cf__alt_of0(t, bucket, cf__slot_get_plain(t, s, bucket, j) & mask0);
+                j < ahead
+                    ? nexts[j]
+                    : cf__alt_of0(t, bucket, cf__resident_t(t, s, bucket, word, j, F) & mask0);
             if (!cf__visit(z, next))
                 continue;
             if (z->n == z->cap)
                 return CF__OUT_OF_NODES;
             q[z->n] = (cf__node){next, head, j};
-            int free_slot = cf__bucket_find(t, s, next, 0);
+            int free_slot;
+            if (F) {
+                uint64_t empty =
+                    cf__zero_lanes_t(cf__load_t(cf__bucket_at_t(t, s, next, F, B), F, B), F, B);
+                free_slot = empty ? (int)(cf__ctz64(empty) / F) : -1;
+            } else {
+                free_slot = cf__bucket_find(t, s, next, 0);
+            }
             if (free_slot >= 0) {
                 cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp, cc);
                 return CF__MOVED;
@@ -859,15 +890,23 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
 static cf__found cf__bfs_plain(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
                                uint64_t i2, uint32_t fp)
 {
-    return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true, false)
-                   : cf__bfs_t(s, t, z, i1, i2, fp, false, false);
+    switch (cf__kind_of(s)) {
+#define CF__BFS_CASE(F, B)                                                                         \
+    case CF__KIND_##F##_##B:                                                                       \
+        return cf__bfs_t(s, t, z, i1, i2, fp, false, false, F, B);
+        CF__FAST_SHAPES(CF__BFS_CASE)
+#undef CF__BFS_CASE
+    default:
+        return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true, false, 0, 0)
+                       : cf__bfs_t(s, t, z, i1, i2, fp, false, false, 0, 0);
+    }
 }
 
 /* Compiled apart for concurrent filters, so that the others' searches do not test it. */
 static cf__found cf__bfs_cc(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
                             uint64_t i2, uint32_t fp)
 {
-    return cf__bfs_t(s, t, z, i1, i2, fp, s->semi, true);
+    return cf__bfs_t(s, t, z, i1, i2, fp, s->semi, true, 0, 0);
 }
 
 static CF__INLINE cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
