@@ -17,12 +17,14 @@
 #define CF__LIKELY(x)       __builtin_expect(!!(x), 1)
 #define CF__UNLIKELY(x)     __builtin_expect(!!(x), 0)
 #define CF__INLINE          inline __attribute__((always_inline))
+#define CF__NOINLINE        __attribute__((noinline))
 #define CF__PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
 #else
 #define CF__HIDDEN
-#define CF__LIKELY(x)       (x)
-#define CF__UNLIKELY(x)     (x)
-#define CF__INLINE          inline
+#define CF__LIKELY(x)   (x)
+#define CF__UNLIKELY(x) (x)
+#define CF__INLINE      inline
+#define CF__NOINLINE
 #define CF__PREFETCH(p, rw) ((void)(p))
 #endif
 

@@ -341,6 +341,22 @@ static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__sour
     }
 }
 
+/* A keyed call of operation OP (a hashed one of this shape): 8-byte keys hashed inline,
+ * every other length in a function of its own, reached by a tail call. The 8-byte path
+ * then keeps nothing across a call (no callee-saved register to push and pop), which a
+ * shared path with the out-of-line hash of other lengths needed. */
+#define CF__KEYED(RET, CONST, OP, SHAPE, F, B)                                                     \
+    static CF__NOINLINE RET OP##_key_any_##SHAPE(CONST cf_filter *f, const void *key, size_t len)  \
+    {                                                                                              \
+        return OP##_t(f, cf__hash_key(f, key, len), F, B);                                         \
+    }                                                                                              \
+    static RET OP##_key_##SHAPE(CONST cf_filter *f, const void *key, size_t len)                   \
+    {                                                                                              \
+        if (CF__LIKELY(len == 8))                                                                  \
+            return OP##_t(f, cf__xxh3_8(key, f->k8), F, B);                                        \
+        return OP##_key_any_##SHAPE(f, key, len);                                                  \
+    }
+
 /* Each template compiled for each fast shape, and once for all other shapes, into tables
  * of operations per state and shape (indexed by cf__kind_of), one per variant. */
 #define CF__FNS(F, B)                                                                              \
@@ -348,18 +364,12 @@ static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__sour
     {                                                                                              \
         return cf__contains_t(f, h, F, B);                                                         \
     }                                                                                              \
-    static bool cf__contains_key_##F##_##B(const cf_filter *f, const void *key, size_t len)        \
-    {                                                                                              \
-        return cf__contains_t(f, cf__hash_key(f, key, len), F, B);                                 \
-    }                                                                                              \
+    CF__KEYED(bool, const, cf__contains, F##_##B, F, B)                                            \
     static bool cf__cc_contains_##F##_##B(const cf_filter *f, uint64_t h)                          \
     {                                                                                              \
         return cf__cc_contains_t(f, h, F, B);                                                      \
     }                                                                                              \
-    static bool cf__cc_contains_key_##F##_##B(const cf_filter *f, const void *key, size_t len)     \
-    {                                                                                              \
-        return cf__cc_contains_t(f, cf__hash_key(f, key, len), F, B);                              \
-    }                                                                                              \
+    CF__KEYED(bool, const, cf__cc_contains, F##_##B, F, B)                                         \
     static void cf__cc_contains_many_##F##_##B(const cf_filter *f, const cf__source *src,          \
                                                size_t n, bool *out)                                \
     {                                                                                              \
@@ -372,18 +382,12 @@ static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__sour
     {                                                                                              \
         return cf__add_t(f, h, F, B);                                                              \
     }                                                                                              \
-    static cf_status cf__add_key_##F##_##B(cf_filter *f, const void *key, size_t len)              \
-    {                                                                                              \
-        return cf__add_t(f, cf__hash_key(f, key, len), F, B);                                      \
-    }                                                                                              \
+    CF__KEYED(cf_status, , cf__add, F##_##B, F, B)                                                 \
     static cf_status cf__delete_##F##_##B(cf_filter *f, uint64_t h)                                \
     {                                                                                              \
         return cf__delete_t(f, h, F, B);                                                           \
     }                                                                                              \
-    static cf_status cf__delete_key_##F##_##B(cf_filter *f, const void *key, size_t len)           \
-    {                                                                                              \
-        return cf__delete_t(f, cf__hash_key(f, key, len), F, B);                                   \
-    }                                                                                              \
+    CF__KEYED(cf_status, , cf__delete, F##_##B, F, B)                                              \
     static void cf__contains_many_##F##_##B(const cf_filter *f, const cf__source *src, size_t n,   \
                                             bool *out)                                             \
     {                                                                                              \
@@ -409,6 +413,7 @@ CF__SEMI_FAST_SHAPES(CF__SEMI_FNS)
 #undef CF__SEMI_FNS
 CF__FAST_SHAPES(CF__FNS)
 #undef CF__FNS
+#undef CF__KEYED
 
 /* The general state's lookups and deletes: every sub-filter and the stash. */
 static bool cf__contains_key_all(const cf_filter *f, const void *key, size_t len)
