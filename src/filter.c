@@ -814,17 +814,47 @@ static CF__INLINE uint32_t cf__word_slot_t(uint64_t word, unsigned j, unsigned F
     return (uint32_t)(word >> (F * j)) & (uint32_t)((UINT64_C(1) << F) - 1u);
 }
 
-/* Slot j of bucket `bucket`: with constant widths (F) from its loaded word, which the
- * caller passes, else read from the table. */
-static CF__INLINE uint32_t cf__resident_t(const cf__table *t, const cf__shape *s, uint64_t bucket,
-                                          uint64_t word, unsigned j, unsigned F)
+/* Slot j (in ascending order) of the semi-sorted bucket whose first bytes are `word`
+ * (constant width F), whose code's prefixes are `pre`. */
+static CF__INLINE uint32_t cf__semi_word_slot_t(uint64_t word, unsigned pre, unsigned j, unsigned F)
 {
+    const unsigned W = F - CF__SEMI_PREFIX_BITS;
+    return (uint32_t)((pre >> (CF__SEMI_PREFIX_BITS * j)) & CF__SEMI_PREFIX_MASK) << W |
+           (uint32_t)((word >> (CF__SEMI_CODE_BITS + W * j)) & ((UINT64_C(1) << W) - 1u));
+}
+
+/* Slot j of bucket `bucket`: with constant widths (F) from its loaded word (and for a
+ * semi-sorted bucket its prefixes), which the caller passes, else from the table. */
+static CF__INLINE uint32_t cf__resident_t(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                          uint64_t word, unsigned pre, unsigned j, unsigned F,
+                                          unsigned B)
+{
+    if (F && CF__SEMI_T(F, B))
+        return cf__semi_word_slot_t(word, pre, j, F);
     return F ? cf__word_slot_t(word, j, F) : cf__slot_get_plain(t, s, bucket, j);
 }
 
+/* The first free slot of bucket `next` (constant widths F, B): the lowest zero lane, or
+ * for a semi-sorted bucket slot 0 when it is empty (empty slots sort first); -1 if none. */
+static CF__INLINE int cf__free_slot_t(const cf__table *t, const cf__shape *s, uint64_t next,
+                                      unsigned F, unsigned B)
+{
+    uint64_t w = cf__load_t(cf__bucket_at_t(t, s, next, F, B), F, B);
+    if (CF__SEMI_T(F, B)) {
+        const unsigned W = F - CF__SEMI_PREFIX_BITS;
+        unsigned pre = cf__semi_prefixes[w & CF__SEMI_CODE_MASK];
+        bool empty = !(pre & CF__SEMI_PREFIX_MASK) &&
+                     !((w >> CF__SEMI_CODE_BITS) & ((UINT64_C(1) << W) - 1u));
+        return empty ? 0 : -1;
+    }
+    uint64_t empty = cf__zero_lanes_t(w, F, B);
+    return empty ? (int)(cf__ctz64(empty) / F) : -1;
+}
+
 /* The breadth-first search for a path of moves that frees a slot of bucket i1 or i2,
- * which then takes fp. F and B: constant widths for the plain fast shapes (their buckets
- * read with one load, and a free slot found as a zero lane), 0 for every other shape. */
+ * which then takes fp. F and B: constant widths for the fast shapes, plain and
+ * semi-sorted (a bucket read with one load, its residents taken from the word, a free
+ * slot found in it), 0 for every other shape. */
 static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
                                       uint64_t i2, uint32_t fp, bool semi, bool cc, unsigned F,
                                       unsigned B)
@@ -832,7 +862,7 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
     /* The residents' fingerprints in the first sub-filter's width, which chooses their
      * alternates: their low bits (all of them but in a wider sub-filter). */
     uint32_t mask0 = (uint32_t)((UINT64_C(1) << (s->f - s->ext)) - 1u);
-    unsigned b = F ? B : s->b;
+    unsigned b = F ? (CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B) : s->b;
     cf__node *q = z->queue;
     z->n = 0;
     cf__visit(z, i1);
@@ -849,10 +879,12 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
         uint32_t semi_fps[CF__SEMI_BUCKET];
         unsigned ahead = b < CF__PREFETCH_SLOTS ? b : CF__PREFETCH_SLOTS;
         uint64_t word = F ? cf__load_t(cf__bucket_at_t(t, s, bucket, F, B), F, B) : 0;
-        if (semi)
+        unsigned pre = F && semi ? cf__semi_prefixes[word & CF__SEMI_CODE_MASK] : 0;
+        if (semi && !F)
             cf__semi_get(t, s, bucket, semi_fps);
         for (unsigned j = 0; j < ahead; j++) {
-            uint32_t resident = semi ? semi_fps[j] : cf__resident_t(t, s, bucket, word, j, F);
+            uint32_t resident =
+                semi && !F ? semi_fps[j] : cf__resident_t(t, s, bucket, word, pre, j, F, B);
             nexts[j] = cf__alt_of0(t, bucket, resident & mask0);
             if (F)
                 cf__prefetch_t(t, s, nexts[j], true, F, B);
@@ -861,22 +893,15 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
         }
         for (unsigned j = 0; j < b; j++) {
             uint64_t next =
-                j < ahead
-                    ? nexts[j]
-                    : cf__alt_of0(t, bucket, cf__resident_t(t, s, bucket, word, j, F) & mask0);
+                j < ahead ? nexts[j]
+                          : cf__alt_of0(t, bucket,
+                                        cf__resident_t(t, s, bucket, word, pre, j, F, B) & mask0);
             if (!cf__visit(z, next))
                 continue;
             if (z->n == z->cap)
                 return CF__OUT_OF_NODES;
             q[z->n] = (cf__node){next, head, j};
-            int free_slot;
-            if (F) {
-                uint64_t empty =
-                    cf__zero_lanes_t(cf__load_t(cf__bucket_at_t(t, s, next, F, B), F, B), F, B);
-                free_slot = empty ? (int)(cf__ctz64(empty) / F) : -1;
-            } else {
-                free_slot = cf__bucket_find(t, s, next, 0);
-            }
+            int free_slot = F ? cf__free_slot_t(t, s, next, F, B) : cf__bucket_find(t, s, next, 0);
             if (free_slot >= 0) {
                 cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp, cc);
                 return CF__MOVED;
@@ -896,6 +921,11 @@ static cf__found cf__bfs_plain(const cf__shape *s, cf__table *t, cf__search *z, 
         return cf__bfs_t(s, t, z, i1, i2, fp, false, false, F, B);
         CF__FAST_SHAPES(CF__BFS_CASE)
 #undef CF__BFS_CASE
+#define CF__BFS_SEMI_CASE(F)                                                                       \
+    case CF__KIND_SEMI_##F:                                                                        \
+        return cf__bfs_t(s, t, z, i1, i2, fp, true, false, F, CF__SEMI_B);
+        CF__SEMI_FAST_SHAPES(CF__BFS_SEMI_CASE)
+#undef CF__BFS_SEMI_CASE
     default:
         return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true, false, 0, 0)
                        : cf__bfs_t(s, t, z, i1, i2, fp, false, false, 0, 0);
