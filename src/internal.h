@@ -112,9 +112,10 @@ static inline uint64_t cf__alt_offset(uint64_t mix, uint64_t m)
 /* (off - bucket) mod m, for bucket < m and off < m (both below 2^63). */
 static inline uint64_t cf__alt(uint64_t bucket, uint64_t off, uint64_t m)
 {
-    /* Both values computed, then chosen: gcc 12 and clang 14 make this a conditional move
-     * (2 instructions fewer than a mask of the sign), never a branch, which would go
-     * either way at random and discard the lookups in flight at each misprediction. */
+    /* Both values computed, then chosen: gcc 12 makes this a conditional move, 2
+     * instructions fewer than the mask of the sign that clang 14 makes of it; neither a
+     * branch, which would go either way at random and discard the lookups in flight at
+     * each misprediction. */
     uint64_t d = off - bucket, w = d + m;
     return (int64_t)d < 0 ? w : d;
 }
