@@ -25,6 +25,32 @@ extern "C" {
 extern const peer peer_authors, peer_fastfilter;
 #ifdef __cplusplus
 }
+
+/* The C interface of a peer's filter class FILTER (whose Add, Contain and Delete answer
+ * cuckoofilter::Ok on success), defined as the peer VAR named NAME. */
+#define PEER_DEFINE(VAR, NAME, FILTER)                                                             \
+    static void *VAR##_make(size_t n)                                                              \
+    {                                                                                              \
+        return new FILTER(n);                                                                      \
+    }                                                                                              \
+    static int VAR##_add(void *f, uint64_t k)                                                      \
+    {                                                                                              \
+        return static_cast<FILTER *>(f)->Add(k) == cuckoofilter::Ok;                               \
+    }                                                                                              \
+    static int VAR##_contains(void *f, uint64_t k)                                                 \
+    {                                                                                              \
+        return static_cast<FILTER *>(f)->Contain(k) == cuckoofilter::Ok;                           \
+    }                                                                                              \
+    static int VAR##_del(void *f, uint64_t k)                                                      \
+    {                                                                                              \
+        return static_cast<FILTER *>(f)->Delete(k) == cuckoofilter::Ok;                            \
+    }                                                                                              \
+    static size_t VAR##_bytes(void *f)                                                             \
+    {                                                                                              \
+        return static_cast<FILTER *>(f)->SizeInBytes();                                            \
+    }                                                                                              \
+    extern "C" const peer VAR = {NAME,           VAR##_make, VAR##_add,                            \
+                                 VAR##_contains, VAR##_del,  VAR##_bytes};
 #endif
 
 #endif /* CF_BENCH_PEER_H */
