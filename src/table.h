@@ -231,13 +231,22 @@ CF__HIDDEN extern const uint16_t cf__semi_prefixes[1u << CF__SEMI_CODE_BITS];
 CF__SEMI_FAST_SHAPES(CF__SEMI_SPREAD_DECL)
 #undef CF__SEMI_SPREAD_DECL
 
-/* The code of four ascending fingerprints of suffix width w: the rank of their prefixes
- * p0 <= .. <= p3 in the combinatorial number system, sum C(p_i + i, i + 1). */
-static inline unsigned cf__semi_rank(const uint32_t fp[4], unsigned w)
+/* The code of ascending prefixes p0 <= .. <= p3 packed as nibbles, p_j at bits 4 j: their
+ * rank in the combinatorial number system, sum C(p_i + i, i + 1). */
+static inline unsigned cf__semi_rank_nibbles(unsigned pre)
 {
-    unsigned q0 = fp[0] >> w, q1 = (fp[1] >> w) + 1, q2 = (fp[2] >> w) + 2, q3 = (fp[3] >> w) + 3;
+    unsigned q0 = pre & CF__SEMI_PREFIX_MASK, q1 = (pre >> 4 & CF__SEMI_PREFIX_MASK) + 1;
+    unsigned q2 = (pre >> 8 & CF__SEMI_PREFIX_MASK) + 2,
+             q3 = (pre >> 12 & CF__SEMI_PREFIX_MASK) + 3;
     return q0 + q1 * (q1 - 1) / 2 + q2 * (q2 - 1) * (q2 - 2) / 6 +
            q3 * (q3 - 1) * (q3 - 2) * (q3 - 3) / 24;
+}
+
+/* The code of four ascending fingerprints of suffix width w: their prefixes' rank. */
+static inline unsigned cf__semi_rank(const uint32_t fp[4], unsigned w)
+{
+    return cf__semi_rank_nibbles(fp[0] >> w | (fp[1] >> w) << 4 | (fp[2] >> w) << 8 |
+                                 (fp[3] >> w) << 12);
 }
 
 /* The four fingerprints of semi-sorted bucket `bucket`, ascending, into fp; returns its
@@ -559,16 +568,6 @@ static CF__INLINE uint64_t cf__semi_match_t(const cf__table *t, uint64_t i, uint
 {
     return cf__semi_match_word_t(
         cf__load_t(cf__bucket_at_t(t, NULL, i, F, CF__SEMI_B), F, CF__SEMI_B), fp, F);
-}
-
-/* The code of ascending prefixes packed as nibbles, p_j at bits 4 j (cf__semi_rank's). */
-static CF__INLINE unsigned cf__semi_rank_nibbles(unsigned pre)
-{
-    unsigned q0 = pre & CF__SEMI_PREFIX_MASK, q1 = (pre >> 4 & CF__SEMI_PREFIX_MASK) + 1;
-    unsigned q2 = (pre >> 8 & CF__SEMI_PREFIX_MASK) + 2,
-             q3 = (pre >> 12 & CF__SEMI_PREFIX_MASK) + 3;
-    return q0 + q1 * (q1 - 1) / 2 + q2 * (q2 - 1) * (q2 - 2) / 6 +
-           q3 * (q3 - 1) * (q3 - 2) * (q3 - 3) / 24;
 }
 
 /* The semi-sorted bucket of `word` (constant width F) without the fingerprint of slot j:
