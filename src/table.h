@@ -675,14 +675,16 @@ static CF__INLINE bool cf__pair_remove_t(cf__table *t, const cf__shape *s, uint6
     uint64_t w1 = cf__load_t(p1, F, B), w2 = cf__load_t(p2, F, B);
     uint64_t fps = cf__fps_t(fp, F, B);
     uint64_t m1 = cf__zero_lanes_t(w1 ^ fps, F, B), m2 = cf__zero_lanes_t(w2 ^ fps, F, B);
-    if (!(m1 | m2))
-        return false;
+    /* One store either way (the word unchanged when no slot holds fp), and the lane's
+     * mask from the lowest set bit: fewer instructions than a return and a shift count. */
     uint8_t *p = m1 ? p1 : p2;
     uint64_t w = m1 ? w1 : w2, m = m1 ? m1 : m2;
-    uint64_t lane = ((UINT64_C(1) << F) - 1) << (cf__ctz64(m) - (F - 1));
+    uint64_t top = m & (UINT64_C(0) - m); /* the top bit of the first matching lane, or 0 */
+    uint64_t lane = (top << 1) - (top >> (F - 1)); /* that lane's F bits (modulo 2^64) */
     cf__store_t(p, w & ~lane, F, B);
-    t->items--;
-    return true;
+    bool found = m != 0;
+    t->items -= found;
+    return found;
 }
 
 #endif /* CF_TABLE_H */
