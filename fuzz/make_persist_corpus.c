@@ -388,6 +388,29 @@ static void deserialize_seeds(void)
         }
     }
 
+    /* Windowed files (as they are: the fix-ups are a plain file's): three generations,
+     * keys in two of them, plain and semi-sorted. */
+    for (unsigned semi = 0; semi < 2; semi++) {
+        cf_config c = {.capacity = 30,
+                       .fingerprint_bits = semi ? 13u : 12u,
+                       .seed = 31u + semi,
+                       .flags = CF_FIXED_SEED | (semi ? CF_SEMI_SORT : 0u),
+                       .generations = 3,
+                       .window = 3600};
+        cf_filter *f;
+        cf_status st = cf_new(&c, &f);
+        if (st != CF_OK)
+            die("cf_new", cf_strerror(st));
+        fill(f, 20, 40u + semi, 0);
+        if ((st = cf_advance(f)) != CF_OK)
+            die("cf_advance", cf_strerror(st));
+        fill(f, 10, 42u + semi, 0);
+        blob b = serialize(f);
+        deser(semi ? "window-semi" : "window", semi ? M_MAPPED : 0u, b.p, b.n);
+        free(b.p);
+        cf_free(f);
+    }
+
     /* Other shapes: no SWAR probe (b * f > 64), odd sizes, the largest bucket. */
     static const shape odd[] = {
         {.capacity = 60, .f = 7, .b = 3, .seed = 7},

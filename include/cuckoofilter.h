@@ -88,6 +88,9 @@ extern "C" {
 #define CF_DEFAULT_MAX_SUB_FILTERS  32u    /* RedisBloom's default cf-max-expansions */
 #define CF_MAX_SUB_FILTERS          65536u /* RedisBloom's upper bound for the same setting */
 #define CF_MAX_EXPANSION            32768u /* RedisBloom's bound; one step past it outgrows RAM */
+#define CF_MAX_GENERATIONS                                                                         \
+    4096u /* a lookup probes every generation: past a few                                          \
+                 thousand, a plain filter is the better tool */
 
 typedef struct cf_filter cf_filter; /* opaque */
 
@@ -156,6 +159,14 @@ typedef struct cf_config {
                                       fingerprints are too wide to reach it). Must exceed
                                       that rate and be below 1; CF_EINVAL for a fixed filter
                                       or with CF_GROW_SAME_WIDTH */
+    unsigned generations;          /* a windowed filter ("Filters that forget" below):
+                                      2..CF_MAX_GENERATIONS generations, each a fixed
+                                      filter sized by the fields above (capacity is each
+                                      generation's; expansion must be 0); 0 = a filter that
+                                      keeps its keys until they are deleted */
+    uint64_t window;               /* windowed filters: the window's length in the
+                                      caller's time unit (cf_generation_at); 0 = advanced
+                                      only by cf_advance and cf_advance_to */
 } cf_config;
 
 /* Flags of cf_config. */
@@ -231,6 +242,13 @@ typedef struct cf_stats {
                          filter may have (one for a fixed filter, max_sub_filters for a
                          growing one), each at its width */
     double fpr_full;  /* `fpr` once the current sub-filters are full */
+    /* Windowed filters (0 for others): the figures above are those of every generation
+     * together (counts summed, rates combined; capacity is each generation's, the widths
+     * the newest's), and: */
+    uint64_t window;           /* the window's length, as configured */
+    uint64_t generation;       /* the newest generation's number (cf_advance_to) */
+    unsigned generations;      /* generations in the ring, all of them live */
+    unsigned generations_used; /* generations that hold at least one item */
 } cf_stats;
 
 /* The smallest structs the *_sized functions take: cf_config as far as `allocator` and
@@ -425,6 +443,70 @@ CF_API const char *cf_version(void);
  * forces the baseline. Every variant gives the same answers and the same bytes. Thread
  * safety: reentrant (it reads the environment). */
 CF_API const char *cf_cpu_variant(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* Filters that forget: windowed filters                                                */
+/* ------------------------------------------------------------------------------------ */
+/* "Have I seen this key in the last hour?" A filter made with cf_config.generations = G
+ * (2 or more) keeps G generations, each a filter of its own sized by the rest of the
+ * config (capacity: the keys one generation takes). Adds go to the newest generation;
+ * lookups, counts and deletes see every generation; cf_advance drops the oldest
+ * generation whole and starts a new, empty one. So a key is found for at least G - 1
+ * advances after its last add, and forgotten after G.
+ *
+ * The library never reads a clock (a replica, a reload and a test replay the same
+ * advances and get the same bytes). Time comes from the caller: with cf_config.window =
+ * W (any unit: milliseconds, seconds), generation g covers the times t with
+ * floor(t * (G - 1) / W) = g, and a caller advances to cf_generation_at(f, now) before
+ * each operation. Then the promise is in time: a key is found for at least W after its
+ * last add (no false negative inside the window), and forgotten within W * G / (G - 1)
+ * (W plus one generation's span, W / (G - 1)). More generations forget closer to W, at
+ * the cost of a probe per generation in every lookup.
+ *
+ * The false-positive rate is that of every generation together: about G times one
+ * generation's. cf_config.target_fpr sizes the fingerprints for all G generations at
+ * full load; cf_stats.fpr reports the combined rate, fpr_bound its most.
+ *
+ * Generations do not grow: expansion must be 0 (CF_EINVAL otherwise), and an add to a
+ * full newest generation says CF_FULL (nothing changed), so size `capacity` for the keys
+ * one generation's span brings. (With generations of different sizes, deleting a key
+ * could take another key's fingerprint from an older generation that the deleted key's
+ * own copy does not stand in for.) A delete takes the key's oldest copy, so that a key
+ * added again stays for the window after its last add. A windowed filter may be
+ * semi-sorted or concurrent (CF_CONCURRENT: lookups beside writers, an advance
+ * included); not of RedisBloom's layout (CF_EINVAL). Saved, loaded
+ * and mapped like any filter: the file holds the generations, the newest one's number
+ * and the window (docs/FORMAT.md, "Windowed files"). Not yet dumped in chunks
+ * (cf_dump_chunk says CF_EINVAL, cf_dump_chunk_max 0). */
+
+/* Drop the oldest generation and start a new, empty one: the newest generation's number
+ * goes up by 1. The dropped generation's memory is reused.
+ * Returns CF_OK; CF_EINVAL for NULL, a filter that is not windowed, or one whose
+ * generation number is at its end (UINT64_MAX); CF_EREADONLY for a mapped filter.
+ * Thread safety: a write (needs exclusive access, or
+ * CF_CONCURRENT: lookups may run beside it). */
+CF_API cf_status cf_advance(cf_filter *f);
+
+/* Advance until the newest generation's number is `generation`: min(generation - current,
+ * G) generations dropped, none if it is current already. The number starts at 0 in a
+ * new filter; a caller with a clock advances to cf_generation_at(f, now).
+ * Returns CF_OK; CF_EINVAL (nothing changed) for a generation older than the newest
+ * (the caller's clock went backwards), NULL, or a filter that is not windowed;
+ * CF_EREADONLY. Thread safety: as cf_advance. */
+CF_API cf_status cf_advance_to(cf_filter *f, uint64_t generation);
+
+/* The generation that time `now` falls in, floor(now * (G - 1) / window), in the unit of
+ * cf_config.window; for a window of 0, the newest generation's number. 0 if f is NULL or
+ * not windowed. Thread safety: a const call. */
+CF_API uint64_t cf_generation_at(const cf_filter *f, uint64_t now);
+
+/* The figures of one generation, `age` advances old (0: the newest, G - 1: the oldest),
+ * as cf_get_stats gives a filter's (its window fields 0). Returns CF_OK; CF_EINVAL for
+ * NULL pointers, a filter that is not windowed, age >= G or out_size below
+ * CF_STATS_SIZE_MIN. */
+static inline cf_status cf_get_generation_stats(const cf_filter *f, unsigned age, cf_stats *out);
+CF_API cf_status cf_get_generation_stats_sized(const cf_filter *f, unsigned age, cf_stats *out,
+                                               size_t out_size);
 
 /* ------------------------------------------------------------------------------------ */
 /* Pre-hashed keys                                                                      */
@@ -783,6 +865,11 @@ static inline void cf_get_stats(const cf_filter *f, cf_stats *out)
 static inline void cf_get_config(const cf_filter *f, cf_config *out)
 {
     (void)cf_get_config_sized(f, out, sizeof(cf_config));
+}
+
+static inline cf_status cf_get_generation_stats(const cf_filter *f, unsigned age, cf_stats *out)
+{
+    return cf_get_generation_stats_sized(f, age, out, sizeof(cf_stats));
 }
 
 #ifdef __cplusplus

@@ -60,8 +60,8 @@ static unsigned cf__or_default(unsigned v, unsigned def)
 
 /* The end of the last field of each struct this library knows: a caller's struct may be
  * larger (a later header's), and then the bytes past these must be 0. */
-#define CF__CONFIG_END (offsetof(cf_config, fpr_bound) + sizeof(double))
-#define CF__STATS_END  (offsetof(cf_stats, fpr_full) + sizeof(double))
+#define CF__CONFIG_END (offsetof(cf_config, window) + sizeof(uint64_t))
+#define CF__STATS_END  (offsetof(cf_stats, generations_used) + sizeof(unsigned))
 _Static_assert(CF__CONFIG_END == sizeof(cf_config),
                "a field appended to cf_config: move CF__CONFIG_END");
 _Static_assert(CF__STATS_END == sizeof(cf_stats),
@@ -76,14 +76,15 @@ static void cf__struct_out(void *out, size_t size, const void *from, size_t end)
         memset((unsigned char *)out + end, 0, size - end);
 }
 
-/* The narrowest fingerprint whose false-positive rate at full load of one table is at
- * most `target`; 0 if none is (target below what 32 bits give, or not in (0, 1)). */
-static unsigned cf__bits_for_fpr(double target, unsigned b)
+/* The narrowest fingerprint whose false-positive rate at full load of `tables` tables (a
+ * windowed filter's generations, else 1) is at most `target`; 0 if none is (target below
+ * what 32 bits give, or not in (0, 1)). */
+static unsigned cf__bits_for_fpr(double target, unsigned b, unsigned tables)
 {
     if (!(target > 0.0 && target < 1.0))
         return 0;
     for (unsigned f = CF_MIN_FINGERPRINT_BITS; f <= CF_MAX_FINGERPRINT_BITS; f++)
-        if (cf_expected_fpr(f, b, 1.0) <= target)
+        if (cf_expected_fpr(f, b, (double)tables) <= target)
             return f;
     return 0;
 }
@@ -197,12 +198,20 @@ static cf_status cf__resolve(const cf_config *c, cf__params *p)
 {
     if (c->capacity == 0 || (c->flags & ~(unsigned)CF__CONFIG_FLAGS) != 0)
         return CF_EINVAL;
+    /* A window: 2 or more generations (one would forget everything at each advance) of
+     * one size (window.c says why), and RedisBloom's layout has none. */
+    bool windowed = c->generations != 0;
+    if ((windowed && (c->generations < 2 || c->generations > CF_MAX_GENERATIONS ||
+                      c->expansion != 0 || (c->flags & CF_REDISBLOOM))) ||
+        (!windowed && c->window != 0))
+        return CF_EINVAL;
     if (!cf__allocator_ok(c->allocator))
         return CF_EINVAL;
     p->redisbloom = false;
     unsigned b = cf__or_default(c->bucket_size, CF_DEFAULT_BUCKET_SIZE);
     unsigned f = c->fingerprint_bits;
-    if (c->target_fpr != 0.0 && (f != 0 || (f = cf__bits_for_fpr(c->target_fpr, b)) == 0))
+    if (c->target_fpr != 0.0 &&
+        (f != 0 || (f = cf__bits_for_fpr(c->target_fpr, b, windowed ? c->generations : 1u)) == 0))
         return CF_EINVAL; /* (a bucket size out of range reaches no rate either) */
     f = cf__or_default(f, CF_DEFAULT_FINGERPRINT_BITS);
     p->capacity = c->capacity;
@@ -534,6 +543,8 @@ cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, siz
     cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &table_bytes);
     if (st != CF_OK)
         return st;
+    if (c.generations)
+        return cf__window_bytes(&c, &p, bytes);
     size_t fixed = cf__fixed_bytes(&p, c.allocator, 1);
     if (p.concurrent) {
         size_t block;
@@ -561,6 +572,8 @@ static void cf__release(cf_filter *f, unsigned ntables)
     if (m) {
         if (m->cc)
             cf__cc_free(f, m->cc);
+        if (m->window)
+            cf__window_free(f, m->window);
         void *held[] = {m->load, m->search, m->wide_shapes, m->stash, m->tables};
         for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
             if (held[i])
@@ -661,6 +674,8 @@ cf_status cf_new_sized(const cf_config *config, size_t config_size, cf_filter **
     if (p.seed == 0 && !(c.flags & (CF_FIXED_SEED | CF_REDISBLOOM)) &&
         (st = cf_random_seed(&p.seed)) != CF_OK)
         return st;
+    if (c.generations)
+        return cf__window_new(&c, &p, out);
     return cf__filter_make(&p, c.allocator, 1, buckets, true, out);
 }
 
@@ -692,7 +707,8 @@ void cf_free(cf_filter *f)
 {
     if (!f)
         return;
-    if (f->more && f->more->map)
+    /* A generation of a mapped windowed filter borrows its window's mapping (map_len 0). */
+    if (f->more && f->more->map && f->more->map_len)
         cf__unmap(f->more->map, f->more->map_len);
     cf__release(f, cf__ntables_all(f));
 }
@@ -732,6 +748,10 @@ void cf_clear(cf_filter *f)
 {
     if (!f || cf__read_only(f))
         return;
+    if (cf__is_window(f)) {
+        cf__window_clear(f);
+        return;
+    }
     if (cf__is_cc(f)) {
         cf__cc_lock(f);
         for (unsigned i = 0; i < f->ntables; i++)
@@ -1153,6 +1173,8 @@ cf_status cf_compact(cf_filter *f)
         return CF_EINVAL;
     if (cf__read_only(f))
         return CF_EREADONLY;
+    if (cf__is_window(f))
+        return cf__window_compact(f);
     /* Exclusive access (as documented for concurrent filters too): no reader holds the
      * sub-filter arrays growth replaced, so they go now. */
     if (cf__is_cc(f))
@@ -1419,6 +1441,8 @@ uint64_t cf_count_hash(const cf_filter *f, uint64_t h)
 {
     if (!f)
         return 0;
+    if (cf__is_window(f))
+        return cf__window_count(f, h);
     if (cf__is_rb(f))
         return cf__rb_count(f, h);
     if (cf__is_cc(f))
@@ -1432,7 +1456,7 @@ uint64_t cf_count_hash(const cf_filter *f, uint64_t h)
  * may be growing meanwhile. */
 static bool cf__batch_empty(const cf_filter *f, size_t n, bool *out)
 {
-    if ((cf__is_cc(f) ? cf__cc_ntables(f) : f->ntables) != 0)
+    if (cf__is_window(f) || (cf__is_cc(f) ? cf__cc_ntables(f) : f->ntables) != 0)
         return false;
     memset(out, 0, n * sizeof *out);
     return true;
@@ -1533,7 +1557,7 @@ cf_status cf_add_unique(cf_filter *f, const void *key, size_t len)
     if (cf__read_only(f))
         return CF_EREADONLY;
     uint64_t h = cf_hash(f, key, len);
-    if (cf__is_cc(f)) { /* the check and the add as one step among writers */
+    if (cf__is_cc(f) || cf__is_window(f)) { /* the check and the add as one step */
         cf_status st;
         f->ops->add_many(f, &h, 1, CF_ADD_UNIQUE, &st);
         return st;
@@ -1571,6 +1595,11 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
     if (!f || !caller || size < CF_STATS_SIZE_MIN)
         return CF_EINVAL;
     cf_stats st = {0}, *out = &st;
+    if (cf__is_window(f)) {
+        cf__window_stats(f, out);
+        cf__struct_out(caller, size, out, CF__STATS_END);
+        return CF_OK;
+    }
     bool cc = cf__is_cc(f);
     if (cc) /* the counts of one moment, which the writers' lock holds still (growth
              * replaces the sub-filter array, the first's shape read through it too) */
@@ -1643,6 +1672,11 @@ cf_status cf_get_config_sized(const cf_filter *f, cf_config *caller, size_t size
     if (!f || !caller || size < CF_CONFIG_SIZE_MIN)
         return CF_EINVAL;
     cf_config c = {0}, *out = &c;
+    if (cf__is_window(f)) {
+        cf__window_config(f, out);
+        cf__struct_out(caller, size, out, CF__CONFIG_END);
+        return CF_OK;
+    }
     out->capacity = f->capacity;
     const cf__shape *s = cf__shape0(f);
     out->fingerprint_bits = s->f;

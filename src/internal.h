@@ -11,6 +11,8 @@
 #include "cuckoofilter.h"
 #include "table.h"
 
+#include <pthread.h>
+
 /* CF__HAVE_V3: the build compiled fast.c for x86-64-v3 too (CMakeLists.txt says when). */
 #ifndef CF__HAVE_V3
 #define CF__HAVE_V3 0
@@ -363,16 +365,18 @@ typedef struct cf__more {
     size_t map_len;
     cf__loading *load; /* loading chunk by chunk (cf_load_chunk), else NULL: see cf__loading */
     struct cf__cc *cc; /* CF_CONCURRENT: the writers' lock and what readers check (concurrent.c) */
+    struct cf__window *window; /* a windowed filter's generations (window.c) */
 } cf__more;
 
 /* cf_filter.bits */
-#define CF__B_V3         1u  /* its hot paths are the x86-64-v3 variant's */
-#define CF__B_OWN_ALLOC  2u  /* a copy of a caller's allocator follows the struct */
-#define CF__B_OWN_SHAPE  4u  /* then a copy of its shape (b > CF__STATIC_SHAPE_B) */
-#define CF__B_OWN_SEARCH 8u  /* then search memory: its budget is too big for the stack */
-#define CF__B_READ_ONLY  16u /* mapped or loading (more->map, more->load) */
-#define CF__B_CONCURRENT 32u /* CF_CONCURRENT: more->cc, stripes after each table */
-#define CF__B_REDISBLOOM 64u /* CF_REDISBLOOM: RedisBloom's hash and mapping (redisbloom.c) */
+#define CF__B_V3         1u   /* its hot paths are the x86-64-v3 variant's */
+#define CF__B_OWN_ALLOC  2u   /* a copy of a caller's allocator follows the struct */
+#define CF__B_OWN_SHAPE  4u   /* then a copy of its shape (b > CF__STATIC_SHAPE_B) */
+#define CF__B_OWN_SEARCH 8u   /* then search memory: its budget is too big for the stack */
+#define CF__B_READ_ONLY  16u  /* mapped or loading (more->map, more->load) */
+#define CF__B_CONCURRENT 32u  /* CF_CONCURRENT: more->cc, stripes after each table */
+#define CF__B_REDISBLOOM 64u  /* CF_REDISBLOOM: RedisBloom's hash and mapping (redisbloom.c) */
+#define CF__B_WINDOW     128u /* windowed: more->window holds the generations (window.c) */
 
 /* A filter: 96 bytes (its fixed overhead with a shape of b <= 8 and the default allocator;
  * a caller's allocator adds 24, a larger shape 48), then the tables. The head block holds
@@ -571,11 +575,53 @@ CF__HIDDEN void cf__rb_compact_moves(cf_filter *f);
 CF__HIDDEN cf_status cf__table_append(cf_filter *f, cf__table **out);
 CF__HIDDEN void cf__table_publish(cf_filter *f);
 
+/* ------------------------------------------------------------------------------------ */
+/* Windowed filters (cf_config.generations, window.c)                                   */
+/* ------------------------------------------------------------------------------------ */
+/* A windowed filter is a head (the seed, the first generation's settings, no tables of
+ * its own) whose `more` holds a ring of generations, each a filter made by cf_new. Every
+ * public call that reads or changes a filter's contents either goes through `ops` (the
+ * window's) or asks cf__is_window first. */
+
+static inline bool cf__is_window(const cf_filter *f)
+{
+    return (f->bits & CF__B_WINDOW) != 0;
+}
+
+struct cf__window {
+    cf_filter **gen;     /* the G generations: gen[newest] the newest, gen[(newest + 1) % G]
+                            the oldest */
+    unsigned n;          /* G */
+    unsigned newest;     /* its index in gen */
+    uint64_t generation; /* the newest generation's number */
+    uint64_t window;     /* cf_config.window */
+    bool concurrent;     /* CF_CONCURRENT: writers take `lock`, lookups take nothing */
+    pthread_mutex_t lock;
+};
+
+CF__HIDDEN extern const cf__ops cf__window_ops;
+
+/* The generation `age` advances old (0 the newest). */
+static inline cf_filter *cf__gen_at(const struct cf__window *w, unsigned age)
+{
+    unsigned i = w->newest + w->n - age;
+    return w->gen[i >= w->n ? i - w->n : i];
+}
+
+static inline struct cf__window *cf__window_of(const cf_filter *f)
+{
+    return f->more->window;
+}
+
 /* Point f->ops at the operations for f's state: to be called whenever the number of
  * complete sub-filters or of stash entries changes. A concurrent filter's never change
  * (readers load them with no ordering): those of its first sub-filter's shape, set once. */
 static inline void cf__sync_ops(cf_filter *f)
 {
+    if (CF__UNLIKELY(cf__is_window(f))) { /* its generations have their own states */
+        f->ops = &cf__window_ops;
+        return;
+    }
     if (CF__UNLIKELY(cf__is_rb(f))) { /* one table for every state, set once (as below) */
         const cf__ops *ops = cf__is_cc(f) ? &cf__rb_ops_cc : &cf__rb_ops;
         if (f->ops != ops)
@@ -653,6 +699,25 @@ static inline bool cf__allocator_ok(const cf_allocator *a)
 {
     return !a || (a->alloc && a->free);
 }
+
+/* Windowed filters (window.c) */
+/* cf_new and cf_bytes_needed for a config with generations (c resolved into p). */
+CF__HIDDEN cf_status cf__window_new(const cf_config *c, const cf__params *p, cf_filter **out);
+CF__HIDDEN cf_status cf__window_bytes(const cf_config *c, const cf__params *p, size_t *bytes);
+/* A windowed head for generations of settings p: its window struct with room for G
+ * generations, none made yet (gen[i] NULL); then the caller fills gen[]. */
+CF__HIDDEN cf_status cf__window_head(const cf__params *p, const cf_allocator *a, unsigned n,
+                                     uint64_t window, uint64_t generation, cf_filter **out);
+/* Free the generations and the window struct (by cf_free, through cf__release). */
+CF__HIDDEN void cf__window_free(cf_filter *f, struct cf__window *w);
+CF__HIDDEN void cf__window_clear(cf_filter *f);
+CF__HIDDEN cf_status cf__window_compact(cf_filter *f);
+CF__HIDDEN uint64_t cf__window_count(const cf_filter *f, uint64_t h);
+CF__HIDDEN void cf__window_stats(const cf_filter *f, cf_stats *out);
+CF__HIDDEN void cf__window_config(const cf_filter *f, cf_config *out);
+/* The writers' lock of a concurrent windowed filter (nothing for others). */
+CF__HIDDEN void cf__window_lock(const cf_filter *f);
+CF__HIDDEN void cf__window_unlock(const cf_filter *f);
 
 /* ------------------------------------------------------------------------------------ */
 /* The operating system (platform.c)                                                    */

@@ -46,7 +46,9 @@ static const uint8_t cf__magic[8] = {0x89, 'C', 'U', 'C', 'K', 'O', 'O', '\n'};
 #define CF__HASH_RB      2u  /* hash id: RedisBloom's layout (CF_REDISBLOOM, redisbloom.c) */
 #define CF__FLAG_WIDEN   1u  /* header flag: sub-filters widen their fingerprints (CF__H_WIDEN) */
 #define CF__FLAG_SEMI    2u  /* header flag: semi-sorted buckets (CF_SEMI_SORT) */
+#define CF__FLAG_WINDOW  4u  /* header flag: a windowed file, its generations' images after it */
 #define CF__FLAGS_KNOWN  (CF__FLAG_WIDEN | CF__FLAG_SEMI)
+#define CF__GEN_BYTES    16u /* per generation of a windowed file: its image's offset and length */
 #define CF__LOAD_FLAGS   CF_CONCURRENT /* what a loader may add: not a property of the file */
 
 /* Header field offsets (docs/FORMAT.md, "Header"). */
@@ -68,6 +70,15 @@ enum {
     CF__H_MAX_TABLES = 52,
     CF__H_TABLES = 56,
     CF__H_RESERVED2 = 60,
+};
+
+/* Windowed file header field offsets (docs/FORMAT.md, "Windowed files"): the first 24
+ * bytes are every file's. */
+enum {
+    CF__W_WINDOW = 24,
+    CF__W_GENERATION = 32,
+    CF__W_GENERATIONS = 40,
+    CF__W_RESERVED = 44,
 };
 
 /* Sub-filter descriptor field offsets (docs/FORMAT.md, "Sub-filter descriptor"). */
@@ -143,9 +154,39 @@ static uint64_t cf__table_offset(const cf_filter *f, unsigned k)
     return pos;
 }
 
-static uint64_t cf__file_len(const cf_filter *f)
+static uint64_t cf__plain_len(const cf_filter *f)
 {
     return cf__table_offset(f, cf__ntables_all(f)) + CF__SUM_BYTES;
+}
+
+/* A windowed file's meta section: header, one entry per generation, meta sum. */
+static uint64_t cf__window_meta_len(unsigned n)
+{
+    return CF__HEADER_BYTES + (uint64_t)n * CF__GEN_BYTES + CF__SUM_BYTES;
+}
+
+/* The next image's place in a windowed file, after one that ended at `end` (the meta
+ * section's end for the first). */
+static uint64_t cf__image_next(uint64_t end)
+{
+    return cf__align_up(end);
+}
+
+/* The generation whose image is i-th in a windowed file: oldest first. */
+static const cf_filter *cf__image_gen(const cf_filter *f, unsigned i)
+{
+    const struct cf__window *w = cf__window_of(f);
+    return cf__gen_at(w, w->n - 1u - i);
+}
+
+static uint64_t cf__file_len(const cf_filter *f)
+{
+    if (!cf__is_window(f))
+        return cf__plain_len(f);
+    uint64_t end = cf__window_meta_len(cf__window_of(f)->n);
+    for (unsigned i = 0; i < cf__window_of(f)->n; i++)
+        end = cf__image_next(end) + cf__plain_len(cf__image_gen(f, i));
+    return end;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -238,7 +279,7 @@ static void cf__header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
     memcpy(h + CF__H_MAGIC, cf__magic, sizeof cf__magic);
     cf__store_le16(h + CF__H_VERSION, CF_FORMAT_VERSION);
     cf__store_le16(h + CF__H_HEADER_BYTES, CF__HEADER_BYTES);
-    cf__store_le64(h + CF__H_TOTAL, cf__file_len(f));
+    cf__store_le64(h + CF__H_TOTAL, cf__plain_len(f));
     cf__store_le64(h + CF__H_SEED, cf__seed(f));
     cf__store_le64(h + CF__H_CAPACITY, f->capacity);
     h[CF__H_FP_BITS] = (uint8_t)s->f;
@@ -306,6 +347,60 @@ static uint64_t cf__emit_body(cf__sink *k, const cf_filter *f)
     return sum;
 }
 
+/* A new image in the same sink: its own meta and file sums start over. */
+static void cf__sink_restart(cf__sink *k)
+{
+    k->in_meta = true;
+    XXH3_64bits_reset(&k->meta);
+    XXH3_64bits_reset(&k->whole);
+}
+
+/* f's whole file: a plain filter's meta and body; a windowed filter's meta section (its
+ * header, the generations' offsets and lengths, the meta sum), then each generation's
+ * image, oldest first, each at a multiple of 64. */
+static void cf__emit_file(cf__sink *k, const cf_filter *f)
+{
+    if (!cf__is_window(f)) {
+        cf__emit_meta(k, f);
+        cf__emit_body(k, f);
+        return;
+    }
+    const struct cf__window *w = cf__window_of(f);
+    uint8_t h[CF__HEADER_BYTES];
+    memset(h, 0, sizeof h);
+    memcpy(h + CF__H_MAGIC, cf__magic, sizeof cf__magic);
+    cf__store_le16(h + CF__H_VERSION, CF_FORMAT_VERSION);
+    cf__store_le16(h + CF__H_HEADER_BYTES, CF__HEADER_BYTES);
+    cf__store_le32(h + CF__H_FLAGS, CF__FLAG_WINDOW);
+    cf__store_le64(h + CF__H_TOTAL, cf__file_len(f));
+    cf__store_le64(h + CF__W_WINDOW, w->window);
+    cf__store_le64(h + CF__W_GENERATION, w->generation);
+    cf__store_le32(h + CF__W_GENERATIONS, w->n);
+    cf__emit(k, h, sizeof h);
+    uint64_t end = cf__window_meta_len(w->n);
+    for (unsigned i = 0; i < w->n; i++) {
+        uint8_t e[CF__GEN_BYTES];
+        uint64_t at = cf__image_next(end), len = cf__plain_len(cf__image_gen(f, i));
+        cf__store_le64(e, at);
+        cf__store_le64(e + 8, len);
+        cf__emit(k, e, sizeof e);
+        end = at + len;
+    }
+    uint8_t b[CF__SUM_BYTES];
+    cf__store_le64(b, XXH3_64bits_digest(&k->meta));
+    cf__emit(k, b, sizeof b);
+    end = cf__window_meta_len(w->n);
+    for (unsigned i = 0; i < w->n; i++) {
+        uint64_t at = cf__image_next(end);
+        cf__emit_zeros(k, at - end);
+        cf__sink_restart(k);
+        const cf_filter *g = cf__image_gen(f, i);
+        cf__emit_meta(k, g);
+        cf__emit_body(k, g);
+        end = at + cf__plain_len(g);
+    }
+}
+
 /* The file sum of f, computed without writing anything. */
 static uint64_t cf__file_sum(const cf_filter *f)
 {
@@ -321,12 +416,16 @@ static void cf__hold(const cf_filter *f)
 {
     if (cf__is_cc(f))
         cf__cc_lock(f);
+    else if (cf__is_window(f)) /* every write of its generations takes the window's lock */
+        cf__window_lock(f);
 }
 
 static void cf__release_hold(const cf_filter *f)
 {
     if (cf__is_cc(f))
         cf__cc_unlock(f);
+    else if (cf__is_window(f))
+        cf__window_unlock(f);
 }
 
 static size_t cf__serialized_size(const cf_filter *f)
@@ -356,8 +455,7 @@ static cf_status cf__serialize(const cf_filter *f, void *buf, size_t cap, size_t
         return CF_EINVAL;
     cf__sink k;
     cf__sink_init(&k, buf, -1, NULL);
-    cf__emit_meta(&k, f);
-    cf__emit_body(&k, f);
+    cf__emit_file(&k, f);
     if (written)
         *written = n;
     return CF_OK;
@@ -419,8 +517,8 @@ static void cf__shape_for(const cf__params *p, unsigned k, cf__shape *sk)
     sk->ext = (uint8_t)ext;
 }
 
-static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent, cf__meta *m,
-                                const char **why)
+/* The checks every file's first 64 bytes get: magic, version, header length. */
+static cf_status cf__parse_start(const uint8_t *b, size_t len, const char **why)
 {
     if (len < sizeof cf__magic || memcmp(b, cf__magic, sizeof cf__magic) != 0)
         return cf__bad(why, len == 0 ? "empty" : "not a cuckoo filter (bad magic number)");
@@ -442,6 +540,24 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     }
     if (cf__load_le16(b + CF__H_HEADER_BYTES) != CF__HEADER_BYTES)
         return cf__bad(why, "bad header length");
+    return CF_OK;
+}
+
+/* A windowed file (its flags say so; its other header fields are its own). */
+static bool cf__is_window_file(const uint8_t *b, size_t len)
+{
+    return len >= CF__HEADER_BYTES && memcmp(b, cf__magic, sizeof cf__magic) == 0 &&
+           (cf__load_le32(b + CF__H_FLAGS) & CF__FLAG_WINDOW) != 0;
+}
+
+static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent, cf__meta *m,
+                                const char **why)
+{
+    cf_status st = cf__parse_start(b, len, why);
+    if (st != CF_OK)
+        return st;
+    if (cf__is_window_file(b, len))
+        return cf__bad(why, "a windowed file where one filter was expected");
     m->total = cf__load_le64(b + CF__H_TOTAL);
     if (extent == CF__WHOLE && m->total != len)
         return cf__bad(why, m->total > len ? "truncated: shorter than its header says"
@@ -579,8 +695,147 @@ static cf_status cf__check_body(const cf__meta *m, const char **why)
     return CF_OK;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Windowed files: a meta section, then one plain file (an image) per generation         */
+/* ------------------------------------------------------------------------------------ */
+
+/* What a checked windowed meta section says. */
+typedef struct cf__wmeta {
+    unsigned n;
+    uint64_t window, generation, meta_len, total;
+    const uint8_t *base;
+} cf__wmeta;
+
+static const uint8_t *cf__gen_entry(const cf__wmeta *w, unsigned i)
+{
+    return w->base + CF__HEADER_BYTES + (size_t)i * CF__GEN_BYTES;
+}
+
+/* The meta section of a windowed file (extent as for cf__parse_meta, but never a header
+ * chunk): its fields, and its images placed one after the other as the layout says. */
+static cf_status cf__parse_window(const uint8_t *b, size_t len, cf__extent extent, cf__wmeta *w,
+                                  const char **why)
+{
+    cf_status st = cf__parse_start(b, len, why);
+    if (st != CF_OK)
+        return st;
+    w->total = cf__load_le64(b + CF__H_TOTAL);
+    if (extent == CF__WHOLE && w->total != len)
+        return cf__bad(why, w->total > len ? "truncated: shorter than its header says"
+                                           : "longer than its header says");
+    w->n = cf__load_le32(b + CF__W_GENERATIONS);
+    if (w->n < 2 || w->n > CF_MAX_GENERATIONS)
+        return cf__bad(why, "bad generation count");
+    w->meta_len = cf__window_meta_len(w->n);
+    if (w->meta_len > len)
+        return cf__bad(why, "truncated: shorter than its header");
+    w->base = b;
+    if (XXH3_64bits(b, (size_t)w->meta_len - CF__SUM_BYTES) !=
+        cf__load_le64(b + w->meta_len - CF__SUM_BYTES))
+        return cf__bad(why, "header checksum mismatch");
+    if (cf__load_le32(b + CF__H_FLAGS) != CF__FLAG_WINDOW) { /* a sound header: newer */
+        *why = "uses a feature or hash this library does not know";
+        return CF_EVERSION;
+    }
+    for (unsigned i = CF__W_RESERVED; i < CF__HEADER_BYTES; i++)
+        if (b[i] != 0)
+            return cf__bad(why, "reserved header field is not zero");
+    w->window = cf__load_le64(b + CF__W_WINDOW);
+    w->generation = cf__load_le64(b + CF__W_GENERATION);
+    uint64_t end = w->meta_len;
+    for (unsigned i = 0; i < w->n; i++) {
+        uint64_t at = cf__load_le64(cf__gen_entry(w, i)),
+                 n = cf__load_le64(cf__gen_entry(w, i) + 8);
+        if (at != cf__image_next(end) || n < CF__HEADER_BYTES || n > w->total || at > w->total - n)
+            return cf__bad(why, "bad generation offset or length");
+        end = at + n;
+    }
+    if (end != w->total)
+        return cf__bad(why, "total length disagrees with the generations");
+    return CF_OK;
+}
+
+/* The settings every generation of a window shares: its header but for the total length,
+ * the stash and the sub-filter counts (docs/FORMAT.md). */
+static bool cf__same_settings(const uint8_t *a, const uint8_t *b)
+{
+    return memcmp(a + CF__H_FLAGS, b + CF__H_FLAGS, 4) == 0 &&
+           memcmp(a + CF__H_SEED, b + CF__H_SEED, CF__H_STASH - CF__H_SEED) == 0 &&
+           memcmp(a + CF__H_KICKS, b + CF__H_KICKS, CF__H_TABLES - CF__H_KICKS) == 0;
+}
+
+/* Image i's meta section, checked (and its body too with `body`), and checked against the
+ * first image's settings; the padding before it zero. */
+static cf_status cf__parse_image(const cf__wmeta *w, unsigned i, bool body, cf__meta *m,
+                                 const char **why)
+{
+    const uint8_t *b = w->base;
+    uint64_t at = cf__load_le64(cf__gen_entry(w, i)), n = cf__load_le64(cf__gen_entry(w, i) + 8);
+    uint64_t end =
+        i ? cf__load_le64(cf__gen_entry(w, i - 1)) + cf__load_le64(cf__gen_entry(w, i - 1) + 8)
+          : w->meta_len;
+    for (uint64_t pos = end; pos < at; pos++)
+        if (b[pos] != 0)
+            return cf__bad(why, "padding is not zero");
+    cf_status st = cf__parse_meta(b + at, (size_t)n, CF__WHOLE, m, why);
+    if (st == CF_OK && body)
+        st = cf__check_body(m, why);
+    if (st != CF_OK)
+        return st;
+    const uint8_t *first = b + cf__load_le64(cf__gen_entry(w, 0));
+    if (m->p.redisbloom || m->p.expansion != 0)
+        return cf__bad(why, "a generation that grows or is of RedisBloom's layout");
+    if (!cf__same_settings(first, b + at))
+        return cf__bad(why, "generations with different settings");
+    return CF_OK;
+}
+
+static cf_status cf__validate_window(const uint8_t *b, size_t len, cf__wmeta *w, const char **why)
+{
+    cf_status st = cf__parse_window(b, len, CF__WHOLE, w, why);
+    for (unsigned i = 0; st == CF_OK && i < w->n; i++) {
+        cf__meta m;
+        st = cf__parse_image(w, i, true, &m, why);
+    }
+    return st;
+}
+
+/* A window made of the images of a checked windowed file: each by `one` (built from its
+ * bytes, or mapped), oldest first. */
+static cf_status cf__window_build(const cf__wmeta *w, unsigned flags, const cf_allocator *a,
+                                  cf_status (*one)(const uint8_t *image, size_t len, unsigned flags,
+                                                   const cf_allocator *a, cf_filter **out),
+                                  cf_filter **out)
+{
+    cf__meta m0;
+    const char *why;
+    cf_status st = cf__parse_image(w, 0, false, &m0, &why);
+    if (st != CF_OK)
+        return st;
+    m0.p.concurrent = (flags & CF_CONCURRENT) != 0;
+    cf_filter *f;
+    if ((st = cf__window_head(&m0.p, a, w->n, w->window, w->generation, &f)) != CF_OK)
+        return st;
+    struct cf__window *win = cf__window_of(f);
+    for (unsigned i = 0; i < w->n; i++) { /* the head's newest is at n - 1: oldest at 0 */
+        uint64_t at = cf__load_le64(cf__gen_entry(w, i)),
+                 n = cf__load_le64(cf__gen_entry(w, i) + 8);
+        if ((st = one(w->base + at, (size_t)n, flags, a, &win->gen[i])) != CF_OK) {
+            cf_free(f);
+            return st;
+        }
+    }
+    *out = f;
+    return CF_OK;
+}
+
+/* Every check of a whole file, windowed or not (m: a plain file's meta section). */
 static cf_status cf__validate_all(const uint8_t *b, size_t len, cf__meta *m, const char **why)
 {
+    if (cf__is_window_file(b, len)) {
+        cf__wmeta w;
+        return cf__validate_window(b, len, &w, why);
+    }
     cf_status st = cf__parse_meta(b, len, CF__WHOLE, m, why);
     return st == CF_OK ? cf__check_body(m, why) : st;
 }
@@ -638,6 +893,11 @@ static cf_status cf__build(const uint8_t *b, size_t len, unsigned flags, const c
     const char *why;
     cf__meta m;
     cf_filter *f;
+    if (cf__is_window_file(b, len)) {
+        cf__wmeta w;
+        cf_status st = cf__validate_window(b, len, &w, &why);
+        return st == CF_OK ? cf__window_build(&w, flags, a, cf__build, out) : st;
+    }
     cf_status st = cf__validate_all(b, len, &m, &why);
     m.p.concurrent = (flags & CF_CONCURRENT) != 0;
     if (st == CF_OK)
@@ -699,6 +959,16 @@ static uint64_t cf__stream_want(const uint8_t *b, size_t len)
         return 0;
     if (len < CF__HEADER_BYTES)
         return CF__HEADER_BYTES;
+    if (cf__is_window_file(b, len)) {
+        uint32_t n = cf__load_le32(b + CF__W_GENERATIONS);
+        if (n < 2 || n > CF_MAX_GENERATIONS)
+            return 0;
+        if (len < cf__window_meta_len(n))
+            return cf__window_meta_len(n);
+        cf__wmeta w;
+        const char *why;
+        return cf__parse_window(b, len, CF__PREFIX, &w, &why) == CF_OK ? w.total + 1 : 0;
+    }
     uint32_t ntables = cf__load_le32(b + CF__H_TABLES);
     unsigned nstash = b[CF__H_STASH];
     if (ntables == 0 || ntables > CF_MAX_SUB_FILTERS || nstash > CF__STASH_SLOTS)
@@ -844,36 +1114,67 @@ cf_status cf_load_flags(const char *path, unsigned flags, const cf_allocator *al
     return st;
 }
 
+/* A read-only filter over the bytes of one plain file that stay mapped: its meta section
+ * checked (its body too with CF_MAP_VERIFY), its tables pointing into the bytes. It
+ * borrows them (`map` set, `map_len` 0): whoever made the mapping unmaps it. */
+static cf_status cf__map_image(const uint8_t *b, size_t len, unsigned flags, const cf_allocator *a,
+                               cf_filter **out)
+{
+    cf__meta m;
+    const char *why;
+    cf_filter *f;
+    cf_status st = cf__parse_meta(b, len, CF__WHOLE, &m, &why);
+    if (st == CF_OK && (flags & CF_MAP_VERIFY))
+        st = cf__check_body(&m, &why);
+    if (st == CF_OK)
+        st = cf__make_from_meta(&m, a, false, &f);
+    if (st != CF_OK)
+        return st;
+    cf__more *more = cf__more_of(f);
+    if (!more) {
+        cf_free(f);
+        return CF_ENOMEM;
+    }
+    for (unsigned k = 0; k < m.ntables; k++)
+        f->tables[k].data =
+            (uint8_t *)(uintptr_t)(b + cf__load_le64(cf__desc(&m, k) + CF__D_OFFSET));
+    more->map = (void *)(uintptr_t)b;
+    more->map_len = 0;
+    f->bits |= CF__B_READ_ONLY;
+    *out = f;
+    return CF_OK;
+}
+
 cf_status cf_open_mapped(const char *path, unsigned flags, const cf_allocator *allocator,
                          cf_filter **out)
 {
     cf__view v;
-    cf__meta m;
     const char *why;
     if (!path || !out || (flags & ~CF_MAP_VERIFY) != 0 || !cf__allocator_ok(allocator))
         return CF_EINVAL;
     cf_status st = cf__view_open(path, allocator, true, &v);
     if (st != CF_OK)
         return st;
-    st = cf__parse_meta(v.data, v.len, CF__WHOLE, &m, &why);
-    if (st == CF_OK && (flags & CF_MAP_VERIFY))
-        st = cf__check_body(&m, &why);
     cf_filter *f = NULL;
-    if (st == CF_OK)
-        st = cf__make_from_meta(&m, allocator, false, &f);
+    if (cf__is_window_file(v.data, v.len)) {
+        cf__wmeta w;
+        st = (flags & CF_MAP_VERIFY) ? cf__validate_window(v.data, v.len, &w, &why)
+                                     : cf__parse_window(v.data, v.len, CF__WHOLE, &w, &why);
+        /* each image's meta section is checked as it is mapped (cf__map_image) */
+        if (st == CF_OK)
+            st = cf__window_build(&w, 0, allocator, cf__map_image, &f);
+    } else {
+        st = cf__map_image(v.data, v.len, flags & CF_MAP_VERIFY, allocator, &f);
+    }
+    cf__more *more = st == CF_OK ? cf__more_of(f) : NULL;
+    if (st == CF_OK && !more) {
+        cf_free(f);
+        st = CF_ENOMEM;
+    }
     if (st != CF_OK) {
         cf__view_release(&v);
         return st;
     }
-    cf__more *more = cf__more_of(f);
-    if (!more) {
-        cf_free(f);
-        cf__view_release(&v);
-        return CF_ENOMEM;
-    }
-    for (unsigned k = 0; k < m.ntables; k++)
-        f->tables[k].data =
-            (uint8_t *)(uintptr_t)(v.data + cf__load_le64(cf__desc(&m, k) + CF__D_OFFSET));
     more->map = v.map;
     more->map_len = v.len;
     f->bits |= CF__B_READ_ONLY;
@@ -1050,8 +1351,7 @@ static cf_status cf__save(const cf_filter *f, const char *path)
         if (!err) {
             cf__sink k;
             cf__sink_init(&k, NULL, fd, block);
-            cf__emit_meta(&k, f);
-            cf__emit_body(&k, f);
+            cf__emit_file(&k, f);
             cf__flush(&k);
             err = k.err;
         }
@@ -1144,7 +1444,7 @@ static size_t cf__dump_chunk_max(const cf_filter *f)
 
 size_t cf_dump_chunk_max(const cf_filter *f)
 {
-    if (!f)
+    if (!f || cf__is_window(f))
         return 0;
     cf__hold(f);
     size_t n = cf__dump_chunk_max(f);
@@ -1157,7 +1457,7 @@ static cf_status cf__dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf,
 
 cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap, size_t *len)
 {
-    if (!f || !cursor || !len)
+    if (!f || !cursor || !len || cf__is_window(f))
         return CF_EINVAL;
     cf__hold(f);
     cf_status st = cf__dump_chunk(f, cursor, buf, cap, len);

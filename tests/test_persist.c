@@ -1247,11 +1247,13 @@ static void test_forged(void)
     }
     refuse_patch(fx, H_VERSION, 2, 3, CF_EVERSION, M, "version 3");
     refuse_patch(fx, H_VERSION, 2, 0xFFFF, CF_EVERSION, M, "version 65535");
-    for (unsigned bit = 2; bit < 32; bit++) {
+    for (unsigned bit = 3; bit < 32; bit++) {
         char what[64];
         snprintf(what, sizeof what, "flag bit %u", bit);
         refuse_patch(fx, H_FLAGS, 4, UINT64_C(1) << bit, CF_EVERSION, M, what);
     }
+    /* Bit 2 makes it a windowed file, whose other fields this one's are not. */
+    refuse_patch(fx, H_FLAGS, 4, 4, CF_ECORRUPT, M, "windowed flag on a plain file");
     /* Bit 1 says the buckets are semi-sorted, 4 (f - 1) bits each: the plain tables'
      * lengths disagree, and other bucket sizes than 4 have no such layout. */
     refuse_patch(fx, H_FLAGS, 4, 2, CF_ECORRUPT, M, "semi-sorted flag on plain tables");

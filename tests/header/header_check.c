@@ -80,6 +80,10 @@ struct cf_header_check_api {
     cf_status (*table_read)(const cf_filter *, unsigned, uint64_t, void *, size_t);
     cf_status (*table_write)(cf_filter *, unsigned, uint64_t, const void *, size_t);
     cf_status (*append_sub_filter)(cf_filter *);
+    cf_status (*advance)(cf_filter *);
+    cf_status (*advance_to)(cf_filter *, uint64_t);
+    uint64_t (*generation_at)(const cf_filter *, uint64_t);
+    cf_status (*get_generation_stats)(const cf_filter *, unsigned, cf_stats *);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
@@ -130,6 +134,10 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_table_read,
     cf_table_write,
     cf_append_sub_filter,
+    cf_advance,
+    cf_advance_to,
+    cf_generation_at,
+    cf_get_generation_stats,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and

@@ -1,0 +1,486 @@
+/*
+ * test_window.c - windowed filters (cf_config.generations): the window's promise in time
+ * against a model of exact timestamps, across advances, deletes, failed adds, saves,
+ * loads and mappings; bad configs and damaged files; allocation failures; lookups beside
+ * a writer that advances.
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#define WIN_G     6u    /* generations in most tests */
+#define WIN_W     1000u /* the window, in the model's time unit */
+#define WIN_KEYS  4000u /* distinct keys of the differential test */
+#define MODEL_MAX 64u   /* copies of one key the model keeps (adds are far fewer) */
+
+static cf_config win_config(uint64_t capacity, unsigned fp_bits, unsigned generations,
+                            uint64_t window)
+{
+    cf_config c = {.capacity = capacity,
+                   .fingerprint_bits = fp_bits,
+                   .seed = cft_subseed(0x3170),
+                   .flags = CF_FIXED_SEED,
+                   .generations = generations,
+                   .window = window};
+    return c;
+}
+
+static void test_config(void)
+{
+    cft_context("config");
+    cf_filter *f = NULL;
+    cf_config c = win_config(100, 12, 1, 0);
+    CHECK_ST(cf_new(&c, &f), CF_EINVAL); /* one generation */
+    c.generations = CF_MAX_GENERATIONS + 1u;
+    CHECK_ST(cf_new(&c, &f), CF_EINVAL);
+    c = win_config(100, 12, 0, 60);
+    CHECK_ST(cf_new(&c, &f), CF_EINVAL); /* a window without generations */
+    c = win_config(100, 12, 4, 60);
+    c.expansion = 2;
+    CHECK_ST(cf_new(&c, &f), CF_EINVAL); /* generations do not grow */
+    c = win_config(100, 0, 4, 60);
+    c.flags |= CF_REDISBLOOM;
+    c.seed = 0;
+    CHECK_ST(cf_new(&c, &f), CF_EINVAL);
+    CHECK(f == NULL);
+
+    /* target_fpr sizes for every generation at full load */
+    c = win_config(1000, 0, 8, 0);
+    c.target_fpr = 0.01;
+    cf_config r;
+    CHECK_ST(cf_config_resolve(&c, &r), CF_OK);
+    CHECK(cf_expected_fpr(r.fingerprint_bits, 4, 8.0) <= 0.01);
+    CHECK(cf_expected_fpr(r.fingerprint_bits - 1u, 4, 8.0) > 0.01);
+    CHECK_EQ_U(r.generations, 8);
+
+    /* what cf_bytes_needed says is what cf_new takes */
+    cft_alloc t;
+    cft_alloc_init(&t);
+    c = win_config(5000, 12, 5, 100);
+    c.allocator = &t.a;
+    size_t need = 0;
+    CHECK_ST(cf_bytes_needed(&c, &need), CF_OK);
+    if (CHECK_ST(cf_new(&c, &f), CF_OK)) {
+        CHECK_EQ_U(t.live_bytes, need);
+        cf_config back;
+        cf_get_config(f, &back);
+        CHECK_EQ_U(back.generations, 5);
+        CHECK_EQ_U(back.window, 100);
+        CHECK_EQ_U(back.seed, c.seed);
+        back.allocator = &t.a;
+        cf_filter *g = NULL;
+        if (CHECK_ST(cf_new(&back, &g), CF_OK)) { /* the same filter again */
+            CHECK(cft_same_bytes(f, g));
+            cf_free(g);
+        }
+        cf_free(f);
+    }
+    CHECK_ALLOC_CLEAN(&t);
+
+    /* calls meant for windows refuse other filters */
+    f = cft_new((cf_config){.capacity = 100});
+    CHECK_ST(cf_advance(f), CF_EINVAL);
+    CHECK_ST(cf_advance_to(f, 3), CF_EINVAL);
+    CHECK_EQ_U(cf_generation_at(f, 12345), 0);
+    cf_stats st;
+    CHECK_ST(cf_get_generation_stats(f, 0, &st), CF_EINVAL);
+    CHECK_EQ_U(cft_stats(f).generations, 0);
+    cf_free(f);
+    CHECK_ST(cf_advance(NULL), CF_EINVAL);
+}
+
+/* The generation arithmetic, by hand: G - 1 advances keep a key, the G-th drops it. */
+static void test_generations(void)
+{
+    cft_context("generations");
+    cf_config c = win_config(1000, 32, 4, 300);
+    cf_filter *f = cft_new(c);
+    if (!f)
+        return;
+    CHECK_EQ_U(cf_generation_at(f, 0), 0);
+    CHECK_EQ_U(cf_generation_at(f, 99), 0); /* a generation spans 300 / (4 - 1) = 100 */
+    CHECK_EQ_U(cf_generation_at(f, 100), 1);
+    /* (2^64 - 1) * 3 / 300 = (2^64 - 1) / 100, with no overflow on the way */
+    CHECK_EQ_U(cf_generation_at(f, UINT64_MAX), UINT64_MAX / 100u);
+    CHECK_ST(cf_add(f, "a", 1), CF_OK);
+    for (unsigned i = 0; i < 3; i++) {
+        CHECK_ST(cf_advance(f), CF_OK);
+        CHECK(cf_contains(f, "a", 1));
+    }
+    CHECK_ST(cf_add(f, "b", 1), CF_OK);
+    cf_stats st = cft_stats(f);
+    CHECK_EQ_U(st.generation, 3);
+    CHECK_EQ_U(st.generations, 4);
+    CHECK_EQ_U(st.generations_used, 2);
+    CHECK_EQ_U(st.items, 2);
+    CHECK_EQ_U(st.window, 300);
+    cf_stats g;
+    CHECK_ST(cf_get_generation_stats(f, 3, &g), CF_OK); /* the oldest holds "a" */
+    CHECK_EQ_U(g.items, 1);
+    CHECK_ST(cf_get_generation_stats(f, 4, &g), CF_EINVAL);
+    CHECK_ST(cf_advance(f), CF_OK);
+    CHECK(!cf_contains(f, "a", 1));
+    CHECK(cf_contains(f, "b", 1));
+    CHECK_ST(cf_advance_to(f, 2), CF_EINVAL); /* backwards: nothing changes */
+    CHECK_EQ_U(cft_stats(f).generation, 4);
+    CHECK_ST(cf_advance_to(f, 4), CF_OK); /* current: nothing to do */
+    CHECK(cf_contains(f, "b", 1));
+    /* a jump past the window drops everything, and leaves the ring as single steps would */
+    cf_filter *h = cft_new(c);
+    if (h) {
+        CHECK_ST(cf_advance_to(f, 4 + 4 * 1000 + 3), CF_OK);
+        CHECK_EQ_U(cft_stats(f).items, 0);
+        for (unsigned i = 0; i < 4 + 4 * 1000 + 3; i++)
+            cf_advance(h);
+        cf_add(f, "c", 1);
+        cf_add(h, "c", 1);
+        CHECK(cft_same_bytes(f, h));
+        cf_free(h);
+    }
+    /* the end of the numbers */
+    CHECK_ST(cf_advance_to(f, UINT64_MAX), CF_OK);
+    CHECK_ST(cf_advance(f), CF_EINVAL);
+    cf_free(f);
+}
+
+/* The model: each key's copies, by the time and generation of their add. */
+typedef struct win_model {
+    uint32_t n;
+    uint64_t time[MODEL_MAX], gen[MODEL_MAX]; /* oldest first */
+} win_model;
+
+static bool win_save_load(cf_filter **f, const char *path, cft_rng *r)
+{
+    cf_filter *g = NULL;
+    size_t n = cf_serialized_size(*f);
+    uint8_t *buf = malloc(n);
+    if (!CHECK(buf) || !CHECK_ST(cf_serialize(*f, buf, n, NULL), CF_OK)) {
+        free(buf);
+        return false;
+    }
+    CHECK_ST(cf_validate(buf, n, NULL), CF_OK);
+    bool ok;
+    /* through a file one time in ten (each save syncs it to disk) */
+    switch (cft_below(r, 10) ? 0 : 1 + cft_below(r, 2)) {
+    case 0:
+        ok = CHECK_ST(cf_deserialize(buf, n, NULL, &g), CF_OK);
+        break;
+    case 1:
+        ok = CHECK_ST(cf_save(*f, path), CF_OK) && CHECK_ST(cf_load(path, NULL, &g), CF_OK);
+        break;
+    default: { /* a mapped copy answers alike; the writable one goes on from a load */
+        cf_filter *m = NULL;
+        ok = CHECK_ST(cf_save(*f, path), CF_OK) &&
+             CHECK_ST(cf_open_mapped(path, CF_MAP_VERIFY, NULL, &m), CF_OK);
+        if (ok) {
+            CHECK(cft_same_bytes(*f, m));
+            CHECK_ST(cf_add(m, "x", 1), CF_EREADONLY);
+            CHECK_ST(cf_advance(m), CF_EREADONLY);
+            CHECK_EQ_U(cft_stats(m).items, cft_stats(*f).items);
+            cf_free(m);
+        }
+        ok = ok && CHECK_ST(cf_deserialize(buf, n, NULL, &g), CF_OK);
+    }
+    }
+    free(buf);
+    if (!ok)
+        return false;
+    CHECK(cft_same_bytes(*f, g));
+    cf_free(*f);
+    *f = g;
+    return true;
+}
+
+/* Random adds, deletes and lookups over time, with the clock driving the advances: every
+ * key whose last add was less than W ago is found; a key all of whose copies are older
+ * than W * G / (G - 1) is not (32-bit fingerprints: a false positive would take ~2^-26);
+ * counts equal the model's copies of the live generations. */
+static void test_differential(unsigned semi)
+{
+    cft_context("differential semi=%u", semi);
+    cf_config c = win_config(50, semi ? 13 : 32, WIN_G, WIN_W);
+    if (semi)
+        c.flags |= CF_SEMI_SORT;
+    cf_filter *f = cft_new(c);
+    win_model *m = calloc(WIN_KEYS, sizeof *m);
+    if (!f || !CHECK(m)) {
+        cf_free(f);
+        free(m);
+        return;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/cf-test-window-%ld.cf", (long)getpid());
+    cft_rng r = cft_rng_make(cft_subseed(0x3171 + semi));
+    uint64_t now = 5u * WIN_W, ops = cft_scaled(60000), full = 0, fails = 0;
+    const uint64_t forget = (uint64_t)WIN_W * WIN_G / (WIN_G - 1u);
+    for (uint64_t op = 0; op < ops && !cft.failed; op++) {
+        now += cft_below(&r, 4); /* ~60 adds a generation: some find it full (50) */
+        uint64_t due = cf_generation_at(f, now);
+        CHECK_ST(cf_advance_to(f, due), CF_OK);
+        uint32_t id = (uint32_t)cft_below(&r, WIN_KEYS);
+        win_model *k = &m[id];
+        /* the model drops the copies of generations the filter dropped */
+        uint32_t live = 0;
+        while (live < k->n && k->gen[live] + WIN_G <= due)
+            live++;
+        memmove(k->time, k->time + live, (k->n - live) * sizeof k->time[0]);
+        memmove(k->gen, k->gen + live, (k->n - live) * sizeof k->gen[0]);
+        k->n -= live;
+        uint8_t key[CFT_KEY_MAX];
+        size_t len = cft_key(key, 7, id);
+        uint64_t roll = cft_below(&r, 100);
+        if (roll < 45 && k->n < MODEL_MAX) {
+            cf_stats before = cft_stats(f);
+            cf_status st = cf_add(f, key, len);
+            if (st == CF_OK) {
+                k->time[k->n] = now;
+                k->gen[k->n++] = due;
+            } else {
+                CHECK_ST(st, CF_FULL);
+                cf_stats after = cft_stats(f);
+                CHECK_STATS_EQ(before, after);
+                full++;
+            }
+        } else if (roll < 60 && k->n) {
+            CHECK_ST(cf_delete(f, key, len), CF_OK);
+            memmove(k->time, k->time + 1, (k->n - 1) * sizeof k->time[0]); /* the oldest */
+            memmove(k->gen, k->gen + 1, (k->n - 1) * sizeof k->gen[0]);
+            k->n--;
+        } else if (roll < 61) {
+            win_save_load(&f, path, &r);
+        } else {
+            bool found = cf_contains(f, key, len);
+            if (k->n && now < k->time[k->n - 1] + WIN_W)
+                fails += !CHECK_MSG(found, "key %u added at %llu missed at %llu", id,
+                                    (unsigned long long)k->time[k->n - 1], (unsigned long long)now);
+            if (!semi) {
+                CHECK_EQ_U(cf_count(f, key, len), k->n);
+                if (k->n == 0)
+                    CHECK(!found);
+            }
+            if (k->n && now >= k->time[k->n - 1] + forget)
+                CHECK_MSG(0, "a copy outlived the bound: added %llu, now %llu",
+                          (unsigned long long)k->time[k->n - 1], (unsigned long long)now);
+        }
+    }
+    /* every generation full at some point: adds refused and nothing changed */
+    CHECK_MSG(full > 0 || cft_scaled(1) > 1, "no add was refused (make the window fuller)");
+    unlink(path);
+    cf_free(f);
+    free(m);
+}
+
+/* The same operations and advances give the same bytes. */
+static void test_determinism(void)
+{
+    cft_context("determinism");
+    cf_config c = win_config(300, 12, 3, 0);
+    cf_filter *a = cft_new(c), *b = cft_new(c);
+    if (!a || !b) {
+        cf_free(a);
+        cf_free(b);
+        return;
+    }
+    uint64_t hashes[64];
+    for (unsigned round = 0; round < 20; round++) {
+        for (unsigned i = 0; i < 64; i++)
+            hashes[i] = cft_mix64(round * 64u + i);
+        cf_add_many(a, hashes, 64, 0, NULL);
+        for (unsigned i = 0; i < 64; i++)
+            cf_add_hash(b, hashes[i]);
+        bool out_a[64], out_b[64];
+        cf_contains_many(a, hashes, 64, out_a);
+        for (unsigned i = 0; i < 64; i++) {
+            out_b[i] = cf_contains_hash(b, hashes[i]);
+            CHECK(out_a[i] && out_b[i]);
+        }
+        CHECK_ST(cf_delete_hash(a, hashes[3]), CF_OK);
+        CHECK_ST(cf_delete_hash(b, hashes[3]), CF_OK);
+        if (round % 3 == 0) {
+            cf_advance(a);
+            cf_advance_to(b, cft_stats(b).generation + 1u);
+        }
+        CHECK(cft_same_bytes(a, b));
+    }
+    /* unique adds see every generation */
+    cf_advance(a);
+    uint64_t twice[2] = {cft_mix64(UINT64_C(1) << 40), cft_mix64((UINT64_C(1) << 40) + 1u)};
+    CHECK_ST(cf_add_hash(a, twice[0]), CF_OK);
+    cf_advance(a);
+    cf_status st[2];
+    CHECK_EQ_U(cf_add_many(a, twice, 2, CF_ADD_UNIQUE, st), 1);
+    CHECK_ST(st[0], CF_EXISTS);
+    CHECK_ST(st[1], CF_OK);
+    const void *keys[2] = {"k", NULL};
+    size_t lens[2] = {1, 3};
+    bool out[2];
+    cf_add(a, "k", 1);
+    cf_contains_keys(a, keys, lens, 2, out);
+    CHECK(out[0] && !out[1]);
+    CHECK_ST(cf_add_unique(a, "k", 1), CF_EXISTS);
+    cf_clear(a);
+    CHECK_EQ_U(cft_stats(a).items, 0);
+    cf_free(a);
+    cf_free(b);
+}
+
+/* Damaged files are refused: every byte of a windowed file is checked (sums, or zero
+ * padding), so any single flipped byte and any truncation fails. */
+static void test_corrupt(void)
+{
+    cft_context("corrupt");
+    cf_filter *f = cft_new(win_config(200, 12, 3, 50));
+    if (!f)
+        return;
+    for (unsigned i = 0; i < 150; i++) {
+        uint8_t key[CFT_KEY_MAX];
+        cf_add(f, key, cft_key(key, 9, i));
+        if (i % 60 == 59)
+            cf_advance(f);
+    }
+    size_t n = cf_serialized_size(f);
+    uint8_t *buf = malloc(n);
+    if (!CHECK(buf) || !CHECK_ST(cf_serialize(f, buf, n, NULL), CF_OK)) {
+        free(buf);
+        cf_free(f);
+        return;
+    }
+    cft_rng r = cft_rng_make(cft_subseed(0x3172));
+    for (unsigned trial = 0; trial < 2000; trial++) {
+        size_t at = trial < 512 ? trial : (size_t)cft_below(&r, n);
+        buf[at] ^= (uint8_t)(1u + cft_below(&r, 255));
+        cf_filter *g = NULL;
+        const char *why = NULL;
+        cf_status st = cf_deserialize(buf, n, NULL, &g);
+        CHECK_MSG(st == CF_ECORRUPT || st == CF_EVERSION, "byte %zu flipped: %s", at,
+                  cf_strerror(st));
+        CHECK(cf_validate(buf, n, &why) != CF_OK && why != NULL);
+        cf_free(g);
+        CHECK_ST(cf_serialize(f, buf, n, NULL), CF_OK);
+    }
+    for (size_t cut = 0; cut < n; cut += 1 + cut / 3) {
+        cf_filter *g = NULL;
+        CHECK(cf_deserialize(buf, cut, NULL, &g) != CF_OK && g == NULL);
+    }
+    /* a plain filter's image alone is a plain filter, and is not taken for a window */
+    cf_filter *g = NULL;
+    CHECK_ST(cf_deserialize(buf, n, NULL, &g), CF_OK);
+    cf_free(g);
+    uint64_t chunk = 0;
+    size_t len;
+    CHECK_ST(cf_dump_chunk(f, &chunk, buf, n, &len), CF_EINVAL); /* not yet */
+    free(buf);
+    cf_free(f);
+}
+
+/* Every allocation that fails gives CF_ENOMEM and frees what was taken. */
+static void test_alloc_fail(void)
+{
+    cft_context("allocation failures");
+    cft_alloc t;
+    cft_alloc_init(&t);
+    cf_config c = win_config(100, 12, 4, 10);
+    c.allocator = &t.a;
+    cf_filter *f = NULL;
+    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+        return;
+    uint64_t calls = t.calls;
+    size_t n = cf_serialized_size(f);
+    uint8_t *buf = malloc(n);
+    if (CHECK(buf))
+        CHECK_ST(cf_serialize(f, buf, n, NULL), CF_OK);
+    cf_free(f);
+    for (uint64_t nth = 1; nth <= calls && buf; nth++) {
+        cft_alloc_arm(&t, nth, false);
+        f = NULL;
+        CHECK_ST(cf_new(&c, &f), CF_ENOMEM);
+        CHECK(f == NULL);
+        cft_alloc_arm(&t, nth, false);
+        CHECK_ST(cf_deserialize(buf, n, &t.a, &f), CF_ENOMEM);
+        cft_alloc_disarm(&t);
+        CHECK_ALLOC_CLEAN(&t);
+    }
+    free(buf);
+}
+
+/* Lookups beside a writer that adds and advances: a key added before the lookups began
+ * is found as long as fewer than G advances passed since. */
+typedef struct win_reader {
+    cf_filter *f;
+    atomic_uint stop;
+    atomic_uint rounds; /* passes over the first keys, done */
+    uint64_t misses;
+} win_reader;
+
+static void *win_read(void *arg)
+{
+    win_reader *r = arg;
+    while (!atomic_load(&r->stop)) {
+        for (uint64_t i = 0; i < 500; i++)
+            r->misses += !cf_contains_hash(r->f, cft_mix64(i));
+        atomic_fetch_add(&r->rounds, 1u);
+    }
+    return NULL;
+}
+
+/* Until the reader has made `n` more passes. */
+static void win_wait(win_reader *r, unsigned n)
+{
+    unsigned start = atomic_load(&r->rounds);
+    while (atomic_load(&r->rounds) - start < n)
+        sched_yield();
+}
+
+static void test_concurrent(void)
+{
+    cft_context("concurrent");
+    cf_config c = win_config(4000, 12, 4, 0);
+    c.flags |= CF_CONCURRENT;
+    cf_filter *f = cft_new(c);
+    if (!f)
+        return;
+    for (uint64_t i = 0; i < 500; i++)
+        CHECK_ST(cf_add_hash(f, cft_mix64(i)), CF_OK);
+    win_reader r;
+    r.f = f;
+    r.misses = 0;
+    atomic_init(&r.stop, 0u);
+    atomic_init(&r.rounds, 0u);
+    pthread_t th;
+    if (!CHECK(pthread_create(&th, NULL, win_read, &r) == 0)) {
+        cf_free(f);
+        return;
+    }
+    /* three advances (of four generations): the first keys stay; the writer fills each
+     * new generation and clears the one it drops */
+    win_wait(&r, 1);
+    for (unsigned a = 0; a < 3; a++) {
+        for (uint64_t i = 0; i < 3000; i++)
+            cf_add_hash(f, cft_mix64(1000000u * (a + 1u) + i));
+        CHECK_ST(cf_advance(f), CF_OK);
+        for (uint64_t i = 0; i < 3000; i++)
+            cf_delete_hash(f, cft_mix64(1000000u * (a + 1u) + i));
+    }
+    win_wait(&r, 2);
+    atomic_store(&r.stop, 1u);
+    pthread_join(th, NULL);
+    CHECK_EQ_U(r.misses, 0);
+    cf_free(f);
+}
+
+int main(void)
+{
+    cft_init("test_window");
+    test_config();
+    test_generations();
+    test_differential(0);
+    test_differential(1);
+    test_determinism();
+    test_corrupt();
+    test_alloc_fail();
+    test_concurrent();
+    return cft_finish();
+}
