@@ -81,6 +81,7 @@ typedef struct fz_load {
     uint8_t *bytes;
     size_t nbytes, bytes_cap;
     uint64_t meta_sum; /* the accepted header's */
+    bool window;       /* it is a windowed dump's (FORMAT.md, "Windowed files") */
     uint64_t pos;      /* the position of the next chunk: the last accepted cursor */
     uint64_t probes[FZ_PROBES];
 } fz_load;
@@ -112,6 +113,7 @@ static void fz_reset(fz_load *L)
     L->nchunks = 0;
     L->nbytes = 0;
     L->pos = 0;
+    L->window = false;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -137,40 +139,18 @@ static bool fz_snap_equal(const fz_snapshot *a, const fz_snapshot *b)
     return fz_stats_equal(&a->s, &b->s) && memcmp(a->counts, b->counts, sizeof a->counts) == 0;
 }
 
-/* A header chunk was accepted: the filter it made is loading, read-only, and its
- * figures are those of the header. */
-static void fz_check_loading(fz_load *L, uint64_t cursor, const uint8_t *d, size_t len)
+/* What every loading filter does: it is read-only, and its dump so far is its header
+ * chunk d, exactly (cursor after it), then the end. */
+static void fz_check_read_only(fz_load *L, uint64_t cursor, const uint8_t *d, size_t len)
 {
     cf_filter *f = L->f;
-    FZ_REQUIRE(f != NULL && cf_is_loading(f));
-    FZ_REQUIRE(len >= FZ_HEADER_BYTES + 32u + 16u);
-    size_t meta_len = len - 8;
-    FZ_REQUIRE(cursor == ((meta_len + 63u) & ~(size_t)63u)); /* T_0 */
-    unsigned ntables = fz_get32(d + 56), nstash = d[43];
-    FZ_REQUIRE(meta_len == FZ_HEADER_BYTES + 32u * (size_t)ntables + 16u * nstash + 8u);
-    /* Its figures are the header's, but for its memory: no table has any yet. The whole
-     * filter's memory, which cf_chunk_bytes_needed gives, covers at least its tables. */
-    uint64_t items = nstash, buckets = 0, tables = 0;
-    for (unsigned k = 0; k < ntables; k++) {
-        items += fz_get64(d + FZ_HEADER_BYTES + 32u * (size_t)k + 8);
-        buckets += fz_get64(d + FZ_HEADER_BYTES + 32u * (size_t)k);
-        tables += fz_get64(d + FZ_HEADER_BYTES + 32u * (size_t)k + 24) + 8u;
-    }
-    size_t needed = 0;
-    FZ_REQUIRE(cf_chunk_bytes_needed(d, len, &needed) == CF_OK && needed > tables);
     cf_stats s, s2;
     cf_get_stats(f, &s);
-    fz_stats_sane(f, &s, true);
-    FZ_REQUIRE(s.items == items && s.buckets == buckets && s.sub_filters == ntables &&
-               s.bytes == 0 && s.stashed == nstash && s.fingerprint_bits == d[40] &&
-               s.bucket_size == d[41] && s.capacity == fz_get64(d + 32));
-
     FZ_REQUIRE(cf_serialized_size(f) == 0 && cf_dump_chunk_max(f) >= len);
     uint8_t buf[64];
     size_t n = 1;
     uint64_t c = 0;
     FZ_REQUIRE(cf_serialize(f, buf, sizeof buf, &n) == CF_EINVAL);
-    /* Its dump so far: this header chunk, exactly, then the end. */
     uint8_t *hc = malloc(len);
     FZ_REQUIRE(hc != NULL);
     FZ_REQUIRE(cf_dump_chunk(f, &c, hc, len - 1, &n) == CF_EINVAL && c == 0);
@@ -188,6 +168,62 @@ static void fz_check_loading(fz_load *L, uint64_t cursor, const uint8_t *d, size
     FZ_REQUIRE(cf_load_chunk(NULL, cursor, d, len, NULL) == CF_EINVAL);
     cf_get_stats(f, &s2);
     FZ_REQUIRE(fz_stats_equal(&s, &s2) && cf_is_loading(f));
+}
+
+/* A windowed dump's header chunk was accepted: a window of that many generations, none
+ * arrived, whose whole memory (cf_chunk_bytes_needed) covers its images. */
+static void fz_check_loading_window(fz_load *L, uint64_t cursor, const uint8_t *d, size_t len)
+{
+    cf_filter *f = L->f;
+    FZ_REQUIRE(len >= FZ_HEADER_BYTES + 8u);
+    unsigned n = fz_get32(d + 40);
+    FZ_REQUIRE(n >= 2 && len == FZ_HEADER_BYTES + 16u * (size_t)n + 8u);
+    FZ_REQUIRE(cursor == ((len + 63u) & ~(size_t)63u));
+    uint64_t images = 0;
+    for (unsigned i = 0; i < n; i++)
+        images += fz_get64(d + FZ_HEADER_BYTES + 16u * (size_t)i + 8);
+    size_t needed = 0;
+    FZ_REQUIRE(cf_chunk_bytes_needed(d, len, &needed) == CF_OK && needed > images);
+    cf_stats s;
+    cf_get_stats(f, &s);
+    fz_stats_sane(f, &s, true);
+    FZ_REQUIRE(s.items == 0 && s.sub_filters == 0 && s.bytes == 0 && s.generations == n &&
+               s.window == fz_get64(d + 24) && s.generation == fz_get64(d + 32));
+    fz_check_read_only(L, cursor, d, len);
+}
+
+/* A header chunk was accepted: the filter it made is loading, read-only, and its
+ * figures are those of the header. */
+static void fz_check_loading(fz_load *L, uint64_t cursor, const uint8_t *d, size_t len)
+{
+    cf_filter *f = L->f;
+    FZ_REQUIRE(f != NULL && cf_is_loading(f));
+    if (L->window) {
+        fz_check_loading_window(L, cursor, d, len);
+        return;
+    }
+    FZ_REQUIRE(len >= FZ_HEADER_BYTES + 32u + 16u);
+    size_t meta_len = len - 8;
+    FZ_REQUIRE(cursor == ((meta_len + 63u) & ~(size_t)63u)); /* T_0 */
+    unsigned ntables = fz_get32(d + 56), nstash = d[43];
+    FZ_REQUIRE(meta_len == FZ_HEADER_BYTES + 32u * (size_t)ntables + 16u * nstash + 8u);
+    /* Its figures are the header's, but for its memory: no table has any yet. The whole
+     * filter's memory, which cf_chunk_bytes_needed gives, covers at least its tables. */
+    uint64_t items = nstash, buckets = 0, tables = 0;
+    for (unsigned k = 0; k < ntables; k++) {
+        items += fz_get64(d + FZ_HEADER_BYTES + 32u * (size_t)k + 8);
+        buckets += fz_get64(d + FZ_HEADER_BYTES + 32u * (size_t)k);
+        tables += fz_get64(d + FZ_HEADER_BYTES + 32u * (size_t)k + 24) + 8u;
+    }
+    size_t needed = 0;
+    FZ_REQUIRE(cf_chunk_bytes_needed(d, len, &needed) == CF_OK && needed > tables);
+    cf_stats s;
+    cf_get_stats(f, &s);
+    fz_stats_sane(f, &s, true);
+    FZ_REQUIRE(s.items == items && s.buckets == buckets && s.sub_filters == ntables &&
+               s.bytes == 0 && s.stashed == nstash && s.fingerprint_bits == d[40] &&
+               s.bucket_size == d[41] && s.capacity == fz_get64(d + 32));
+    fz_check_read_only(L, cursor, d, len);
 }
 
 /* The filter is complete: its file, its chunks and a fresh dump all agree. */
@@ -209,9 +245,10 @@ static void fz_check_complete(fz_load *L)
     const char *why = "unset";
     FZ_REQUIRE(cf_validate(file, n, &why) == CF_OK && why == NULL);
 
-    /* The header chunk: the metadata, then the file checksum. */
+    /* The header chunk: the metadata, then the file checksum (a window's: its meta
+     * section; its images' file sums come with their own header chunks). */
     FZ_REQUIRE(memcmp(file, hb, hdr->len - 8) == 0);
-    FZ_REQUIRE(memcmp(file + n - 8, hb + hdr->len - 8, 8) == 0);
+    FZ_REQUIRE(L->window || memcmp(file + n - 8, hb + hdr->len - 8, 8) == 0);
     /* Each data chunk: the file's bytes at its position, then its tag. */
     for (size_t i = 1; i < L->nchunks; i++) {
         const fz_chunk *c = &L->chunks[i];
@@ -274,7 +311,8 @@ static void fz_feed(fz_load *L, uint64_t cursor, const uint8_t *d, size_t len, u
         if (st == CF_OK) {
             FZ_REQUIRE(ta->failures == failures);
             L->f = f;
-            L->meta_sum = fz_get64(d + len - 16);
+            L->window = (fz_get32(d + 12) & 4u) != 0;
+            L->meta_sum = fz_get64(d + len - (L->window ? 8 : 16));
             fz_check_loading(L, cursor, d, len);
             fz_keep(L, cursor, d, len);
             return;
@@ -292,19 +330,25 @@ static void fz_feed(fz_load *L, uint64_t cursor, const uint8_t *d, size_t len, u
     uint64_t live = ta->live;
     cf_status st = cf_load_chunk(&f, cursor, d, len, &ta->a);
     ta->fail_at = 0;
-    /* A data chunk allocates at most one block: its table, when it is the table's first. */
-    FZ_REQUIRE(f == L->f && ta->calls <= calls + 1);
+    /* A data chunk allocates at most one block: its table, when it is the table's first.
+     * (A window's images each begin with a header chunk, which makes a filter.) */
+    FZ_REQUIRE(f == L->f && (L->window || ta->calls <= calls + 1));
     fz_snap(L, &after);
     if (st != CF_OK) {
-        FZ_REQUIRE(st == CF_ECORRUPT || (st == CF_ENOMEM && ta->failures > failures));
+        FZ_REQUIRE(st == CF_ECORRUPT || (st == CF_ENOMEM && ta->failures > failures) ||
+                   (L->window && st == CF_EVERSION)); /* an image header of a newer writer */
         FZ_REQUIRE(cf_is_loading(f) && fz_snap_equal(&before, &after) && ta->live == live);
         return;
     }
     FZ_REQUIRE(ta->failures == failures);
     /* The figures are the header's throughout; only the memory held can grow (by the
      * table a first chunk brings). Lookups see more sub-filters, never fewer. */
-    FZ_REQUIRE(after.s.items == before.s.items && after.s.sub_filters == before.s.sub_filters &&
-               after.s.buckets == before.s.buckets && after.s.bytes >= before.s.bytes);
+    FZ_REQUIRE(L->window
+                   ? after.s.items >= before.s.items && after.s.sub_filters >= before.s.sub_filters
+                   : after.s.items == before.s.items &&
+                         after.s.sub_filters == before.s.sub_filters &&
+                         after.s.buckets == before.s.buckets);
+    FZ_REQUIRE(after.s.bytes >= before.s.bytes);
     for (unsigned i = 0; i < FZ_PROBES; i++)
         FZ_REQUIRE(after.s.sub_filters > FZ_PROBE_TABLES || after.counts[i] >= before.counts[i]);
     FZ_REQUIRE(cursor > L->pos && len > 8);

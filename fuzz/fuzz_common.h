@@ -151,6 +151,10 @@ static inline void fz_stats_sane(const cf_filter *f, const cf_stats *s, bool loa
 {
     cf_config c;
     cf_get_config(f, &c);
+    if (s->generations && s->slots == 0) { /* a window none of whose images arrived yet */
+        FZ_REQUIRE(loading && s->items == 0 && s->fpr == 0.0 && s->bytes == 0);
+        return;
+    }
     uint64_t slot_bits = s->fingerprint_bits - ((c.flags & CF_SEMI_SORT) ? 1u : 0u);
     FZ_REQUIRE(s->sub_filters >= 1 && s->buckets >= 2 * (uint64_t)s->sub_filters);
     FZ_REQUIRE(s->fingerprint_bits >= CF_MIN_FINGERPRINT_BITS &&
@@ -158,7 +162,8 @@ static inline void fz_stats_sane(const cf_filter *f, const cf_stats *s, bool loa
     FZ_REQUIRE(s->bucket_size >= 1 && s->bucket_size <= CF_MAX_BUCKET_SIZE);
     FZ_REQUIRE(s->slots == s->buckets * s->bucket_size);
     FZ_REQUIRE(loading || s->bytes * 8 >= s->slots * slot_bits); /* semi-sorted: f - 1 */
-    FZ_REQUIRE(s->stashed <= 8 && s->stashed <= s->items);
+    FZ_REQUIRE(s->stashed <= 8u * (s->generations ? s->generations : 1u) &&
+               s->stashed <= s->items); /* 8 a generation */
     FZ_REQUIRE(s->items <= s->slots + s->stashed);
     FZ_REQUIRE(s->capacity >= 1);
     double want = (double)(s->items - s->stashed) / (double)s->slots; /* never above 1 */

@@ -115,6 +115,27 @@ static void fz_file_open(fz_file *x, const uint8_t *b, size_t n)
     x->rb = b[42] == 2;
 }
 
+/* A file cf_validate accepted: a plain file, one image; or a windowed file (FORMAT.md,
+ * "Windowed files"), whose images are plain files, oldest first. */
+typedef struct fz_whole {
+    fz_file *img;
+    unsigned n;
+    bool window;
+} fz_whole;
+
+static void fz_whole_open(fz_whole *w, const uint8_t *b, size_t n)
+{
+    w->window = (fz_get32(b + 12) & 4u) != 0;
+    w->n = w->window ? fz_get32(b + 40) : 1u;
+    w->img = malloc(w->n * sizeof *w->img);
+    FZ_REQUIRE(w->img != NULL);
+    for (unsigned i = 0; i < w->n; i++) {
+        const uint8_t *e = b + FZ_HEADER_BYTES + 16u * (size_t)i;
+        fz_file_open(&w->img[i], w->window ? b + fz_get64(e) : b,
+                     w->window ? (size_t)fz_get64(e + 8) : n);
+    }
+}
+
 /* Table k's fingerprint width (FORMAT.md): f + ceil(k * widen / 256), at most 32. */
 static unsigned fz_width(const fz_file *x, unsigned k)
 {
@@ -249,6 +270,15 @@ static uint64_t fz_ref_count(const fz_file *x, uint64_t h)
     return total;
 }
 
+/* A windowed file's count: every image's (FORMAT.md). */
+static uint64_t fz_whole_count(const fz_whole *w, uint64_t h)
+{
+    uint64_t total = 0;
+    for (unsigned i = 0; i < w->n; i++)
+        total += fz_ref_count(&w->img[i], h);
+    return total;
+}
+
 /* A hash whose fingerprint is v (its low f bits, for a wider table's: a hit there only if
  * the extra bits agree too) and whose first bucket in a table of m buckets is i: the
  * smallest fraction in bucket i that the 64 - f index bits can hold (a bucket spans at
@@ -274,15 +304,40 @@ typedef struct fz_probes {
     unsigned n;
 } fz_probes;
 
+static void fz_scan_image(const fz_file *x, fz_probes *p, unsigned nprobes, uint64_t *scanned_io,
+                          uint64_t *stored_io);
+
 /* Scan the tables (checking the counts and trailing bits the validator promised) and
  * choose the hashes to look up: some that hit stored fingerprints (top f bits the
  * fingerprint, low bits the bucket: i1 is that bucket in its table), the stash entries,
  * and random ones. */
-static void fz_scan(const fz_file *x, fz_probes *p, uint64_t seed)
+static void fz_scan(const fz_whole *w, fz_probes *p, uint64_t seed)
 {
-    uint64_t scanned = 0, stored = 0;
-    unsigned nprobes = x->ntables > 1024 ? 8u : FZ_MAX_PROBES; /* each costs ntables */
+    uint64_t scanned = 0, stored = 0, tables = 0;
+    for (unsigned g = 0; g < w->n; g++)
+        tables += w->img[g].ntables;
+    unsigned nprobes = tables > 1024 ? 8u : FZ_MAX_PROBES; /* each costs every table */
     p->n = 0;
+    for (unsigned g = 0; g < w->n; g++) {
+        const fz_file *x = &w->img[g];
+        fz_scan_image(x, p, nprobes, &scanned, &stored);
+        for (unsigned e = 0; e < x->nstash && p->n < nprobes; e++) {
+            const uint8_t *s = fz_entry(x, e);
+            p->h[p->n++] =
+                fz_hash_at(x, fz_get32(s + 8), fz_get64(s), fz_buckets(x, fz_get32(s + 12)));
+        }
+    }
+    for (uint64_t r = seed; p->n < nprobes; r++)
+        p->h[p->n++] = fz_mix64(r);
+    for (unsigned i = 0; i < p->n; i++)
+        p->ref[i] = fz_whole_count(w, p->h[i]);
+}
+
+/* One image's part of fz_scan: its tables, while the scan's budget lasts. */
+static void fz_scan_image(const fz_file *x, fz_probes *p, unsigned nprobes, uint64_t *scanned_io,
+                          uint64_t *stored_io)
+{
+    uint64_t scanned = *scanned_io, stored = *stored_io;
     for (unsigned k = 0; k < x->ntables; k++) {
         uint64_t m = fz_buckets(x, k), occupied = 0;
         if (scanned + m * x->bsize > FZ_SCAN_SLOTS) {
@@ -313,14 +368,8 @@ static void fz_scan(const fz_file *x, fz_probes *p, uint64_t seed)
         if (bits % 8)
             FZ_REQUIRE((x->b[fz_get64(fz_desc(x, k) + 16) + bits / 8] >> (bits % 8)) == 0);
     }
-    for (unsigned e = 0; e < x->nstash && p->n < nprobes; e++) {
-        const uint8_t *s = fz_entry(x, e);
-        p->h[p->n++] = fz_hash_at(x, fz_get32(s + 8), fz_get64(s), fz_buckets(x, fz_get32(s + 12)));
-    }
-    for (uint64_t r = seed; p->n < nprobes; r++)
-        p->h[p->n++] = fz_mix64(r);
-    for (unsigned i = 0; i < p->n; i++)
-        p->ref[i] = fz_ref_count(x, p->h[i]);
+    *scanned_io = scanned;
+    *stored_io = stored;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -341,21 +390,31 @@ static void fz_check_lookups(const cf_filter *f, const fz_probes *p)
 }
 
 /* Stats and config are what the file says. */
-static void fz_check_figures(const cf_filter *f, const fz_file *x)
+static void fz_check_figures(const cf_filter *f, const fz_whole *w, const uint8_t *file)
 {
+    const fz_file *x = &w->img[0], *newest = &w->img[w->n - 1];
     const uint8_t *b = x->b;
     cf_stats s;
     cf_get_stats(f, &s);
     fz_stats_sane(f, &s, false);
-    uint64_t items = x->nstash, buckets = 0;
-    for (unsigned k = 0; k < x->ntables; k++) {
-        items += fz_get64(fz_desc(x, k) + 8);
-        buckets += fz_buckets(x, k);
+    uint64_t items = 0, buckets = 0, stashed = 0, tables = 0;
+    for (unsigned g = 0; g < w->n; g++) {
+        const fz_file *y = &w->img[g];
+        items += y->nstash;
+        stashed += y->nstash;
+        tables += y->ntables;
+        for (unsigned k = 0; k < y->ntables; k++) {
+            items += fz_get64(fz_desc(y, k) + 8);
+            buckets += fz_buckets(y, k);
+        }
     }
-    FZ_REQUIRE(s.items == items && s.buckets == buckets && s.stashed == x->nstash);
-    FZ_REQUIRE(s.newest_fingerprint_bits == fz_width(x, x->ntables - 1));
-    FZ_REQUIRE(s.sub_filters == x->ntables && s.fingerprint_bits == x->f &&
-               s.bucket_size == x->bsize && s.capacity == fz_get64(b + 32));
+    FZ_REQUIRE(s.items == items && s.buckets == buckets && s.stashed == stashed);
+    FZ_REQUIRE(s.newest_fingerprint_bits == fz_width(newest, newest->ntables - 1));
+    FZ_REQUIRE(s.sub_filters == tables && s.fingerprint_bits == x->f && s.bucket_size == x->bsize &&
+               s.capacity == fz_get64(b + 32));
+    FZ_REQUIRE(s.generations == (w->window ? w->n : 0u) &&
+               s.window == (w->window ? fz_get64(file + 24) : 0u) &&
+               s.generation == (w->window ? fz_get64(file + 32) : 0u));
     cf_config c;
     memset(&c, 0xA5, sizeof c);
     cf_get_config(f, &c);
@@ -364,6 +423,8 @@ static void fz_check_figures(const cf_filter *f, const fz_file *x)
     FZ_REQUIRE(c.max_kicks == (unsigned)(b[44] | b[45] << 8));
     FZ_REQUIRE(c.expansion == fz_get32(b + 48) && c.max_sub_filters == fz_get32(b + 52));
     FZ_REQUIRE(c.allocator == NULL);
+    FZ_REQUIRE(c.generations == (w->window ? w->n : 0u) &&
+               c.window == (w->window ? fz_get64(file + 24) : 0u));
 }
 
 /* Adds and deletes on a loaded filter. Counts move by exactly one per call: moves during
@@ -465,7 +526,9 @@ static void fz_exercise_mapped(const cf_filter *m, size_t n, const fz_probes *p)
      * chunk costs a pass over the metadata: only small filters go all the way. */
     uint64_t cursor = 0;
     size_t len = 1;
-    unsigned chunks = s.sub_filters <= FZ_DUMP_TABLES ? s.sub_filters + 2u : 2u;
+    unsigned chunks = s.sub_filters <= FZ_DUMP_TABLES
+                          ? s.sub_filters + 2u + s.generations /* a header per generation */
+                          : 2u;
     for (unsigned i = 0; i < chunks && len > 0; i++) {
         FZ_REQUIRE(cf_dump_chunk(m, &cursor, chunk, cap, &len) == CF_OK && len <= cap);
         FZ_REQUIRE((len == 0) == (cursor == 0));
@@ -597,23 +660,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     ta.fail_at = 0;
 
-    fz_file x;
+    fz_whole x = {NULL, 0, false};
     fz_probes p;
     p.n = 0;
     if (valid == CF_OK) {
-        fz_file_open(&x, b, n);
+        fz_whole_open(&x, b, n);
         fz_scan(&x, &p, fz_get64(b + 24) ^ n);
     }
     if (st == CF_OK) {
         fz_check_serializes_to(f, b, n);
-        fz_check_figures(f, &x);
+        fz_check_figures(f, &x, b);
         fz_check_lookups(f, &p);
         uint8_t key[3] = {(uint8_t)n, (uint8_t)mode, 0x5a};
         uint64_t h = cf_hash(f, key, sizeof key);
-        FZ_REQUIRE(h == (x.rb ? fz_murmur(key, sizeof key)
-                              : XXH3_64bits_withSeed(key, sizeof key, fz_get64(b + 24))));
+        FZ_REQUIRE(h == (x.img[0].rb
+                             ? fz_murmur(key, sizeof key)
+                             : XXH3_64bits_withSeed(key, sizeof key, fz_get64(x.img[0].b + 24))));
         FZ_REQUIRE(cf_contains(f, key, sizeof key) == cf_contains_hash(f, h));
-        FZ_REQUIRE(cf_count(f, key, sizeof key) == fz_ref_count(&x, h));
+        FZ_REQUIRE(cf_count(f, key, sizeof key) == fz_whole_count(&x, h));
     }
 #if defined(__linux__)
     if (mode & FZ_MODE_MAPPED)
@@ -632,6 +696,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cf_free(g);
     }
     FZ_REQUIRE(ta.live == 0 && ta.live_bytes == 0);
+    free(x.img);
     free(b);
     return 0;
 }

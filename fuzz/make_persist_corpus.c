@@ -818,6 +818,38 @@ static void chunks_seeds(void)
         rec_all(&r, &dumps[i], 0);
         chunks_seed(shapes[i].name, &r);
     }
+    /* A windowed dump: three generations, keys in two of them; then one with a chunk of
+     * its second generation swapped for its third's. */
+    {
+        cf_config c = {.capacity = 30,
+                       .fingerprint_bits = 12,
+                       .seed = 33,
+                       .flags = CF_FIXED_SEED,
+                       .generations = 3,
+                       .window = 60000};
+        cf_filter *f;
+        cf_status st = cf_new(&c, &f);
+        if (st != CF_OK)
+            die("cf_new", cf_strerror(st));
+        fill(f, 20, 90, 0);
+        if ((st = cf_advance(f)) != CF_OK)
+            die("cf_advance", cf_strerror(st));
+        fill(f, 10, 91, 0);
+        dump w;
+        dump_of(f, &w);
+        cf_free(f);
+        rec_all(&r, &w, 0);
+        chunks_seed("window", &r);
+        if (w.n < 7)
+            die("window", "fewer than 7 chunks");
+        for (unsigned i = 0; i < 3; i++)
+            rec(&r, &w.c[i], 0);
+        rec(&r, &w.c[5], 0);
+        rec_all(&r, &w, 3);
+        chunks_seed("window-swapped", &r);
+        dump_free(&w);
+    }
+
     const dump *g = &dumps[9]; /* growing-e2: a header and 4 or more tables */
     const dump *o = &dumps[2]; /* another filter */
     if (g->n < 5)

@@ -474,10 +474,10 @@ CF_API const char *cf_cpu_variant(void);
  * own copy does not stand in for.) A delete takes the key's oldest copy, so that a key
  * added again stays for the window after its last add. A windowed filter may be
  * semi-sorted or concurrent (CF_CONCURRENT: lookups beside writers, an advance
- * included); not of RedisBloom's layout (CF_EINVAL). Saved, loaded
- * and mapped like any filter: the file holds the generations, the newest one's number
- * and the window (docs/FORMAT.md, "Windowed files"). Not yet dumped in chunks
- * (cf_dump_chunk says CF_EINVAL, cf_dump_chunk_max 0). */
+ * included); not of RedisBloom's layout (CF_EINVAL). Saved, loaded,
+ * mapped and dumped in chunks like any filter: the file holds the generations, the
+ * newest one's number and the window (docs/FORMAT.md, "Windowed files"); a dump is the
+ * file's meta section, then each generation's own dump. */
 
 /* Drop the oldest generation and start a new, empty one: the newest generation's number
  * goes up by 1. The dropped generation's memory is reused.

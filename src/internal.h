@@ -597,7 +597,18 @@ struct cf__window {
     uint64_t window;     /* cf_config.window */
     bool concurrent;     /* CF_CONCURRENT: writers take `lock`, lookups take nothing */
     pthread_mutex_t lock;
+    /* Loading chunk by chunk (cf_load_chunk): each generation's image length, n entries,
+     * and the images complete so far (gen[loaded] is NULL or loading, those after it
+     * NULL); NULL once every image is in. */
+    uint64_t *loading;
+    unsigned loaded;
 };
+
+/* A generation lookups can read: there and complete (not NULL or loading by chunks). */
+static inline bool cf__gen_ready(const cf_filter *g)
+{
+    return g && !(g->more && g->more->load);
+}
 
 CF__HIDDEN extern const cf__ops cf__window_ops;
 

@@ -179,13 +179,21 @@ static const cf_filter *cf__image_gen(const cf_filter *f, unsigned i)
     return cf__gen_at(w, w->n - 1u - i);
 }
 
+/* The length of image i of a windowed file: its generation's file, or while the window is
+ * loading by chunks the length its header chunk gave (which every image is held to). */
+static uint64_t cf__image_len(const cf_filter *f, unsigned i)
+{
+    const struct cf__window *w = cf__window_of(f);
+    return w->loading ? w->loading[i] : cf__plain_len(cf__image_gen(f, i));
+}
+
 static uint64_t cf__file_len(const cf_filter *f)
 {
     if (!cf__is_window(f))
         return cf__plain_len(f);
     uint64_t end = cf__window_meta_len(cf__window_of(f)->n);
     for (unsigned i = 0; i < cf__window_of(f)->n; i++)
-        end = cf__image_next(end) + cf__plain_len(cf__image_gen(f, i));
+        end = cf__image_next(end) + cf__image_len(f, i);
     return end;
 }
 
@@ -355,6 +363,8 @@ static void cf__sink_restart(cf__sink *k)
     XXH3_64bits_reset(&k->whole);
 }
 
+static void cf__emit_window_meta(cf__sink *k, const cf_filter *f);
+
 /* f's whole file: a plain filter's meta and body; a windowed filter's meta section (its
  * header, the generations' offsets and lengths, the meta sum), then each generation's
  * image, oldest first, each at a multiple of 64. */
@@ -365,6 +375,24 @@ static void cf__emit_file(cf__sink *k, const cf_filter *f)
         cf__emit_body(k, f);
         return;
     }
+    cf__emit_window_meta(k, f);
+    const struct cf__window *w = cf__window_of(f);
+    uint64_t end = cf__window_meta_len(w->n);
+    for (unsigned i = 0; i < w->n; i++) {
+        uint64_t at = cf__image_next(end);
+        cf__emit_zeros(k, at - end);
+        cf__sink_restart(k);
+        const cf_filter *g = cf__image_gen(f, i);
+        cf__emit_meta(k, g);
+        cf__emit_body(k, g);
+        end = at + cf__plain_len(g);
+    }
+}
+
+/* A windowed file's meta section: its header, each image's offset and length, the meta
+ * sum (the header chunk of its dump). */
+static void cf__emit_window_meta(cf__sink *k, const cf_filter *f)
+{
     const struct cf__window *w = cf__window_of(f);
     uint8_t h[CF__HEADER_BYTES];
     memset(h, 0, sizeof h);
@@ -380,7 +408,7 @@ static void cf__emit_file(cf__sink *k, const cf_filter *f)
     uint64_t end = cf__window_meta_len(w->n);
     for (unsigned i = 0; i < w->n; i++) {
         uint8_t e[CF__GEN_BYTES];
-        uint64_t at = cf__image_next(end), len = cf__plain_len(cf__image_gen(f, i));
+        uint64_t at = cf__image_next(end), len = cf__image_len(f, i);
         cf__store_le64(e, at);
         cf__store_le64(e + 8, len);
         cf__emit(k, e, sizeof e);
@@ -389,16 +417,7 @@ static void cf__emit_file(cf__sink *k, const cf_filter *f)
     uint8_t b[CF__SUM_BYTES];
     cf__store_le64(b, XXH3_64bits_digest(&k->meta));
     cf__emit(k, b, sizeof b);
-    end = cf__window_meta_len(w->n);
-    for (unsigned i = 0; i < w->n; i++) {
-        uint64_t at = cf__image_next(end);
-        cf__emit_zeros(k, at - end);
-        cf__sink_restart(k);
-        const cf_filter *g = cf__image_gen(f, i);
-        cf__emit_meta(k, g);
-        cf__emit_body(k, g);
-        end = at + cf__plain_len(g);
-    }
+    k->in_meta = false;
 }
 
 /* The file sum of f, computed without writing anything. */
@@ -428,9 +447,16 @@ static void cf__release_hold(const cf_filter *f)
         cf__window_unlock(f);
 }
 
+/* Still loading by chunks: a plain filter, or a window some of whose images have not all
+ * arrived. */
+static bool cf__loading_any(const cf_filter *f)
+{
+    return cf__load_of(f) || (cf__is_window(f) && cf__window_of(f)->loading);
+}
+
 static size_t cf__serialized_size(const cf_filter *f)
 {
-    if (cf__load_of(f))
+    if (cf__loading_any(f))
         return 0;
     uint64_t n = cf__file_len(f);
     return n > SIZE_MAX ? 0 : (size_t)n;
@@ -448,7 +474,7 @@ size_t cf_serialized_size(const cf_filter *f)
 
 static cf_status cf__serialize(const cf_filter *f, void *buf, size_t cap, size_t *written)
 {
-    if (!buf || cf__load_of(f))
+    if (!buf || cf__loading_any(f))
         return CF_EINVAL;
     size_t n = cf__serialized_size(f);
     if (n == 0 || cap < n)
@@ -720,6 +746,8 @@ static cf_status cf__parse_window(const uint8_t *b, size_t len, cf__extent exten
     if (st != CF_OK)
         return st;
     w->total = cf__load_le64(b + CF__H_TOTAL);
+    if (w->total >> 62 != 0) /* far past any table size: sums of lengths stay exact */
+        return cf__bad(why, "total length out of range");
     if (extent == CF__WHOLE && w->total != len)
         return cf__bad(why, w->total > len ? "truncated: shorter than its header says"
                                            : "longer than its header says");
@@ -1287,7 +1315,7 @@ static cf_status cf__save(const cf_filter *f, const char *path);
 
 cf_status cf_save(const cf_filter *f, const char *path)
 {
-    if (!f || !path || !*path || cf__load_of(f))
+    if (!f || !path || !*path || cf__loading_any(f))
         return CF_EINVAL;
     cf__hold(f);
     cf_status st = cf__save(f, path);
@@ -1442,12 +1470,23 @@ static size_t cf__dump_chunk_max(const cf_filter *f)
     return (size_t)most;
 }
 
+/* A window's: its header chunk, or the largest of its images'. */
+static size_t cf__window_dump_max(const cf_filter *f)
+{
+    const struct cf__window *w = cf__window_of(f);
+    size_t most = (size_t)cf__window_meta_len(w->n);
+    for (unsigned i = 0; i < w->n; i++)
+        if (w->gen[i] && cf__dump_chunk_max(w->gen[i]) > most)
+            most = cf__dump_chunk_max(w->gen[i]);
+    return most;
+}
+
 size_t cf_dump_chunk_max(const cf_filter *f)
 {
-    if (!f || cf__is_window(f))
+    if (!f)
         return 0;
     cf__hold(f);
-    size_t n = cf__dump_chunk_max(f);
+    size_t n = cf__is_window(f) ? cf__window_dump_max(f) : cf__dump_chunk_max(f);
     cf__release_hold(f);
     return n;
 }
@@ -1455,12 +1494,79 @@ size_t cf_dump_chunk_max(const cf_filter *f)
 static cf_status cf__dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap,
                                 size_t *len);
 
+/* Where image i of a window loading by chunks starts in its file. */
+static uint64_t cf__loading_image_at(const struct cf__window *w, unsigned i)
+{
+    uint64_t at = cf__image_next(cf__window_meta_len(w->n));
+    for (unsigned j = 0; j < i; j++)
+        at = cf__image_next(at + w->loading[j]);
+    return at;
+}
+
+/* Where the next chunk of a window loading by chunks goes: the image it is loading, at
+ * that image's next chunk (its start while none of it has arrived). */
+static uint64_t cf__window_load_pos(const cf_filter *f)
+{
+    const struct cf__window *w = cf__window_of(f);
+    const cf_filter *g = w->gen[w->loaded];
+    return cf__loading_image_at(w, w->loaded) + (g ? cf__load_of(g)->pos : 0u);
+}
+
+/* A windowed dump: its meta section as the header chunk, then each image's own dump,
+ * oldest first, at the cursors of that image's place in the file (the image's cursor plus
+ * its offset), but that the cursor after an image's last chunk is the next image's start,
+ * where its header chunk is. A loading window dumps what it has: complete images, then
+ * the chunks the image it is loading has taken. */
+static cf_status cf__window_dump(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap,
+                                 size_t *len)
+{
+    const struct cf__window *w = cf__window_of(f);
+    uint64_t pos = *cursor, meta = cf__window_meta_len(w->n);
+    if (pos == 0) {
+        if (!buf || cap < meta)
+            return CF_EINVAL;
+        cf__sink k;
+        cf__sink_init(&k, buf, -1, NULL);
+        cf__emit_window_meta(&k, f);
+        *len = (size_t)meta;
+        *cursor = cf__image_next(meta);
+        return CF_OK;
+    }
+    uint64_t at = cf__image_next(meta);
+    for (unsigned i = 0; i < w->n && pos >= at; i++) {
+        const cf_filter *g = cf__image_gen(f, i);
+        if (!g) /* loading: not arrived */
+            break;
+        uint64_t end = at + cf__image_len(f, i);
+        if (pos < end) {
+            uint64_t inner = pos - at;
+            cf_status st = cf__dump_chunk(g, &inner, buf, cap, len);
+            if (st != CF_OK || !*len)
+                break;
+            /* After an image's last chunk, the next image's header (its start) is next. */
+            *cursor = inner == end - at - CF__SUM_BYTES && i + 1 < w->n ? cf__image_next(end)
+                                                                        : at + inner;
+            return CF_OK;
+        }
+        at = cf__image_next(end);
+    }
+    /* Past the last chunk (of the whole file, or of a loading window's data so far) is
+     * the end; anywhere else is no chunk's position. */
+    bool past = w->loading ? pos >= cf__window_load_pos(f) : pos >= cf__file_len(f) - CF__SUM_BYTES;
+    if (!past)
+        return CF_EINVAL;
+    *len = 0;
+    *cursor = 0;
+    return CF_OK;
+}
+
 cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap, size_t *len)
 {
-    if (!f || !cursor || !len || cf__is_window(f))
+    if (!f || !cursor || !len)
         return CF_EINVAL;
     cf__hold(f);
-    cf_status st = cf__dump_chunk(f, cursor, buf, cap, len);
+    cf_status st = cf__is_window(f) ? cf__window_dump(f, cursor, buf, cap, len)
+                                    : cf__dump_chunk(f, cursor, buf, cap, len);
     cf__release_hold(f);
     return st;
 }
@@ -1549,12 +1655,41 @@ static bool cf__meta_bytes(const cf__meta *m, size_t *bytes)
     return true;
 }
 
+/* What a window whose header chunk said w will hold: its head and ring, and for each
+ * generation its image's length (its tables, plus their file's header and padding) and
+ * what a filter holds besides its tables while it loads. Generations whose eviction
+ * budget needs search memory of their own (over 510 kicks) take that too, which no
+ * windowed filter this library makes has. */
+static cf_status cf__window_meta_bytes(const cf__wmeta *w, size_t *bytes)
+{
+    cf__params p;
+    memset(&p, 0, sizeof p);
+    cf__shape_init(&p.shape, CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, false);
+    p.max_kicks = CF_DEFAULT_MAX_KICKS;
+    p.max_tables = 1;
+    uint64_t each = cf__fixed_bytes(&p, NULL, 1) + sizeof(cf__more) + CF__LOADING_BLOCK +
+                    CF__STASH_SLOTS * sizeof(cf__stash);
+    uint64_t total = cf__fixed_bytes(&p, NULL, 1) + sizeof(cf__more) + sizeof(struct cf__window) +
+                     (uint64_t)w->n * (sizeof(cf_filter *) + 8u);
+    for (unsigned i = 0; i < w->n; i++) /* each below 2^63 and the sum below 2^64: n <= 4096 */
+        total += cf__load_le64(cf__gen_entry(w, i) + 8) + each;
+    if (total > SIZE_MAX)
+        return CF_EINVAL;
+    *bytes = (size_t)total;
+    return CF_OK;
+}
+
 cf_status cf_chunk_bytes_needed(const void *chunk, size_t len, size_t *bytes)
 {
     cf__meta m;
     const char *why;
     if (!bytes || (!chunk && len))
         return CF_EINVAL;
+    if (cf__is_window_file(chunk, len)) {
+        cf__wmeta w;
+        cf_status st = cf__parse_window(chunk, len, CF__HEADER_CHUNK, &w, &why);
+        return st == CF_OK ? cf__window_meta_bytes(&w, bytes) : st;
+    }
     cf_status st = cf__parse_meta(chunk, len, CF__HEADER_CHUNK, &m, &why);
     if (st != CF_OK)
         return st;
@@ -1599,6 +1734,78 @@ static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t
     return CF_OK;
 }
 
+/* A windowed dump's header chunk: a window of that many generations, none of them yet,
+ * read-only until every image is in. Its head's settings are placeholders until the first
+ * image's header brings the seed (nothing else of the head is used by a window). */
+static cf_status cf__window_load_header(cf_filter **out, uint64_t cursor, const uint8_t *d,
+                                        size_t len, const cf_allocator *a)
+{
+    cf__wmeta w;
+    const char *why;
+    cf_status st = cf__parse_window(d, len, CF__HEADER_CHUNK, &w, &why);
+    if (st != CF_OK)
+        return st;
+    if (w.meta_len != len || cursor != cf__image_next(w.meta_len))
+        return CF_ECORRUPT;
+    if (!cf__allocator_ok(a))
+        return CF_EINVAL;
+    cf__params p;
+    memset(&p, 0, sizeof p);
+    cf__shape_init(&p.shape, CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, false);
+    p.capacity = 1;
+    p.max_kicks = CF_DEFAULT_MAX_KICKS;
+    p.max_tables = 1;
+    cf_filter *f;
+    if ((st = cf__window_head(&p, a, w.n, w.window, w.generation, &f)) != CF_OK)
+        return st;
+    struct cf__window *win = cf__window_of(f);
+    if (!(win->loading = cf__malloc(f, (size_t)w.n * sizeof(uint64_t)))) {
+        cf_free(f);
+        return CF_ENOMEM;
+    }
+    for (unsigned i = 0; i < w.n; i++)
+        win->loading[i] = cf__load_le64(cf__gen_entry(&w, i) + 8);
+    f->bits |= CF__B_READ_ONLY;
+    *out = f;
+    return CF_OK;
+}
+
+/* The next chunk of a windowed dump: the image being loaded takes it (its header chunk
+ * first, checked against the window's settings before anything is allocated). */
+static cf_status cf__window_load(cf_filter *f, uint64_t cursor, const uint8_t *d, size_t len)
+{
+    struct cf__window *w = cf__window_of(f);
+    if (!w->loading)
+        return CF_EINVAL;
+    unsigned i = w->loaded;
+    uint64_t at = cf__loading_image_at(w, i), inner = cursor - at;
+    if (i + 1 < w->n && cursor == cf__loading_image_at(w, i + 1))
+        inner = w->loading[i] - CF__SUM_BYTES; /* the image's last chunk */
+    else if (cursor <= at || inner >= w->loading[i])
+        return CF_ECORRUPT;
+    if (!w->gen[i]) {
+        uint8_t first[CF__HEADER_BYTES];
+        if (i > 0)
+            cf__header(w->gen[0], first);
+        if (len < CF__HEADER_BYTES || cf__load_le64(d + CF__H_TOTAL) != w->loading[i] ||
+            d[CF__H_HASH] != CF__HASH_XXH3 || cf__load_le32(d + CF__H_EXPANSION) != 0 ||
+            (i > 0 && !cf__same_settings(first, d)))
+            return CF_ECORRUPT;
+    }
+    const cf_allocator *a = (f->bits & CF__B_OWN_ALLOC) ? cf__alloc_of(f) : NULL;
+    cf_status st = cf_load_chunk(&w->gen[i], inner, d, len, a);
+    if (st != CF_OK)
+        return st;
+    if (i == 0)
+        f->k8 = w->gen[0]->k8; /* the window's seed, for the keys it hashes */
+    if (!cf_is_loading(w->gen[i]) && ++w->loaded == w->n) {
+        cf__mfree(f, w->loading);
+        w->loading = NULL;
+        f->bits &= (uint8_t)~CF__B_READ_ONLY;
+    }
+    return CF_OK;
+}
+
 cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_t len,
                         const cf_allocator *allocator)
 {
@@ -1606,8 +1813,11 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
         return CF_EINVAL;
     const uint8_t *d = data;
     if (!*fp)
-        return cf__load_header(fp, cursor, d, len, allocator);
+        return cf__is_window_file(d, len) ? cf__window_load_header(fp, cursor, d, len, allocator)
+                                          : cf__load_header(fp, cursor, d, len, allocator);
     cf_filter *f = *fp;
+    if (cf__is_window(f))
+        return cf__window_load(f, cursor, d, len);
     cf__loading *load = cf__load_of(f);
     if (!load)
         return CF_EINVAL;
@@ -1678,5 +1888,5 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
 
 bool cf_is_loading(const cf_filter *f)
 {
-    return f && cf__load_of(f) != NULL;
+    return f && cf__loading_any(f);
 }

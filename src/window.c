@@ -106,6 +106,8 @@ void cf__window_free(cf_filter *f, struct cf__window *w)
 {
     for (unsigned i = 0; i < w->n; i++)
         cf_free(w->gen[i]);
+    if (w->loading)
+        cf__mfree(f, w->loading);
     if (w->concurrent)
         (void)pthread_mutex_destroy(&w->lock);
     cf__mfree(f, w);
@@ -227,7 +229,7 @@ static bool cf__window_contains(const cf_filter *f, uint64_t h)
 {
     const struct cf__window *w = cf__window_of(f);
     for (unsigned i = 0; i < w->n; i++)
-        if (w->gen[i]->ops->contains(w->gen[i], h))
+        if (cf__gen_ready(w->gen[i]) && w->gen[i]->ops->contains(w->gen[i], h))
             return true;
     return false;
 }
@@ -291,6 +293,8 @@ static void cf__window_contains_many(const cf_filter *f, const cf__source *src, 
         for (unsigned i = 0; i < w->n; i++) {
             const cf_filter *g = w->gen[i];
             bool got[CF__WINDOW_BATCH];
+            if (!cf__gen_ready(g))
+                continue;
             g->ops->contains_many(g, &batch, k, got);
             for (size_t j = 0; j < k; j++)
                 o[j] = o[j] || (got[j] && !invalid[j]);
@@ -338,7 +342,8 @@ uint64_t cf__window_count(const cf_filter *f, uint64_t h)
     const struct cf__window *w = cf__window_of(f);
     uint64_t n = 0;
     for (unsigned i = 0; i < w->n; i++)
-        n += cf_count_hash(w->gen[i], h);
+        if (cf__gen_ready(w->gen[i]))
+            n += cf_count_hash(w->gen[i], h);
     return n;
 }
 
@@ -381,8 +386,10 @@ void cf__window_stats(const cf_filter *f, cf_stats *out)
     memset(out, 0, sizeof *out);
     for (unsigned age = 0; age < w->n; age++) {
         cf_stats g;
+        if (!cf__gen_at(w, age)) /* not arrived yet (loading by chunks) */
+            continue;
         cf_get_stats(cf__gen_at(w, age), &g);
-        if (age == 0) {
+        if (out->slots == 0) {
             *out = g;
         } else {
             out->items += g.items;
@@ -399,7 +406,7 @@ void cf__window_stats(const cf_filter *f, cf_stats *out)
         miss_full = cf__combine(miss_full, g.fpr_full);
         miss_bound = cf__combine(miss_bound, g.fpr_bound);
     }
-    out->load_factor = (double)(out->items - out->stashed) / (double)out->slots;
+    out->load_factor = out->slots ? (double)(out->items - out->stashed) / (double)out->slots : 0.0;
     out->fpr = 0.0 - expm1(miss);
     out->fpr_full = 0.0 - expm1(miss_full);
     out->fpr_bound = 0.0 - expm1(miss_bound);
@@ -412,7 +419,9 @@ void cf__window_stats(const cf_filter *f, cf_stats *out)
 void cf__window_config(const cf_filter *f, cf_config *out)
 {
     const struct cf__window *w = cf__window_of(f);
-    cf_get_config(w->gen[0], out);
+    memset(out, 0, sizeof *out); /* all but the window while no generation has arrived */
+    if (w->gen[0])
+        cf_get_config(w->gen[0], out);
     out->generations = w->n;
     out->window = w->window;
 }
@@ -420,7 +429,8 @@ void cf__window_config(const cf_filter *f, cf_config *out)
 cf_status cf_get_generation_stats_sized(const cf_filter *f, unsigned age, cf_stats *out,
                                         size_t out_size)
 {
-    if (!f || !cf__is_window(f) || !out || age >= cf__window_of(f)->n)
+    if (!f || !cf__is_window(f) || !out || age >= cf__window_of(f)->n ||
+        !cf__gen_at(cf__window_of(f), age))
         return CF_EINVAL;
     cf__window_lock(f);
     cf_status st = cf_get_stats_sized(cf__gen_at(cf__window_of(f), age), out, out_size);
