@@ -176,6 +176,8 @@ static int build(const char *path, shape_opts *o, key_reader *in, bool show_prog
     o->cfg.capacity = distinct > 0 ? distinct : 1; /* an empty set still makes a valid filter */
     if (status == CLI_EXIT_OK)
         status = cli_new_filter("build", path, &o->cfg, f);
+    if (status == CLI_EXIT_OK) /* a window's keys go to the generation due now */
+        status = cli_window_due(path, *f, &o->clock, true);
     if (status == CLI_EXIT_OK) {
         char label[LABEL_BYTES];
         snprintf(label, sizeof label, "build %s", path);

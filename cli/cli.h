@@ -134,6 +134,10 @@ enum cli_opt_id {
     OPT_NO_VERIFY,
     OPT_NO_WAIT,
     OPT_THREADS,
+    OPT_WINDOW,
+    OPT_GENERATIONS,
+    OPT_AT,
+    OPT_NOW,
 };
 
 typedef struct cli_opt {
@@ -277,6 +281,10 @@ void progress_finish(progress *p, uint64_t done);
     {"semi-sort", 0, false, OPT_SEMI_SORT},                                                 \
     {"redisbloom", 0, false, OPT_REDISBLOOM},                                               \
     {"seed", 0, true, OPT_SEED},                                                            \
+    {"window", 0, true, OPT_WINDOW},                                                        \
+    {"generations", 0, true, OPT_GENERATIONS},                                              \
+    {"at", 0, true, OPT_AT},                                                                \
+    {"now", 0, false, OPT_NOW},                                                             \
     {"force", 0, false, OPT_FORCE},                                                         \
     {"quiet", 'q', false, OPT_QUIET},                                                       \
     {"help", 'h', false, OPT_HELP}
@@ -286,9 +294,44 @@ void progress_finish(progress *p, uint64_t done);
  * defaults of the library's header (cli_next_option does it). */
 #define SHAPE_HELP "@SHAPE_OPTIONS@\n"
 
+/* ------------------------------------------------------------------------------------ */
+/* Windowed filters (window.c)                                                          */
+/* ------------------------------------------------------------------------------------ */
+
+/* Generations of a window given without --generations: keys go within W * 8 / 7 (14 %
+ * past the window) for 8 probes a lookup. */
+#define CLI_DEFAULT_GENERATIONS 8u
+
+/* The time a command runs at: the system clock, or --at. */
+typedef struct cli_clock {
+    bool fixed;  /* --at given */
+    uint64_t ms; /* then its time, in ms since the Unix epoch */
+} cli_clock;
+
+/* A duration such as 90s, 15m, 24h, 7d or 1500ms (a bare number is seconds) into *ms,
+ * from 1 ms to 100 years; a usage error otherwise. */
+bool cli_parse_duration(const char *sub, const char *opt, const char *text, uint64_t *ms);
+/* Takes --at SECONDS (a Unix time, fractions allowed) or --now (the clock) into *c. */
+bool cli_clock_option(const char *sub, int id, const char *value, cli_clock *c);
+/* The command's time in ms since the Unix epoch. */
+uint64_t cli_clock_now(const cli_clock *c);
+/* "24h", "90m", "1500ms": the largest unit that divides ms. */
+void cli_format_duration(uint64_t ms, char *buf, size_t n);
+/* "2026-11-27 18:00:00 UTC". */
+void cli_format_time(uint64_t ms, char *buf, size_t n);
+/* The first millisecond of a windowed filter's newest generation (s: its stats). */
+uint64_t cli_generation_start(const cf_stats *s);
+/* Brings f (from path) to the generation due at the command's time, dropping the
+ * generations that fell out of the window; nothing for other filters. A time before
+ * the newest generation is an error for a write (nothing is written) and ignored for a
+ * read. Returns an exit status. */
+int cli_window_due(const char *path, cf_filter *f, const cli_clock *c, bool write);
+
 typedef struct shape_opts {
-    cf_config cfg; /* what the command line set (--fpr is target_fpr); zero fields take the
-                      library's defaults */
+    cf_config cfg;   /* what the command line set (--fpr is target_fpr); zero fields take the
+                        library's defaults */
+    cli_clock clock; /* a windowed filter's first generation is the one due then */
+    bool generations_given;
     bool force;
     bool quiet;
 } shape_opts;

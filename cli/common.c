@@ -331,11 +331,19 @@ static void print_shape_help(void)
            "                          power-of-two sub-filters; bucket size 2 and 20 kicks\n"
            "                          by default):\n"
            "                          the answers RedisBloom's CF.* commands would give\n"
-           "  --seed S                hash seed, decimal or 0x-hexadecimal (default: random)\n",
+           "  --seed S                hash seed, decimal or 0x-hexadecimal (default: random)\n"
+           "  --window W              forget keys: a key is found for at least W after its\n"
+           "                          last add (90s, 15m, 24h, 7d; a bare number is seconds)\n"
+           "                          and gone within W * G / (G - 1); --capacity is then the\n"
+           "                          keys of one generation, W / (G - 1) long\n"
+           "  --generations G         windowed filters: generations, 2 to %u (default %u)\n"
+           "  --at T, --now           windowed filters: the time (Unix seconds) the first\n"
+           "                          generation starts at (default: now)\n",
            CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS, CF_DEFAULT_FINGERPRINT_BITS,
            100.0 * cf_expected_fpr(CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, 1.0),
            CF_MAX_BUCKET_SIZE, CF_DEFAULT_BUCKET_SIZE, CF_MAX_MAX_KICKS, CF_DEFAULT_MAX_KICKS,
-           CF_MAX_EXPANSION, CF_MAX_SUB_FILTERS, CF_DEFAULT_MAX_SUB_FILTERS);
+           CF_MAX_EXPANSION, CF_MAX_SUB_FILTERS, CF_DEFAULT_MAX_SUB_FILTERS, CF_MAX_GENERATIONS,
+           CLI_DEFAULT_GENERATIONS);
 }
 
 /* What cli_next_option returns for option o: its id, or CLI_OPT_STOP once --help is

@@ -62,6 +62,20 @@ enum shape_result cli_shape_option(const char *sub, int id, const char *value, s
         ok = cli_parse_seed(sub, "seed", value, &o->cfg.seed);
         o->cfg.flags |= CF_FIXED_SEED;
         break;
+    case OPT_WINDOW:
+        ok = cli_parse_duration(sub, "window", value, &o->cfg.window);
+        if (o->cfg.generations == 0)
+            o->cfg.generations = CLI_DEFAULT_GENERATIONS;
+        break;
+    case OPT_GENERATIONS:
+        ok = cli_parse_uint(sub, "generations", value, 2, CF_MAX_GENERATIONS, false, &v);
+        o->cfg.generations = (unsigned)v;
+        o->generations_given = true;
+        break;
+    case OPT_AT:
+    case OPT_NOW:
+        ok = cli_clock_option(sub, id, value, &o->clock);
+        break;
     case OPT_FORCE:
         o->force = true;
         break;
@@ -105,6 +119,13 @@ int cli_check_shape(const char *sub, const shape_opts *o)
                          : o->cfg.target_fpr != 0.0    ? "fpr"
                          : o->cfg.seed != 0            ? "seed"
                                                        : "fingerprint-bits");
+    if (o->generations_given && !o->cfg.window)
+        return cli_usage(sub, "--generations is for windowed filters: give --window too");
+    if (o->cfg.window && (o->cfg.expansion || (o->cfg.flags & CF_REDISBLOOM)))
+        return cli_usage(sub,
+                         "a windowed filter's generations keep one size and this "
+                         "library's layout: drop --%s",
+                         o->cfg.expansion ? "expansion" : "redisbloom");
     if ((o->cfg.flags & CF_SEMI_SORT) && o->cfg.bucket_size != 0 && o->cfg.bucket_size != 4)
         return cli_usage(sub, "--semi-sort is for 4-slot buckets, not --bucket-size %u",
                          o->cfg.bucket_size);
@@ -197,6 +218,14 @@ void cli_describe(const char *path, const char *what, const cf_filter *f)
                                           : "",
             cfg.expansion ? "growing" : "fixed size", s.bytes,
             100.0 * cf_expected_fpr(s.fingerprint_bits, s.bucket_size, s.sub_filters));
+    if (s.generations) {
+        char window[32];
+        cli_format_duration(s.window, window, sizeof window);
+        fprintf(stderr,
+                "%s: windowed: %s in %u generations (the capacity and table bytes are all of"
+                " them; the rate is theirs together)\n",
+                path, window, s.generations);
+    }
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -249,6 +278,8 @@ int cmd_create(int argc, char **argv)
     cf_filter *f = NULL;
     if (status == CLI_EXIT_OK)
         status = cli_new_filter("create", path, &o.cfg, &f);
+    if (status == CLI_EXIT_OK)
+        status = cli_window_due(path, f, &o.clock, true);
     if (status == CLI_EXIT_OK)
         status = cli_save_filter(f, path);
     if (status == CLI_EXIT_OK && !o.quiet)

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* ------------------------------------------------------------------------------------ */
 /* cuckoo info                                                                          */
@@ -23,14 +24,42 @@ static const char info_help[] =
     "The whole file is checked first; a damaged one is refused (see cuckoo verify).\n"
     "The expected false-positive rate is given at the current load, at full load (every\n"
     "current sub-filter full) and as its bound (every sub-filter the filter may grow to,\n"
-    "full). Bits per item is table bits / items (\"-\" when empty).\n";
+    "full). Bits per item is table bits / items (\"-\" when empty).\n"
+    "A windowed filter also shows its window, its generations and their items, as the file\n"
+    "holds them (generations that fell out of the window since are dropped by the next write,\n"
+    "and are not seen by query and count).\n";
 
 /* Everything info prints, gathered once for both formats. */
 typedef struct filter_facts {
     cf_config cfg;
     cf_stats s;
     size_t file_bytes;
+    uint64_t gen_items[CF_MAX_GENERATIONS]; /* a window's, oldest first */
 } filter_facts;
+
+/* A windowed filter's span of one generation, W / (G - 1), to the millisecond. */
+static void format_span(const cf_stats *s, char *buf, size_t n)
+{
+    cli_format_duration(s->window / (s->generations - 1u), buf, n);
+}
+
+static void print_window_text(const filter_facts *x, int w)
+{
+    const cf_stats *s = &x->s;
+    char window[32], span[32], most[32], began[64];
+    cli_format_duration(s->window, window, sizeof window);
+    format_span(s, span, sizeof span);
+    /* W * G / (G - 1) = W + one span */
+    cli_format_duration(s->window + s->window / (s->generations - 1u), most, sizeof most);
+    cli_format_time(cli_generation_start(s), began, sizeof began);
+    printf("%-*s %s in %u generations of %s\n", w, "window", window, s->generations, span);
+    printf("%-*s at least %s after its last add, gone within %s\n", w, "a key stays", window, most);
+    printf("%-*s %" PRIu64 " (the newest, begun %s)\n", w, "generation", s->generation, began);
+    printf("%-*s", w, "generation items");
+    for (unsigned i = 0; i < s->generations; i++)
+        printf(" %" PRIu64, x->gen_items[i]);
+    printf(" (oldest first)\n");
+}
 
 static void print_text(const char *path, const filter_facts *x)
 {
@@ -77,6 +106,8 @@ static void print_text(const char *path, const filter_facts *x)
     printf("%-*s %.6f%%\n", w, "fpr now", s->fpr * 100.0);
     printf("%-*s %.6f%%\n", w, "fpr at full load", s->fpr_full * 100.0);
     printf("%-*s %.6f%%\n", w, "fpr bound", s->fpr_bound * 100.0);
+    if (s->generations)
+        print_window_text(x, w);
 }
 
 static void print_json(const filter_facts *x)
@@ -113,8 +144,18 @@ static void print_json(const filter_facts *x)
         printf("  \"bits_per_item\": %.9g,\n", (double)s->bytes * 8.0 / (double)s->items);
     printf("  \"fpr\": %.9g,\n", s->fpr);
     printf("  \"fpr_at_full_load\": %.9g,\n", s->fpr_full);
-    printf("  \"fpr_bound\": %.9g\n", s->fpr_bound);
-    printf("}\n");
+    printf("  \"fpr_bound\": %.9g", s->fpr_bound);
+    if (s->generations) {
+        printf(",\n  \"window_ms\": %" PRIu64 ",\n", s->window);
+        printf("  \"generations\": %u,\n", s->generations);
+        printf("  \"generation\": %" PRIu64 ",\n", s->generation);
+        printf("  \"generation_started_ms\": %" PRIu64 ",\n", cli_generation_start(s));
+        printf("  \"generation_items\": [");
+        for (unsigned i = 0; i < s->generations; i++)
+            printf("%s%" PRIu64, i ? ", " : "", x->gen_items[i]);
+        printf("]");
+    }
+    printf("\n}\n");
 }
 
 int cmd_info(int argc, char **argv)
@@ -139,15 +180,26 @@ int cmd_info(int argc, char **argv)
     int status = cli_open_mapped(path, true, &f);
     if (status != CLI_EXIT_OK)
         return status;
-    filter_facts x;
-    cf_get_config(f, &x.cfg);
-    cf_get_stats(f, &x.s);
-    x.file_bytes = cf_serialized_size(f);
+    filter_facts *x = malloc(sizeof *x);
+    if (!x) {
+        cf_free(f);
+        cli_error("out of memory");
+        return CLI_EXIT_FILE;
+    }
+    cf_get_config(f, &x->cfg);
+    cf_get_stats(f, &x->s);
+    x->file_bytes = cf_serialized_size(f);
+    for (unsigned i = 0; i < x->s.generations; i++) {
+        cf_stats g;
+        cf_get_generation_stats(f, x->s.generations - 1u - i, &g);
+        x->gen_items[i] = g.items;
+    }
     cf_free(f);
     if (json)
-        print_json(&x);
+        print_json(x);
     else
-        print_text(path, &x);
+        print_text(path, x);
+    free(x);
     return cli_finish_stdout(CLI_EXIT_OK);
 }
 

@@ -47,6 +47,7 @@ typedef struct key_cmd {
     bool no_verify;
     bool no_wait;
     unsigned threads; /* query: 1, or more to read and answer on two threads */
+    cli_clock clock;  /* a windowed filter: the time its window is brought to */
 } key_cmd;
 
 /* Returned by parse_key_cmd when the command should go on. */
@@ -87,6 +88,11 @@ static int parse_key_cmd(key_cmd *c, const char *sub, const cli_opt *opts, size_
             break;
         case OPT_NO_WAIT:
             c->no_wait = true;
+            break;
+        case OPT_AT:
+        case OPT_NOW:
+            if (!cli_clock_option(sub, id, value, &c->clock))
+                return CLI_EXIT_USAGE;
             break;
         case OPT_THREADS: {
             uint64_t v;
@@ -136,7 +142,11 @@ static const char add_help[] =
     "Keys on stdin are lines without their \"\\n\" or \"\\r\\n\" (an empty line is the empty\n"
     "key), or NUL-terminated with -0. Put -- before KEYs that begin with '-'.\n"
     "\n"
-    "  --unique        add a key only if the filter does not (probably) hold it yet\n"
+    "  --unique        add a key only if the filter does not (probably) hold it yet (a\n"
+    "                  windowed filter copies a key only older generations hold into the\n"
+    "                  newest: it stays a window after it was last seen)\n"
+    "  --at T          windowed filters: the time is T (Unix seconds), not the clock's\n"
+    "  --now           windowed filters: the time is the clock's (the default)\n"
     "  -0, --null      keys on stdin are terminated by NUL bytes, not newlines\n"
     "  --no-wait       fail at once if another command is changing FILE\n"
     "  --progress      show progress even when stderr is not a terminal\n"
@@ -156,6 +166,8 @@ static const char delete_help[] =
     "Only delete keys that were added: deleting another key can remove the fingerprint of\n"
     "an added key that shares it, which is then no longer found.\n"
     "\n"
+    "  --at T          windowed filters: the time is T (Unix seconds), not the clock's\n"
+    "  --now           windowed filters: the time is the clock's (the default)\n"
     "  -0, --null      keys on stdin are terminated by NUL bytes, not newlines\n"
     "  --no-wait       fail at once if another command is changing FILE\n"
     "  --progress      show progress even when stderr is not a terminal\n"
@@ -204,7 +216,9 @@ static int change_locked(const key_cmd *c, bool is_delete)
     if (st != CF_OK)
         return cli_fail(c->path, NULL, st, errno);
     key_reader in;
-    int status = open_keys(c, &in);
+    int status = cli_window_due(c->path, f, &c->clock, true);
+    if (status == CLI_EXIT_OK)
+        status = open_keys(c, &in);
     if (status != CLI_EXIT_OK) {
         cf_free(f);
         return status;
@@ -277,7 +291,8 @@ int cmd_add(int argc, char **argv)
     static const cli_opt opts[] = {
         {"unique", 0, false, OPT_UNIQUE},   {"null", '0', false, OPT_NULL},
         {"no-wait", 0, false, OPT_NO_WAIT}, {"progress", 0, false, OPT_PROGRESS},
-        {"quiet", 'q', false, OPT_QUIET},   {"help", 'h', false, OPT_HELP},
+        {"quiet", 'q', false, OPT_QUIET},   {"at", 0, true, OPT_AT},
+        {"now", 0, false, OPT_NOW},         {"help", 'h', false, OPT_HELP},
     };
     key_cmd c;
     int status = parse_key_cmd(&c, "add", opts, sizeof opts / sizeof opts[0], add_help, argc, argv);
@@ -287,8 +302,12 @@ int cmd_add(int argc, char **argv)
 int cmd_delete(int argc, char **argv)
 {
     static const cli_opt opts[] = {
-        {"null", '0', false, OPT_NULL},       {"no-wait", 0, false, OPT_NO_WAIT},
-        {"progress", 0, false, OPT_PROGRESS}, {"quiet", 'q', false, OPT_QUIET},
+        {"null", '0', false, OPT_NULL},
+        {"no-wait", 0, false, OPT_NO_WAIT},
+        {"progress", 0, false, OPT_PROGRESS},
+        {"quiet", 'q', false, OPT_QUIET},
+        {"at", 0, true, OPT_AT},
+        {"now", 0, false, OPT_NOW},
         {"help", 'h', false, OPT_HELP},
     };
     key_cmd c;
@@ -310,6 +329,8 @@ static const char query_help[] =
     "  --present       print only the keys that are (probably) present, one per line\n"
     "  --absent        print only the keys that are certainly absent, one per line\n"
     "  -0, --null      keys on stdin, and the records printed, end with NUL bytes\n"
+    "  --at T          windowed filters: answer as at time T (Unix seconds), not now\n"
+    "  --now           windowed filters: answer as now (the default)\n"
     "  --no-verify     skip the check of the whole file's checksum (for a very large\n"
     "                  file; a damaged table then gives wrong answers, never a crash)\n"
     "  --threads N     1: read, look up and print on one thread; 2 or more: look up\n"
@@ -329,6 +350,8 @@ static const char count_help[] =
     "that begin with '-'.\n"
     "\n"
     "  -0, --null      keys on stdin, and the records printed, end with NUL bytes\n"
+    "  --at T          windowed filters: answer as at time T (Unix seconds), not now\n"
+    "  --now           windowed filters: answer as now (the default)\n"
     "  --no-verify     skip the check of the whole file's checksum\n"
     "  --progress      show progress even when stderr is not a terminal\n"
     "  -q, --quiet     no progress\n"
@@ -491,6 +514,20 @@ static int start_lookups(const key_cmd *c, cf_filter **f, key_reader *in)
     int status = cli_open_mapped(c->path, !c->no_verify, f);
     if (status != CLI_EXIT_OK)
         return status;
+    /* A windowed filter whose oldest generations fell out of the window since it was
+     * written: loaded (a mapped one is read-only) and brought to now, in memory only. */
+    cf_stats s;
+    cf_get_stats(*f, &s);
+    if (s.generations && cf_generation_at(*f, cli_clock_now(&c->clock)) > s.generation) {
+        cf_free(*f);
+        cf_status st = cf_load(c->path, NULL, f);
+        if (st != CF_OK)
+            return cli_fail(c->path, NULL, st, errno);
+        if ((status = cli_window_due(c->path, *f, &c->clock, false)) != CLI_EXIT_OK) {
+            cf_free(*f);
+            return status;
+        }
+    }
     status = open_keys(c, in);
     if (status != CLI_EXIT_OK) {
         cf_free(*f);
@@ -516,10 +553,16 @@ static int end_lookups(int got, int err, const key_reader *in, cf_filter *f)
 int cmd_query(int argc, char **argv)
 {
     static const cli_opt opts[] = {
-        {"present", 0, false, OPT_PRESENT},     {"absent", 0, false, OPT_ABSENT},
-        {"null", '0', false, OPT_NULL},         {"progress", 0, false, OPT_PROGRESS},
-        {"no-verify", 0, false, OPT_NO_VERIFY}, {"quiet", 'q', false, OPT_QUIET},
-        {"threads", 0, true, OPT_THREADS},      {"help", 'h', false, OPT_HELP},
+        {"present", 0, false, OPT_PRESENT},
+        {"absent", 0, false, OPT_ABSENT},
+        {"null", '0', false, OPT_NULL},
+        {"progress", 0, false, OPT_PROGRESS},
+        {"no-verify", 0, false, OPT_NO_VERIFY},
+        {"quiet", 'q', false, OPT_QUIET},
+        {"threads", 0, true, OPT_THREADS},
+        {"at", 0, true, OPT_AT},
+        {"now", 0, false, OPT_NOW},
+        {"help", 'h', false, OPT_HELP},
     };
     key_cmd c;
     int status =
@@ -590,8 +633,12 @@ int cmd_query(int argc, char **argv)
 int cmd_count(int argc, char **argv)
 {
     static const cli_opt opts[] = {
-        {"null", '0', false, OPT_NULL},         {"progress", 0, false, OPT_PROGRESS},
-        {"no-verify", 0, false, OPT_NO_VERIFY}, {"quiet", 'q', false, OPT_QUIET},
+        {"null", '0', false, OPT_NULL},
+        {"progress", 0, false, OPT_PROGRESS},
+        {"no-verify", 0, false, OPT_NO_VERIFY},
+        {"quiet", 'q', false, OPT_QUIET},
+        {"at", 0, true, OPT_AT},
+        {"now", 0, false, OPT_NOW},
         {"help", 'h', false, OPT_HELP},
     };
     key_cmd c;

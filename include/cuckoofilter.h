@@ -472,7 +472,11 @@ CF_API const char *cf_cpu_variant(void);
  * one generation's span brings. (With generations of different sizes, deleting a key
  * could take another key's fingerprint from an older generation that the deleted key's
  * own copy does not stand in for.) A delete takes the key's oldest copy, so that a key
- * added again stays for the window after its last add. A windowed filter may be
+ * added again stays for the window after its last add. cf_add_unique (and CF_ADD_UNIQUE)
+ * says CF_EXISTS for a key any generation holds, and refreshes one that only older
+ * generations hold: a copy goes to the newest (CF_FULL if it does not fit, nothing
+ * changed), so that a key seen again and again stays for a window after it was last
+ * seen, with at most one copy per generation. A windowed filter may be
  * semi-sorted or concurrent (CF_CONCURRENT: lookups beside writers, an advance
  * included); not of RedisBloom's layout (CF_EINVAL). Saved, loaded,
  * mapped and dumped in chunks like any filter: the file holds the generations, the

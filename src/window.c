@@ -312,17 +312,23 @@ static size_t cf__window_add_many(cf_filter *f, const uint64_t *hashes, size_t n
     if (!(flags & CF_ADD_UNIQUE)) {
         added = g->ops->add_many(g, hashes, n, 0, status);
     } else {
-        /* Unique: a key any generation holds is there already; the newest also sees the
-         * keys this batch added before it. */
+        /* Unique: a key the newest generation holds is there already (which also covers
+         * the keys this batch added before it). One only an older generation holds is
+         * there too, and is refreshed: a copy goes to the newest generation, so that a key
+         * seen again stays for a window after it was last seen, as one that is added each
+         * time would, with at most one copy per generation. */
         for (size_t i = 0; i < n; i++) {
             cf_status st = CF_EXISTS;
-            bool older = false;
-            for (unsigned age = 1; age < w->n && !older; age++) {
-                const cf_filter *o = cf__gen_at(w, age);
-                older = o->ops->contains(o, hashes[i]);
+            if (!g->ops->contains(g, hashes[i])) {
+                bool older = false;
+                for (unsigned age = 1; age < w->n && !older; age++) {
+                    const cf_filter *o = cf__gen_at(w, age);
+                    older = o->ops->contains(o, hashes[i]);
+                }
+                st = g->ops->add(g, hashes[i]);
+                if (older && st == CF_OK)
+                    st = CF_EXISTS;
             }
-            if (!older)
-                g->ops->add_many(g, &hashes[i], 1, CF_ADD_UNIQUE, &st);
             added += st == CF_OK;
             if (status)
                 status[i] = st;

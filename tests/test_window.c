@@ -314,6 +314,14 @@ static void test_determinism(void)
     CHECK_EQ_U(cf_add_many(a, twice, 2, CF_ADD_UNIQUE, st), 1);
     CHECK_ST(st[0], CF_EXISTS);
     CHECK_ST(st[1], CF_OK);
+    /* the key only an older generation held is refreshed: a copy in the newest, once */
+    CHECK_EQ_U(cf_count_hash(a, twice[0]), 2);
+    CHECK_EQ_U(cf_add_many(a, twice, 2, CF_ADD_UNIQUE, st), 0);
+    CHECK_EQ_U(cf_count_hash(a, twice[0]), 2);
+    CHECK_EQ_U(cf_count_hash(a, twice[1]), 1);
+    for (unsigned i = 0; i < 2; i++) /* so it outlives the generation of its first add */
+        cf_advance(a);
+    CHECK(cf_contains_hash(a, twice[0]));
     const void *keys[2] = {"k", NULL};
     size_t lens[2] = {1, 3};
     bool out[2];

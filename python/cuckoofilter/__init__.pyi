@@ -1,5 +1,5 @@
 from os import PathLike
-from typing import Iterable, Iterator, Protocol, Union
+from typing import Callable, Iterable, Iterator, Protocol, Union
 
 from typing_extensions import Buffer as _Buffer
 
@@ -30,7 +30,11 @@ class CuckooFilter:
         semi_sort: bool = ...,
         redisbloom: bool = ...,
         concurrent: bool = ...,
+        window: float | None = ...,
+        generations: int | None = ...,
+        clock: Callable[[], float] | None = ...,
     ) -> None: ...
+    def advance(self) -> None: ...
     def add(self, key: Key) -> bool: ...
     def add_unique(self, key: Key) -> bool: ...
     def discard(self, key: Key) -> bool: ...

@@ -80,7 +80,43 @@ typedef struct pycf_filter {
     cf_filter *f;
     bool concurrent; /* made with CF_CONCURRENT: calls may run without the GIL */
     bool mapped;     /* open(): read-only, answers from the file's pages */
+    PyObject *clock; /* a windowed filter's clock (seconds), or NULL: advance() only */
+    uint64_t due;    /* the generation the clock last brought it to */
 } pycf_filter;
+
+/* A windowed filter with a clock: brought to the generation due at the clock's time (in
+ * ms, the unit of the `cuckoo` tool's files and of the Redis module) before a call reads
+ * or changes it. A clock that went back advances nothing: keys then stay longer, never
+ * shorter. 0, or -1 with the clock's exception. */
+static int pycf_tick(pycf_filter *self)
+{
+    PyObject *t = PyObject_CallNoArgs(self->clock);
+    if (!t)
+        return -1;
+    double sec = PyFloat_AsDouble(t);
+    Py_DECREF(t);
+    if (sec == -1.0 && PyErr_Occurred())
+        return -1;
+    if (!(sec >= 0.0 && sec < 1e15)) { /* NaN too */
+        PyErr_SetString(PyExc_ValueError, "the filter's clock gave no time in seconds from 0");
+        return -1;
+    }
+    uint64_t due = cf_generation_at(self->f, (uint64_t)(sec * 1000.0));
+    if (due > self->due) {
+        /* CF_EINVAL: the filter is past it already (a file written later); CF_EREADONLY:
+         * open()'s filter answers as its file is. Neither is the caller's error. */
+        (void)cf_advance_to(self->f, due);
+        self->due = due;
+    }
+    return 0;
+}
+
+/* Every call that reads or changes the filter begins with this. */
+#define PYCF_TICK(self, fail)                                                                      \
+    do {                                                                                           \
+        if ((self)->clock && pycf_tick(self) < 0)                                                  \
+            return fail;                                                                           \
+    } while (0)
 
 /* May a call on this filter run without the GIL? Lookups: when the filter is concurrent
  * or never changes. */
@@ -178,6 +214,19 @@ static PyObject *pycf_wrap(PyTypeObject *type, cf_filter *f, bool concurrent, bo
     self->f = f;
     self->concurrent = concurrent;
     self->mapped = mapped;
+    self->clock = NULL;
+    self->due = 0;
+    cf_stats s;
+    cf_get_stats(f, &s);
+    if (s.generations && s.window) { /* a file's window: Unix time, as it was written */
+        PyObject *time = PyImport_ImportModule("time");
+        self->clock = time ? PyObject_GetAttrString(time, "time") : NULL;
+        Py_XDECREF(time);
+        if (!self->clock) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
     return (PyObject *)self;
 }
 
@@ -419,6 +468,24 @@ static Py_ssize_t pycf_batch_chunk(pycf_batch *b, const cf_filter *f, Py_ssize_t
 /* Construction                                                                         */
 /* ------------------------------------------------------------------------------------ */
 
+/* Generations of a window given without them (as the `cuckoo` tool's default). */
+#define PYCF_GENERATIONS 8u
+
+/* A window in seconds (an int or a float) as milliseconds, at least 1 ms; 0, or -1 with
+ * ValueError/TypeError. */
+static int pycf_window_arg(PyObject *o, uint64_t *ms)
+{
+    double sec = PyFloat_AsDouble(o);
+    if (sec == -1.0 && PyErr_Occurred())
+        return -1;
+    if (!(sec * 1000.0 >= 1.0 && sec < 1e12)) {
+        PyErr_SetString(PyExc_ValueError, "window must be seconds, at least 0.001");
+        return -1;
+    }
+    *ms = (uint64_t)(sec * 1000.0 + 0.5);
+    return 0;
+}
+
 /* An unsigned argument in [0, max] (None: dflt); 0, or -1 with ValueError/TypeError. */
 static int pycf_uint_arg(PyObject *o, const char *name, unsigned long long max,
                          unsigned long long dflt, unsigned long long *out)
@@ -446,16 +513,33 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     /* Writable copies: the keyword list is char ** before Python 3.13. */
     char k_cap[] = "capacity", k_fpr[] = "fpr", k_f[] = "fingerprint_bits", k_b[] = "bucket_size",
          k_e[] = "expansion", k_seed[] = "seed", k_max[] = "max_sub_filters",
-         k_semi[] = "semi_sort", k_cc[] = "concurrent", k_rb[] = "redisbloom";
-    char *names[] = {k_cap, k_fpr, k_f, k_b, k_e, k_seed, k_max, k_semi, k_cc, k_rb, NULL};
+         k_semi[] = "semi_sort", k_cc[] = "concurrent", k_rb[] = "redisbloom", k_w[] = "window",
+         k_g[] = "generations", k_clock[] = "clock";
+    char *names[] = {k_cap,  k_fpr, k_f,  k_b, k_e, k_seed,  k_max,
+                     k_semi, k_cc,  k_rb, k_w, k_g, k_clock, NULL};
     PyObject *capacity = NULL, *fbits = NULL, *bsize = NULL, *expansion = NULL, *seed = NULL,
-             *max_subs = NULL, *fpr = NULL;
+             *max_subs = NULL, *fpr = NULL, *window = NULL, *gens = NULL, *clock = NULL;
     int semi = 0, concurrent = 1, redisbloom = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOOOppp", names, &capacity, &fpr, &fbits,
-                                     &bsize, &expansion, &seed, &max_subs, &semi, &concurrent,
-                                     &redisbloom))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOOOpppOOO", names, &capacity, &fpr,
+                                     &fbits, &bsize, &expansion, &seed, &max_subs, &semi,
+                                     &concurrent, &redisbloom, &window, &gens, &clock))
         return NULL;
-    unsigned long long cap, f, b, e, s, m;
+    unsigned long long cap, f, b, e, s, m, g;
+    uint64_t window_ms = 0;
+    if (window && window != Py_None && pycf_window_arg(window, &window_ms) < 0)
+        return NULL;
+    if (pycf_uint_arg(gens, "generations", CF_MAX_GENERATIONS, window_ms ? PYCF_GENERATIONS : 0,
+                      &g) < 0)
+        return NULL;
+    if (g && (!window_ms || g < 2)) {
+        PyErr_SetString(PyExc_ValueError, window_ms ? "generations must be at least 2"
+                                                    : "generations is for a window: give window");
+        return NULL;
+    }
+    if (clock && clock != Py_None && !PyCallable_Check(clock)) {
+        PyErr_SetString(PyExc_TypeError, "clock must be a callable giving seconds, or None");
+        return NULL;
+    }
     if (pycf_uint_arg(capacity, "capacity", UINT64_MAX, 0, &cap) < 0 ||
         pycf_uint_arg(fbits, "fingerprint_bits", CF_MAX_FINGERPRINT_BITS, 0, &f) < 0 ||
         pycf_uint_arg(bsize, "bucket_size", CF_MAX_BUCKET_SIZE, 0, &b) < 0 ||
@@ -473,7 +557,14 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         .flags = (concurrent ? CF_CONCURRENT : 0u) |
                  (seed && seed != Py_None ? CF_FIXED_SEED : 0u) | (semi ? CF_SEMI_SORT : 0u) |
                  (redisbloom ? CF_REDISBLOOM : 0u),
+        .generations = (unsigned)g,
+        .window = window_ms,
     };
+    if (window_ms && (e || redisbloom)) {
+        PyErr_SetString(PyExc_ValueError, "a window's generations keep one size and this "
+                                          "library's layout: no expansion, no redisbloom");
+        return NULL;
+    }
     if (fpr && fpr != Py_None) {
         double p = PyFloat_AsDouble(fpr);
         if (p == -1.0 && PyErr_Occurred())
@@ -496,12 +587,48 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     cf_status st = cf_new(&cfg, &out);
     if (st != CF_OK)
         return pycf_raise(type, st, NULL, errno);
-    return pycf_wrap(type, out, concurrent != 0, false);
+    pycf_filter *self = (pycf_filter *)pycf_wrap(type, out, concurrent != 0, false);
+    if (self && clock) { /* given: its own (None: advance() only) instead of time.time */
+        Py_XSETREF(self->clock, clock == Py_None ? NULL : Py_NewRef(clock));
+    }
+    if (self && self->clock && pycf_tick(self) < 0) /* the first generation is the one due */
+        Py_CLEAR(self);
+    return (PyObject *)self;
+}
+
+static PyObject *pycf_advance(pycf_filter *self, PyObject *unused)
+{
+    (void)unused;
+    cf_stats s;
+    cf_get_stats(self->f, &s);
+    if (!s.generations) {
+        PyErr_SetString(PyExc_ValueError, "advance() is for filters made with a window");
+        return NULL;
+    }
+    cf_status st = cf_advance(self->f);
+    if (st != CF_OK)
+        return pycf_raise(Py_TYPE(self), st, NULL, 0);
+    Py_RETURN_NONE;
+}
+
+static int pycf_filter_traverse(pycf_filter *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->clock);
+    return 0;
+}
+
+static int pycf_clear_refs(pycf_filter *self)
+{
+    Py_CLEAR(self->clock);
+    return 0;
 }
 
 static void pycf_dealloc(pycf_filter *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->clock);
     cf_free(self->f);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
@@ -517,6 +644,7 @@ static void pycf_dealloc(pycf_filter *self)
 static PyObject *pycf_change(pycf_filter *self, PyObject *key,
                              cf_status (*op)(cf_filter *, const void *, size_t), cf_status no)
 {
+    PYCF_TICK(self, NULL);
     pycf_key k;
     if (pycf_key_get(key, &k) < 0)
         return NULL;
@@ -546,6 +674,7 @@ static PyObject *pycf_discard(pycf_filter *self, PyObject *key)
 
 static PyObject *pycf_count(pycf_filter *self, PyObject *key)
 {
+    PYCF_TICK(self, NULL);
     pycf_key k;
     if (pycf_key_get(key, &k) < 0)
         return NULL;
@@ -556,6 +685,7 @@ static PyObject *pycf_count(pycf_filter *self, PyObject *key)
 
 static int pycf_contains(pycf_filter *self, PyObject *key)
 {
+    PYCF_TICK(self, -1);
     if (PyBytes_Check(key)) /* the common case, without the general path's branches */
         return cf_contains(self->f, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
     pycf_key k;
@@ -568,6 +698,7 @@ static int pycf_contains(pycf_filter *self, PyObject *key)
 
 static Py_ssize_t pycf_len(pycf_filter *self)
 {
+    PYCF_TICK(self, -1);
     cf_stats s;
     cf_get_stats(self->f, &s);
     return s.items > (uint64_t)PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)s.items;
@@ -586,6 +717,7 @@ static PyObject *pycf_bool(bool v)
 
 static PyObject *pycf_contains_many(pycf_filter *self, PyObject *keys)
 {
+    PYCF_TICK(self, NULL);
     pycf_batch *b = pycf_batch_open(keys);
     if (!b)
         return NULL;
@@ -640,6 +772,7 @@ fail:
  * of a bad type raises TypeError or ValueError; the keys of earlier chunks are in. */
 static PyObject *pycf_add_many(pycf_filter *self, PyObject *keys)
 {
+    PYCF_TICK(self, NULL);
     pycf_batch *b = pycf_batch_open(keys);
     if (!b)
         return NULL;
@@ -709,6 +842,7 @@ static int pycf_put(PyObject *d, const char *key, PyObject *value)
 static PyObject *pycf_get_stats(pycf_filter *self, void *unused)
 {
     (void)unused;
+    PYCF_TICK(self, NULL);
     cf_stats s;
     cf_config c;
     cf_get_stats(self->f, &s);
@@ -736,7 +870,11 @@ static PyObject *pycf_get_stats(pycf_filter *self, void *unused)
         pycf_put(d, "semi_sort", PyBool_FromLong((c.flags & CF_SEMI_SORT) != 0)) < 0 ||
         pycf_put(d, "redisbloom", PyBool_FromLong((c.flags & CF_REDISBLOOM) != 0)) < 0 ||
         pycf_put(d, "concurrent", PyBool_FromLong(self->concurrent)) < 0 ||
-        pycf_put(d, "read_only", PyBool_FromLong(self->mapped)) < 0) {
+        pycf_put(d, "read_only", PyBool_FromLong(self->mapped)) < 0 ||
+        (s.generations &&
+         (pycf_put(d, "window", PyFloat_FromDouble((double)s.window / 1000.0)) < 0 ||
+          pycf_put(d, "generations", PyLong_FromUnsignedLong(s.generations)) < 0 ||
+          pycf_put(d, "generation", PyLong_FromUnsignedLongLong(s.generation)) < 0))) {
         Py_DECREF(d);
         return NULL;
     }
@@ -746,6 +884,7 @@ static PyObject *pycf_get_stats(pycf_filter *self, void *unused)
 static PyObject *pycf_to_bytes(pycf_filter *self, PyObject *unused)
 {
     (void)unused;
+    PYCF_TICK(self, NULL);
     size_t n = cf_serialized_size(self->f);
     if (n > (size_t)PY_SSIZE_T_MAX)
         return PyErr_NoMemory();
@@ -804,6 +943,11 @@ static PyObject *pycf_copy(pycf_filter *self, PyObject *unused)
     PyObject *out = pycf_from_buffer(Py_TYPE(self), PyBytes_AS_STRING(b),
                                      (size_t)PyBytes_GET_SIZE(b), pycf_copy_concurrent(self));
     Py_DECREF(b);
+    if (out) { /* a window's copy keeps its clock */
+        pycf_filter *copy = (pycf_filter *)out;
+        Py_XSETREF(copy->clock, Py_XNewRef(self->clock));
+        copy->due = self->due;
+    }
     return out;
 }
 
@@ -828,6 +972,7 @@ static int pycf_path(PyObject *o, PyObject **bytes)
 
 static PyObject *pycf_save(pycf_filter *self, PyObject *path)
 {
+    PYCF_TICK(self, NULL);
     PyObject *p;
     if (pycf_path(path, &p) < 0)
         return NULL;
@@ -924,6 +1069,7 @@ typedef struct pycf_chunk_iter {
 static PyObject *pycf_chunks(pycf_filter *self, PyObject *unused)
 {
     (void)unused;
+    PYCF_TICK(self, NULL);
     PyTypeObject *type = pycf_state_of_type(Py_TYPE(self))->chunk_iter_type;
     pycf_chunk_iter *it = (pycf_chunk_iter *)type->tp_alloc(type, 0);
     if (!it)
@@ -1134,6 +1280,10 @@ PyDoc_STRVAR(pycf_contains_many_doc,
              "filter). For an iterable, a list of bools; for a buffer of uint64, a bytearray\n"
              "of 0 and 1, one per element (numpy.frombuffer(r, dtype=bool) views it).");
 PyDoc_STRVAR(pycf_clear_doc, "clear() -> None\n\nRemove every key; the size and seed stay.");
+PyDoc_STRVAR(pycf_advance_doc,
+             "advance() -> None\n\n"
+             "A windowed filter: drop the oldest generation and start a new one now, whatever\n"
+             "the clock says (for a filter made with clock=None, the only way it advances).");
 PyDoc_STRVAR(pycf_to_bytes_doc,
              "to_bytes() -> bytes\n\n"
              "The filter in the file format of the cuckoo tool and the C library\n"
@@ -1196,6 +1346,7 @@ static PyMethodDef pycf_methods[] = {
     {"add_many", (PyCFunction)pycf_add_many, METH_O, pycf_add_many_doc},
     {"contains_many", (PyCFunction)pycf_contains_many, METH_O, pycf_contains_many_doc},
     {"clear", (PyCFunction)pycf_clear, METH_NOARGS, pycf_clear_doc},
+    {"advance", (PyCFunction)pycf_advance, METH_NOARGS, pycf_advance_doc},
     {"to_bytes", (PyCFunction)pycf_to_bytes, METH_NOARGS, pycf_to_bytes_doc},
     {"from_bytes", (PyCFunction)(void (*)(void))pycf_from_bytes,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, pycf_from_bytes_doc},
@@ -1222,7 +1373,7 @@ PyDoc_STRVAR(
     pycf_type_doc,
     "CuckooFilter(capacity, *, fpr=None, fingerprint_bits=None, bucket_size=4, expansion=0,\n"
     "             seed=None, max_sub_filters=32, semi_sort=False, concurrent=True,\n"
-    "             redisbloom=False)\n\n"
+    "             redisbloom=False, window=None, generations=8, clock=time.time)\n\n"
     "A set of keys that answers `key in f` with no false negatives and a small,\n"
     "tunable rate of false positives, in a few bytes per key, and that can delete.\n\n"
     "capacity: keys to hold. fpr: the false-positive rate wanted at full load (sets the\n"
@@ -1235,6 +1386,15 @@ PyDoc_STRVAR(
     "sub-filters, bucket_size 2 and 20 kicks by default, no seed), answering as\n"
     "RedisBloom's CF.*\n"
     "commands would; files of that layout load as it, whatever this says.\n\n"
+    "window: a filter that forgets: a key is found for at least `window` seconds after\n"
+    "its last add, and is gone within window * G / (G - 1) for G `generations` (default\n"
+    "8), each a filter of `capacity` keys (fpr then counts all of them; no expansion).\n"
+    "Every call first drops the generations that fell out of the window by `clock` (a\n"
+    "callable giving seconds; default time.time, whose Unix time the files of the cuckoo\n"
+    "tool and the Redis module count generations in; time.monotonic for a filter that\n"
+    "never leaves the process and must not follow the wall clock's steps; None: only\n"
+    "advance() moves it). add_unique() refreshes a key that only older generations hold.\n"
+    "A loaded windowed filter runs on time.time.\n\n"
     "Keys: bytes (or any buffer), str (UTF-8), int in [0, 2**64) (8 bytes little-endian).\n"
     "Files: save(), load(), open() use the format of the `cuckoo` command-line tool.\n\n"
     "Threads: any filter may be used by any number of threads at once. A concurrent\n"
@@ -1253,6 +1413,8 @@ PyDoc_STRVAR(
 static PyType_Slot pycf_type_slots[] = {
     {Py_tp_new, pycf_new},
     {Py_tp_dealloc, pycf_dealloc},
+    {Py_tp_traverse, pycf_filter_traverse},
+    {Py_tp_clear, pycf_clear_refs},
     {Py_tp_repr, pycf_repr},
     {Py_tp_doc, (void *)(uintptr_t)pycf_type_doc}, /* read only, as CPython copies it */
     {Py_tp_methods, pycf_methods},
@@ -1289,7 +1451,7 @@ static PyType_Spec pycf_chunk_iter_spec = {
 static PyType_Spec pycf_type_spec = {
     .name = "cuckoofilter.CuckooFilter",
     .basicsize = sizeof(pycf_filter),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
     .slots = pycf_type_slots,
 };
 

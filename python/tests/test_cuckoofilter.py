@@ -663,3 +663,83 @@ def test_help_reads_as_a_manual():
     assert issubclass(cf.ReadOnlyFilter, cf.Error) and issubclass(cf.FilterFull, cf.Error)
     assert issubclass(cf.FileError, cf.Error) and issubclass(cf.FileError, OSError)
     assert cf.__version__ == cf.library_version
+
+
+# --- windows: filters that forget --------------------------------------------------------
+
+class FakeClock:
+    """A clock a test moves by hand (seconds)."""
+
+    def __init__(self, now):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def test_window_forgets_on_its_clock(rng):
+    clock = FakeClock(1_700_000_000.0)
+    f = cf.CuckooFilter(1000, window=60, generations=4, clock=clock, fingerprint_bits=32,
+                        seed=3)
+    added = {}  # key -> time of its last add
+    for step in range(3000):
+        clock.now += rng.random() * 0.5
+        k = b"w%d" % rng.randrange(400)
+        if rng.random() < 0.4:
+            f.add_unique(k)       # added, or refreshed: it stays a window from now
+            added[k] = clock.now
+        for key, at in added.items():
+            if clock.now < at + 60:
+                assert key in f, (key, at, clock.now)   # never missed inside the window
+            elif clock.now >= at + 80:                     # W * G / (G - 1): gone
+                assert key not in f, (key, at, clock.now)
+    s = f.stats
+    assert s["window"] == 60.0 and s["generations"] == 4
+    assert s["generation"] == int(clock.now * 1000 * 3 // 60_000)
+
+
+def test_window_manual_advance_and_files(tmp_path):
+    f = cf.CuckooFilter(100, window=10, generations=3, clock=None, fingerprint_bits=32, seed=4)
+    f.add(b"y")
+    f.advance()
+    f.advance()
+    assert b"y" in f and f.count(b"y") == 1 and len(f) == 1
+    f.advance()
+    assert b"y" not in f and len(f) == 0
+    f.add(b"z")
+    g = copy.copy(f)
+    assert g.to_bytes() == f.to_bytes()
+    assert pickle.loads(pickle.dumps(f)).stats["generations"] == 3
+    # A file keeps the window; loaded, it runs on time.time: generation 3 of a 10 s window
+    # is long past, so everything is forgotten at once.
+    path = tmp_path / "w.cf"
+    f.save(path)
+    assert b"z" not in cf.CuckooFilter.load(path)
+    if TOOL:
+        info = subprocess.run([TOOL, "info", str(path)], capture_output=True, check=True)
+        assert b"10s in 3 generations" in info.stdout
+
+
+def test_window_arguments():
+    for kwargs, error in (({"generations": 3}, ValueError), ({"window": 0}, ValueError),
+                          ({"window": 5, "generations": 1}, ValueError),
+                          ({"window": 5, "expansion": 2}, ValueError),
+                          ({"window": 5, "redisbloom": True}, ValueError),
+                          ({"window": "5"}, TypeError), ({"window": 5, "clock": 3}, TypeError)):
+        with pytest.raises(error):
+            cf.CuckooFilter(10, **kwargs)
+
+    def broken():
+        raise RuntimeError("no time")
+    with pytest.raises(RuntimeError):
+        cf.CuckooFilter(10, window=5, clock=broken)
+    backwards = FakeClock(100.0)
+    f = cf.CuckooFilter(10, window=5, clock=backwards, fingerprint_bits=32)
+    f.add(b"a")
+    backwards.now = 50.0  # a clock that goes back advances nothing: the key stays
+    f.add(b"b")
+    assert b"a" in f and b"b" in f
+    with pytest.raises(ValueError):
+        cf.CuckooFilter(10, window=5, clock=lambda: -1.0)
+    with pytest.raises(ValueError, match="window"):
+        cf.CuckooFilter(10).advance()  # not windowed

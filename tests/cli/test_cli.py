@@ -866,6 +866,75 @@ def test_redisbloom_layout(t):
                       f"create --redisbloom {' '.join(bad)}")
 
 
+def test_window(t):
+    t.section("--window: filters that forget, driven by --at (and the clock)")
+    f = t.path("win.cf")
+    t0 = 1_700_000_000  # seconds; the window is 1h in 4 generations of 20 minutes
+    t.ok(t.run(["create", f, "--capacity", "1000", "--window", "1h", "--generations", "4",
+                "--seed", "5", "--at", t0, "-q"]), "create --window 1h --generations 4")
+    doc = t.info(f) or {}
+    t.check(doc.get("window_ms") == 3_600_000 and doc.get("generations") == 4 and
+            doc.get("generation") == t0 * 1000 * 3 // 3_600_000 and
+            doc.get("generation_items") == [0, 0, 0, 0],
+            f"info of a new windowed filter: {doc}")
+    text = t.run(["info", f])
+    t.check(b"window             1h in 4 generations of 20m" in text.out and
+            b"gone within 1h20m" in text.out, "info shows the window", text)
+    keys = [b"w-%d" % i for i in range(300)]
+    ta = t0 + 10
+    t.ok(t.run(["add", f, "--at", ta, "-q"], input=lines(keys)), "add 300 keys at t0 + 10 s")
+    before = read(f)
+    # Found for the whole window after the add, on every read path.
+    for at in (ta, ta + 1200, ta + 3599):
+        res = t.run(["query", f, "--at", at, "--absent"], input=lines(keys))
+        t.check(res.rc == 0 and res.out == b"", f"keys missing {at - ta} s after their add", res)
+    res = t.run(["count", f, "--at", ta + 3599, keys[0]])
+    t.check(res.rc == 0 and res.out == keys[0] + b"\t1\n", "count inside the window", res)
+    # Gone once the generation holding them is dropped: ta lies in generation g, dropped
+    # when generation g + 4 begins, at most 1h20m after the add.
+    gone = (ta // 1200 + 4) * 1200
+    res = t.run(["query", f, "--at", gone, "--present"], input=lines(keys))
+    t.check(res.rc == 0 and res.out.count(b"\n") <= 3,
+            f"keys still found at {gone - ta} s, past the window's bound", res)
+    t.check(read(f) == before, "a query changed the file")
+    # A write at a time before the newest generation: refused, nothing written.
+    res = t.run(["add", f, "--at", t0 - 7200, "late"])
+    t.file_error(res, f, "add at a time before the newest generation")
+    t.check(b"before the filter's newest generation" in res.err, "the reason is given", res)
+    t.check(read(f) == before, "a refused add changed the file")
+    # A later write drops the expired generations from the file.
+    t.ok(t.run(["add", f, "--at", gone, "fresh", "-q"]), "add after the window")
+    doc = t.info(f) or {}
+    t.check(doc.get("items") == 1 and doc.get("generation_items") == [0, 0, 0, 1] and
+            doc.get("generation") == gone * 1000 * 3 // 3_600_000,
+            f"the expired generations are not dropped: {doc}")
+    t.ok(t.run(["delete", f, "--at", gone + 1, "fresh", "-q"]), "delete with --at")
+    t.check((t.info(f) or {}).get("items") == 0, "delete in a windowed filter")
+    # build --window: the keys in the generation due at --at; verify; the clock's time
+    g = t.path("winb.cf")
+    t.ok(t.run(["build", g, "--window", "15m", "--at", t0, "-q"], input=lines(keys)),
+         "build --window 15m")
+    doc = t.info(g) or {}
+    t.check(doc.get("generations") == 8 and doc.get("items") == len(keys) and
+            doc.get("generation_items", [])[-1:] == [len(keys)],
+            f"build --window: default 8 generations, keys in the newest: {doc}")
+    t.ok(t.run(["verify", g]), "verify a windowed file")
+    res = t.run(["query", g, "--at", t0 + 60, "--absent"], input=lines(keys))
+    t.check(res.rc == 0 and res.out == b"", "a built windowed filter misses keys", res)
+    n = t.path("winn.cf")
+    t.ok(t.run(["create", n, "--capacity", "100", "--window", "1d", "-q"]), "create at the clock")
+    t.ok(t.run(["add", n, "now", "--now", "-q"]), "add --now")
+    res = t.run(["query", n, "now"])
+    t.check(res.out == b"now\tyes\n", "a key added now is found now", res)
+    for bad in (["--window", "0"], ["--window", "3x"], ["--window", "-5s"],
+                ["--generations", "4"], ["--window", "1h", "--generations", "1"],
+                ["--window", "1h", "--expansion", "2"], ["--window", "1h", "--redisbloom"],
+                ["--window", "1h", "--at", "yesterday"]):
+        t.usage_error(t.run(["create", t.path("bad.cf"), "--capacity", "10"] + bad),
+                      f"create {' '.join(bad)}")
+    t.usage_error(t.run(["add", f, "--at", "-1", "k"]), "add --at -1")
+
+
 def group_basic(t):
     test_help_version(t)
     test_create(t)
@@ -878,6 +947,7 @@ def group_basic(t):
     test_quiet_progress(t)
     test_full(t)
     test_redisbloom_layout(t)
+    test_window(t)
 
 
 # ---------------------------------------------------------------------------------------
