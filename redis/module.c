@@ -48,6 +48,19 @@
  * (0.1 % against 1.6 % for a full sub-filter of 2-slot buckets) for 1.5 bytes a slot. */
 #define CFM_DEFAULT_FPBITS  12
 
+/* Windows (CF.RESERVE ... WINDOW ms [GENERATIONS g]): generations when WINDOW comes
+ * without GENERATIONS, as the cuckoo tool's default (keys go within 8/7 of the window). */
+#define CFM_DEFAULT_GENERATIONS 8
+/* The longest WINDOW: 100 years in ms, far past any use and well inside the library's
+ * arithmetic (a time in ms times G - 1 < 4096). */
+#define CFM_MAX_WINDOW          (100ll * 365 * 24 * 3600 * 1000)
+/* The sweep that drops idle windowed filters' expired generations (a timer on the
+ * primary): every CFM_SWEEP_MS it takes up to CFM_SWEEP_STEPS steps of a keyspace scan
+ * (a step visits a hash bucket of keys, a few keys), so that its work per tick stays
+ * bounded whatever the keyspace; it goes on from where it stopped, database by database. */
+#define CFM_SWEEP_MS            100
+#define CFM_SWEEP_STEPS         100
+
 /* MAXITERATIONS counts cuckoo kicks of a random walk; the library's budget counts the
  * buckets its breadth-first search may examine. 25 per iteration maps RedisBloom's
  * default of 20 to 500, the library's default, with which a filter fills to its capacity
@@ -94,6 +107,8 @@
  * of this library's own options. */
 #define CFM_ERR_RB_OPTIONS                                                                         \
     "ERR the redisbloom layout takes FPBITS 8 only, no SEMISORT and no SEED (LAYOUT native does)"
+/* ... or with a window, which only this library's layout has. */
+#define CFM_ERR_RB_WINDOW "ERR the redisbloom layout has no WINDOW (LAYOUT native does)"
 #define CFM_ERR_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 #define CFM_ERR_LOADING                                                                            \
     "ERR the filter is incomplete: CF.LOADCHUNK has not received all of its chunks"
@@ -120,8 +135,10 @@ _Static_assert(sizeof cfm_enum_values / sizeof cfm_enum_values[0] == CFM_LAYOUTS
 /* What a new filter is made of. */
 typedef struct cfm_spec {
     long long capacity, bucket_size, max_iterations, expansion, fpbits, max_filters;
-    long long semi_sort; /* 1: semi-sorted buckets (CF_SEMI_SORT), 4 slots only */
-    long long layout;    /* CFM_LAYOUT_* */
+    long long semi_sort;   /* 1: semi-sorted buckets (CF_SEMI_SORT), 4 slots only */
+    long long layout;      /* CFM_LAYOUT_* */
+    long long window;      /* WINDOW: the window in ms (0: keys stay until deleted) */
+    long long generations; /* GENERATIONS of a window */
     uint64_t seed;
     bool has_seed;
 } cfm_spec;
@@ -136,6 +153,8 @@ static cfm_spec cfm_defaults = {CFM_DEFAULT_CAP,
                                 CFM_DEFAULT_FILTERS,
                                 0,
                                 CFM_LAYOUT_NATIVE,
+                                0,
+                                CFM_DEFAULT_GENERATIONS,
                                 0,
                                 false};
 
@@ -340,6 +359,11 @@ static cf_status cfm_filter_new(cfm_value *v, const cfm_spec *s, uint64_t seed)
          * it. And sub-filters keep the first's width, as RedisBloom's do, so that
          * CF.RESERVE's arguments alone (which replication sends) make the same filter. */
         c.flags = CF_FIXED_SEED | CF_GROW_SAME_WIDTH | (s->semi_sort ? CF_SEMI_SORT : 0u);
+        if (s->window) { /* generations of one size: no growth */
+            c.window = (uint64_t)s->window;
+            c.generations = (unsigned)s->generations;
+            c.expansion = 0;
+        }
     }
     return cf_new(&c, &v->f);
 }
@@ -450,11 +474,58 @@ static void cfm_replicate_reserve(cf_rm_ctx *ctx, cf_rm_string *key, const cfm_v
                         cfm_layout_names[CFM_LAYOUT_REDISBLOOM]);
         return;
     }
+    if (c.generations) { /* then the generation it is at, which its clock chose */
+        cf_stats s;
+        cf_get_stats(v->f, &s);
+        cf_rm.Replicate(ctx, "CF.RESERVE", "slclclclclclclclclcl", key, (long long)c.capacity,
+                        "BUCKETSIZE", (long long)c.bucket_size, "MAXITERATIONS",
+                        (long long)v->max_iterations, "EXPANSION", 0ll, "FPBITS",
+                        (long long)c.fingerprint_bits, "MAXFILTERS", (long long)c.max_sub_filters,
+                        "SEMISORT", (long long)((c.flags & CF_SEMI_SORT) != 0), "SEED",
+                        (long long)c.seed, "WINDOW", (long long)c.window, "GENERATIONS",
+                        (long long)c.generations);
+        if (s.generation)
+            cf_rm.Replicate(ctx, "CF.ADVANCE", "sl", key, (long long)s.generation);
+        return;
+    }
     cf_rm.Replicate(ctx, "CF.RESERVE", "slclclclclclclcl", key, (long long)c.capacity, "BUCKETSIZE",
                     (long long)c.bucket_size, "MAXITERATIONS", (long long)v->max_iterations,
                     "EXPANSION", (long long)c.expansion, "FPBITS", (long long)c.fingerprint_bits,
                     "MAXFILTERS", (long long)c.max_sub_filters, "SEMISORT",
                     (long long)((c.flags & CF_SEMI_SORT) != 0), "SEED", (long long)c.seed);
+}
+
+/* May this call move windows by the clock? Only a primary does, in a write command or its
+ * own sweep (cfm_sweep): replicas and AOF replays get its moves as explicit CF.ADVANCE
+ * commands, so that they hold the same bytes whatever their clocks say. Reads never
+ * write: a filter's expired generations answer them until a write or the sweep drops
+ * them. */
+static bool cfm_may_advance(cf_rm_ctx *ctx)
+{
+    int flags = cf_rm.GetContextFlags(ctx);
+    return cf_rm.Milliseconds && !(flags & (CF_RM_CTX_FLAGS_REPLICATED | CF_RM_CTX_FLAGS_LOADING |
+                                            CF_RM_CTX_FLAGS_SLAVE | CF_RM_CTX_FLAGS_READONLY));
+}
+
+/* Bring v (under `name`) to the generation due now, dropping the generations that fell
+ * out of its window, and send the move to replicas and the AOF as CF.ADVANCE unless the
+ * command created v (its CF.RESERVE, replicated after, carries the generation). A clock
+ * behind the filter's newest generation moves nothing: keys then stay longer, never
+ * shorter. Nothing for a filter without a window. */
+static void cfm_due(cf_rm_ctx *ctx, cf_rm_string *name, cfm_value *v, bool created)
+{
+    if (!cfm_may_advance(ctx) || cf_is_loading(v->f))
+        return;
+    uint64_t due = cf_generation_at(v->f, (uint64_t)cf_rm.Milliseconds());
+    if (due == 0) /* no window (or nothing due since the epoch) */
+        return;
+    cf_stats s;
+    cf_get_stats(v->f, &s);
+    if (due <= s.generation || cf_advance_to(v->f, due) != CF_OK)
+        return;
+    cfm_account(v);
+    if (!created)
+        cf_rm.Replicate(ctx, "CF.ADVANCE", "sl", name, (long long)due);
 }
 
 /* The defaults of s that its layout fixes: RedisBloom's has one fingerprint width and
@@ -467,12 +538,12 @@ static void cfm_spec_for_layout(cfm_spec *s)
     }
 }
 
-/* Make a filter for a command that creates one on a missing key (CF.ADD, CF.INSERT). */
-static const char *cfm_create(cf_rm_ctx *ctx, cf_rm_key *key, long long capacity, cfm_value **v)
+/* Make a filter for a command that creates one on a missing key (CF.ADD, CF.INSERT): of
+ * the defaults, or of `spec` (CF.INSERT's CAPACITY and WINDOW). */
+static const char *cfm_create(cf_rm_ctx *ctx, cf_rm_key *key, const cfm_spec *spec, cfm_value **v)
 {
-    cfm_spec s = cfm_defaults;
+    cfm_spec s = spec ? *spec : cfm_defaults;
     cfm_spec_for_layout(&s);
-    s.capacity = capacity;
     cf_status st = cfm_value_new(ctx, &s, v);
     if (st == CF_ENOMEM)
         return "ERR Insufficient memory to create filter";
@@ -482,9 +553,9 @@ static const char *cfm_create(cf_rm_ctx *ctx, cf_rm_key *key, long long capacity
     return NULL;
 }
 
-/* Open `name` for adds: its complete filter, or a new one of `capacity` (*created) unless
- * nocreate. Returns NULL, or the error to reply with (cfm_fail). */
-static const char *cfm_open_for_add(cf_rm_ctx *ctx, cf_rm_string *name, long long capacity,
+/* Open `name` for adds: its complete filter, or a new one of `spec` (NULL: the defaults;
+ * *created) unless nocreate. Returns NULL, or the error to reply with (cfm_fail). */
+static const char *cfm_open_for_add(cf_rm_ctx *ctx, cf_rm_string *name, const cfm_spec *spec,
                                     bool nocreate, cf_rm_key **key, cfm_value **v, bool *created)
 {
     const char *err = NULL;
@@ -495,7 +566,7 @@ static const char *cfm_open_for_add(cf_rm_ctx *ctx, cf_rm_string *name, long lon
     case CFM_EMPTY:
         if (nocreate)
             return "ERR not found";
-        err = cfm_create(ctx, *key, capacity, v);
+        err = cfm_create(ctx, *key, spec, v);
         *created = !err;
         return err;
     case CFM_OURS:
@@ -608,6 +679,8 @@ static const cfm_option cfm_options[] = {
     {"FPBITS", CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS, offsetof(cfm_spec, fpbits)},
     {"MAXFILTERS", 1, CF_MAX_SUB_FILTERS, offsetof(cfm_spec, max_filters)},
     {"SEMISORT", 0, 1, offsetof(cfm_spec, semi_sort)},
+    {"WINDOW", 1, CFM_MAX_WINDOW, offsetof(cfm_spec, window)},
+    {"GENERATIONS", 2, CF_MAX_GENERATIONS, offsetof(cfm_spec, generations)},
 };
 
 /* Semi-sorted buckets have 4 slots. */
@@ -676,6 +749,25 @@ static bool cfm_reserve_option(cf_rm_ctx *ctx, const cf_rm_string *name, const c
     return cfm_error(err, "Unknown argument received");
 }
 
+/* The options a window takes, given as the arguments args[0 .. n) (option, value pairs):
+ * GENERATIONS only with WINDOW, and no EXPANSION but 0 (its generations keep one size).
+ * NULL, or the error reply. */
+static const char *cfm_window_check(cfm_spec *s, cf_rm_string **args, int n)
+{
+    bool generations = false, expansion = false;
+    for (int i = 0; i + 1 < n; i += 2) {
+        generations |= cfm_is(args[i], "GENERATIONS");
+        expansion |= cfm_is(args[i], "EXPANSION") && s->expansion != 0;
+    }
+    if (generations && !s->window)
+        return "ERR GENERATIONS is for a window: give WINDOW too";
+    if (s->window && expansion)
+        return "ERR a window's generations keep one size: no EXPANSION";
+    if (s->window)
+        s->expansion = 0;
+    return NULL;
+}
+
 /* Reply that a capacity is out of range; `least` names its lower bound. */
 static int cfm_capacity_error(cf_rm_ctx *ctx, const char *least)
 {
@@ -713,6 +805,11 @@ static int cfm_cmd_reserve(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     if (s.layout == CFM_LAYOUT_REDISBLOOM &&
         (s.fpbits != CFM_RB_FPBITS || s.semi_sort || s.has_seed))
         return cf_rm.ReplyWithError(ctx, CFM_ERR_RB_OPTIONS);
+    if (s.layout == CFM_LAYOUT_REDISBLOOM && s.window)
+        return cf_rm.ReplyWithError(ctx, CFM_ERR_RB_WINDOW);
+    const char *werr = cfm_window_check(&s, argv + 3, argc - 3);
+    if (werr)
+        return cf_rm.ReplyWithError(ctx, werr);
 
     cf_rm_key *key;
     cfm_value *v;
@@ -730,6 +827,7 @@ static int cfm_cmd_reserve(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
                         st == CF_ENOMEM ? "ERR Insufficient memory to create filter"
                                         : "ERR Could not create filter");
     cf_rm.ModuleTypeSetValue(key, cfm_type_of(v), v);
+    cfm_due(ctx, argv[1], v, true);
     cfm_replicate_reserve(ctx, argv[1], v);
     cfm_account(v);
     cf_rm.NotifyKeyspaceEvent(ctx, CF_RM_NOTIFY_MODULE, "cf.reserve", argv[1]);
@@ -748,10 +846,10 @@ static int cfm_add_command(cf_rm_ctx *ctx, cf_rm_string **argv, int argc, bool n
     cf_rm_key *key;
     cfm_value *v;
     bool created;
-    const char *err =
-        cfm_open_for_add(ctx, argv[1], cfm_defaults.capacity, false, &key, &v, &created);
+    const char *err = cfm_open_for_add(ctx, argv[1], NULL, false, &key, &v, &created);
     if (err)
         return cfm_fail(ctx, key, v, err);
+    cfm_due(ctx, argv[1], v, created);
     size_t len;
     const char *item = cf_rm.StringPtrLen(argv[2], &len);
     cf_status st = nx ? cf_add_unique(v->f, item, len) : cf_add(v->f, item, len);
@@ -786,8 +884,9 @@ static int cfm_insert_command(cf_rm_ctx *ctx, cf_rm_string **argv, int argc, boo
 {
     if (argc < 4)
         return cf_rm.WrongArity(ctx);
+    cfm_spec spec = cfm_defaults;
     long long capacity = cfm_defaults.capacity;
-    bool nocreate = false, has_capacity = false;
+    bool nocreate = false, has_capacity = false, has_generations = false;
     int items = argc;
     for (int i = 2; i < argc && items == argc; i++) {
         if (cfm_is(argv[i], "CAPACITY")) {
@@ -796,6 +895,14 @@ static int cfm_insert_command(cf_rm_ctx *ctx, cf_rm_string **argv, int argc, boo
             if (!cfm_ll(argv[i], &capacity))
                 return cf_rm.ReplyWithError(ctx, "Bad capacity");
             has_capacity = true;
+        } else if (cfm_is(argv[i], "WINDOW") || cfm_is(argv[i], "GENERATIONS")) {
+            if (i + 1 == argc)
+                return cf_rm.WrongArity(ctx);
+            char err[CFM_ERROR_BYTES];
+            has_generations |= cfm_is(argv[i], "GENERATIONS");
+            if (!cfm_reserve_option(ctx, argv[i], argv[i + 1], &spec, err))
+                return cf_rm.ReplyWithError(ctx, err);
+            i++;
         } else if (cfm_is(argv[i], "NOCREATE")) {
             nocreate = true;
         } else if (cfm_is(argv[i], "ITEMS")) {
@@ -806,6 +913,13 @@ static int cfm_insert_command(cf_rm_ctx *ctx, cf_rm_string **argv, int argc, boo
     }
     if (items >= argc)
         return cf_rm.WrongArity(ctx);
+    if (has_generations && !spec.window)
+        return cf_rm.ReplyWithError(ctx, "ERR GENERATIONS is for a window: give WINDOW too");
+    if (spec.window && spec.layout == CFM_LAYOUT_REDISBLOOM)
+        return cf_rm.ReplyWithError(ctx, CFM_ERR_RB_WINDOW);
+    if (spec.window)
+        spec.expansion = 0;
+    spec.capacity = capacity;
     /* The range depends on this server's cf-bucket-size. A command from the primary or the
      * AOF was checked when it ran there, and the filter it may create arrives as an explicit
      * CF.RESERVE first: refusing it here, under other module arguments, would drop its
@@ -825,11 +939,12 @@ static int cfm_insert_command(cf_rm_ctx *ctx, cf_rm_string **argv, int argc, boo
     cf_rm_key *key;
     cfm_value *v;
     bool created;
-    const char *err = cfm_open_for_add(ctx, argv[1], capacity, nocreate, &key, &v, &created);
+    const char *err = cfm_open_for_add(ctx, argv[1], &spec, nocreate, &key, &v, &created);
     if (err) {
         cf_rm.Free(outcome);
         return cfm_fail(ctx, key, v, err);
     }
+    cfm_due(ctx, argv[1], v, created);
     /* The items go in batch by batch through cf_add_many, which is exactly one cf_add (for
      * CF.INSERTNX, cf_add_unique) per item in order, with the same statuses: a refused
      * item does not stop the others, and the filter ends as the loop of single adds would
@@ -976,6 +1091,7 @@ static int cfm_cmd_del(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     cfm_value *v = cfm_open_complete(ctx, argv[1], &key, "Not found");
     if (!v)
         return CF_RM_OK;
+    cfm_due(ctx, argv[1], v, false);
     size_t len;
     const char *item = cf_rm.StringPtrLen(argv[2], &len);
     bool deleted = cf_delete(v->f, item, len) == CF_OK;
@@ -994,9 +1110,38 @@ static int cfm_cmd_compact(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     cfm_value *v = cfm_open_complete(ctx, argv[1], &key, "Cuckoo filter was not found");
     if (!v)
         return CF_RM_OK;
+    cfm_due(ctx, argv[1], v, false);
     cf_compact(v->f);
     v->deletes = 0;
     cfm_wrote(ctx, argv[1], v, "cf.compact", true);
+    cfm_close(key, v);
+    return cf_rm.ReplyWithSimpleString(ctx, "OK");
+}
+
+/* CF.ADVANCE key generation: a windowed filter brought to its generation `generation`,
+ * dropping the generations that leave its window (what a primary sends its replicas and
+ * its AOF whenever its clock moves a filter; a client may send it too, to move a window
+ * ahead of the clock). A generation already reached changes nothing. */
+static int cfm_cmd_advance(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
+{
+    if (argc != 3)
+        return cf_rm.WrongArity(ctx);
+    long long generation;
+    if (!cfm_ll(argv[2], &generation) || generation < 0)
+        return cf_rm.ReplyWithError(ctx, "ERR generation must be a number from 0");
+    cf_rm_key *key;
+    cfm_value *v = cfm_open_complete(ctx, argv[1], &key, "ERR not found");
+    if (!v)
+        return CF_RM_OK;
+    cf_stats s;
+    cf_get_stats(v->f, &s);
+    if (!s.generations)
+        return cfm_fail(ctx, key, v, "ERR not a filter with a window (CF.RESERVE ... WINDOW)");
+    if ((uint64_t)generation < s.generation)
+        return cfm_fail(ctx, key, v, "ERR the filter is at a later generation already");
+    bool moved = (uint64_t)generation > s.generation;
+    cf_advance_to(v->f, (uint64_t)generation); /* checked above: cannot fail */
+    cfm_wrote(ctx, argv[1], v, "cf.advance", moved);
     cfm_close(key, v);
     return cf_rm.ReplyWithSimpleString(ctx, "OK");
 }
@@ -1090,14 +1235,21 @@ static int cfm_cmd_debug(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         return CF_RM_OK;
     cfm_figures g;
     cfm_figures_of(v, &g);
-    char text[320];
+    /* A window's fields (its length in ms, its generations, the newest's number) come
+     * before fpbits: the line ends with the layout, as clients parse it. */
+    char window[96] = "";
+    if (g.stats.generations)
+        snprintf(window, sizeof window, " window:%llu generations:%u generation:%llu",
+                 (unsigned long long)g.stats.window, g.stats.generations,
+                 (unsigned long long)g.stats.generation);
+    char text[400];
     int n = snprintf(text, sizeof text,
                      "bktsize:%u buckets:%llu items:%llu deletes:%llu filters:%u "
-                     "max_iterations:%u expansion:%u fpbits:%u fpr:%.6g fpr_bound:%.6g "
+                     "max_iterations:%u expansion:%u%s fpbits:%u fpr:%.6g fpr_bound:%.6g "
                      "layout:%s",
                      g.stats.bucket_size, (unsigned long long)g.first_buckets,
                      (unsigned long long)g.stats.items, (unsigned long long)v->deletes,
-                     g.stats.sub_filters, v->max_iterations, g.config.expansion,
+                     g.stats.sub_filters, v->max_iterations, g.config.expansion, window,
                      g.stats.fingerprint_bits, g.stats.fpr, g.stats.fpr_bound,
                      cfm_layout_names[(g.config.flags & CF_REDISBLOOM) ? CFM_LAYOUT_REDISBLOOM
                                                                        : CFM_LAYOUT_NATIVE]);
@@ -1994,7 +2146,8 @@ static int cfm_configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
 
 #define CFM_INSERT_ARGS                                                                            \
     CFM_ARGS(                                                                                      \
-        CFM_ARG_KEY, CFM_ARG_OPTION("capacity", "CAPACITY"),                                       \
+        CFM_ARG_KEY, CFM_ARG_OPTION("capacity", "CAPACITY"), CFM_ARG_OPTION("window", "WINDOW"),   \
+        CFM_ARG_OPTION("generations", "GENERATIONS"),                                              \
         {.name = "nocreate",                                                                       \
          .type = CF_RM_ARG_PURE_TOKEN,                                                             \
          .key_spec_index = -1,                                                                     \
@@ -2036,7 +2189,8 @@ static const cfm_command cfm_commands[] = {
                .key_spec_index = -1,
                .token = "LAYOUT",
                .flags = CF_RM_ARG_OPTIONAL,
-               .subargs = CFM_ARGS(CFM_ARG_TOKEN("native"), CFM_ARG_TOKEN("redisbloom"))}),
+               .subargs = CFM_ARGS(CFM_ARG_TOKEN("native"), CFM_ARG_TOKEN("redisbloom"))},
+              CFM_ARG_OPTION("window", "WINDOW"), CFM_ARG_OPTION("generations", "GENERATIONS")),
      "Creates an empty cuckoo filter for capacity items",
      "O(m) to allocate the table (zeroed lazily by the system)", NULL},
     {"cf.add", cfm_cmd_add, "write deny-oom", 3, CFM_KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_INSERT),
@@ -2074,6 +2228,11 @@ static const cfm_command cfm_commands[] = {
      "Moves the items of a grown cuckoo filter into its older sub-filters and frees the ones "
      "left empty",
      "O(m)", NULL},
+    {"cf.advance", cfm_cmd_advance, "write fast", 3, CFM_KEY_SPEC(CF_RM_KEY_RW | CF_RM_KEY_DELETE),
+     CFM_ARGS(CFM_ARG_KEY, {.name = "generation", .type = CF_RM_ARG_INTEGER, .key_spec_index = -1}),
+     "Moves a cuckoo filter with a window to a later generation, forgetting the items that "
+     "leave the window",
+     "O(m) for the generations dropped, O(1) when none is", NULL},
     {"cf.info", cfm_cmd_info, "readonly fast", 2, CFM_KEY_SPEC(CF_RM_KEY_RO), CFM_ARGS(CFM_ARG_KEY),
      "Returns the size, shape and item counts of a cuckoo filter", "O(k)", CFM_TIPS_FIGURES},
     {"cf.debug", cfm_cmd_debug, "readonly fast", 2, CFM_KEY_SPEC(CF_RM_KEY_RO),
@@ -2141,6 +2300,70 @@ static int cfm_register_commands(cf_rm_ctx *ctx)
     return CF_RM_OK;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* The sweep: idle windowed filters lose their expired generations too                  */
+/* ------------------------------------------------------------------------------------ */
+/* A timer on the primary walks the keyspace, database by database, a bounded number of
+ * scan steps a tick, and brings every windowed filter it meets to the generation due (as
+ * a write would, replicated as CF.ADVANCE). Where it is: touched only by the server's main
+ * thread, which runs timers. */
+static struct {
+    cf_rm_scan_cursor *cursor;
+    int db;
+} cfm_sweep_at;
+
+static void cfm_sweep_key(cf_rm_ctx *ctx, cf_rm_string *name, cf_rm_key *seen, void *unused)
+{
+    (void)unused;
+    /* Only ours are opened again, for writing: the scan opened every key for reading. */
+    if (!seen || cf_rm.KeyType(seen) != CF_RM_KEYTYPE_MODULE ||
+        cf_rm.ModuleTypeGetType(seen) != cfm_type)
+        return;
+    cf_rm_key *key;
+    cfm_value *v;
+    if (cfm_open(ctx, name, CF_RM_READ | CF_RM_WRITE, &key, &v) == CFM_OURS)
+        cfm_due(ctx, name, v, false);
+    cfm_close(key, v);
+}
+
+static void cfm_sweep(cf_rm_ctx *ctx, void *unused)
+{
+    (void)unused;
+    cf_rm.CreateTimer(ctx, CFM_SWEEP_MS, cfm_sweep, NULL);
+    if (!cfm_may_advance(ctx))
+        return;
+    if (cf_rm.SelectDb(ctx, cfm_sweep_at.db) != CF_RM_OK) /* fewer databases now */
+        cfm_sweep_at.db = 0;
+    for (int step = 0; step < CFM_SWEEP_STEPS; step++) {
+        if (cf_rm.Scan(ctx, cfm_sweep_at.cursor, cfm_sweep_key, NULL))
+            continue;
+        /* This database is done: the next one, from its start (after the last, the
+         * first again, at the next tick). */
+        cf_rm.ScanCursorDestroy(cfm_sweep_at.cursor);
+        cfm_sweep_at.cursor = cf_rm.ScanCursorCreate();
+        if (cf_rm.SelectDb(ctx, ++cfm_sweep_at.db) != CF_RM_OK) {
+            cfm_sweep_at.db = 0;
+            break;
+        }
+    }
+}
+
+/* Start the sweep, where the server has what it needs (every server does; the module's
+ * fuzzing harness does not). */
+static void cfm_sweep_start(cf_rm_ctx *ctx)
+{
+    if (!cf_rm.Milliseconds || !cf_rm.CreateTimer || !cf_rm.Scan || !cf_rm.ScanCursorCreate ||
+        !cf_rm.ScanCursorDestroy || !cf_rm.SelectDb) {
+        cf_rm.Log(ctx, "notice",
+                  "this server lacks the clock, timer or scan API: windowed filters (CF.RESERVE "
+                  "... WINDOW) advance only by CF.ADVANCE");
+        return;
+    }
+    cfm_sweep_at.cursor = cf_rm.ScanCursorCreate();
+    cfm_sweep_at.db = 0;
+    cf_rm.CreateTimer(ctx, CFM_SWEEP_MS, cfm_sweep, NULL);
+}
+
 __attribute__((visibility("default"))) int RedisModule_OnLoad(cf_rm_ctx *ctx, cf_rm_string **argv,
                                                               int argc);
 
@@ -2176,5 +2399,8 @@ int RedisModule_OnLoad(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         return CF_RM_ERR;
     if (cf_rm.RegisterInfoFunc(ctx, cfm_info) != CF_RM_OK)
         return CF_RM_ERR;
-    return cfm_register_commands(ctx);
+    if (cfm_register_commands(ctx) != CF_RM_OK)
+        return CF_RM_ERR;
+    cfm_sweep_start(ctx);
+    return CF_RM_OK;
 }

@@ -20,16 +20,17 @@
 #include <stdint.h>
 
 /* Opaque server objects: the module only ever holds pointers to them. */
-typedef struct cf_rm_ctx cf_rm_ctx;               /* a call's context */
-typedef struct cf_rm_string cf_rm_string;         /* a server string (an argument, a key) */
-typedef struct cf_rm_key cf_rm_key;               /* an open key */
-typedef struct cf_rm_type cf_rm_type;             /* a registered data type */
-typedef struct cf_rm_io cf_rm_io;                 /* RDB or AOF stream of a type callback */
-typedef struct cf_rm_digest cf_rm_digest;         /* DEBUG DIGEST accumulator */
-typedef struct cf_rm_info cf_rm_info;             /* result of GetServerInfo */
-typedef struct cf_rm_defrag_ctx cf_rm_defrag_ctx; /* only named in the methods table */
-typedef struct cf_rm_command cf_rm_command;       /* a registered command (GetCommand) */
-typedef struct cf_rm_info_ctx cf_rm_info_ctx;     /* an INFO reply being built */
+typedef struct cf_rm_ctx cf_rm_ctx;                 /* a call's context */
+typedef struct cf_rm_string cf_rm_string;           /* a server string (an argument, a key) */
+typedef struct cf_rm_key cf_rm_key;                 /* an open key */
+typedef struct cf_rm_type cf_rm_type;               /* a registered data type */
+typedef struct cf_rm_io cf_rm_io;                   /* RDB or AOF stream of a type callback */
+typedef struct cf_rm_digest cf_rm_digest;           /* DEBUG DIGEST accumulator */
+typedef struct cf_rm_info cf_rm_info;               /* result of GetServerInfo */
+typedef struct cf_rm_defrag_ctx cf_rm_defrag_ctx;   /* only named in the methods table */
+typedef struct cf_rm_command cf_rm_command;         /* a registered command (GetCommand) */
+typedef struct cf_rm_info_ctx cf_rm_info_ctx;       /* an INFO reply being built */
+typedef struct cf_rm_scan_cursor cf_rm_scan_cursor; /* where a keyspace scan is */
 
 /* Status values. */
 #define CF_RM_OK  0
@@ -50,6 +51,9 @@ typedef struct cf_rm_info_ctx cf_rm_info_ctx;     /* an INFO reply being built *
 #define CF_RM_KEYTYPE_MODULE 6
 
 /* GetContextFlags bits. */
+#define CF_RM_CTX_FLAGS_LUA        (1 << 0)  /* the command runs in a script */
+#define CF_RM_CTX_FLAGS_SLAVE      (1 << 3)  /* this server is a replica */
+#define CF_RM_CTX_FLAGS_READONLY   (1 << 4)  /* this server takes no writes from clients */
 #define CF_RM_CTX_FLAGS_REPLICATED (1 << 12) /* the command came from the primary */
 #define CF_RM_CTX_FLAGS_LOADING    (1 << 13) /* the server is loading (AOF replay) */
 #define CF_RM_CTX_FLAGS_RESP3      (1 << 22) /* the client speaks RESP3 */
@@ -67,6 +71,11 @@ typedef struct cf_rm_info_ctx cf_rm_info_ctx;     /* an INFO reply being built *
 #define CF_RM_NOTIFY_MODULE  (1 << 13) /* d: events of module data types */
 
 typedef int (*cf_rm_cmd_fn)(cf_rm_ctx *ctx, cf_rm_string **argv, int argc);
+
+/* A timer's callback (CreateTimer), and a keyspace scan's, with each key opened for
+ * reading (NULL if it could not be). */
+typedef void (*cf_rm_timer_fn)(cf_rm_ctx *ctx, void *data);
+typedef void (*cf_rm_scan_fn)(cf_rm_ctx *ctx, cf_rm_string *keyname, cf_rm_key *key, void *data);
 
 /* INFO: the server calls this to let the module add its sections (InfoAddSection, then
  * fields). for_crash_report: the server is writing a crash log. */
@@ -274,6 +283,16 @@ typedef struct cf_rm_api {
     void (*DigestAddStringBuffer)(cf_rm_digest *md, const char *buf, size_t len);
     void (*DigestAddLongLong)(cf_rm_digest *md, long long ll);
     void (*DigestEndSequence)(cf_rm_digest *md);
+
+    /* Optional here (every server has them; the module's fuzzing harness does not): the
+     * clock and the keyspace sweep of windowed filters. */
+    long long (*Milliseconds)(void); /* the server's Unix time in ms */
+    uint64_t (*CreateTimer)(cf_rm_ctx *ctx, long long period_ms, cf_rm_timer_fn callback,
+                            void *data);
+    cf_rm_scan_cursor *(*ScanCursorCreate)(void);
+    void (*ScanCursorDestroy)(cf_rm_scan_cursor *cursor);
+    int (*Scan)(cf_rm_ctx *ctx, cf_rm_scan_cursor *cursor, cf_rm_scan_fn fn, void *data);
+    int (*SelectDb)(cf_rm_ctx *ctx, int db);
 } cf_rm_api;
 
 /* The table every file of the module calls through. */

@@ -353,17 +353,19 @@ def command_table(ctx):
         "cf.del": {"write", "fast"}, "cf.compact": {"write"},
         "cf.info": {"readonly", "fast"}, "cf.debug": {"readonly", "fast"},
         "cf.scandump": {"readonly"}, "cf.loadchunk": {"write", "denyoom"},
+        "cf.advance": {"write", "fast"},
     }
     arity = {"cf.reserve": -3, "cf.add": 3, "cf.addnx": 3, "cf.insert": -4, "cf.insertnx": -4,
              "cf.exists": 3, "cf.mexists": -3, "cf.count": 3, "cf.del": 3, "cf.compact": 2,
-             "cf.info": 2, "cf.debug": 2, "cf.scandump": 3, "cf.loadchunk": 4}
+             "cf.info": 2, "cf.debug": 2, "cf.scandump": 3, "cf.loadchunk": 4,
+             "cf.advance": 3}
     key_flags = {"cf.reserve": {"RW", "insert"}, "cf.add": {"RW", "insert"},
                  "cf.addnx": {"RW", "access", "insert"}, "cf.insert": {"RW", "insert"},
                  "cf.insertnx": {"RW", "access", "insert"}, "cf.exists": {"RO", "access"},
                  "cf.mexists": {"RO", "access"}, "cf.count": {"RO", "access"},
                  "cf.del": {"RW", "delete"}, "cf.compact": {"RW", "update"}, "cf.info": {"RO"},
                  "cf.debug": {"RO"}, "cf.scandump": {"RO", "access"},
-                 "cf.loadchunk": {"RW", "insert"}}
+                 "cf.loadchunk": {"RW", "insert"}, "cf.advance": {"RW", "delete"}}
     categories = module_acl_categories(c)
     r = c.call("COMMAND", "INFO", *flags)
     check(len(r) == len(flags), f"COMMAND INFO: {short(r)}")
@@ -397,9 +399,12 @@ def command_table(ctx):
 
     # COMMAND DOCS: a summary, the complexity, the version and the arguments of each.
     args = {"cf.reserve": ["key", "capacity", "bucketsize", "maxiterations", "expansion",
-                           "fpbits", "maxfilters", "semisort", "layout"],
-            "cf.insert": ["key", "capacity", "nocreate", "items", "item"],
-            "cf.insertnx": ["key", "capacity", "nocreate", "items", "item"],
+                           "fpbits", "maxfilters", "semisort", "layout", "window", "generations"],
+            "cf.insert": ["key", "capacity", "window", "generations", "nocreate", "items",
+                          "item"],
+            "cf.insertnx": ["key", "capacity", "window", "generations", "nocreate", "items",
+                            "item"],
+            "cf.advance": ["key", "generation"],
             "cf.mexists": ["key", "item"], "cf.scandump": ["key", "iterator"],
             "cf.loadchunk": ["key", "iterator", "data"], "cf.compact": ["key"],
             "cf.info": ["key"], "cf.debug": ["key"]}
@@ -427,17 +432,18 @@ def command_table(ctx):
               for n in ("bucketsize", "maxiterations", "expansion", "fpbits", "maxfilters",
                         "semisort")]
     option.append(("layout", b"LAYOUT", ["optional"]))
-    expect(doc_args("cf.reserve"), [("key", None, []), ("capacity", None, [])] + option,
+    window = [("window", b"WINDOW", ["optional"]), ("generations", b"GENERATIONS", ["optional"])]
+    expect(doc_args("cf.reserve"), [("key", None, []), ("capacity", None, [])] + option + window,
            "COMMAND DOCS cf.reserve arguments")
-    layout = pairs(pairs(docs["cf.reserve"])["arguments"][-1])
+    layout = pairs(pairs(docs["cf.reserve"])["arguments"][-3])
     expect([layout["type"]] + [(pairs(a)["name"], pairs(a)["type"])
                                for a in layout.get("arguments", [])],
            [b"oneof", (b"native", b"pure-token"), (b"redisbloom", b"pure-token")],
            "COMMAND DOCS cf.reserve LAYOUT native | redisbloom")
     for name in ("cf.insert", "cf.insertnx"):
         expect(doc_args(name),
-               [("key", None, []), ("capacity", b"CAPACITY", ["optional"]),
-                ("nocreate", b"NOCREATE", ["optional"]), ("items", b"ITEMS", []),
+               [("key", None, []), ("capacity", b"CAPACITY", ["optional"])] + window +
+               [("nocreate", b"NOCREATE", ["optional"]), ("items", b"ITEMS", []),
                 ("item", None, ["multiple"])],
                f"COMMAND DOCS {name} arguments")
     expect(doc_args("cf.mexists"), [("key", None, []), ("item", None, ["multiple"])],

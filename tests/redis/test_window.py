@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Filters that forget in the module: CF.RESERVE / CF.INSERT ... WINDOW ms [GENERATIONS g],
+on a primary with appendonly and a replica linked from the start.
+
+- The window in time: items are found for the whole window after their add, and gone
+  within window * G / (G - 1) even when nothing writes to the key (the sweep), with the
+  primary's advances reaching the replica as CF.ADVANCE: both hold the same bytes.
+- Errors: GENERATIONS without WINDOW, WINDOW with EXPANSION or LAYOUT redisbloom, values
+  out of range, CF.ADVANCE on a filter without a window or to an earlier generation.
+- An AOF reload (DEBUG LOADAOF) gives back the same bytes, advances included.
+- COMMAND DOCS lists the new arguments; CF.DEBUG shows the window.
+
+Environment: CF_REDIS_MODULE, CF_REDIS_SERVER. Exit 0 pass, else failure (a missing server
+too).
+"""
+
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness import RespError, Server, wait_for  # noqa: E402
+import cf_state as S  # noqa: E402
+from cf_state import check, ok  # noqa: E402
+
+WINDOW_MS = 600  # 3 generations of 300 ms: items go within 900 ms
+ITEMS = [f"a{i}" for i in range(200)]
+
+
+def link_up(server):
+    with server.client() as c:
+        text = c.call("INFO", "replication").decode()
+    return "master_link_status:up" in text and "master_sync_in_progress:0" in text
+
+
+def debug_window(c, key):
+    m = re.search(rb" window:(\d+) generations:(\d+) generation:(\d+) fpbits:",
+                  c.call("CF.DEBUG", key))
+    check(m is not None, f"CF.DEBUG {key} shows no window: {c.call('CF.DEBUG', key)!r}")
+    return tuple(int(x) for x in m.groups())
+
+
+def error_of(reply):
+    return str(reply) if isinstance(reply, RespError) else None
+
+
+def found(c, key, items):
+    return sum(c.call("CF.MEXISTS", key, *items))
+
+
+def main():
+    S.require_tools()
+    servers = []
+
+    def body(seed):
+        del seed  # nothing random here: the clock is the variable
+        primary = Server(extra=[("appendonly", "yes"), ("appendfsync", "always")])
+        servers.append(primary)
+        primary.start()
+        replica = Server(extra=[("replicaof", "127.0.0.1", primary.port)])
+        servers.append(replica)
+        replica.start()
+        wait_for(lambda: link_up(replica), 20, "the replica's link")
+        c = primary.client()
+
+        # Errors, and nothing made.
+        for args, want in (
+                (["GENERATIONS", 3], "ERR GENERATIONS is for a window: give WINDOW too"),
+                (["WINDOW", 600, "EXPANSION", 2],
+                 "ERR a window's generations keep one size: no EXPANSION"),
+                (["WINDOW", 600, "LAYOUT", "redisbloom"],
+                 "ERR the redisbloom layout has no WINDOW (LAYOUT native does)"),
+                (["WINDOW", 0], "WINDOW: value must be in the range"),
+                (["WINDOW", 600, "GENERATIONS", 1], "GENERATIONS: value must be in the range")):
+            e = error_of(c.call_raw("CF.RESERVE", "bad", 1000, *args))
+            check(e is not None and e.startswith(want), f"CF.RESERVE {args}: {e!r}")
+        check(c.call("EXISTS", "bad") == 0, "a refused CF.RESERVE made a key")
+        e = error_of(c.call_raw("CF.INSERT", "bad", "GENERATIONS", 3, "ITEMS", "x"))
+        check(e is not None and "WINDOW" in e, f"CF.INSERT GENERATIONS alone: {e!r}")
+        ok(c.call_raw("CF.RESERVE", "plain", 1000), "CF.RESERVE plain")
+        e = error_of(c.call_raw("CF.ADVANCE", "plain", 5))
+        check(e is not None and "window" in e, f"CF.ADVANCE on a plain filter: {e!r}")
+
+        # The window in time.
+        ok(c.call_raw("CF.RESERVE", "w", 1000, "WINDOW", WINDOW_MS, "GENERATIONS", 3),
+           "CF.RESERVE WINDOW")
+        window, generations, generation = debug_window(c, "w")
+        check((window, generations) == (WINDOW_MS, 3), f"CF.DEBUG window: {window}, {generations}")
+        now_ms = int(time.time() * 1000)
+        check(abs(generation - now_ms * 2 // WINDOW_MS) <= 1,
+              f"the first generation is {generation}, not the one due now")
+        added = time.time()
+        r = c.call("CF.INSERT", "w", "ITEMS", *ITEMS)
+        check(r == [1] * len(ITEMS), f"CF.INSERT into the window: {r!r:.100}")
+        while time.time() - added < WINDOW_MS / 1000 * 0.8:  # found all through the window
+            check(found(c, "w", ITEMS) == len(ITEMS), "an item missed inside the window")
+            c.call("CF.ADD", "w", "writer")  # writes advance it meanwhile
+            time.sleep(0.02)
+        info = S.info_dict(c, "w")
+        check(info["Number of filters"] == 3 and info["Expansion rate"] == 0,
+              f"CF.INFO of a window: {info}")
+        # Gone within 900 ms, with nothing writing to the key: the sweep drops them.
+        wait_for(lambda: found(c, "w", ITEMS) <= 2, 5, "the sweep to drop the expired items")
+        gone = time.time() - added
+        check(gone < WINDOW_MS / 1000 * 1.5 + 1.0, f"items forgotten only after {gone:.2f} s")
+        # The replica got every advance: the same bytes, and its own clock moved nothing.
+        wait_for(lambda: S.scandump(replica.client(), "w") == S.scandump(c, "w"), 5,
+                 "the replica's copy of the window")
+        check(debug_window(replica.client(), "w")[2] == debug_window(c, "w")[2],
+              "the replica's generation differs")
+
+        # CF.INSERT creates a window; CF.ADVANCE moves one ahead of the clock.
+        r = c.call("CF.INSERT", "long", "CAPACITY", 500, "WINDOW", 3_600_000, "ITEMS", "x", "y")
+        check(r == [1, 1], f"CF.INSERT WINDOW: {r!r}")
+        _, _, g0 = debug_window(c, "long")
+        ok(c.call_raw("CF.ADVANCE", "long", g0 + 2), "CF.ADVANCE ahead")
+        check(c.call("CF.EXISTS", "long", "x") == 1, "two advances of 8 generations dropped x")
+        e = error_of(c.call_raw("CF.ADVANCE", "long", g0))
+        check(e is not None and "later generation" in e, f"CF.ADVANCE back: {e!r}")
+        ok(c.call_raw("CF.ADVANCE", "long", g0 + 8), "CF.ADVANCE past the window")
+        check(c.call("CF.EXISTS", "long", "x") == 0, "x outlived its window")
+        c.call("CF.ADD", "long", "z")
+
+        # An AOF reload gives the same bytes (the long window: the clock moves nothing).
+        before = S.scandump(c, "long")
+        ok(c.call_raw("DEBUG", "LOADAOF"), "DEBUG LOADAOF")
+        check(S.scandump(c, "long") == before, "the AOF reload changed the window")
+        check(c.call("CF.EXISTS", "long", "z") == 1 and c.call("CF.EXISTS", "long", "x") == 0,
+              "the reloaded window answers differently")
+
+        # COMMAND DOCS
+        docs = c.call("COMMAND", "DOCS", "CF.RESERVE")
+        check(b"window" in repr(docs).encode() and b"generations" in repr(docs).encode(),
+              "COMMAND DOCS CF.RESERVE lacks WINDOW or GENERATIONS")
+        check(c.call("COMMAND", "DOCS", "CF.ADVANCE") != [], "no COMMAND DOCS for CF.ADVANCE")
+        print(f"window: items forgotten {gone:.2f} s after their add (bound "
+              f"{WINDOW_MS * 1.5 / 1000:.2f} s plus the sweep)")
+        c.close()
+
+    S.run("test_window", body, servers)
+
+
+if __name__ == "__main__":
+    main()
