@@ -365,6 +365,12 @@ static cf_status cfm_filter_new(cfm_value *v, const cfm_spec *s, uint64_t seed)
             c.expansion = 0;
         }
     }
+    /* A window is g allocations of a table each: the whole is checked first, so that a
+     * window too big for the memory left takes none of it on the way to its refusal. */
+    size_t need;
+    if (c.generations && (cf_bytes_needed(&c, &need) != CF_OK ||
+                          (need >= CFM_CHECKED_ALLOC && !cfm_room_for(v->ctx, need))))
+        return CF_ENOMEM;
     return cf_new(&c, &v->f);
 }
 
