@@ -504,6 +504,18 @@ CF_API cf_status cf_advance_to(cf_filter *f, uint64_t generation);
  * not windowed. Thread safety: a const call. */
 CF_API uint64_t cf_generation_at(const cf_filter *f, uint64_t now);
 
+/* Lookups as at generation `generation` without advancing (a reader that may not write:
+ * a read-only command, a mapped file, a replica): what the same call would answer after
+ * cf_advance_to(f, generation), the generations that advance would drop unseen. A
+ * generation at or before the newest answers as the plain call; so does a filter that is
+ * not windowed, whatever `generation` says. Arguments and answers as cf_contains,
+ * cf_count and cf_contains_keys. Thread safety: const calls; on a CF_CONCURRENT window
+ * they take the writers' lock (the plain lookups take none). */
+CF_API bool cf_contains_at(const cf_filter *f, const void *key, size_t len, uint64_t generation);
+CF_API uint64_t cf_count_at(const cf_filter *f, const void *key, size_t len, uint64_t generation);
+CF_API void cf_contains_keys_at(const cf_filter *f, const void *const *keys, const size_t *lens,
+                                size_t n, uint64_t generation, bool *out);
+
 /* The figures of one generation, `age` advances old (0: the newest, G - 1: the oldest),
  * as cf_get_stats gives a filter's (its window fields 0). Returns CF_OK; CF_EINVAL for
  * NULL pointers, a filter that is not windowed, age >= G or out_size below

@@ -504,13 +504,20 @@ static void cfm_replicate_reserve(cf_rm_ctx *ctx, cf_rm_string *key, const cfm_v
 /* May this call move windows by the clock? Only a primary does, in a write command or its
  * own sweep (cfm_sweep): replicas and AOF replays get its moves as explicit CF.ADVANCE
  * commands, so that they hold the same bytes whatever their clocks say. Reads never
- * write: a filter's expired generations answer them until a write or the sweep drops
- * them. */
+ * write: they answer as at the generation due (cfm_read_at). */
 static bool cfm_may_advance(cf_rm_ctx *ctx)
 {
     int flags = cf_rm.GetContextFlags(ctx);
     return cf_rm.Milliseconds && !(flags & (CF_RM_CTX_FLAGS_REPLICATED | CF_RM_CTX_FLAGS_LOADING |
                                             CF_RM_CTX_FLAGS_SLAVE | CF_RM_CTX_FLAGS_READONLY));
+}
+
+/* The generation a read answers as at: the one due now by this server's clock, so that a
+ * read (which never writes) does not see what fell out of a window, on a replica too; 0
+ * (answers as the filter is) for a filter without a window. */
+static uint64_t cfm_read_at(const cfm_value *v)
+{
+    return cf_rm.Milliseconds ? cf_generation_at(v->f, (uint64_t)cf_rm.Milliseconds()) : 0;
 }
 
 /* Bring v (under `name`) to the generation due now, dropping the generations that fell
@@ -1018,7 +1025,7 @@ static int cfm_cmd_exists(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     if (v) {
         size_t len;
         const char *item = cf_rm.StringPtrLen(argv[2], &len);
-        found = cf_contains(v->f, item, len);
+        found = cf_contains_at(v->f, item, len, cfm_read_at(v));
     }
     cfm_close(key, v);
     return cf_rm.ReplyWithBool(ctx, found);
@@ -1040,7 +1047,7 @@ static int cfm_cmd_mexists(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         size_t n = (size_t)argc - i < CFM_BATCH ? (size_t)argc - i : CFM_BATCH;
         if (v) {
             cfm_items(argv + i, n, keys, lens);
-            cf_contains_keys(v->f, keys, lens, n, found);
+            cf_contains_keys_at(v->f, keys, lens, n, cfm_read_at(v), found);
         }
         for (size_t j = 0; j < n; j++)
             cf_rm.ReplyWithBool(ctx, found[j]);
@@ -1062,7 +1069,7 @@ static int cfm_cmd_count(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     if (v) {
         size_t len;
         const char *item = cf_rm.StringPtrLen(argv[2], &len);
-        n = cf_count(v->f, item, len);
+        n = cf_count_at(v->f, item, len, cfm_read_at(v));
     }
     cfm_close(key, v);
     return cf_rm.ReplyWithLongLong(ctx, n > LLONG_MAX ? LLONG_MAX : (long long)n);

@@ -225,13 +225,39 @@ uint64_t cf_generation_at(const cf_filter *f, uint64_t now)
 /* Operations                                                                           */
 /* ------------------------------------------------------------------------------------ */
 
-static bool cf__window_contains(const cf_filter *f, uint64_t h)
+/* The generations still live once the window is at generation g, newest first (by age):
+ * all of them up to its newest, none from G generations after. */
+static unsigned cf__window_live(const struct cf__window *w, uint64_t g)
+{
+    if (g <= w->generation)
+        return w->n;
+    return g - w->generation >= w->n ? 0u : w->n - (unsigned)(g - w->generation);
+}
+
+/* Generation number i of the `live` newest, i < live. All of them (the plain lookups) are
+ * taken in the ring's order, which never reads `newest`: a concurrent window's readers
+ * take no lock, and an advance may move it meanwhile. Fewer (the lookups as at a later
+ * generation) are taken by age, under the writers' lock of a concurrent window. */
+static const cf_filter *cf__live_gen(const struct cf__window *w, unsigned i, unsigned live)
+{
+    return live == w->n ? w->gen[i] : cf__gen_at(w, i);
+}
+
+/* Is h in one of the `live` newest generations? */
+static bool cf__window_contains_live(const cf_filter *f, uint64_t h, unsigned live)
 {
     const struct cf__window *w = cf__window_of(f);
-    for (unsigned i = 0; i < w->n; i++)
-        if (cf__gen_ready(w->gen[i]) && w->gen[i]->ops->contains(w->gen[i], h))
+    for (unsigned i = 0; i < live; i++) {
+        const cf_filter *g = cf__live_gen(w, i, live);
+        if (cf__gen_ready(g) && g->ops->contains(g, h))
             return true;
+    }
     return false;
+}
+
+static bool cf__window_contains(const cf_filter *f, uint64_t h)
+{
+    return cf__window_contains_live(f, h, cf__window_of(f)->n);
 }
 
 static bool cf__window_contains_key(const cf_filter *f, const void *key, size_t len)
@@ -272,7 +298,9 @@ static cf_status cf__window_del_key(cf_filter *f, const void *key, size_t len)
     return cf__window_del(f, cf__hash_key(f, key, len));
 }
 
-static void cf__window_contains_many(const cf_filter *f, const cf__source *src, size_t n, bool *out)
+/* Batched lookups in the `live` newest generations. */
+static void cf__window_many_live(const cf_filter *f, const cf__source *src, size_t n, bool *out,
+                                 unsigned live)
 {
     const struct cf__window *w = cf__window_of(f);
     uint64_t hashes[CF__WINDOW_BATCH];
@@ -290,8 +318,8 @@ static void cf__window_contains_many(const cf_filter *f, const cf__source *src, 
             invalid[j] = !valid; /* answers false (its hash 0 is probed, and ignored) */
         }
         cf__source batch = {hashes, NULL, NULL};
-        for (unsigned i = 0; i < w->n; i++) {
-            const cf_filter *g = w->gen[i];
+        for (unsigned i = 0; i < live; i++) {
+            const cf_filter *g = cf__live_gen(w, i, live);
             bool got[CF__WINDOW_BATCH];
             if (!cf__gen_ready(g))
                 continue;
@@ -300,6 +328,11 @@ static void cf__window_contains_many(const cf_filter *f, const cf__source *src, 
                 o[j] = o[j] || (got[j] && !invalid[j]);
         }
     }
+}
+
+static void cf__window_contains_many(const cf_filter *f, const cf__source *src, size_t n, bool *out)
+{
+    cf__window_many_live(f, src, n, out, cf__window_of(f)->n);
 }
 
 static size_t cf__window_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
@@ -343,14 +376,57 @@ const cf__ops cf__window_ops = {
     cf__window_del,      cf__window_del_key,      cf__window_contains_many, cf__window_add_many,
 };
 
-uint64_t cf__window_count(const cf_filter *f, uint64_t h)
+/* The copies of h in the `live` newest generations. */
+static uint64_t cf__window_count_live(const cf_filter *f, uint64_t h, unsigned live)
 {
     const struct cf__window *w = cf__window_of(f);
     uint64_t n = 0;
-    for (unsigned i = 0; i < w->n; i++)
-        if (cf__gen_ready(w->gen[i]))
-            n += cf_count_hash(w->gen[i], h);
+    for (unsigned i = 0; i < live; i++)
+        if (cf__gen_ready(cf__live_gen(w, i, live)))
+            n += cf_count_hash(cf__live_gen(w, i, live), h);
     return n;
+}
+
+uint64_t cf__window_count(const cf_filter *f, uint64_t h)
+{
+    return cf__window_count_live(f, h, cf__window_of(f)->n);
+}
+
+/* The lookups as at a generation: the plain calls for every other filter (and for the
+ * arguments those refuse). */
+bool cf_contains_at(const cf_filter *f, const void *key, size_t len, uint64_t generation)
+{
+    if (!f || (!key && len) || !cf__is_window(f))
+        return cf_contains(f, key, len);
+    uint64_t h = cf__hash_key(f, key, len);
+    cf__window_lock(f);
+    bool found = cf__window_contains_live(f, h, cf__window_live(cf__window_of(f), generation));
+    cf__window_unlock(f);
+    return found;
+}
+
+uint64_t cf_count_at(const cf_filter *f, const void *key, size_t len, uint64_t generation)
+{
+    if (!f || (!key && len) || !cf__is_window(f))
+        return cf_count(f, key, len);
+    uint64_t h = cf__hash_key(f, key, len);
+    cf__window_lock(f);
+    uint64_t n = cf__window_count_live(f, h, cf__window_live(cf__window_of(f), generation));
+    cf__window_unlock(f);
+    return n;
+}
+
+void cf_contains_keys_at(const cf_filter *f, const void *const *keys, const size_t *lens, size_t n,
+                         uint64_t generation, bool *out)
+{
+    if (!f || !keys || !lens || !out || !cf__is_window(f)) {
+        cf_contains_keys(f, keys, lens, n, out);
+        return;
+    }
+    cf__source src = {NULL, keys, lens};
+    cf__window_lock(f);
+    cf__window_many_live(f, &src, n, out, cf__window_live(cf__window_of(f), generation));
+    cf__window_unlock(f);
 }
 
 void cf__window_clear(cf_filter *f)

@@ -146,6 +146,68 @@ static void test_generations(void)
     cf_free(f);
 }
 
+/* Lookups as at a later generation answer what the filter advanced there answers, for
+ * every generation from the newest to past the window, single and batched; a plain filter
+ * answers as its plain calls. */
+static void test_lookups_at(void)
+{
+    cft_context("lookups as at a generation");
+    cf_config c = win_config(400, 32, 5, 0);
+    cf_filter *f = cft_new(c);
+    if (!f)
+        return;
+    enum { PER = 60, GENS = 5 };
+    uint8_t key[GENS * PER][CFT_KEY_MAX];
+    const void *keys[GENS * PER];
+    size_t lens[GENS * PER];
+    for (unsigned g = 0; g < GENS; g++) {
+        for (unsigned i = 0; i < PER; i++) {
+            unsigned k = g * PER + i;
+            lens[k] = cft_key(key[k], 13, k);
+            keys[k] = key[k];
+            cf_add(f, key[k], lens[k]);
+        }
+        if (g + 1 < GENS)
+            cf_advance(f);
+    }
+    uint64_t newest = cft_stats(f).generation;
+    for (uint64_t at = 0; at <= newest + GENS + 1; at++) {
+        cft_context("lookups as at generation %llu (newest %llu)", (unsigned long long)at,
+                    (unsigned long long)newest);
+        cf_filter *g = NULL;
+        size_t n = cf_serialized_size(f);
+        uint8_t *buf = malloc(n);
+        if (!CHECK(buf) || !CHECK_ST(cf_serialize(f, buf, n, NULL), CF_OK) ||
+            !CHECK_ST(cf_deserialize(buf, n, NULL, &g), CF_OK)) {
+            free(buf);
+            break;
+        }
+        free(buf);
+        if (at > newest)
+            CHECK_ST(cf_advance_to(g, at), CF_OK);
+        bool many[GENS * PER];
+        cf_contains_keys_at(f, keys, lens, GENS * PER, at, many);
+        for (unsigned k = 0; k < GENS * PER; k++) {
+            bool want = cf_contains(g, keys[k], lens[k]);
+            CHECK_EQ_U(cf_contains_at(f, keys[k], lens[k], at), want);
+            CHECK_EQ_U(many[k], want);
+            CHECK_EQ_U(cf_count_at(f, keys[k], lens[k], at), cf_count(g, keys[k], lens[k]));
+        }
+        cf_free(g);
+    }
+    cft_context("lookups as at a generation");
+    CHECK(cf_contains_at(f, keys[GENS * PER - 1], lens[GENS * PER - 1], newest + GENS - 1));
+    CHECK(!cf_contains_at(f, keys[GENS * PER - 1], lens[GENS * PER - 1], newest + GENS));
+    cf_free(f);
+    cf_filter *p = cft_new((cf_config){.capacity = 100, .seed = 2, .flags = CF_FIXED_SEED});
+    if (p) {
+        cf_add(p, "k", 1);
+        CHECK(cf_contains_at(p, "k", 1, 1000) && cf_count_at(p, "k", 1, 1000) == 1);
+        CHECK(!cf_contains_at(p, NULL, 3, 0) && !cf_contains_at(NULL, "k", 1, 0));
+        cf_free(p);
+    }
+}
+
 /* The model: each key's copies, by the time and generation of their add. */
 typedef struct win_model {
     uint32_t n;
@@ -593,6 +655,7 @@ int main(void)
     cft_init("test_window");
     test_config();
     test_generations();
+    test_lookups_at();
     test_differential(0);
     test_differential(1);
     test_determinism();

@@ -84,6 +84,10 @@ struct cf_header_check_api {
     cf_status (*advance_to)(cf_filter *, uint64_t);
     uint64_t (*generation_at)(const cf_filter *, uint64_t);
     cf_status (*get_generation_stats)(const cf_filter *, unsigned, cf_stats *);
+    bool (*contains_at)(const cf_filter *, const void *, size_t, uint64_t);
+    uint64_t (*count_at)(const cf_filter *, const void *, size_t, uint64_t);
+    void (*contains_keys_at)(const cf_filter *, const void *const *, const size_t *, size_t,
+                             uint64_t, bool *);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
@@ -138,6 +142,9 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_advance_to,
     cf_generation_at,
     cf_get_generation_stats,
+    cf_contains_at,
+    cf_count_at,
+    cf_contains_keys_at,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and
