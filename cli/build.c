@@ -177,7 +177,7 @@ static int build(const char *path, shape_opts *o, key_reader *in, bool show_prog
     if (status == CLI_EXIT_OK)
         status = cli_new_filter("build", path, &o->cfg, f);
     if (status == CLI_EXIT_OK) /* a window's keys go to the generation due now */
-        status = cli_window_due(path, *f, &o->clock, true);
+        status = cli_window_due(path, *f, &o->clock);
     if (status == CLI_EXIT_OK) {
         char label[LABEL_BYTES];
         snprintf(label, sizeof label, "build %s", path);

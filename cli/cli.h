@@ -321,11 +321,11 @@ void cli_format_duration(uint64_t ms, char *buf, size_t n);
 void cli_format_time(uint64_t ms, char *buf, size_t n);
 /* The first millisecond of a windowed filter's newest generation (s: its stats). */
 uint64_t cli_generation_start(const cf_stats *s);
-/* Brings f (from path) to the generation due at the command's time, dropping the
- * generations that fell out of the window; nothing for other filters. A time before
- * the newest generation is an error for a write (nothing is written) and ignored for a
- * read. Returns an exit status. */
-int cli_window_due(const char *path, cf_filter *f, const cli_clock *c, bool write);
+/* Before a write: brings f (from path) to the generation due at the command's time,
+ * dropping the generations that fell out of the window; nothing for other filters. A time
+ * before the newest generation is an error (nothing is written). Returns an exit status.
+ * (Reads answer as at that generation instead: cf_contains_at.) */
+int cli_window_due(const char *path, cf_filter *f, const cli_clock *c);
 
 typedef struct shape_opts {
     cf_config cfg;   /* what the command line set (--fpr is target_fpr); zero fields take the

@@ -279,7 +279,7 @@ int cmd_create(int argc, char **argv)
     if (status == CLI_EXIT_OK)
         status = cli_new_filter("create", path, &o.cfg, &f);
     if (status == CLI_EXIT_OK)
-        status = cli_window_due(path, f, &o.clock, true);
+        status = cli_window_due(path, f, &o.clock);
     if (status == CLI_EXIT_OK)
         status = cli_save_filter(f, path);
     if (status == CLI_EXIT_OK && !o.quiet)

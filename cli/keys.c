@@ -48,6 +48,7 @@ typedef struct key_cmd {
     bool no_wait;
     unsigned threads; /* query: 1, or more to read and answer on two threads */
     cli_clock clock;  /* a windowed filter: the time its window is brought to */
+    uint64_t at;      /* query, count: the generation they answer as at (cf_contains_at) */
 } key_cmd;
 
 /* Returned by parse_key_cmd when the command should go on. */
@@ -216,7 +217,7 @@ static int change_locked(const key_cmd *c, bool is_delete)
     if (st != CF_OK)
         return cli_fail(c->path, NULL, st, errno);
     key_reader in;
-    int status = cli_window_due(c->path, f, &c->clock, true);
+    int status = cli_window_due(c->path, f, &c->clock);
     if (status == CLI_EXIT_OK)
         status = open_keys(c, &in);
     if (status != CLI_EXIT_OK) {
@@ -403,7 +404,7 @@ static bool batch_flush(query_batch *b, const cf_filter *f, const key_cmd *c)
     char term = c->nul ? '\0' : '\n';
     for (size_t from = 0; from < b->n; from += QUERY_BATCH) {
         size_t to = b->n - from < QUERY_BATCH ? b->n : from + QUERY_BATCH;
-        cf_contains_keys(f, b->keys + from, b->len + from, to - from, b->found + from);
+        cf_contains_keys_at(f, b->keys + from, b->len + from, to - from, c->at, b->found + from);
         for (size_t i = from; i < to; i++) {
             bool wanted = c->present ? b->found[i] : c->absent ? !b->found[i] : true;
             if (!wanted)
@@ -509,25 +510,14 @@ static bool pipe_open(query_pipe *q, const cf_filter *f, const key_cmd *c)
 }
 
 /* Opens the filter and the keys for query and count. */
-static int start_lookups(const key_cmd *c, cf_filter **f, key_reader *in)
+static int start_lookups(key_cmd *c, cf_filter **f, key_reader *in)
 {
     int status = cli_open_mapped(c->path, !c->no_verify, f);
     if (status != CLI_EXIT_OK)
         return status;
-    /* A windowed filter whose oldest generations fell out of the window since it was
-     * written: loaded (a mapped one is read-only) and brought to now, in memory only. */
-    cf_stats s;
-    cf_get_stats(*f, &s);
-    if (s.generations && cf_generation_at(*f, cli_clock_now(&c->clock)) > s.generation) {
-        cf_free(*f);
-        cf_status st = cf_load(c->path, NULL, f);
-        if (st != CF_OK)
-            return cli_fail(c->path, NULL, st, errno);
-        if ((status = cli_window_due(c->path, *f, &c->clock, false)) != CLI_EXIT_OK) {
-            cf_free(*f);
-            return status;
-        }
-    }
+    /* A windowed filter answers as at the generation due now: those that fell out of the
+     * window since the file was written are not seen (0 for other filters: as they are). */
+    c->at = cf_generation_at(*f, cli_clock_now(&c->clock));
     status = open_keys(c, in);
     if (status != CLI_EXIT_OK) {
         cf_free(*f);
@@ -661,7 +651,7 @@ int cmd_count(int argc, char **argv)
     int got;
     while ((got = key_reader_next(&in, &key, &len)) > 0) {
         fwrite(key, 1, len, stdout);
-        printf("\t%" PRIu64 "%c", cf_count(f, key, len), term);
+        printf("\t%" PRIu64 "%c", cf_count_at(f, key, len, c.at), term);
         if (ferror(stdout))
             break;
         progress_tick(&pr, ++done);

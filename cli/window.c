@@ -127,7 +127,7 @@ uint64_t cli_generation_start(const cf_stats *s)
     return (uint64_t)((p + s->generations - 2u) / (s->generations - 1u));
 }
 
-int cli_window_due(const char *path, cf_filter *f, const cli_clock *c, bool write)
+int cli_window_due(const char *path, cf_filter *f, const cli_clock *c)
 {
     cf_stats s;
     cf_get_stats(f, &s);
@@ -140,7 +140,7 @@ int cli_window_due(const char *path, cf_filter *f, const cli_clock *c, bool writ
             return cli_fail(path, "cannot advance the window", st, 0);
         return CLI_EXIT_OK;
     }
-    if (due < s.generation && write) {
+    if (due < s.generation) {
         char at[64], began[64];
         cli_format_time(now, at, sizeof at);
         cli_format_time(cli_generation_start(&s), began, sizeof began);
