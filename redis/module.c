@@ -14,6 +14,7 @@
  * replicates an explicit CF.RESERVE carrying the seed (the SEED option, which only the
  * replication stream and AOF replay may use), followed by the command itself.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "module_abi.h"
 
 #include <cuckoofilter.h>
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define CFM_MODULE_NAME  "cuckoo"
 #define CFM_TYPE_NAME    "cuckoo-cf" /* data type names are exactly 9 characters */
@@ -55,11 +57,17 @@
  * arithmetic (a time in ms times G - 1 < 4096). */
 #define CFM_MAX_WINDOW          (100ll * 365 * 24 * 3600 * 1000)
 /* The sweep that drops idle windowed filters' expired generations (a timer on the
- * primary): every CFM_SWEEP_MS it takes up to CFM_SWEEP_STEPS steps of a keyspace scan
- * (a step visits a hash bucket of keys, a few keys), so that its work per tick stays
- * bounded whatever the keyspace; it goes on from where it stopped, database by database. */
+ * primary): every CFM_SWEEP_MS it takes steps of a keyspace scan (a step visits one hash
+ * bucket of keys: about one key) for up to CFM_SWEEP_BUDGET_NS of the server's time and at
+ * most CFM_SWEEP_STEPS steps, so that its work per tick stays bounded whatever the
+ * keyspace (1 % of a core at most); it goes on from where it stopped, database by
+ * database. Measured on the VM (Redis 7.0.15, 100,000 keys): a round of the keyspace in
+ * 11.3 to 11.8 s, about 8,700 keys a second. */
 #define CFM_SWEEP_MS            100
-#define CFM_SWEEP_STEPS         100
+#define CFM_SWEEP_BUDGET_NS     1000000 /* 1 ms a tick */
+#define CFM_SWEEP_STEPS         10000
+/* Steps between two reads of the clock (a read costs about as much as a step). */
+#define CFM_SWEEP_CLOCK_EVERY   32
 
 /* MAXITERATIONS counts cuckoo kicks of a random walk; the library's budget counts the
  * buckets its breadth-first search may examine. 25 per iteration maps RedisBloom's
@@ -2339,6 +2347,15 @@ static void cfm_sweep_key(cf_rm_ctx *ctx, cf_rm_string *name, cf_rm_key *seen, v
     cfm_close(key, v);
 }
 
+/* A monotonic clock in ns, for the sweep's budget (not the windows' time, which is the
+ * server's Milliseconds). */
+static uint64_t cfm_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void cfm_sweep(cf_rm_ctx *ctx, void *unused)
 {
     (void)unused;
@@ -2347,7 +2364,11 @@ static void cfm_sweep(cf_rm_ctx *ctx, void *unused)
         return;
     if (cf_rm.SelectDb(ctx, cfm_sweep_at.db) != CF_RM_OK) /* fewer databases now */
         cfm_sweep_at.db = 0;
+    uint64_t start = cfm_now_ns();
     for (int step = 0; step < CFM_SWEEP_STEPS; step++) {
+        if (step % CFM_SWEEP_CLOCK_EVERY == CFM_SWEEP_CLOCK_EVERY - 1 &&
+            cfm_now_ns() - start > CFM_SWEEP_BUDGET_NS)
+            break;
         if (cf_rm.Scan(ctx, cfm_sweep_at.cursor, cfm_sweep_key, NULL))
             continue;
         /* This database is done: the next one, from its start (after the last, the
