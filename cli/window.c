@@ -62,7 +62,7 @@ bool cli_clock_option(const char *sub, int id, const char *value, cli_clock *c)
     errno = 0;
     double s = value[0] == '-' ? -1.0 : strtod(value, &end);
     if (!end || end == value || *end != '\0' || errno || !(s >= 0.0) ||
-        s * 1000.0 >= 18446744073709551616.0) {
+        s * 1000.0 >= 9.2e18) { /* llround's range: a long long of ms (292 million years) */
         cli_usage(sub, "--at takes a Unix time in seconds (fractions allowed), not '%s'", value);
         return false;
     }

@@ -500,8 +500,8 @@ CF_API cf_status cf_advance(cf_filter *f);
 CF_API cf_status cf_advance_to(cf_filter *f, uint64_t generation);
 
 /* The generation that time `now` falls in, floor(now * (G - 1) / window), in the unit of
- * cf_config.window; for a window of 0, the newest generation's number. 0 if f is NULL or
- * not windowed. Thread safety: a const call. */
+ * cf_config.window (UINT64_MAX past it); for a window of 0, the newest generation's number. 0 if f
+ * is NULL or not windowed. Thread safety: a const call. */
 CF_API uint64_t cf_generation_at(const cf_filter *f, uint64_t now);
 
 /* Lookups as at generation `generation` without advancing (a reader that may not write:

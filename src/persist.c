@@ -820,11 +820,14 @@ static cf_status cf__parse_image(const cf__wmeta *w, unsigned i, bool body, cf__
 
 static cf_status cf__validate_window(const uint8_t *b, size_t len, cf__wmeta *w, const char **why)
 {
+    /* Every image's meta section first, then the bodies: a file mapped without checking
+     * its tables (cf__window_build) meets the same first problem in the same order. */
     cf_status st = cf__parse_window(b, len, CF__WHOLE, w, why);
-    for (unsigned i = 0; st == CF_OK && i < w->n; i++) {
-        cf__meta m;
-        st = cf__parse_image(w, i, true, &m, why);
-    }
+    for (unsigned pass = 0; pass < 2; pass++)
+        for (unsigned i = 0; st == CF_OK && i < w->n; i++) {
+            cf__meta m;
+            st = cf__parse_image(w, i, pass == 1, &m, why);
+        }
     return st;
 }
 
@@ -835,9 +838,13 @@ static cf_status cf__window_build(const cf__wmeta *w, unsigned flags, const cf_a
                                                    const cf_allocator *a, cf_filter **out),
                                   cf_filter **out)
 {
-    cf__meta m0;
+    /* Every image's meta section and settings first, before anything is allocated (also
+     * for a file mapped without CF_MAP_VERIFY, whose parameters are all checked). */
+    cf__meta m0, m;
     const char *why;
     cf_status st = cf__parse_image(w, 0, false, &m0, &why);
+    for (unsigned i = 1; st == CF_OK && i < w->n; i++)
+        st = cf__parse_image(w, i, false, &m, &why);
     if (st != CF_OK)
         return st;
     m0.p.concurrent = (flags & CF_CONCURRENT) != 0;
@@ -913,20 +920,15 @@ static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bo
     return CF_OK;
 }
 
-/* A filter built from a whole file's bytes, validated completely first; flags as
- * cf_load_flags. */
-static cf_status cf__build(const uint8_t *b, size_t len, unsigned flags, const cf_allocator *a,
-                           cf_filter **out)
+/* A filter from a plain file's bytes whose every check has passed: its meta section read
+ * again (a few dozen bytes), its tables copied. */
+static cf_status cf__build_checked(const uint8_t *b, size_t len, unsigned flags,
+                                   const cf_allocator *a, cf_filter **out)
 {
     const char *why;
     cf__meta m;
     cf_filter *f;
-    if (cf__is_window_file(b, len)) {
-        cf__wmeta w;
-        cf_status st = cf__validate_window(b, len, &w, &why);
-        return st == CF_OK ? cf__window_build(&w, flags, a, cf__build, out) : st;
-    }
-    cf_status st = cf__validate_all(b, len, &m, &why);
+    cf_status st = cf__parse_meta(b, len, CF__WHOLE, &m, &why);
     m.p.concurrent = (flags & CF_CONCURRENT) != 0;
     if (st == CF_OK)
         st = cf__make_from_meta(&m, a, true, &f);
@@ -939,6 +941,22 @@ static cf_status cf__build(const uint8_t *b, size_t len, unsigned flags, const c
     }
     *out = f;
     return CF_OK;
+}
+
+/* A filter built from a whole file's bytes, validated completely first (a window's images
+ * once, with the file: not again one by one); flags as cf_load_flags. */
+static cf_status cf__build(const uint8_t *b, size_t len, unsigned flags, const cf_allocator *a,
+                           cf_filter **out)
+{
+    const char *why;
+    cf__meta m;
+    if (cf__is_window_file(b, len)) {
+        cf__wmeta w;
+        cf_status st = cf__validate_window(b, len, &w, &why);
+        return st == CF_OK ? cf__window_build(&w, flags, a, cf__build_checked, out) : st;
+    }
+    cf_status st = cf__validate_all(b, len, &m, &why);
+    return st == CF_OK ? cf__build_checked(b, len, flags, a, out) : st;
 }
 
 cf_status cf_deserialize(const void *buf, size_t len, const cf_allocator *allocator,

@@ -135,7 +135,9 @@ cf_status cf__window_bytes(const cf_config *c, const cf__params *p, size_t *byte
 {
     cf_config g;
     cf__gen_config(p, c->allocator, &g);
-    size_t one, head = cf__fixed_bytes(p, c->allocator, 1);
+    cf__params head_params = *p;
+    head_params.concurrent = false; /* as cf__window_head makes the head */
+    size_t one, head = cf__fixed_bytes(&head_params, c->allocator, 0);
     cf_status st = cf_bytes_needed(&g, &one);
     if (st != CF_OK)
         return st;
@@ -218,7 +220,8 @@ uint64_t cf_generation_at(const cf_filter *f, uint64_t now)
     if (w->window == 0)
         return w->generation;
     __extension__ typedef unsigned __int128 u128;
-    return (uint64_t)((u128)now * (w->n - 1u) / w->window); /* <= now * 4095 / 1: fits */
+    u128 g = (u128)now * (w->n - 1u) / w->window;     /* < 2^76: exact in 128 bits */
+    return g > UINT64_MAX ? UINT64_MAX : (uint64_t)g; /* past the last number: the last */
 }
 
 /* ------------------------------------------------------------------------------------ */

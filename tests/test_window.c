@@ -79,6 +79,13 @@ static void test_config(void)
         cf_free(f);
     }
     CHECK_ALLOC_CLEAN(&t);
+    c.flags |= CF_CONCURRENT; /* the same, with generations and a head of their own kind */
+    CHECK_ST(cf_bytes_needed(&c, &need), CF_OK);
+    if (CHECK_ST(cf_new(&c, &f), CF_OK)) {
+        CHECK_EQ_U(t.live_bytes, need);
+        cf_free(f);
+    }
+    CHECK_ALLOC_CLEAN(&t);
 
     /* calls meant for windows refuse other filters */
     f = cft_new((cf_config){.capacity = 100});
@@ -105,6 +112,12 @@ static void test_generations(void)
     CHECK_EQ_U(cf_generation_at(f, 100), 1);
     /* (2^64 - 1) * 3 / 300 = (2^64 - 1) / 100, with no overflow on the way */
     CHECK_EQ_U(cf_generation_at(f, UINT64_MAX), UINT64_MAX / 100u);
+    cf_filter *fast = cft_new(win_config(10, 12, 4, 1)); /* now * 3 / 1 passes 2^64 */
+    if (fast) {
+        CHECK_EQ_U(cf_generation_at(fast, UINT64_MAX / 2u), UINT64_MAX);
+        CHECK_EQ_U(cf_generation_at(fast, UINT64_MAX / 3u), UINT64_MAX / 3u * 3u);
+        cf_free(fast);
+    }
     CHECK_ST(cf_add(f, "a", 1), CF_OK);
     for (unsigned i = 0; i < 3; i++) {
         CHECK_ST(cf_advance(f), CF_OK);
@@ -435,6 +448,39 @@ static void test_corrupt(void)
         cf_filter *g = NULL;
         CHECK(cf_deserialize(buf, cut, NULL, &g) != CF_OK && g == NULL);
     }
+    /* An image of another window (another seed, the same shape and length) put in place of
+     * the second: every checksum holds, and the mismatch is still found, also when the file
+     * is mapped without CF_MAP_VERIFY. */
+    cf_config oc = win_config(200, 12, 3, 50);
+    oc.seed ^= 1u;
+    cf_filter *o = cft_new(oc);
+    size_t on = o ? cf_serialized_size(o) : 0;
+    uint8_t *ob = on == n ? malloc(on) : NULL;
+    if (CHECK(ob) && CHECK_ST(cf_serialize(o, ob, on, NULL), CF_OK)) {
+        uint64_t at = 0, len = 0;
+        for (unsigned i = 0; i < 8; i++) {
+            at |= (uint64_t)buf[64 + 16 + i] << (8 * i);
+            len |= (uint64_t)buf[64 + 16 + 8 + i] << (8 * i);
+        }
+        memcpy(buf + at, ob + at, (size_t)len);
+        const char *why = NULL;
+        CHECK_ST(cf_validate(buf, n, &why), CF_ECORRUPT);
+        CHECK_MSG(why && strstr(why, "different settings"), "reason: %s", why ? why : "none");
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/cf-test-window-mix-%ld.cf", (long)getpid());
+        FILE *out = fopen(path, "wb");
+        if (CHECK(out)) {
+            CHECK_EQ_U(fwrite(buf, 1, n, out), n);
+            fclose(out);
+            cf_filter *m = NULL;
+            CHECK_ST(cf_open_mapped(path, 0, NULL, &m), CF_ECORRUPT);
+            CHECK(m == NULL);
+            unlink(path);
+        }
+        CHECK_ST(cf_serialize(f, buf, n, NULL), CF_OK);
+    }
+    free(ob);
+    cf_free(o);
     /* a plain filter's image alone is a plain filter, and is not taken for a window */
     cf_filter *g = NULL;
     CHECK_ST(cf_deserialize(buf, n, NULL, &g), CF_OK);
