@@ -207,6 +207,7 @@ typedef struct snapshot_arg {
 
 #define STRESS_SNAPSHOT_SAMPLE 500u
 #define STRESS_SNAPSHOT_EVERY  2000u /* writes between two snapshots */
+#define STRESS_SNAPSHOT_TRIES  16u   /* each failed try saw a growth, and growths are few */
 
 typedef struct writer_arg {
     stress *s;
@@ -266,12 +267,20 @@ static void *stress_snapshots(void *p)
         cf_stats st;
         cf_get_stats(s->f, &st);
         a->bad_snapshots += st.items < STRESS_STABLE;
-        /* The size may grow between the two calls: serialize refuses a short buffer. */
-        size_t cap = cf_serialized_size(s->f) * 2u, n = 0;
-        uint8_t *buf = malloc(cap);
+        /* Writers may grow the filter between the size and the copy, past any fixed margin
+         * (a growth adds a sub-filter as large as all before it): serialize then refuses
+         * the short buffer, and a caller asks for the new size again. */
+        uint8_t *buf = NULL;
+        size_t n = 0;
+        cf_status sst = CF_EINVAL;
+        for (unsigned attempt = 0; attempt < STRESS_SNAPSHOT_TRIES && sst != CF_OK; attempt++) {
+            free(buf);
+            size_t cap = cf_serialized_size(s->f);
+            buf = malloc(cap);
+            sst = buf ? cf_serialize(s->f, buf, cap, &n) : CF_ENOMEM;
+        }
         cf_filter *copy = NULL;
-        if (!buf || cf_serialize(s->f, buf, cap, &n) != CF_OK ||
-            cf_deserialize(buf, n, NULL, &copy) != CF_OK) {
+        if (sst != CF_OK || cf_deserialize(buf, n, NULL, &copy) != CF_OK) {
             a->bad_snapshots++;
         } else {
             for (uint64_t id = a->snapshots % 7u; id < STRESS_STABLE;
