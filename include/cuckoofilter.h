@@ -401,6 +401,43 @@ CF_API void cf_clear(cf_filter *f);
  * Thread safety: needs exclusive access to f. */
 CF_API cf_status cf_compact(cf_filter *f);
 
+/* Merging. Filters built apart (per thread, per file, per machine) merge exactly when they
+ * share seed, fingerprint width, bucket size and encoding (semi-sorted or not), layout and
+ * first sub-filter size: make them all from one model with cf_new_like, or with one
+ * config and a fixed seed. A fingerprint keeps its key's bucket pair only at the size of
+ * the sub-filter that held it or smaller (finer bits of the key are not stored), so
+ * every fingerprint of a source's first sub-filter must find room in the destination's
+ * first: give filters meant to be merged the capacity of all their keys together. */
+
+/* An empty filter that merges with `model`: made with the settings and seed that
+ * cf_get_config reports (a windowed model gives an empty window), with `allocator`
+ * (NULL = malloc/free).
+ * Returns CF_OK and sets *out; CF_EINVAL for NULL pointers or a model still loading;
+ * CF_ENOMEM. Thread safety: concurrent with other const calls on model. */
+CF_API cf_status cf_new_like(const cf_filter *model, const cf_allocator *allocator,
+                             cf_filter **out);
+
+/* Add every fingerprint of src to dst, as if every key added to src and not deleted had
+ * been added to dst: counts and item totals add up, every key of either is found, and the
+ * false-positive rate is the formula's at the merged load. Merging a filter with a copy of
+ * itself doubles every count, as adding its keys again would. Each fingerprint enters
+ * dst as an insert would, in the largest of dst's sub-filters that can hold it (see
+ * above): a free slot of its pair, then an eviction, then growth where the new sub-filter
+ * can hold it, then the stash of a fixed filter.
+ * Atomic: on any failure dst is exactly as it was. The merge copies dst's tables first,
+ * so it needs memory for a second copy of them while it runs. Deterministic: the same
+ * two filters always merge to the same filter.
+ * reason: if not NULL, receives NULL on CF_OK, else a static one-line English description
+ * of what was wrong ("seeds differ", "the merged fingerprints do not fit", ...).
+ * Returns CF_OK; CF_FULL (the fingerprints do not fit; a fixed dst's items plus src's
+ * beyond its slots are refused before any work); CF_ENOMEM; CF_EREADONLY for a mapped or
+ * loading dst; CF_EINVAL for NULL filters, dst and src the same filter, filters that
+ * differ as above, a src still loading, and concurrent, windowed or RedisBloom-layout
+ * filters (which do not merge yet).
+ * Cost: a pass over src's slots and an insert for each fingerprint, and the copy.
+ * Thread safety: needs exclusive access to dst; src is only read. */
+CF_API cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason);
+
 /* Fill *out with the filter's figures. Does nothing if either pointer is NULL. For a
  * filter still loading by chunks (cf_load_chunk) they are those of the filter its header
  * describes, but for `bytes`, which counts only the tables whose chunks have begun to

@@ -1159,6 +1159,99 @@ static bool cf__move_older(cf_filter *f, unsigned k, const cf__table *from, uint
     return false;
 }
 
+/* Sub-filter t can hold fingerprints of sub-filter `from` (of a filter of the same seed and
+ * first size): its scale divides from's, so a bucket of `from` reduces to one of t, and its
+ * fingerprints are no wider, so they are the low bits of from's. */
+static bool cf__takes(const cf__table *t, const cf__table *from)
+{
+    return cf__scale_of(from) % cf__scale_of(t) == 0 && t->shape->ext <= from->shape->ext;
+}
+
+cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp)
+{
+    cf__table *newest = NULL;
+    uint64_t n1 = 0, n2 = 0;
+    uint32_t nfp = 0;
+    unsigned nk = 0;
+    /* A free slot in the newest sub-filter that takes it, then in older ones, as an insert
+     * looks; the first sub-filter takes any. */
+    for (unsigned k = f->ntables; k-- > 0;) {
+        cf__table *t = &f->tables[k];
+        if (!cf__takes(t, from))
+            continue;
+        uint64_t i1 = x / (cf__scale_of(from) / cf__scale_of(t));
+        uint32_t fp_t = cf__fp_narrow(fp, from, t->shape->ext);
+        uint64_t i2 = cf__alt_of(t, i1, fp_t);
+        if (cf__put_if_free(t, t->shape, i1, fp_t) || cf__put_if_free(t, t->shape, i2, fp_t))
+            return CF_OK;
+        if (!newest) {
+            newest = t;
+            nk = k;
+            n1 = i1;
+            n2 = i2;
+            nfp = fp_t;
+        }
+    }
+    /* The insert's rules from here: evict within that sub-filter unless the pair holds
+     * nothing but this fingerprint, then grow, then the stash. */
+    const cf__shape *s = newest->shape;
+    bool hot = cf__bucket_all(newest, s, n1, nfp) && cf__bucket_all(newest, s, n2, nfp);
+    if (!hot && cf__evict(f, newest, n1, n2, nfp, false)) {
+        newest->items++;
+        return CF_OK;
+    }
+    cf_status st = CF_FULL;
+    cf__table *last = &f->tables[f->ntables - 1];
+    uint64_t scale;
+    /* Growth helps only if the new sub-filter takes it: one no finer than `from`. */
+    if (!hot && f->expansion != 0 && cf__mul_u64(cf__scale_of(last), f->expansion, &scale) &&
+        cf__scale_of(from) % scale == 0 &&
+        cf__ext_of(f->fp_bits, f->widen, f->ntables) <= from->shape->ext) {
+        cf__table *t;
+        st = cf__table_append(f, &t);
+        if (st == CF_OK) {
+            cf__put_if_free(t, t->shape, x / (cf__scale_of(from) / cf__scale_of(t)),
+                            cf__fp_narrow(fp, from, t->shape->ext));
+            cf__table_publish(f);
+            return CF_OK;
+        }
+    }
+    if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
+        if (!cf__stash_room(f))
+            return CF_ENOMEM;
+        cf__stash_push(f, (cf__stash){n1, nfp, nk}, false);
+        return CF_OK;
+    }
+    return st;
+}
+
+void cf__truncate(cf_filter *f, unsigned n, unsigned stash_n)
+{
+    if (f->stash_n > stash_n) { /* (not for a concurrent filter, whose stash is its own) */
+        f->stash_n = (uint8_t)stash_n;
+        if (stash_n == 0)
+            cf__stash_free(f);
+    }
+    while (f->ntables > n) {
+        f->ntables--;
+        cf__mfree(f, f->tables[f->ntables].data);
+        f->tables[f->ntables].data = NULL;
+    }
+    cf__more *m = f->more;
+    /* The wide shapes go with the last wider sub-filter, as a copy would have none. */
+    if (m && m->wide_shapes && f->tables[f->ntables - 1].shape->ext == 0) {
+        cf__mfree(f, m->wide_shapes);
+        m->wide_shapes = NULL;
+    }
+    /* Shrink the sub-filter array to its canonical size (none for one sub-filter); if that
+     * allocation fails, the bigger array is kept, which is only a few bytes more. */
+    unsigned cap = cf__tables_cap(cf__max_tables(f), f->ntables, cf__is_cc(f));
+    if (m && cap < m->tables_cap)
+        cf__resize_tables(f, f->ntables, cap);
+    cf__sync_ops(f);
+    cf__more_trim(f);
+}
+
 static bool cf__stash_uses(const cf_filter *f, unsigned table)
 {
     for (unsigned e = 0; e < f->stash_n; e++)
@@ -1204,30 +1297,14 @@ cf_status cf_compact(cf_filter *f)
                 }
         }
     }
-    while (f->ntables > 1 && f->tables[f->ntables - 1].items == 0 &&
-           !cf__stash_uses(f, f->ntables - 1)) {
-        f->ntables--;
-        cf__mfree(f, f->tables[f->ntables].data);
-        f->tables[f->ntables].data = NULL;
-        cf__sync_ops(f);
-    }
-    cf__more *m = f->more;
-    /* The wide shapes go with the last wider sub-filter, as a copy would have none. */
-    if (m && m->wide_shapes && f->tables[f->ntables - 1].shape->ext == 0) {
-        cf__mfree(f, m->wide_shapes);
-        m->wide_shapes = NULL;
-    }
-    /* Shrink the sub-filter array to its canonical size (none for one sub-filter); if that
-     * allocation fails, the bigger array is kept, which is only a few bytes more. */
-    unsigned cap = cf__tables_cap(cf__max_tables(f), f->ntables, cf__is_cc(f));
-    if (m && cap < m->tables_cap)
-        cf__resize_tables(f, f->ntables, cap);
+    unsigned n = f->ntables;
+    while (n > 1 && f->tables[n - 1].items == 0 && !cf__stash_uses(f, n - 1))
+        n--;
+    cf__truncate(f, n, f->stash_n);
     if (cf__is_cc(f)) { /* what lookups check of the state (alone here, as said) */
         cf__cc_meta_begin(f);
         cf__cc_meta_end(f);
     }
-    cf__sync_ops(f);
-    cf__more_trim(f);
     return CF_OK;
 }
 

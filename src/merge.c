@@ -1,0 +1,172 @@
+/*
+ * merge.c - cf_merge and cf_new_like: one filter from filters built apart.
+ *
+ * Every fingerprint of the source is re-inserted into the destination from where it sits:
+ * its bucket there and its fingerprint give its pair in any sub-filter of the same scale
+ * or smaller (cf__place), without its key. So two filters merge exactly when the keys map
+ * the same way in both: same seed, fingerprint width, bucket shape and first size.
+ *
+ * Atomicity by copy: the destination's tables are copied before the first insert and put
+ * back if one fails. An undo log would cost less memory for a small source, but evictions
+ * move fingerprints along paths of any length in any sub-filter; the copy is one memcpy
+ * per table, and a failure is rare (merges are sized to fit).
+ */
+#include "internal.h"
+
+#include <string.h>
+
+/* What a failed merge puts back: each original table's bytes and item count, and how
+ * many sub-filters and stash entries there were (merging only appends to both). */
+typedef struct cf__merge_undo {
+    uint8_t *block; /* the tables' bytes, one after the other, then their item counts */
+    unsigned ntables;
+    unsigned stash_n;
+} cf__merge_undo;
+
+static const char *cf__merge_refusal(const cf_filter *dst, const cf_filter *src)
+{
+    if (!dst || !src)
+        return "a filter is NULL";
+    if (dst == src)
+        return "a filter cannot merge with itself (merge a copy of it)";
+    if (cf_is_loading(src))
+        return "the source is still loading";
+    if (cf__is_window(dst) || cf__is_window(src))
+        return "windowed filters do not merge";
+    if (cf__is_cc(dst) || cf__is_cc(src))
+        return "concurrent filters do not merge";
+    if (cf__is_rb(dst) || cf__is_rb(src))
+        return "RedisBloom-layout filters do not merge";
+    const cf__shape *d = cf__shape0(dst), *s = cf__shape0(src);
+    if (cf__seed(dst) != cf__seed(src))
+        return "seeds differ";
+    if (d->f != s->f)
+        return "fingerprint widths differ";
+    if (d->b != s->b)
+        return "bucket sizes differ";
+    if (d->semi != s->semi)
+        return "bucket encodings differ (semi-sorted and plain)";
+    if (dst->tables[0].buckets != src->tables[0].buckets)
+        return "first sub-filter sizes differ (made with different capacities)";
+    return NULL;
+}
+
+static uint64_t cf__items_of(const cf_filter *f)
+{
+    uint64_t n = f->stash_n;
+    for (unsigned k = 0; k < f->ntables; k++)
+        n += f->tables[k].items;
+    return n;
+}
+
+/* A fixed filter has no room beyond its free slots and stash entries. */
+static bool cf__cannot_fit(const cf_filter *dst, const cf_filter *src)
+{
+    if (dst->expansion != 0)
+        return false;
+    uint64_t free_slots = CF__STASH_SLOTS - dst->stash_n;
+    for (unsigned k = 0; k < dst->ntables; k++) {
+        const cf__table *t = &dst->tables[k];
+        free_slots += t->buckets * t->shape->b - t->items;
+    }
+    return cf__items_of(src) > free_slots;
+}
+
+static cf_status cf__undo_save(cf_filter *f, cf__merge_undo *u)
+{
+    size_t bytes = 0;
+    for (unsigned k = 0; k < f->ntables; k++) {
+        const cf__table *t = &f->tables[k];
+        size_t n = cf__table_size(t->shape, t->buckets);
+        if (n > SIZE_MAX - bytes - sizeof(uint64_t))
+            return CF_ENOMEM;
+        bytes += n + sizeof(uint64_t);
+    }
+    u->block = cf__malloc(f, bytes);
+    if (!u->block)
+        return CF_ENOMEM;
+    uint8_t *p = u->block;
+    for (unsigned k = 0; k < f->ntables; k++) {
+        const cf__table *t = &f->tables[k];
+        size_t n = cf__table_size(t->shape, t->buckets);
+        memcpy(p, t->data, n);
+        memcpy(p + n, &t->items, sizeof t->items);
+        p += n + sizeof t->items;
+    }
+    u->ntables = f->ntables;
+    u->stash_n = f->stash_n;
+    return CF_OK;
+}
+
+static void cf__undo_apply(cf_filter *f, const cf__merge_undo *u)
+{
+    cf__truncate(f, u->ntables, u->stash_n);
+    const uint8_t *p = u->block;
+    for (unsigned k = 0; k < f->ntables; k++) {
+        cf__table *t = &f->tables[k];
+        size_t n = cf__table_size(t->shape, t->buckets);
+        memcpy(t->data, p, n);
+        memcpy(&t->items, p + n, sizeof t->items);
+        p += n + sizeof t->items;
+    }
+}
+
+/* Every fingerprint of src into dst: the oldest sub-filter's first (they have the fewest
+ * places to go, so they take them while there is room), then the stash. */
+static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src)
+{
+    for (unsigned k = 0; k < src->ntables; k++) {
+        const cf__table *t = &src->tables[k];
+        const cf__shape *s = t->shape;
+        for (uint64_t x = 0; x < t->buckets; x++)
+            for (unsigned j = 0; j < s->b; j++) {
+                uint32_t fp = cf__slot_get(t, s, x, j);
+                cf_status st = fp ? cf__place(dst, t, x, fp) : CF_OK;
+                if (st != CF_OK)
+                    return st;
+            }
+    }
+    const cf__stash *stash = cf__stash_of(src);
+    for (unsigned e = 0; e < src->stash_n; e++) {
+        cf_status st = cf__place(dst, &src->tables[stash[e].table], stash[e].bucket, stash[e].fp);
+        if (st != CF_OK)
+            return st;
+    }
+    return CF_OK;
+}
+
+cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason)
+{
+    const char *why = NULL;
+    cf_status st = CF_EINVAL;
+    if (dst && dst != src && cf__read_only(dst)) {
+        st = CF_EREADONLY;
+        why = "the destination is read-only (mapped or loading)";
+    } else if ((why = cf__merge_refusal(dst, src)) == NULL) {
+        cf__merge_undo u;
+        if (cf__cannot_fit(dst, src)) {
+            st = CF_FULL;
+        } else if ((st = cf__undo_save(dst, &u)) == CF_OK) {
+            st = cf__merge_all(dst, src);
+            if (st != CF_OK)
+                cf__undo_apply(dst, &u);
+            cf__mfree(dst, u.block);
+        }
+        why = st == CF_OK     ? NULL
+              : st == CF_FULL ? "the merged fingerprints do not fit in the destination"
+                              : "out of memory";
+    }
+    if (reason)
+        *reason = why;
+    return st;
+}
+
+cf_status cf_new_like(const cf_filter *model, const cf_allocator *allocator, cf_filter **out)
+{
+    if (!model || !out || cf_is_loading(model))
+        return CF_EINVAL;
+    cf_config c;
+    cf_get_config(model, &c);
+    c.allocator = allocator;
+    return cf_new(&c, out);
+}

@@ -1,0 +1,450 @@
+/*
+ * test_merge.c - cf_merge and cf_new_like.
+ *
+ * 1. Differential against an exact multiset, for the fast shapes, semi-sorted buckets and
+ *    a generic one: keys (some added twice) spread over parts made with cf_new_like, each
+ *    with the capacity of the whole; the parts merged into a fresh filter. Then: items
+ *    equal the multiset's size, every key is found and counted at least as often as it
+ *    went in, the false-positive rate of absent keys is that of one filter given every
+ *    key directly and near cf_stats.fpr, and every key deleted as often as it went in
+ *    succeeds and leaves 0 items (a fingerprint placed in the wrong pair would make one
+ *    of those deletes fail or take another key's copy).
+ * 2. Grown filters: a filter grown to several sub-filters (widening and same-width
+ *    growth) merges into an empty filter like it (which grows too), nothing lost, deletes
+ *    as in 1; two grown filters merge, or say CF_FULL and leave the destination as it was.
+ * 3. A copy of itself: every count doubles exactly (a fixed filter at 40 % load, where
+ *    each copy finds a free slot of its own pair), absent keys included.
+ * 4. Refusals, each with its reason and the destination byte for byte as it was: NULL,
+ *    the same filter, seeds, widths, bucket sizes, encodings and first sizes that differ,
+ *    windowed, concurrent and RedisBloom-layout filters, a source still loading, a mapped
+ *    destination (CF_EREADONLY); CF_FULL from a fixed destination without room (refused
+ *    before any work) and from one whose first sub-filter is full (refused midway,
+ *    undone).
+ * 5. Allocation failures: every allocation of the merge failing in turn gives CF_ENOMEM
+ *    or CF_OK; after CF_ENOMEM the destination is byte for byte as it was.
+ * 6. Determinism, cf_new_like (settings, seed, allocator, emptiness), and a merged filter
+ *    saved and loaded keeps every key.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <unistd.h>
+
+#define PARTS 3u
+
+/* A fresh copy of f (NULL after a failed check). */
+static cf_filter *copy_of(const cf_filter *f)
+{
+    size_t n = cf_serialized_size(f);
+    uint8_t *buf = malloc(n);
+    cf_filter *c = NULL;
+    CHECK(buf && cf_serialize(f, buf, n, NULL) == CF_OK);
+    CHECK_ST(cf_deserialize(buf, n, NULL, &c), CF_OK);
+    free(buf);
+    return c;
+}
+
+/* The share of `probes` keys never added (stream `stream`) that f says yes for. */
+static double measured_fpr(const cf_filter *f, uint64_t stream, uint64_t probes)
+{
+    uint8_t key[CFT_KEY_MAX];
+    uint64_t yes = 0;
+    for (uint64_t id = 0; id < probes; id++) {
+        size_t len = cft_key(key, stream, id);
+        yes += cf_contains(f, key, len);
+    }
+    return (double)yes / (double)probes;
+}
+
+/* Every key of the multiset found and counted at least as often as added; then deleted
+ * that often, each delete CF_OK, leaving nothing. */
+static void check_and_drain(cf_filter *f, uint64_t stream, const uint8_t *times, uint64_t nkeys)
+{
+    uint8_t key[CFT_KEY_MAX];
+    uint64_t total = 0, misses = 0, short_counts = 0, failed = 0;
+    for (uint64_t id = 0; id < nkeys; id++) {
+        if (!times[id])
+            continue;
+        size_t len = cft_key(key, stream, id);
+        total += times[id];
+        misses += !cf_contains(f, key, len);
+        short_counts += cf_count(f, key, len) < times[id];
+    }
+    CHECK_EQ_U(cft_stats(f).items, total);
+    CHECK_EQ_U(misses, 0);
+    CHECK_EQ_U(short_counts, 0);
+    for (uint64_t id = 0; id < nkeys; id++) {
+        size_t len = cft_key(key, stream, id);
+        for (unsigned t = 0; t < times[id]; t++)
+            failed += cf_delete(f, key, len) != CF_OK;
+        /* the keys still in are found after each delete of another */
+        if (id % 997 == 0)
+            for (uint64_t later = id + 1; later < nkeys && later < id + 50; later++) {
+                len = cft_key(key, stream, later);
+                misses += times[later] && !cf_contains(f, key, len);
+            }
+    }
+    CHECK_EQ_U(failed, 0);
+    CHECK_EQ_U(misses, 0);
+    CHECK_EQ_U(cft_stats(f).items, 0);
+}
+
+/* 1. Parts of one model merged into a fresh filter. */
+static void test_parts(cf_config c, uint64_t tag)
+{
+    cft_context("parts f=%u b=%u flags=%u", c.fingerprint_bits, c.bucket_size, c.flags);
+    cft_rng r = cft_rng_make(cft_subseed(tag));
+    c.seed = cft_next(&r) | 1u;
+    const uint64_t nkeys = c.capacity * 9 / 10; /* distinct keys; some go in twice */
+    cf_filter *model = cft_new(c), *direct = cft_new(c), *part[PARTS] = {NULL};
+    uint8_t *times = calloc(nkeys, 1);
+    if (!model || !direct || !times)
+        goto out;
+    for (unsigned p = 0; p < PARTS; p++)
+        CHECK_ST(cf_new_like(model, NULL, &part[p]), CF_OK);
+    uint64_t stream = cft_subseed(tag + 1), added = 0;
+    uint8_t key[CFT_KEY_MAX];
+    for (uint64_t id = 0; id < nkeys; id++) {
+        unsigned n = cft_below(&r, 20) == 0 ? 2u : 1u;
+        if (added + n > c.capacity * 19 / 20)
+            break;
+        size_t len = cft_key(key, stream, id);
+        for (unsigned t = 0; t < n; t++) {
+            if (!CHECK_ST(cf_add(part[cft_below(&r, PARTS)], key, len), CF_OK) ||
+                !CHECK_ST(cf_add(direct, key, len), CF_OK))
+                goto out;
+            times[id]++;
+            added++;
+        }
+    }
+    const char *why = "unset";
+    for (unsigned p = 0; p < PARTS; p++) {
+        CHECK_ST(cf_merge(model, part[p], &why), CF_OK);
+        CHECK(why == NULL);
+    }
+    cf_stats st = cft_stats(model);
+    CHECK_EQ_U(st.items, added);
+    CHECK_EQ_U(st.sub_filters, 1);
+    /* The rate of absent keys: the direct filter's, and the formula's at this load. */
+    uint64_t probes = cft_scaled_min(400000, 100000);
+    double merged = measured_fpr(model, cft_subseed(tag + 2), probes);
+    double one = measured_fpr(direct, cft_subseed(tag + 2), probes);
+    double expect = st.fpr, sigma = sqrt(expect / (double)probes);
+    CHECK_MSG(fabs(merged - expect) < 5 * sigma + 0.1 * expect, "merged fpr %g, formula %g", merged,
+              expect);
+    CHECK_MSG(fabs(merged - one) < 7 * sigma + 0.1 * expect, "merged fpr %g, one filter %g", merged,
+              one);
+    check_and_drain(model, stream, times, nkeys);
+out:
+    for (unsigned p = 0; p < PARTS; p++)
+        cf_free(part[p]);
+    cf_free(model);
+    cf_free(direct);
+    free(times);
+}
+
+/* 2. Grown filters. */
+static void test_grown(unsigned flags, uint64_t tag)
+{
+    cft_context("grown flags=%u", flags);
+    cft_rng r = cft_rng_make(cft_subseed(tag));
+    cf_config c = {.capacity = 2000, .expansion = 2, .flags = flags, .seed = cft_next(&r) | 1u};
+    cf_filter *a = cft_new(c), *b = cft_new(c), *into = NULL;
+    uint64_t nkeys = 12000, stream = cft_subseed(tag + 1);
+    uint8_t *times = calloc(nkeys, 1), key[CFT_KEY_MAX];
+    if (!a || !b || !times)
+        goto out;
+    for (uint64_t id = 0; id < nkeys; id++) {
+        size_t len = cft_key(key, stream, id);
+        cf_filter *to = id < nkeys * 5 / 6 ? a : b;
+        if (CHECK_ST(cf_add(to, key, len), CF_OK))
+            times[id] = 1;
+    }
+    CHECK(cft_stats(a).sub_filters >= 3);
+    /* Into an empty filter like it: everything, growing where needed. */
+    if (!CHECK_ST(cf_new_like(a, NULL, &into), CF_OK))
+        goto out;
+    CHECK_ST(cf_merge(into, a, NULL), CF_OK);
+    CHECK(cft_stats(into).sub_filters >= 2);
+    /* Then b: it fits or it is refused, and either way nothing is lost. */
+    cf_filter *before = copy_of(into);
+    const char *why = NULL;
+    cf_status st = cf_merge(into, b, &why);
+    CHECK(st == CF_OK || st == CF_FULL);
+    if (st == CF_FULL) {
+        CHECK(before && cft_same_bytes(into, before));
+        CHECK(why && strstr(why, "do not fit"));
+        for (uint64_t id = nkeys * 5 / 6; id < nkeys; id++)
+            times[id] = 0;
+    }
+    printf("  grown flags %u: %u and %u sub-filters merged into %u: %s\n", flags,
+           cft_stats(a).sub_filters, cft_stats(b).sub_filters, cft_stats(into).sub_filters,
+           cf_strerror(st));
+    cf_free(before);
+    check_and_drain(into, stream, times, nkeys);
+out:
+    cf_free(a);
+    cf_free(b);
+    cf_free(into);
+    free(times);
+}
+
+/* 3. A copy of itself doubles every count. */
+static void test_self_copy(uint64_t tag)
+{
+    cft_context("self copy");
+    cf_filter *f = cft_new((cf_config){.capacity = 10000, .seed = 7}), *g = NULL;
+    uint8_t key[CFT_KEY_MAX];
+    uint64_t stream = cft_subseed(tag), other = cft_subseed(tag + 1), wrong = 0;
+    if (!f)
+        return;
+    for (uint64_t id = 0; id < 4000; id++) {
+        size_t len = cft_key(key, stream, id);
+        CHECK_ST(cf_add(f, key, len), CF_OK);
+    }
+    if ((g = copy_of(f)) == NULL)
+        goto out;
+    CHECK_ST(cf_merge(f, g, NULL), CF_OK);
+    CHECK_EQ_U(cft_stats(f).items, 8000);
+    for (uint64_t id = 0; id < 20000; id++) {
+        size_t len = cft_key(key, id < 4000 ? stream : other, id);
+        wrong += cf_count(f, key, len) != 2 * cf_count(g, key, len);
+    }
+    CHECK_EQ_U(wrong, 0);
+out:
+    cf_free(f);
+    cf_free(g);
+}
+
+/* 4. Refusals: each with its status and reason, dst unchanged. */
+static void refused(cf_filter *dst, const cf_filter *src, cf_status want, const char *reason)
+{
+    cft_context("refusal: %s", reason);
+    cf_filter *before = copy_of(dst);
+    const char *why = NULL;
+    CHECK_ST(cf_merge(dst, src, &why), want);
+    CHECK_MSG(why && strstr(why, reason), "reason \"%s\", want \"%s\"", why ? why : "(null)",
+              reason);
+    CHECK(before && cft_same_bytes(dst, before));
+    cf_free(before);
+}
+
+static void test_refusals(const char *dir)
+{
+    cf_config c = {.capacity = 1000, .seed = 11};
+    cf_filter *dst = cft_new(c);
+    uint8_t key[CFT_KEY_MAX];
+    for (uint64_t id = 0; dst && id < 300; id++) {
+        size_t len = cft_key(key, 1, id);
+        CHECK_ST(cf_add(dst, key, len), CF_OK);
+    }
+    const char *why = NULL;
+    CHECK_ST(cf_merge(NULL, dst, &why), CF_EINVAL);
+    CHECK(why && strstr(why, "NULL"));
+    CHECK_ST(cf_merge(dst, NULL, NULL), CF_EINVAL);
+    refused(dst, dst, CF_EINVAL, "itself");
+    struct {
+        cf_config c;
+        const char *reason;
+    } differ[] = {
+        {{.capacity = 1000, .seed = 12}, "seeds differ"},
+        {{.capacity = 1000, .seed = 11, .fingerprint_bits = 16}, "fingerprint widths differ"},
+        {{.capacity = 1000, .seed = 11, .bucket_size = 2}, "bucket sizes differ"},
+        {{.capacity = 1000, .seed = 11, .fingerprint_bits = 12, .flags = CF_SEMI_SORT},
+         "encodings differ"},
+        {{.capacity = 5000, .seed = 11}, "first sub-filter sizes differ"},
+        {{.capacity = 1000, .seed = 11, .generations = 4}, "windowed"},
+        {{.capacity = 1000, .seed = 11, .flags = CF_CONCURRENT}, "concurrent"},
+        {{.capacity = 1000, .flags = CF_REDISBLOOM}, "RedisBloom"},
+    };
+    for (size_t i = 0; i < sizeof differ / sizeof differ[0]; i++) {
+        cf_filter *src = cft_new(differ[i].c);
+        if (!src)
+            continue;
+        size_t len = cft_key(key, 2, i);
+        CHECK_ST(cf_add(src, key, len), CF_OK);
+        refused(dst, src, CF_EINVAL, differ[i].reason);
+        if (i >= 5) { /* the other way round too */
+            cf_filter *dst2 = copy_of(src);
+            cf_filter *like = NULL;
+            CHECK_ST(cf_new_like(src, NULL, &like), CF_OK);
+            if (dst2 && like)
+                refused(dst2 ? dst2 : src, like, CF_EINVAL, differ[i].reason);
+            cf_free(dst2);
+            cf_free(like);
+        }
+        cf_free(src);
+    }
+    /* A source still loading, a mapped destination. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/dst.cf", dir);
+    CHECK_ST(cf_save(dst, path), CF_OK);
+    cf_filter *mapped = NULL, *loading = NULL;
+    if (CHECK_ST(cf_open_mapped(path, 0, NULL, &mapped), CF_OK)) {
+        CHECK_ST(cf_merge(mapped, dst, &why), CF_EREADONLY);
+        CHECK(why && strstr(why, "read-only"));
+        cf_free(mapped);
+    }
+    uint8_t chunk[4096];
+    uint64_t cursor = 0;
+    size_t n = 0;
+    if (CHECK_ST(cf_dump_chunk(dst, &cursor, chunk, sizeof chunk, &n), CF_OK) &&
+        CHECK_ST(cf_load_chunk(&loading, cursor, chunk, n, NULL), CF_OK)) {
+        refused(dst, loading, CF_EINVAL, "loading");
+        CHECK_ST(cf_merge(loading, dst, NULL), CF_EREADONLY);
+    }
+    cf_free(loading);
+    /* CF_FULL before any work: a fixed filter without the room. */
+    cf_filter *big = cft_new((cf_config){.capacity = 1000, .seed = 11}), *like = NULL;
+    for (uint64_t id = 0; big && id < 800; id++) {
+        size_t len = cft_key(key, 3, id);
+        CHECK_ST(cf_add(big, key, len), CF_OK);
+    }
+    if (big)
+        refused(dst, big, CF_FULL, "do not fit");
+    /* CF_FULL midway: a grown destination whose first sub-filter is full cannot take the
+     * first sub-filter's fingerprints of another (the second is no place for them). */
+    cf_filter *grown = cft_new((cf_config){.capacity = 1000, .seed = 11, .expansion = 2});
+    for (uint64_t id = 0; grown && id < 4000; id++) {
+        size_t len = cft_key(key, 4, id);
+        CHECK_ST(cf_add(grown, key, len), CF_OK);
+    }
+    if (grown && CHECK_ST(cf_new_like(grown, NULL, &like), CF_OK)) {
+        for (uint64_t id = 0; id < 900; id++) {
+            size_t len = cft_key(key, 5, id);
+            CHECK_ST(cf_add(like, key, len), CF_OK);
+        }
+        refused(grown, like, CF_FULL, "do not fit");
+        /* every key of the destination still there */
+        uint64_t misses = 0;
+        for (uint64_t id = 0; id < 4000; id++) {
+            size_t len = cft_key(key, 4, id);
+            misses += !cf_contains(grown, key, len);
+        }
+        CHECK_EQ_U(misses, 0);
+    }
+    cf_free(like);
+    cf_free(grown);
+    cf_free(big);
+    cf_free(dst);
+    unlink(path);
+}
+
+/* 5. Every allocation of the merge failing in turn: its copy, growth, the stash. */
+static void test_alloc_failures(void)
+{
+    cft_context("allocation failures");
+    cft_alloc t;
+    cft_alloc_init(&t);
+    cf_config c = {.capacity = 500, .seed = 5, .expansion = 2};
+    cf_filter *src = cft_new(c), *dst = NULL;
+    uint8_t key[CFT_KEY_MAX];
+    for (uint64_t id = 0; src && id < 1500; id++) {
+        size_t len = cft_key(key, 6, id);
+        CHECK_ST(cf_add(src, key, len), CF_OK);
+    }
+    CHECK(src && CHECK_ST(cf_new_like(src, &t.a, &dst), CF_OK));
+    bool done = false;
+    for (uint64_t nth = 1; dst && src && !done && nth < 100; nth++) {
+        cf_filter *before = copy_of(dst);
+        cft_alloc_arm(&t, nth, false);
+        cf_status st = cf_merge(dst, src, NULL);
+        cft_alloc_disarm(&t);
+        CHECK(st == CF_OK || st == CF_ENOMEM);
+        if (st == CF_ENOMEM)
+            CHECK(before && cft_same_bytes(dst, before));
+        done = st == CF_OK;
+        cf_free(before);
+    }
+    CHECK(done);
+    for (uint64_t id = 0; done && id < 1500; id++) {
+        size_t len = cft_key(key, 6, id);
+        CHECK(cf_contains(dst, key, len));
+    }
+    cf_free(dst);
+    cf_free(src);
+    CHECK_ALLOC_CLEAN(&t);
+}
+
+/* 6. Determinism, cf_new_like, and a save and load of a merged filter. */
+static void test_like_and_files(const char *dir)
+{
+    cft_context("new_like and files");
+    cft_alloc t;
+    cft_alloc_init(&t);
+    cf_config c = {.capacity = 3000, .fingerprint_bits = 16, .bucket_size = 2, .seed = 9};
+    cf_filter *a = cft_new(c), *b = NULL, *m1 = NULL, *m2 = NULL, *loaded = NULL;
+    if (!a || !CHECK_ST(cf_new_like(a, &t.a, &b), CF_OK))
+        goto out;
+    CHECK_ST(cf_new_like(NULL, NULL, &m1), CF_EINVAL);
+    CHECK_ST(cf_new_like(a, NULL, NULL), CF_EINVAL);
+    cf_config ca, cb;
+    cf_get_config(a, &ca);
+    cf_get_config(b, &cb);
+    CHECK(memcmp(&ca, &cb, sizeof ca) == 0);
+    CHECK(cft_same_bytes(a, b));
+    CHECK(t.live > 0); /* b lives in the caller's allocator */
+    uint8_t key[CFT_KEY_MAX];
+    for (uint64_t id = 0; id < 2000; id++) {
+        size_t len = cft_key(key, 7, id);
+        CHECK_ST(cf_add(id % 2 ? a : b, key, len), CF_OK);
+    }
+    CHECK_ST(cf_new_like(a, NULL, &m1), CF_OK);
+    CHECK_ST(cf_new_like(a, NULL, &m2), CF_OK);
+    CHECK_ST(cf_merge(m1, a, NULL), CF_OK);
+    CHECK_ST(cf_merge(m1, b, NULL), CF_OK);
+    CHECK_ST(cf_merge(m2, a, NULL), CF_OK);
+    CHECK_ST(cf_merge(m2, b, NULL), CF_OK);
+    CHECK(cft_same_bytes(m1, m2));
+    char path[512];
+    snprintf(path, sizeof path, "%s/merged.cf", dir);
+    CHECK_ST(cf_save(m1, path), CF_OK);
+    if (CHECK_ST(cf_load(path, NULL, &loaded), CF_OK)) {
+        uint64_t misses = 0;
+        for (uint64_t id = 0; id < 2000; id++) {
+            size_t len = cft_key(key, 7, id);
+            misses += !cf_contains(loaded, key, len);
+        }
+        CHECK_EQ_U(misses, 0);
+        CHECK_EQ_U(cft_stats(loaded).items, 2000);
+    }
+    unlink(path);
+out:
+    cf_free(a);
+    cf_free(b);
+    cf_free(m1);
+    cf_free(m2);
+    cf_free(loaded);
+    CHECK_ALLOC_CLEAN(&t);
+}
+
+int main(void)
+{
+    cft_init("test_merge");
+    char dir[256];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/cf_test_merge_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    const uint64_t cap = cft_scaled_min(60000, 6000);
+    static const struct {
+        unsigned f, b, flags;
+    } shapes[] = {{12, 4, 0}, {8, 4, 0}, {16, 4, 0}, {12, 2, 0}, {8, 8, 0}, {13, 4, CF_SEMI_SORT},
+                  {10, 3, 0}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        test_parts((cf_config){.capacity = cap,
+                               .fingerprint_bits = shapes[i].f,
+                               .bucket_size = shapes[i].b,
+                               .flags = shapes[i].flags},
+                   100 + 10 * i);
+    test_grown(0, 200);
+    test_grown(CF_GROW_SAME_WIDTH, 210);
+    test_self_copy(300);
+    test_refusals(dir);
+    test_alloc_failures();
+    test_like_and_files(dir);
+    rmdir(dir);
+    return cft_finish();
+}
