@@ -17,6 +17,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,10 @@
 #define ARRAY_INITIAL ((size_t)1 << 13)
 /* Runs of hashes this short are sorted by insertion rather than by another radix pass. */
 #define SORT_SMALL    32u
+/* --jobs: at most this many threads (far more than the cores it pays to use). */
+#define JOBS_MAX      256u
+/* Fewer hashes than this per job are not worth a thread and a filter of their own. */
+#define JOB_MIN_KEYS  ((size_t)1 << 16)
 
 static const char build_help[] =
     "Usage: cuckoo build FILE [OPTION...] [INPUT]\n"
@@ -38,6 +44,8 @@ static const char build_help[] =
     "repeated key is counted as already present.\n"
     "\n" SHAPE_HELP "  --force                 overwrite FILE if it exists\n"
     "  -0, --null              keys are terminated by NUL bytes, not newlines\n"
+    "  -j, --jobs N            sort the keys' hashes with N threads (default 1; at most\n"
+    "                          256), which takes 8 more bytes per key of INPUT\n"
     "  --progress              show progress even when stderr is not a terminal\n"
     "  -q, --quiet             no progress, no summary\n"
     "  -h, --help              show this help\n"
@@ -47,6 +55,7 @@ static const char build_help[] =
     "(in any order, repeated or not) with the same --seed always gives the same file.\n"
     "Without --seed the seed is secret and random, so nobody can compute keys that\n"
     "collide in the filter; give --seed for files that must come out the same every time.\n"
+
     "Exit status 3 if some keys did not fit (the others are saved).\n";
 
 /* Returns the array v of *cap hashes, reallocated twice as long (or ARRAY_INITIAL long
@@ -66,19 +75,12 @@ static uint64_t *grow_array(uint64_t *v, size_t *cap)
 /* Sorts a[0 .. n) in place: a most-significant-digit radix sort on the byte at `shift`,
  * then the next byte within each run. Hashes are uniform, so a few passes leave runs
  * short enough for insertion sort; a run of equal hashes ends after the last byte. */
-static void sort_hashes(uint64_t *a, size_t n, unsigned shift)
+/* Puts a[0 .. n) in order of the byte at `shift`: run d, the hashes whose byte is d, at
+ * a[start[d] .. end[d]). */
+static void split_runs(uint64_t *a, size_t n, unsigned shift, size_t start[256], size_t end[256])
 {
-    if (n <= SORT_SMALL) {
-        for (size_t i = 1; i < n; i++) {
-            uint64_t v = a[i];
-            size_t j = i;
-            for (; j > 0 && a[j - 1] > v; j--)
-                a[j] = a[j - 1];
-            a[j] = v;
-        }
-        return;
-    }
-    size_t start[256] = {0}, next[256], end[256];
+    size_t next[256];
+    memset(start, 0, 256 * sizeof *start);
     for (size_t i = 0; i < n; i++)
         start[(a[i] >> shift) & 0xff]++;
     size_t sum = 0;
@@ -101,22 +103,128 @@ static void sort_hashes(uint64_t *a, size_t n, unsigned shift)
             a[next[d]++] = v;
         }
     }
+}
+
+/* Sorts a[0 .. n) in place: a most-significant-digit radix sort on the byte at `shift`,
+ * then the next byte within each run. Hashes are uniform, so a few passes leave runs
+ * short enough for insertion sort; a run of equal hashes ends after the last byte. */
+static void sort_hashes(uint64_t *a, size_t n, unsigned shift)
+{
+    if (n <= SORT_SMALL) {
+        for (size_t i = 1; i < n; i++) {
+            uint64_t v = a[i];
+            size_t j = i;
+            for (; j > 0 && a[j - 1] > v; j--)
+                a[j] = a[j - 1];
+            a[j] = v;
+        }
+        return;
+    }
+    size_t start[256], end[256];
+    split_runs(a, n, shift, start, end);
     if (shift == 0)
         return;
     for (unsigned d = 0; d < 256; d++)
         sort_hashes(a + start[d], end[d] - start[d], shift - 8);
 }
 
-/* Sorts a[0 .. n) and drops repeats; returns the number of distinct hashes left. */
-static size_t sort_unique(uint64_t *a, size_t n)
+/* A parallel sort's job: its slice of the input, [from, to), whose top bytes it counts
+ * (count[d]) and then scatters to their runs of the output, at[d] onwards; then the runs
+ * of the output it takes next (through `next`), which it sorts in place. */
+typedef struct sort_job {
+    const uint64_t *in;
+    uint64_t *out;
+    size_t from, to;
+    size_t count[256], at[256];
+    const size_t *start, *end; /* the output's runs, once every job has counted */
+    atomic_uint *next;
+} sort_job;
+
+static void *count_worker(void *p)
+{
+    sort_job *j = p;
+    memset(j->count, 0, sizeof j->count);
+    for (size_t i = j->from; i < j->to; i++)
+        j->count[j->in[i] >> 56]++;
+    return NULL;
+}
+
+static void *scatter_worker(void *p)
+{
+    sort_job *j = p;
+    for (size_t i = j->from; i < j->to; i++)
+        j->out[j->at[j->in[i] >> 56]++] = j->in[i];
+    return NULL;
+}
+
+static void *sort_worker(void *p)
+{
+    const sort_job *j = p;
+    for (unsigned d; (d = atomic_fetch_add(j->next, 1u)) < 256u;)
+        sort_hashes(j->out + j->start[d], j->end[d] - j->start[d], 48);
+    return NULL;
+}
+
+/* Starts worker(jobs[i]) on a thread of its own for i in [1, n), runs jobs[0] here, and
+ * waits for them all; a job whose thread could not start runs here too. */
+static void run_jobs(void *(*worker)(void *), void *jobs, size_t size, unsigned n)
+{
+    pthread_t threads[JOBS_MAX];
+    bool started[JOBS_MAX] = {false};
+    for (unsigned i = 1; i < n; i++)
+        started[i] = pthread_create(&threads[i], NULL, worker, (char *)jobs + i * size) == 0;
+    worker(jobs);
+    for (unsigned i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(threads[i], NULL);
+        else
+            worker((char *)jobs + i * size);
+    }
+}
+
+/* Sorts in[0 .. n) with `jobs` threads into out[0 .. n) (which may be in when jobs is 1)
+ * and drops repeats; returns the number of distinct hashes left in out. With several jobs the
+ * first pass is out of place: each job counts the top bytes of its slice, then moves
+ * its slice to its places in the runs those counts give, and the 256 runs are sorted by
+ * whichever job is free. */
+static size_t sort_unique(uint64_t *in, uint64_t *out, size_t n, unsigned jobs)
 {
     if (n == 0)
         return 0;
-    sort_hashes(a, n, 56);
+    sort_job *job = jobs > 1 ? malloc(jobs * sizeof *job) : NULL;
+    if (job) {
+        size_t start[256], end[256];
+        atomic_uint next = 0;
+        for (unsigned i = 0; i < jobs; i++)
+            job[i] = (sort_job){.in = in,
+                                .out = out,
+                                .from = n / jobs * i,
+                                .to = i + 1 == jobs ? n : n / jobs * (i + 1),
+                                .start = start,
+                                .end = end,
+                                .next = &next};
+        run_jobs(count_worker, job, sizeof job[0], jobs);
+        size_t sum = 0;
+        for (unsigned d = 0; d < 256; d++) {
+            start[d] = sum;
+            for (unsigned i = 0; i < jobs; i++) {
+                job[i].at[d] = sum;
+                sum += job[i].count[d];
+            }
+            end[d] = sum;
+        }
+        run_jobs(scatter_worker, job, sizeof job[0], jobs);
+        run_jobs(sort_worker, job, sizeof job[0], jobs);
+        free(job);
+    } else {
+        if (out != in)
+            memcpy(out, in, n * sizeof *in);
+        sort_hashes(out, n, 56);
+    }
     size_t d = 1;
     for (size_t i = 1; i < n; i++)
-        if (a[i] != a[d - 1])
-            a[d++] = a[i];
+        if (out[i] != out[d - 1])
+            out[d++] = out[i];
     return d;
 }
 
@@ -158,8 +266,8 @@ static int read_hashes(key_reader *in, uint64_t seed, const shape_opts *o, bool 
 
 /* Makes the filter at `path` from the keys of `in`; *f receives it, *counts what
  * happened to the keys. */
-static int build(const char *path, shape_opts *o, key_reader *in, bool show_progress, cf_filter **f,
-                 add_counts *counts)
+static int build(const char *path, shape_opts *o, key_reader *in, bool show_progress, unsigned jobs,
+                 cf_filter **f, add_counts *counts)
 {
     /* The filter's seed is needed before it exists: the keys are hashed first. */
     if (!(o->cfg.flags & CF_FIXED_SEED)) {
@@ -172,7 +280,17 @@ static int build(const char *path, shape_opts *o, key_reader *in, bool show_prog
     uint64_t *hashes = NULL;
     size_t n = 0;
     int status = read_hashes(in, o->cfg.seed, o, show_progress, &hashes, &n);
-    size_t distinct = status == CLI_EXIT_OK ? sort_unique(hashes, n) : 0;
+    size_t distinct = 0;
+    if (status == CLI_EXIT_OK) {
+        /* Several jobs sort into a second array; without the memory for it, one job sorts
+         * in place. */
+        uint64_t *sorted = jobs > 1 && n > 0 ? malloc(n * sizeof *sorted) : NULL;
+        distinct = sort_unique(hashes, sorted ? sorted : hashes, n, sorted ? jobs : 1u);
+        if (sorted) {
+            free(hashes);
+            hashes = sorted;
+        }
+    }
     o->cfg.capacity = distinct > 0 ? distinct : 1; /* an empty set still makes a valid filter */
     if (status == CLI_EXIT_OK)
         status = cli_new_filter("build", path, &o->cfg, f);
@@ -198,10 +316,13 @@ static int build(const char *path, shape_opts *o, key_reader *in, bool show_prog
 
 int cmd_build(int argc, char **argv)
 {
-    static const cli_opt opts[] = {
-        {"null", '0', false, OPT_NULL}, {"progress", 0, false, OPT_PROGRESS}, SHAPE_OPTIONS};
+    static const cli_opt opts[] = {{"null", '0', false, OPT_NULL},
+                                   {"jobs", 'j', true, OPT_JOBS},
+                                   {"progress", 0, false, OPT_PROGRESS},
+                                   SHAPE_OPTIONS};
     shape_opts o = {0};
     bool nul = false, show_progress = false;
+    uint64_t jobs = 1;
     cli_parser p;
     cli_parser_init(&p, "build", build_help, opts, sizeof opts / sizeof opts[0], argc, argv);
     const char *value;
@@ -211,8 +332,12 @@ int cmd_build(int argc, char **argv)
             nul = true;
         else if (id == OPT_PROGRESS)
             show_progress = true;
-        else if (cli_shape_option("build", id, value, &o) == SHAPE_BAD)
+        else if (id == OPT_JOBS) {
+            if (!cli_parse_uint("build", "jobs", value, 1, JOBS_MAX, false, &jobs))
+                return CLI_EXIT_USAGE;
+        } else if (cli_shape_option("build", id, value, &o) == SHAPE_BAD) {
             return CLI_EXIT_USAGE;
+        }
     }
     if (id == CLI_OPT_STOP)
         return p.status;
@@ -243,7 +368,7 @@ int cmd_build(int argc, char **argv)
         cli_error("%s: out of memory", path);
         status = CLI_EXIT_FILE;
     } else {
-        status = build(path, &o, &in, show_progress, &f, &counts);
+        status = build(path, &o, &in, show_progress, (unsigned)jobs, &f, &counts);
         key_reader_close(&in);
     }
     if (input)

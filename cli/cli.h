@@ -134,6 +134,7 @@ enum cli_opt_id {
     OPT_NO_VERIFY,
     OPT_NO_WAIT,
     OPT_THREADS,
+    OPT_JOBS,
     OPT_WINDOW,
     OPT_GENERATIONS,
     OPT_AT,

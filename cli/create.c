@@ -99,58 +99,18 @@ static bool resolve_shape(const cf_config *cfg, cf_config *out)
 
 int cli_check_shape(const char *sub, const shape_opts *o)
 {
-    cf_config r = {0};
-    if (o->cfg.target_fpr != 0.0 && o->cfg.fingerprint_bits != 0)
-        return cli_usage(sub, "--fpr and --fingerprint-bits are alternatives: give one");
-    bool bound = o->cfg.fpr_bound != 0.0, same = (o->cfg.flags & CF_GROW_SAME_WIDTH) != 0;
-    if ((bound || same) && o->cfg.expansion == 0)
-        return cli_usage(sub, "--%s is for growing filters: give --expansion too",
-                         bound ? "fpr-bound" : "same-width");
-    if (bound && same)
-        return cli_usage(sub, "--fpr-bound and --same-width are alternatives: give one");
-    if ((o->cfg.flags & CF_REDISBLOOM) &&
-        ((o->cfg.flags & CF_SEMI_SORT) || bound || o->cfg.target_fpr != 0.0 || o->cfg.seed != 0 ||
-         (o->cfg.fingerprint_bits != 0 && o->cfg.fingerprint_bits != 8)))
-        return cli_usage(sub,
-                         "--redisbloom fixes RedisBloom's hash (no seed) and 8-bit "
-                         "fingerprints of the same width in every sub-filter: drop --%s",
-                         (o->cfg.flags & CF_SEMI_SORT) ? "semi-sort"
-                         : bound                       ? "fpr-bound"
-                         : o->cfg.target_fpr != 0.0    ? "fpr"
-                         : o->cfg.seed != 0            ? "seed"
-                                                       : "fingerprint-bits");
+    /* The tool's own rules: options that mean nothing without another. */
     if (o->generations_given && !o->cfg.window)
         return cli_usage(sub, "--generations is for windowed filters: give --window too");
-    if (o->cfg.window && (o->cfg.expansion || (o->cfg.flags & CF_REDISBLOOM)))
-        return cli_usage(sub,
-                         "a windowed filter's generations keep one size and this "
-                         "library's layout: drop --%s",
-                         o->cfg.expansion ? "expansion" : "redisbloom");
-    if ((o->cfg.flags & CF_SEMI_SORT) && o->cfg.bucket_size != 0 && o->cfg.bucket_size != 4)
-        return cli_usage(sub, "--semi-sort is for 4-slot buckets, not --bucket-size %u",
-                         o->cfg.bucket_size);
-    if (resolve_shape(&o->cfg, &r))
-        return CLI_EXIT_OK;
-    if (bound) {
-        cf_config unbound = o->cfg;
-        unbound.fpr_bound = 0.0;
-        if (resolve_shape(&unbound, &r)) {
-            double first = cf_expected_fpr(r.fingerprint_bits, r.bucket_size, 1.0);
-            return cli_usage(sub,
-                             "--fpr-bound %g is out of reach: it must exceed %g, the first "
-                             "sub-filter's rate at full load, and fingerprints of up to 32 bits "
-                             "must keep %u sub-filters within it",
-                             o->cfg.fpr_bound, first, r.max_sub_filters);
-        }
-    }
-    /* The options were checked one by one: only --fpr can be out of reach. */
-    cf_config plain = o->cfg;
-    plain.target_fpr = 0.0;
-    (void)resolve_shape(&plain, &r); /* for the bucket size the message names */
-    return cli_usage(sub,
-                     "--fpr %g is below what %u-bit fingerprints reach with %u-slot buckets (%g)",
-                     o->cfg.target_fpr, CF_MAX_FINGERPRINT_BITS, r.bucket_size,
-                     cf_expected_fpr(CF_MAX_FINGERPRINT_BITS, r.bucket_size, 1.0));
+    if ((o->cfg.flags & CF_GROW_SAME_WIDTH) && o->cfg.expansion == 0)
+        return cli_usage(sub, "--same-width is for growing filters: give --expansion too");
+    /* The library's, in its own words; the shape does not depend on the capacity. */
+    cf_config c = o->cfg;
+    c.capacity = 1;
+    const char *why = NULL;
+    if (cf_config_check(&c, &why) != CF_OK)
+        return cli_usage(sub, "%s", why);
+    return CLI_EXIT_OK;
 }
 
 int cli_check_new_file(const char *path, bool force)

@@ -307,6 +307,15 @@ static inline cf_status cf_config_resolve(const cf_config *config, cf_config *ou
 CF_API cf_status cf_config_resolve_sized(const cf_config *config, size_t config_size,
                                          cf_config *out, size_t out_size);
 
+/* Whether cf_new would accept `config`, and if not, why: CF_OK (and *reason NULL), or
+ * CF_EINVAL with *reason a static one-line English description of the first rule it
+ * breaks ("fingerprint width must be 4 to 32 bits", ...), so that a program can show the
+ * library's own words instead of restating its rules. reason may be NULL. Draws no seed
+ * and allocates nothing. Thread safety: reentrant. */
+static inline cf_status cf_config_check(const cf_config *config, const char **reason);
+CF_API cf_status cf_config_check_sized(const cf_config *config, size_t config_size,
+                                       const char **reason);
+
 /* The number of bytes cf_new would allocate for `config` (the tables, the filter and its
  * scratch space), computed without allocating. Use it to refuse a config that is too big
  * before trying it. Besides the table, a filter holds 96 bytes, plus 24 for its copy of
@@ -903,6 +912,11 @@ static inline cf_status cf_new(const cf_config *config, cf_filter **out)
 static inline cf_status cf_config_resolve(const cf_config *config, cf_config *out)
 {
     return cf_config_resolve_sized(config, sizeof(cf_config), out, sizeof(cf_config));
+}
+
+static inline cf_status cf_config_check(const cf_config *config, const char **reason)
+{
+    return cf_config_check_sized(config, sizeof(cf_config), reason);
 }
 
 static inline cf_status cf_bytes_needed(const cf_config *config, size_t *bytes)

@@ -180,11 +180,22 @@ static uint64_t cf__pow2_up(uint64_t x)
 /* RedisBloom's layout: its fingerprints, its default bucket size and MAXITERATIONS, no
  * seed, no widening, expansion a power of two (cf__resolve has checked the common
  * ranges). */
-static cf_status cf__resolve_rb(const cf_config *c, cf__params *p)
+/* The reasons cf_config_check gives (one line each; the header's config comments are
+ * the full rules). */
+static cf_status cf__bad(const char **why, const char *reason)
+{
+    if (why)
+        *why = reason;
+    return CF_EINVAL;
+}
+
+static cf_status cf__resolve_rb(const cf_config *c, cf__params *p, const char **why)
 {
     if ((c->flags & CF_SEMI_SORT) || c->target_fpr != 0.0 || c->fpr_bound != 0.0 || c->seed != 0 ||
         (c->fingerprint_bits != 0 && c->fingerprint_bits != CF__RB_FP_BITS))
-        return CF_EINVAL;
+        return cf__bad(why, "RedisBloom's layout has its own hash and 8-bit fingerprints of "
+                            "one width: no seed, semi-sorting, target rate, rate bound or "
+                            "other width");
     cf__shape_init(&p->shape, CF__RB_FP_BITS, cf__or_default(c->bucket_size, CF__RB_BUCKET), false);
     p->max_kicks = cf__or_default(c->max_kicks, CF__RB_KICKS);
     p->expansion = p->expansion ? (unsigned)cf__pow2_up(p->expansion) : 0u; /* <= 32768 */
@@ -194,48 +205,65 @@ static cf_status cf__resolve_rb(const cf_config *c, cf__params *p)
 }
 
 /* A config with its defaults applied and checked; no sizing yet (and no seed drawn). */
-static cf_status cf__resolve(const cf_config *c, cf__params *p)
+static cf_status cf__resolve(const cf_config *c, cf__params *p, const char **why)
 {
-    if (c->capacity == 0 || (c->flags & ~(unsigned)CF__CONFIG_FLAGS) != 0)
-        return CF_EINVAL;
+    if (c->capacity == 0)
+        return cf__bad(why, "capacity must be at least 1");
+    if ((c->flags & ~(unsigned)CF__CONFIG_FLAGS) != 0)
+        return cf__bad(why, "unknown flags");
     /* A window: 2 or more generations (one would forget everything at each advance) of
      * one size (window.c says why), and RedisBloom's layout has none. */
     bool windowed = c->generations != 0;
-    if ((windowed && (c->generations < 2 || c->generations > CF_MAX_GENERATIONS ||
-                      c->expansion != 0 || (c->flags & CF_REDISBLOOM))) ||
-        (!windowed && c->window != 0))
-        return CF_EINVAL;
+    if (windowed && (c->generations < 2 || c->generations > CF_MAX_GENERATIONS))
+        return cf__bad(why, "generations must be 2 to 4096 (or 0: no window)");
+    if (windowed && (c->expansion != 0 || (c->flags & CF_REDISBLOOM)))
+        return cf__bad(why, "a windowed filter's generations keep one size and this "
+                            "library's layout: no expansion or RedisBloom layout");
+    if (!windowed && c->window != 0)
+        return cf__bad(why, "a window length needs generations");
     if (!cf__allocator_ok(c->allocator))
-        return CF_EINVAL;
+        return cf__bad(why, "an allocator needs both its functions");
     p->redisbloom = false;
     unsigned b = cf__or_default(c->bucket_size, CF_DEFAULT_BUCKET_SIZE);
     unsigned f = c->fingerprint_bits;
+    if (b > CF_MAX_BUCKET_SIZE)
+        return cf__bad(why, "bucket size must be 1 to 255");
+    if (c->target_fpr != 0.0 && f != 0)
+        return cf__bad(why, "a target rate and a fingerprint width are alternatives: give one");
     if (c->target_fpr != 0.0 &&
-        (f != 0 || (f = cf__bits_for_fpr(c->target_fpr, b, windowed ? c->generations : 1u)) == 0))
-        return CF_EINVAL; /* (a bucket size out of range reaches no rate either) */
+        (f = cf__bits_for_fpr(c->target_fpr, b, windowed ? c->generations : 1u)) == 0)
+        return cf__bad(why, "the target rate must be in (0, 1) and reachable with 32-bit "
+                            "fingerprints in buckets of this size");
     f = cf__or_default(f, CF_DEFAULT_FINGERPRINT_BITS);
     p->capacity = c->capacity;
     p->seed = c->seed;
     p->max_kicks = cf__or_default(c->max_kicks, CF_DEFAULT_MAX_KICKS);
     p->max_tables = cf__or_default(c->max_sub_filters, CF_DEFAULT_MAX_SUB_FILTERS);
     p->expansion = c->expansion;
-    if (f < CF_MIN_FINGERPRINT_BITS || f > CF_MAX_FINGERPRINT_BITS || b > CF_MAX_BUCKET_SIZE ||
-        p->max_kicks > CF_MAX_MAX_KICKS || p->max_tables > CF_MAX_SUB_FILTERS ||
-        p->expansion > CF_MAX_EXPANSION)
-        return CF_EINVAL;
+    if (f < CF_MIN_FINGERPRINT_BITS || f > CF_MAX_FINGERPRINT_BITS)
+        return cf__bad(why, "fingerprint width must be 4 to 32 bits");
+    if (p->max_kicks > CF_MAX_MAX_KICKS)
+        return cf__bad(why, "the eviction budget must be 1 to 65535");
+    if (p->max_tables > CF_MAX_SUB_FILTERS)
+        return cf__bad(why, "the sub-filter limit must be 1 to 65536");
+    if (p->expansion > CF_MAX_EXPANSION)
+        return cf__bad(why, "expansion must be at most 32768");
     p->concurrent = (c->flags & CF_CONCURRENT) != 0;
     if (c->flags & CF_REDISBLOOM)
-        return cf__resolve_rb(c, p);
+        return cf__resolve_rb(c, p, why);
     bool semi = (c->flags & CF_SEMI_SORT) != 0;
     if (semi && b != CF__SEMI_BUCKET)
-        return CF_EINVAL;
+        return cf__bad(why, "semi-sorted buckets have 4 slots");
     cf__shape_init(&p->shape, f, b, semi);
     /* Growing filters widen their fingerprints unless told not to (a bound is then an
      * error, as it is for a filter that cannot grow). */
     p->widen = 0;
     bool same_width = p->expansion == 0 || (c->flags & CF_GROW_SAME_WIDTH);
-    if (same_width ? c->fpr_bound != 0.0 : !cf__widen_for(p, c->fpr_bound))
-        return CF_EINVAL;
+    if (same_width && c->fpr_bound != 0.0)
+        return cf__bad(why, "a rate bound is for growing filters that widen their fingerprints");
+    if (!same_width && !cf__widen_for(p, c->fpr_bound))
+        return cf__bad(why, "the rate bound must exceed the first sub-filter's rate at full "
+                            "load, be below 1, and be reachable with 32-bit fingerprints");
     return CF_OK;
 }
 
@@ -356,24 +384,31 @@ static void cf__head_layout(const cf__params *p, const cf_allocator *a, unsigned
  * fields this library knows must be 0, since ignoring a field the caller set would give
  * a filter other than the one asked for), resolved into *p and sized. */
 static cf_status cf__config_sized(const cf_config *config, size_t size, cf_config *c, cf__params *p,
-                                  uint64_t *buckets, size_t *table_bytes)
+                                  uint64_t *buckets, size_t *table_bytes, const char **why)
 {
-    if (!config || size < CF_CONFIG_SIZE_MIN)
-        return CF_EINVAL;
+    if (!config)
+        return cf__bad(why, "the config is NULL");
+    if (size < CF_CONFIG_SIZE_MIN)
+        return cf__bad(why, "the config is smaller than the oldest cf_config");
     memset(c, 0, sizeof *c);
     memcpy(c, config, size < CF__CONFIG_END ? size : CF__CONFIG_END);
     for (size_t i = CF__CONFIG_END; i < size; i++)
         if (((const unsigned char *)config)[i] != 0)
-            return CF_EINVAL;
-    cf_status st = cf__resolve(c, p);
+            return cf__bad(why, "the config sets fields this library does not know");
+    cf_status st = cf__resolve(c, p, why);
     if (st != CF_OK)
         return st;
+    bool ok;
     if (p->redisbloom) { /* RedisBloom's size: capacity / b rounded up to a power of two */
         uint64_t want = p->capacity / p->shape.b;
         *buckets = want > CF__RB_MAX_BUCKETS ? 0 : cf__pow2_up(want < 2 ? 2 : want);
-        return *buckets && cf__table_bytes(&p->shape, *buckets, table_bytes) ? CF_OK : CF_EINVAL;
+        ok = *buckets && cf__table_bytes(&p->shape, *buckets, table_bytes);
+    } else {
+        ok = cf__buckets_for(&p->shape, p->capacity, buckets, table_bytes);
     }
-    return cf__buckets_for(&p->shape, p->capacity, buckets, table_bytes) ? CF_OK : CF_EINVAL;
+    return ok ? CF_OK
+              : cf__bad(why, "the capacity is too large for a table, or for what this "
+                             "fingerprint width and bucket size can tell apart");
 }
 
 /* Bytes of a filter's wide shapes: one per width past the first, for a filter whose
@@ -540,7 +575,7 @@ cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, siz
     size_t table_bytes;
     if (!bytes)
         return CF_EINVAL;
-    cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &table_bytes);
+    cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &table_bytes, NULL);
     if (st != CF_OK)
         return st;
     if (c.generations)
@@ -665,7 +700,7 @@ cf_status cf_new_sized(const cf_config *config, size_t config_size, cf_filter **
     size_t bytes;
     if (!out)
         return CF_EINVAL;
-    cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &bytes);
+    cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &bytes, NULL);
     if (st != CF_OK)
         return st;
     /* A seed nobody knows, unless the caller fixed one: keys cannot then be chosen in
@@ -688,7 +723,7 @@ cf_status cf_config_resolve_sized(const cf_config *config, size_t config_size, c
     size_t bytes;
     if (!out || out_size < CF_CONFIG_SIZE_MIN)
         return CF_EINVAL;
-    cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &bytes);
+    cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &bytes, NULL);
     if (st != CF_OK)
         return st;
     c.fingerprint_bits = p.shape.f;
@@ -701,6 +736,19 @@ cf_status cf_config_resolve_sized(const cf_config *config, size_t config_size, c
     c.fpr_bound = p.widen ? cf__fpr_bound(p.shape.f, p.shape.b, p.widen, p.max_tables) : 0.0;
     cf__struct_out(out, out_size, &c, CF__CONFIG_END);
     return CF_OK;
+}
+
+cf_status cf_config_check_sized(const cf_config *config, size_t config_size, const char **reason)
+{
+    cf_config c;
+    cf__params p;
+    uint64_t buckets;
+    size_t bytes;
+    const char *why = NULL;
+    cf_status st = cf__config_sized(config, config_size, &c, &p, &buckets, &bytes, &why);
+    if (reason)
+        *reason = why;
+    return st;
 }
 
 void cf_free(cf_filter *f)

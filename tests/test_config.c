@@ -20,6 +20,9 @@ static void expect_einval(const cf_config *cfg, const char *what)
     size_t bytes = 0;
     cf_status rb = cf_bytes_needed(cfg, &bytes);
     CHECK_ST(rb, CF_EINVAL);
+    const char *why = NULL;
+    CHECK_ST(cf_config_check(cfg, &why), CF_EINVAL);
+    CHECK(why != NULL && *why != '\0');
 
     cf_config c = *cfg;
     if (c.allocator == NULL)
@@ -142,6 +145,41 @@ static void test_invalid(void)
     expect_einval(&c, "everything wrong");
 }
 
+/* cf_config_check names the rule each config breaks. */
+static void test_reasons(void)
+{
+    static const struct {
+        cf_config c;
+        const char *reason;
+    } cases[] = {
+        {{.capacity = 0}, "capacity must be at least 1"},
+        {{.capacity = 10, .fingerprint_bits = 3}, "4 to 32 bits"},
+        {{.capacity = 10, .fingerprint_bits = 33}, "4 to 32 bits"},
+        {{.capacity = 10, .bucket_size = 256}, "1 to 255"},
+        {{.capacity = 10, .fingerprint_bits = 12, .target_fpr = 0.01}, "alternatives"},
+        {{.capacity = 10, .target_fpr = 1e-30}, "target rate"},
+        {{.capacity = 10, .flags = CF_SEMI_SORT, .bucket_size = 2}, "4 slots"},
+        {{.capacity = 10, .fpr_bound = 0.5}, "rate bound is for growing"},
+        {{.capacity = 10, .expansion = 2, .fpr_bound = 1e-9}, "rate bound must"},
+        {{.capacity = 10, .generations = 1}, "generations must be"},
+        {{.capacity = 10, .window = 5}, "needs generations"},
+        {{.capacity = 10, .flags = 1u << 30}, "unknown flags"},
+        {{.capacity = 10, .flags = CF_REDISBLOOM, .seed = 3}, "RedisBloom"},
+        {{.capacity = UINT64_MAX}, "capacity is too large"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cft_context("reason: %s", cases[i].reason);
+        const char *why = NULL;
+        CHECK_ST(cf_config_check(&cases[i].c, &why), CF_EINVAL);
+        CHECK_MSG(why && strstr(why, cases[i].reason), "got \"%s\"", why ? why : "(null)");
+    }
+    cft_context("reason: NULL");
+    const char *why = NULL;
+    CHECK_ST(cf_config_check(NULL, &why), CF_EINVAL);
+    CHECK(why && strstr(why, "NULL"));
+    CHECK_ST(cf_config_check(&cases[1].c, NULL), CF_EINVAL);
+}
+
 /* A valid config: cf_new works, the filter holds what it says, and a few keys behave. */
 static void expect_valid(const cf_config *cfg, const char *what, unsigned want_b, unsigned want_f)
 {
@@ -152,6 +190,9 @@ static void expect_valid(const cf_config *cfg, const char *what, unsigned want_b
     c.allocator = &ta.a;
     size_t need = 0;
     CHECK_ST(cf_bytes_needed(&c, &need), CF_OK);
+    const char *why = "unset";
+    CHECK_ST(cf_config_check(&c, &why), CF_OK);
+    CHECK(why == NULL);
     cf_filter *f = SENTINEL;
     if (!CHECK_ST(cf_new(&c, &f), CF_OK))
         return;
@@ -470,6 +511,7 @@ int main(void)
     cft_alloc_init(&capped);
     capped.max_size = UINT64_C(256) << 20;
     test_invalid();
+    test_reasons();
     test_valid();
     test_max_kicks_effect();
     test_absurd_expansion();

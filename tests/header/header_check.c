@@ -43,6 +43,9 @@ struct cf_header_check_api {
     uint64_t (*count)(const cf_filter *, const void *, size_t);
     void (*clear)(cf_filter *);
     cf_status (*compact)(cf_filter *);
+    cf_status (*config_check)(const cf_config *, const char **);
+    cf_status (*new_like)(const cf_filter *, const cf_allocator *, cf_filter **);
+    cf_status (*merge)(cf_filter *, const cf_filter *, const char **);
     void (*get_stats)(const cf_filter *, cf_stats *);
     const char *(*describe)(cf_status);
     const char *(*version)(void);
@@ -102,6 +105,9 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_count,
     cf_clear,
     cf_compact,
+    cf_config_check,
+    cf_new_like,
+    cf_merge,
     cf_get_stats,
     cf_strerror,
     cf_version,
