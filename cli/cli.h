@@ -374,5 +374,6 @@ int cmd_query(int argc, char **argv);  /* keys.c */
 int cmd_count(int argc, char **argv);  /* keys.c */
 int cmd_info(int argc, char **argv);   /* inspect.c */
 int cmd_verify(int argc, char **argv); /* inspect.c */
+int cmd_merge(int argc, char **argv);  /* merge.c */
 
 #endif /* CUCKOO_CLI_H */

@@ -20,6 +20,7 @@ static const char usage_text[] =
     "  query FILE [KEY...]        print KEY<TAB>yes or KEY<TAB>no for each key\n"
     "  delete FILE [KEY...]       delete keys that were added\n"
     "  count FILE [KEY...]        print KEY<TAB>N, the copies of each key\n"
+    "  merge OUT IN...            write to OUT a filter holding every key of the IN filters\n"
     "  info FILE [--json]         print the filter's parameters and figures\n"
     "  verify FILE...             check files completely\n"
     "\n"
@@ -37,8 +38,9 @@ typedef struct subcommand {
 } subcommand;
 
 static const subcommand subcommands[] = {
-    {"create", cmd_create}, {"build", cmd_build}, {"add", cmd_add},   {"query", cmd_query},
-    {"delete", cmd_delete}, {"count", cmd_count}, {"info", cmd_info}, {"verify", cmd_verify},
+    {"create", cmd_create}, {"build", cmd_build},   {"add", cmd_add},
+    {"query", cmd_query},   {"delete", cmd_delete}, {"count", cmd_count},
+    {"merge", cmd_merge},   {"info", cmd_info},     {"verify", cmd_verify},
 };
 
 int main(int argc, char **argv)

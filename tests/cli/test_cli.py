@@ -708,6 +708,71 @@ def test_build(t):
     res = t.run(["build", t.path("no.cf"), "--fpr", "0.01", "--fingerprint-bits", "8", inp])
     t.usage_error(res, "build --fpr with --fingerprint-bits")
 
+    # --jobs sorts with threads: the same file as one job gives.
+    for jobs in ("2", "3"):
+        par = t.path(f"build-jobs{jobs}.cf")
+        res = t.run(["build", par, "--seed", "7", "-q", "--jobs", jobs], input=lines(both))
+        t.ok(res, f"build --jobs {jobs}", quiet=True)
+        t.check(os.path.exists(par) and read(par) == read(union),
+                f"build --jobs {jobs}: not the file one job builds")
+    for bad in ("0", "257", "x"):
+        res = t.run(["build", t.path("no.cf"), "--jobs", bad, inp])
+        t.usage_error(res, f"build --jobs {bad}")
+
+
+def test_merge(t):
+    t.section("merge: filters made alike, their keys in one")
+    keys_a = [b"ma-%d" % i for i in range(3000)]
+    keys_b = [b"mb-%d" % i for i in range(2000)] + keys_a[:100]
+    files = {}
+    for name, keys in (("a", keys_a), ("b", keys_b)):
+        files[name] = t.path(f"merge-{name}.cf")
+        t.ok(t.run(["create", files[name], "--capacity", "10000", "--seed", "3", "-q"]),
+             f"create merge-{name}", quiet=True)
+        t.ok(t.run(["add", files[name], "-q"], input=lines(keys)), f"add to merge-{name}",
+             quiet=True)
+    out = t.path("merge-out.cf")
+    res = t.run(["merge", out, files["a"], files["b"]])
+    t.ok(res, "merge OUT A B")
+    t.check(b"merged" in res.err, "merge: no summary line", res)
+    answers = t.query_stdin(out, keys_a + keys_b, "query the merged filter")
+    t.check(answers is not None and all(answers), "merge: a key of an input is not found")
+    t.check(t.items(out) == len(keys_a) + len(keys_b), "merge: items do not add up")
+    res = t.run(["count", out, keys_a[0].decode(), keys_a[200].decode()])
+    t.check(res.rc == 0 and res.out == b"%s\t2\n%s\t1\n" % (keys_a[0], keys_a[200]),
+            "merge: a key of both inputs must count 2, of one 1", res)
+    t.ok(t.run(["verify", out]), "verify a merged file")
+    # Into an existing file: refused without --force; with it, OUT among the inputs.
+    res = t.run(["merge", out, files["a"], files["b"]])
+    t.file_error(res, out, "merge onto an existing OUT without --force")
+    res = t.run(["merge", "--force", "-q", out, out, files["a"]])
+    t.ok(res, "merge --force OUT OUT A", quiet=True)
+    res = t.run(["count", out, keys_a[0].decode()])
+    t.check(res.out == b"%s\t3\n" % keys_a[0], "merge OUT OUT A: counts must add up", res)
+    # Filters that differ, filters that do not fit, inputs that cannot be read: nothing saved.
+    other = t.path("merge-other.cf")
+    t.ok(t.run(["create", other, "--capacity", "10000", "--seed", "4", "-q"]), "create other",
+         quiet=True)
+    small = t.path("merge-small.cf")
+    t.ok(t.run(["create", small, "--capacity", "10000", "--seed", "3", "-q"]), "create small",
+         quiet=True)
+    t.ok(t.run(["add", small, "-q"], input=lines([b"ms-%d" % i for i in range(9000)])),
+         "fill small", quiet=True)
+    bad = t.path("merge-bad.cf")
+    write(bad, read(files["a"])[:-3])
+    none = t.path("merge-none.cf")
+    for inputs, what, text in (([files["a"], other], "seeds that differ", b"seeds differ"),
+                               ([files["a"], small], "a merge that does not fit", b"do not fit"),
+                               ([files["a"], bad], "a truncated input", b"merge-bad.cf"),
+                               ([files["a"], t.path("merge-missing.cf")], "a missing input",
+                                b"merge-missing.cf")):
+        res = t.run(["merge", none] + inputs)
+        t.file_error(res, inputs[1], f"merge with {what}")
+        t.check(text in res.err, f"merge with {what}: the message does not say why", res)
+        t.check(not os.path.exists(none), f"merge with {what}: OUT was written")
+    t.usage_error(t.run(["merge", none]), "merge with OUT alone")
+    t.usage_error(t.run(["merge"]), "merge without operands")
+
 
 def test_quiet_progress(t):
     t.section("--quiet and --progress")
@@ -944,6 +1009,7 @@ def group_basic(t):
     test_unique_count_delete(t)
     test_info(t)
     test_build(t)
+    test_merge(t)
     test_quiet_progress(t)
     test_full(t)
     test_redisbloom_layout(t)
