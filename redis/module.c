@@ -117,6 +117,8 @@
     "ERR the redisbloom layout takes FPBITS 8 only, no SEMISORT and no SEED (LAYOUT native does)"
 /* ... or with a window, which only this library's layout has. */
 #define CFM_ERR_RB_WINDOW "ERR the redisbloom layout has no WINDOW (LAYOUT native does)"
+/* Room for "ERR " and the longest reason the library gives for a merge it refuses. */
+#define CFM_ERROR_MAX     160
 #define CFM_ERR_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 #define CFM_ERR_LOADING                                                                            \
     "ERR the filter is incomplete: CF.LOADCHUNK has not received all of its chunks"
@@ -1167,6 +1169,86 @@ static int cfm_cmd_advance(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     return cf_rm.ReplyWithSimpleString(ctx, "OK");
 }
 
+/* A deep copy of a value (the server's copy callback, below). */
+static void *cfm_copy(cf_rm_string *from, cf_rm_string *to, const void *value);
+
+/* CF.MERGE destkey srckey [srckey ...]: every item of the sources added to destkey, as
+ * PFMERGE merges HyperLogLogs: a missing destkey starts as an empty filter like the first
+ * source (its settings and seed), and counts add up. All or nothing: with several sources
+ * they go into a copy of destkey that replaces it at the end. A missing source is an error
+ * (a mistyped name would otherwise merge nothing, silently). Replicated as itself: a merge
+ * is deterministic, so a replica and an AOF replay make the same bytes. */
+static int cfm_cmd_merge(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
+{
+    if (argc < 3)
+        return cf_rm.WrongArity(ctx);
+    int nsrc = argc - 2;
+    cf_rm_key **keys = cf_rm.TryAlloc((size_t)argc * sizeof *keys);
+    cfm_value **src = cf_rm.TryAlloc((size_t)argc * sizeof *src);
+    if (!keys || !src) {
+        cf_rm.Free(keys);
+        cf_rm.Free(src);
+        return cf_rm.ReplyWithError(ctx, "ERR Insufficient memory");
+    }
+    const char *err = NULL;
+    int opened = 0;
+    for (int i = 0; i < nsrc && !err; i++, opened++) {
+        cfm_kind kind = cfm_open(ctx, argv[2 + i], CF_RM_READ, &keys[i], &src[i]);
+        err = kind == CFM_EMPTY          ? "ERR source key not found"
+              : kind == CFM_OTHER        ? CFM_ERR_WRONGTYPE
+              : cf_is_loading(src[i]->f) ? CFM_ERR_LOADING
+                                         : NULL;
+    }
+    cf_rm_key *dkey = NULL;
+    cfm_value *dest = NULL, *work = NULL;
+    if (!err) {
+        cfm_kind kind = cfm_open(ctx, argv[1], CF_RM_READ | CF_RM_WRITE, &dkey, &dest);
+        err = kind == CFM_OTHER                            ? CFM_ERR_WRONGTYPE
+              : kind == CFM_OURS && cf_is_loading(dest->f) ? CFM_ERR_LOADING
+                                                           : NULL;
+    }
+    if (!err && !dest) { /* an empty filter like the first source, in the server's memory */
+        work = cfm_value_alloc(ctx, src[0]->max_iterations);
+        cf_allocator alloc = work ? cfm_allocator(work) : (cf_allocator){0};
+        if (!work || cf_new_like(src[0]->f, &alloc, &work->f) != CF_OK)
+            err = "ERR Insufficient memory to create filter";
+    } else if (!err) {
+        work = nsrc > 1 ? cfm_copy(NULL, NULL, dest) : dest;
+        if (!work)
+            err = "ERR Insufficient memory";
+        else
+            work->ctx = ctx;
+    }
+    for (int i = 0; i < nsrc && !err; i++) {
+        const char *why = NULL;
+        cf_status st = cf_merge(work->f, src[i]->f, &why);
+        if (st == CF_ENOMEM)
+            err = "ERR Insufficient memory";
+        else if (st != CF_OK)
+            err = why; /* the library's reason, prefixed below */
+    }
+    for (int i = 0; i < opened; i++)
+        cfm_close(keys[i], src[i]);
+    cf_rm.Free(keys);
+    cf_rm.Free(src);
+    if (err) {
+        if (work && work != dest)
+            cfm_value_free(work);
+        if (dkey)
+            cfm_close(dkey, dest);
+        if (strncmp(err, "ERR ", 4) == 0 || strncmp(err, "WRONGTYPE", 9) == 0)
+            return cf_rm.ReplyWithError(ctx, err);
+        char line[CFM_ERROR_MAX];
+        snprintf(line, sizeof line, "ERR %s", err);
+        return cf_rm.ReplyWithError(ctx, line);
+    }
+    if (work != dest)
+        cf_rm.ModuleTypeSetValue(dkey, cfm_type_of(work), work); /* frees dest, if any */
+    cfm_wrote(ctx, argv[1], work, "cf.merge", true);
+    cfm_close(dkey, work);
+    return cf_rm.ReplyWithSimpleString(ctx, "OK");
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* CF.INFO key, CF.DEBUG key                                                            */
 /* ------------------------------------------------------------------------------------ */
@@ -2129,7 +2211,7 @@ static int cfm_configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
 /* ------------------------------------------------------------------------------------ */
 /* One entry per command: its handler, flags and arity, and what COMMAND INFO and COMMAND
  * DOCS tell clients (docs/COMMANDS.md is the full reference). Every command takes one
- * key, argv[1]. */
+ * key, argv[1], but CF.MERGE, whose keys run to the last argument. */
 
 /* The key spec of a command whose key is argv[1] alone, with these CF_RM_KEY_* flags. */
 #define CFM_KEY_SPEC(key_flags)                                                                    \
@@ -2138,6 +2220,21 @@ static int cfm_configure(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
                          .bs.index.pos = 1,                                                        \
                          .find_keys_type = CF_RM_KSPEC_FK_RANGE,                                   \
                          .fk.range = {.lastkey = 0, .keystep = 1, .limit = 0}},                    \
+                        {0}})
+
+/* CF.MERGE's keys: the destination at argv[1], written; the sources from argv[2] to the
+ * last, read. */
+#define CFM_MERGE_KEY_SPECS                                                                        \
+    ((cf_rm_key_spec[]){{.flags = CF_RM_KEY_RW | CF_RM_KEY_INSERT,                                 \
+                         .begin_search_type = CF_RM_KSPEC_BS_INDEX,                                \
+                         .bs.index.pos = 1,                                                        \
+                         .find_keys_type = CF_RM_KSPEC_FK_RANGE,                                   \
+                         .fk.range = {.lastkey = 0, .keystep = 1, .limit = 0}},                    \
+                        {.flags = CF_RM_KEY_RO | CF_RM_KEY_ACCESS,                                 \
+                         .begin_search_type = CF_RM_KSPEC_BS_INDEX,                                \
+                         .bs.index.pos = 2,                                                        \
+                         .find_keys_type = CF_RM_KSPEC_FK_RANGE,                                   \
+                         .fk.range = {.lastkey = -1, .keystep = 1, .limit = 0}},                   \
                         {0}})
 
 /* Arguments (a list ends with an entry of zeros). */
@@ -2254,6 +2351,15 @@ static const cfm_command cfm_commands[] = {
      "Moves a cuckoo filter with a window to a later generation, forgetting the items that "
      "leave the window",
      "O(m) for the generations dropped, O(1) when none is", NULL},
+    {"cf.merge", cfm_cmd_merge, "write deny-oom", -3, CFM_MERGE_KEY_SPECS,
+     CFM_ARGS({.name = "destkey", .type = CF_RM_ARG_KEY, .key_spec_index = 0},
+              {.name = "srckey",
+               .type = CF_RM_ARG_KEY,
+               .key_spec_index = 1,
+               .flags = CF_RM_ARG_MULTIPLE}),
+     "Adds every item of the source cuckoo filters to the destination, which a missing key "
+     "starts as an empty filter like the first source",
+     "O(m) for each source of m bytes, and the copy of the destination with several sources", NULL},
     {"cf.info", cfm_cmd_info, "readonly fast", 2, CFM_KEY_SPEC(CF_RM_KEY_RO), CFM_ARGS(CFM_ARG_KEY),
      "Returns the size, shape and item counts of a cuckoo filter", "O(k)", CFM_TIPS_FIGURES},
     {"cf.debug", cfm_cmd_debug, "readonly fast", 2, CFM_KEY_SPEC(CF_RM_KEY_RO),
@@ -2300,7 +2406,10 @@ static int cfm_register_commands(cf_rm_ctx *ctx)
                     cf_rm.AddACLCategory(ctx, CFM_ACL_CATEGORY) == CF_RM_OK;
     for (size_t i = 0; i < sizeof cfm_commands / sizeof cfm_commands[0]; i++) {
         const cfm_command *c = &cfm_commands[i];
-        if (cf_rm.CreateCommand(ctx, c->name, c->fn, c->flags, 1, 1, 1) != CF_RM_OK)
+        /* (the legacy key range, for servers that read it: a spec that runs to the end
+         * makes the last key the last argument) */
+        int last = c->key_spec[1].begin_search_type ? -1 : 1;
+        if (cf_rm.CreateCommand(ctx, c->name, c->fn, c->flags, 1, last, 1) != CF_RM_OK)
             return CF_RM_ERR;
         cf_rm_command *command = cf_rm.GetCommand(ctx, c->name);
         const cf_rm_command_info info = {
