@@ -441,10 +441,12 @@ CF_API cf_status cf_new_like(const cf_filter *model, const cf_allocator *allocat
  * Returns CF_OK; CF_FULL (the fingerprints do not fit; a fixed dst's items plus src's
  * beyond its slots are refused before any work); CF_ENOMEM; CF_EREADONLY for a mapped or
  * loading dst; CF_EINVAL for NULL filters, dst and src the same filter, filters that
- * differ as above, a src still loading, and concurrent, windowed or RedisBloom-layout
- * filters (which do not merge yet).
- * Cost: a pass over src's slots and an insert for each fingerprint, and the copy.
- * Thread safety: needs exclusive access to dst; src is only read. */
+ * differ as above, a src still loading, and windowed or RedisBloom-layout filters (which
+ * do not merge yet).
+ * Cost: a pass over src's slots and an insert for each fingerprint, and the copy; into a
+ * CF_CONCURRENT dst, the merge runs twice (on a private copy first, see merge.c).
+ * Thread safety: needs exclusive access to dst, but a CF_CONCURRENT dst, which lookups may
+ * read meanwhile (writers wait); src is only read (a CF_CONCURRENT src's writers wait). */
 CF_API cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason);
 
 /* Fill *out with the filter's figures. Does nothing if either pointer is NULL. For a

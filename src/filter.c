@@ -1215,7 +1215,7 @@ static bool cf__takes(const cf__table *t, const cf__table *from)
     return cf__scale_of(from) % cf__scale_of(t) == 0 && t->shape->ext <= from->shape->ext;
 }
 
-cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp)
+cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp, bool cc)
 {
     cf__table *newest = NULL;
     uint64_t n1 = 0, n2 = 0;
@@ -1230,7 +1230,7 @@ cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp
         uint64_t i1 = x / (cf__scale_of(from) / cf__scale_of(t));
         uint32_t fp_t = cf__fp_narrow(fp, from, t->shape->ext);
         uint64_t i2 = cf__alt_of(t, i1, fp_t);
-        if (cf__put_if_free(t, t->shape, i1, fp_t) || cf__put_if_free(t, t->shape, i2, fp_t))
+        if (cf__put_free(t, i1, fp_t, cc) || cf__put_free(t, i2, fp_t, cc))
             return CF_OK;
         if (!newest) {
             newest = t;
@@ -1244,7 +1244,7 @@ cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp
      * nothing but this fingerprint, then grow, then the stash. */
     const cf__shape *s = newest->shape;
     bool hot = cf__bucket_all(newest, s, n1, nfp) && cf__bucket_all(newest, s, n2, nfp);
-    if (!hot && cf__evict(f, newest, n1, n2, nfp, false)) {
+    if (!hot && cf__evict(f, newest, n1, n2, nfp, cc)) {
         newest->items++;
         return CF_OK;
     }
@@ -1257,7 +1257,7 @@ cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp
         cf__ext_of(f->fp_bits, f->widen, f->ntables) <= from->shape->ext) {
         cf__table *t;
         st = cf__table_append(f, &t);
-        if (st == CF_OK) {
+        if (st == CF_OK) { /* readers see none of it before it is published */
             cf__put_if_free(t, t->shape, x / (cf__scale_of(from) / cf__scale_of(t)),
                             cf__fp_narrow(fp, from, t->shape->ext));
             cf__table_publish(f);
@@ -1267,7 +1267,7 @@ cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp
     if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
         if (!cf__stash_room(f))
             return CF_ENOMEM;
-        cf__stash_push(f, (cf__stash){n1, nfp, nk}, false);
+        cf__stash_push(f, (cf__stash){n1, nfp, nk}, cc);
         return CF_OK;
     }
     return st;

@@ -285,9 +285,13 @@ CF__HIDDEN uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len);
 /* Merging (merge.c; filter.c): put fingerprint fp, which sits in bucket x of sub-filter
  * `from` of another filter with f's seed and first size, into f as an insert would: a
  * free slot of its pair in a sub-filter that can hold it (cf__takes), then an eviction,
- * growth, the stash. CF_OK; CF_FULL or CF_ENOMEM with f as it was. Not for concurrent,
- * windowed or RedisBloom-layout filters. */
-CF__HIDDEN cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp);
+ * growth, the stash; with a concurrent filter's writes (cc: its lock held). CF_OK;
+ * CF_FULL or CF_ENOMEM with f as it was. Not for windowed or RedisBloom-layout filters. */
+CF__HIDDEN cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp,
+                               bool cc);
+/* A filter of f's contents, not concurrent, made with f's allocator (persist.c); the
+ * caller holds f still (a concurrent f's lock). */
+CF__HIDDEN cf_status cf__copy_plain(const cf_filter *f, cf_filter **out);
 /* Drop f's sub-filters from the n-th on (n >= 1) with what only they needed, as a copy of
  * the rest would hold, and its stash entries from the stash_n-th on. */
 CF__HIDDEN void cf__truncate(cf_filter *f, unsigned n, unsigned stash_n);

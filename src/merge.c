@@ -9,7 +9,13 @@
  * Atomicity by copy: the destination's tables are copied before the first insert and put
  * back if one fails. An undo log would cost less memory for a small source, but evictions
  * move fingerprints along paths of any length in any sub-filter; the copy is one memcpy
- * per table, and a failure is rare (merges are sized to fit).
+ * per table, and a failure is rare (merges are sized to fit). A concurrent destination
+ * cannot be put back under its lock-free readers (they would see the tables mid-copy), so
+ * the merge first runs on a private plain copy of it, and only if that succeeds on the
+ * filter itself, with concurrent writes: inserts are deterministic, and the same
+ * fingerprints into the same state take the same paths, so the second run succeeds too.
+ * Both filters' writers' locks are held throughout (taken in address order, so that two
+ * merges of the same pair the other way round cannot deadlock).
  */
 #include "internal.h"
 
@@ -33,8 +39,6 @@ static const char *cf__merge_refusal(const cf_filter *dst, const cf_filter *src)
         return "the source is still loading";
     if (cf__is_window(dst) || cf__is_window(src))
         return "windowed filters do not merge";
-    if (cf__is_cc(dst) || cf__is_cc(src))
-        return "concurrent filters do not merge";
     if (cf__is_rb(dst) || cf__is_rb(src))
         return "RedisBloom-layout filters do not merge";
     const cf__shape *d = cf__shape0(dst), *s = cf__shape0(src);
@@ -113,7 +117,7 @@ static void cf__undo_apply(cf_filter *f, const cf__merge_undo *u)
 
 /* Every fingerprint of src into dst: the oldest sub-filter's first (they have the fewest
  * places to go, so they take them while there is room), then the stash. */
-static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src)
+static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool cc)
 {
     for (unsigned k = 0; k < src->ntables; k++) {
         const cf__table *t = &src->tables[k];
@@ -121,18 +125,55 @@ static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src)
         for (uint64_t x = 0; x < t->buckets; x++)
             for (unsigned j = 0; j < s->b; j++) {
                 uint32_t fp = cf__slot_get(t, s, x, j);
-                cf_status st = fp ? cf__place(dst, t, x, fp) : CF_OK;
+                cf_status st = fp ? cf__place(dst, t, x, fp, cc) : CF_OK;
                 if (st != CF_OK)
                     return st;
             }
     }
     const cf__stash *stash = cf__stash_of(src);
     for (unsigned e = 0; e < src->stash_n; e++) {
-        cf_status st = cf__place(dst, &src->tables[stash[e].table], stash[e].bucket, stash[e].fp);
+        cf_status st =
+            cf__place(dst, &src->tables[stash[e].table], stash[e].bucket, stash[e].fp, cc);
         if (st != CF_OK)
             return st;
     }
     return CF_OK;
+}
+
+/* The merge of filters that may merge, their writers' locks held. */
+static cf_status cf__merge_held(cf_filter *dst, const cf_filter *src)
+{
+    if (cf__cannot_fit(dst, src))
+        return CF_FULL;
+    cf_status st;
+    if (cf__is_cc(dst)) {
+        cf_filter *trial = NULL;
+        st = cf__copy_plain(dst, &trial);
+        if (st == CF_OK)
+            st = cf__merge_all(trial, src, false);
+        cf_free(trial);
+        return st == CF_OK ? cf__merge_all(dst, src, true) : st;
+    }
+    cf__merge_undo u;
+    if ((st = cf__undo_save(dst, &u)) != CF_OK)
+        return st;
+    st = cf__merge_all(dst, src, false);
+    if (st != CF_OK)
+        cf__undo_apply(dst, &u);
+    cf__mfree(dst, u.block);
+    return st;
+}
+
+static void cf__lock_if_cc(const cf_filter *f)
+{
+    if (cf__is_cc(f))
+        cf__cc_lock(f);
+}
+
+static void cf__unlock_if_cc(const cf_filter *f)
+{
+    if (cf__is_cc(f))
+        cf__cc_unlock(f);
 }
 
 cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason)
@@ -143,15 +184,13 @@ cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason)
         st = CF_EREADONLY;
         why = "the destination is read-only (mapped or loading)";
     } else if ((why = cf__merge_refusal(dst, src)) == NULL) {
-        cf__merge_undo u;
-        if (cf__cannot_fit(dst, src)) {
-            st = CF_FULL;
-        } else if ((st = cf__undo_save(dst, &u)) == CF_OK) {
-            st = cf__merge_all(dst, src);
-            if (st != CF_OK)
-                cf__undo_apply(dst, &u);
-            cf__mfree(dst, u.block);
-        }
+        const cf_filter *first = (uintptr_t)dst < (uintptr_t)src ? dst : src;
+        const cf_filter *second = first == dst ? src : dst;
+        cf__lock_if_cc(first);
+        cf__lock_if_cc(second);
+        st = cf__merge_held(dst, src);
+        cf__unlock_if_cc(second);
+        cf__unlock_if_cc(first);
         why = st == CF_OK     ? NULL
               : st == CF_FULL ? "the merged fingerprints do not fit in the destination"
                               : "out of memory";

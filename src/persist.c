@@ -487,6 +487,19 @@ static cf_status cf__serialize(const cf_filter *f, void *buf, size_t cap, size_t
     return CF_OK;
 }
 
+cf_status cf__copy_plain(const cf_filter *f, cf_filter **out)
+{
+    size_t n = cf__serialized_size(f);
+    uint8_t *buf = n ? cf__malloc(f, n) : NULL;
+    if (!buf)
+        return n ? CF_ENOMEM : CF_EINVAL;
+    cf_status st = cf__serialize(f, buf, n, NULL);
+    if (st == CF_OK)
+        st = cf_deserialize(buf, n, (f->bits & CF__B_OWN_ALLOC) ? cf__alloc_of(f) : NULL, out);
+    cf__mfree(f, buf);
+    return st;
+}
+
 cf_status cf_serialize(const cf_filter *f, void *buf, size_t cap, size_t *written)
 {
     if (!f)
