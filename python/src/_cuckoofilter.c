@@ -951,6 +951,94 @@ static PyObject *pycf_copy(pycf_filter *self, PyObject *unused)
     return out;
 }
 
+/* Is o a CuckooFilter (of this module, or a subclass)? */
+static bool pycf_is_filter(PyTypeObject *type, PyObject *o)
+{
+    return PyObject_TypeCheck(o, pycf_state_of_type(type)->filter_type);
+}
+
+/* Merge other's keys into self (cf_merge): 0, or -1 with the exception set. */
+static int pycf_merge_into(pycf_filter *self, pycf_filter *other)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    if (self->mapped) {
+        pycf_raise(type, CF_EREADONLY, NULL, 0);
+        return -1;
+    }
+    PYCF_TICK(self, -1);
+    PYCF_TICK(other, -1);
+    const char *why = NULL;
+    cf_status st;
+    /* Without the GIL only where nothing else relies on it: a concurrent destination (the
+     * library takes its lock) and a source that is concurrent or never changes. */
+    if (self->concurrent && pycf_lookups_free(other)) {
+        PyThreadState *ts = PyEval_SaveThread();
+        st = cf_merge(self->f, other->f, &why);
+        PyEval_RestoreThread(ts);
+    } else {
+        st = cf_merge(self->f, other->f, &why);
+    }
+    if (st == CF_OK)
+        return 0;
+    if (st == CF_EINVAL)
+        PyErr_SetString(PyExc_ValueError, why ? why : cf_strerror(st));
+    else if (st == CF_FULL)
+        PyErr_SetString(pycf_state_of_type(type)->full, why ? why : cf_strerror(st));
+    else
+        pycf_raise(type, st, NULL, 0);
+    return -1;
+}
+
+static PyObject *pycf_merge(pycf_filter *self, PyObject *other)
+{
+    if (!pycf_is_filter(Py_TYPE(self), other))
+        return PyErr_Format(PyExc_TypeError, "merge() takes a CuckooFilter, not %.100s",
+                            Py_TYPE(other)->tp_name);
+    if (pycf_merge_into(self, (pycf_filter *)other) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* f |= g */
+static PyObject *pycf_ior(PyObject *a, PyObject *b)
+{
+    if (!pycf_is_filter(Py_TYPE(a), b))
+        Py_RETURN_NOTIMPLEMENTED;
+    if (pycf_merge_into((pycf_filter *)a, (pycf_filter *)b) < 0)
+        return NULL;
+    return Py_NewRef(a);
+}
+
+/* f | g: a copy of f (concurrent as copy() makes it) with g's keys. */
+static PyObject *pycf_or(PyObject *a, PyObject *b)
+{
+    PyTypeObject *mine = PyObject_TypeCheck(a, Py_TYPE(b)) ? Py_TYPE(b) : Py_TYPE(a);
+    if (!pycf_is_filter(mine, a) || !pycf_is_filter(mine, b))
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *out = pycf_copy((pycf_filter *)a, NULL);
+    if (out && pycf_merge_into((pycf_filter *)out, (pycf_filter *)b) < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
+static PyObject *pycf_empty_like(PyTypeObject *type, PyObject *model)
+{
+    if (!pycf_is_filter(type, model))
+        return PyErr_Format(PyExc_TypeError, "empty_like() takes a CuckooFilter, not %.100s",
+                            Py_TYPE(model)->tp_name);
+    pycf_filter *m = (pycf_filter *)model;
+    cf_filter *f = NULL;
+    cf_status st = cf_new_like(m->f, NULL, &f);
+    if (st != CF_OK)
+        return pycf_raise(type, st, NULL, 0);
+    /* A new filter is concurrent as a copy would be, and changes: a model from open()
+     * gives one made as new filters are. */
+    PyObject *out = pycf_wrap(type, f, pycf_copy_concurrent(m), false);
+    if (out) /* a window keeps its model's clock */
+        ((pycf_filter *)out)->clock = Py_XNewRef(m->clock);
+    return out;
+}
+
 static PyObject *pycf_reduce(pycf_filter *self, PyObject *unused)
 {
     PyObject *b = pycf_to_bytes(self, unused);
@@ -1295,6 +1383,21 @@ PyDoc_STRVAR(pycf_from_bytes_doc,
 PyDoc_STRVAR(pycf_copy_doc, "copy() -> CuckooFilter\n\n"
                             "An independent copy, concurrent unless this filter was made\n"
                             "with concurrent=False (a copy of an open() one is writable).");
+PyDoc_STRVAR(pycf_merge_doc,
+             "merge(other) -> None\n\n"
+             "Add every key of `other` to this filter (also f |= other; f | other makes a\n"
+             "new one): each is found, counts add up (a key in both counts twice), and the\n"
+             "false-positive rate is the formula's at the merged load. Filters merge when\n"
+             "made alike: from one model with empty_like(), or with the same settings and\n"
+             "seed. Give them the capacity of all their keys together: a key keeps its place\n"
+             "only in the first sub-filter (or one of its size). All or nothing.\n"
+             "Raises ValueError saying what differs (\"seeds differ\", ...) or that a filter\n"
+             "cannot merge with itself, FilterFull if the keys do not fit, ReadOnlyFilter\n"
+             "for an open() one, TypeError for anything but a CuckooFilter.");
+PyDoc_STRVAR(pycf_empty_like_doc,
+             "empty_like(model) -> CuckooFilter\n\n"
+             "An empty filter that merges with `model`: its settings and seed (a window, its\n"
+             "clock), concurrent as model.copy() would be.");
 PyDoc_STRVAR(pycf_save_doc,
              "save(path) -> None\n\n"
              "Write the filter to path atomically (a temporary file, flushed, renamed over\n"
@@ -1351,6 +1454,8 @@ static PyMethodDef pycf_methods[] = {
     {"from_bytes", (PyCFunction)(void (*)(void))pycf_from_bytes,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, pycf_from_bytes_doc},
     {"copy", (PyCFunction)pycf_copy, METH_NOARGS, pycf_copy_doc},
+    {"merge", (PyCFunction)pycf_merge, METH_O, pycf_merge_doc},
+    {"empty_like", (PyCFunction)pycf_empty_like, METH_O | METH_CLASS, pycf_empty_like_doc},
     {"__copy__", (PyCFunction)pycf_copy, METH_NOARGS, pycf_copy_doc},
     {"__reduce__", (PyCFunction)pycf_reduce, METH_NOARGS, NULL},
     {"save", (PyCFunction)pycf_save, METH_O, pycf_save_doc},
@@ -1420,6 +1525,8 @@ static PyType_Slot pycf_type_slots[] = {
     {Py_tp_methods, pycf_methods},
     {Py_tp_getset, pycf_getset},
     {Py_sq_contains, pycf_contains},
+    {Py_nb_or, pycf_or},
+    {Py_nb_inplace_or, pycf_ior},
     {Py_sq_length, pycf_len},
     {0, NULL},
 };

@@ -453,6 +453,95 @@ def test_files_interchange_with_the_tool(tmp_path):
     assert b"added-by-the-tool" in cf.CuckooFilter.load(p)
 
 
+# --- merging -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("concurrent", [True, False])
+def test_merge_union_counts_and_operators(concurrent):
+    a = cf.CuckooFilter(capacity=20000, seed=5, concurrent=concurrent)
+    b = cf.CuckooFilter.empty_like(a)
+    assert b.stats == a.stats and b.to_bytes() == a.to_bytes()
+    assert b.stats["concurrent"] == concurrent
+    ka, kb = keys(5000, b"a"), keys(5000, b"b")
+    a.add_many(ka)
+    b.add_many(kb + ka[:10])
+    u = a | b  # a new filter; a and b unchanged
+    assert len(u) == 10010 and len(a) == 5000 and len(b) == 5010
+    assert all(u.contains_many(ka + kb))
+    assert [u.count(k) for k in ka[:12]] == [2] * 10 + [1] * 2
+    before = a.to_bytes()
+    a |= b
+    assert a.to_bytes() == u.to_bytes() != before
+    c = cf.CuckooFilter.empty_like(a)
+    c.merge(a)
+    c.merge(b)
+    assert len(c) == 15020 and all(c.contains_many(ka + kb))
+    # The false-positive rate of the merge is a filter's given the same keys.
+    direct = cf.CuckooFilter.empty_like(a)
+    direct.add_many(ka + kb + ka[:10])
+    probes = keys(200000, b"z")
+    merged_fp = sum(u.contains_many(probes))
+    direct_fp = sum(direct.contains_many(probes))
+    assert abs(merged_fp - direct_fp) <= 5 * (direct_fp ** 0.5) + 10
+
+
+def test_merge_refusals_change_nothing(tmp_path):
+    a = cf.CuckooFilter(capacity=20000, seed=5)
+    a.add_many(keys(3000))
+    before = a.to_bytes()
+    for other, text in ((cf.CuckooFilter(capacity=20000, seed=6), "seeds differ"),
+                        (cf.CuckooFilter(capacity=20000, seed=5, fingerprint_bits=16),
+                         "fingerprint widths differ"),
+                        (cf.CuckooFilter(capacity=40000, seed=5), "first sub-filter sizes"),
+                        (a, "itself")):
+        with pytest.raises(ValueError, match=text):
+            a.merge(other)
+        with pytest.raises(ValueError, match=text):
+            a |= other
+        assert a.to_bytes() == before
+    full = cf.CuckooFilter.empty_like(a)
+    full.add_many(keys(19000, b"f"))
+    with pytest.raises(cf.FilterFull, match="do not fit"):
+        a.merge(full)
+    assert a.to_bytes() == before
+    with pytest.raises(TypeError):
+        a.merge(b"not a filter")
+    with pytest.raises(TypeError):
+        a | {1, 2}
+    with pytest.raises(TypeError):
+        cf.CuckooFilter.empty_like("x")
+    path = tmp_path / "a.cf"
+    a.save(path)
+    mapped = cf.CuckooFilter.open(path)
+    with pytest.raises(cf.ReadOnlyFilter):
+        mapped.merge(cf.CuckooFilter.empty_like(a))
+    # open()'s filter merges into others, and | gives a writable one.
+    m = mapped | cf.CuckooFilter.empty_like(a)
+    assert len(m) == 3000
+    m.add(b"new")
+
+
+def test_merge_beside_lookups_in_threads():
+    a = cf.CuckooFilter(capacity=200000, seed=9)
+    a.add_many(keys(50000, b"a"))
+    b = cf.CuckooFilter.empty_like(a)
+    b.add_many(keys(100000, b"b"))
+    stop = threading.Event()
+    misses = []
+
+    def look():
+        ka = keys(50000, b"a")
+        while not stop.is_set():
+            misses.append(50000 - sum(a.contains_many(ka)))
+
+    t = threading.Thread(target=look)
+    t.start()
+    a.merge(b)
+    stop.set()
+    t.join()
+    assert misses and sum(misses) == 0
+    assert all(a.contains_many(keys(100000, b"b")))
+
+
 # --- no false negatives, a model --------------------------------------------------------
 
 def test_million_keys_no_false_negative():
