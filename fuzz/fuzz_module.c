@@ -159,6 +159,7 @@ static int fz_create_command(cf_rm_ctx *c, const char *name, cf_rm_cmd_fn fn, co
 
 /* Every command's metadata must be well formed: a version, an arity, a key spec list
  * ended by a zero entry, arguments ended by a nameless one. */
+#define FZ_MAX_KEY_SPECS 4 /* more than any command has (CF.MERGE: destination, sources) */
 static cf_rm_command fz_command;
 
 static cf_rm_command *fz_get_command(cf_rm_ctx *c, const char *name)
@@ -170,8 +171,11 @@ static cf_rm_command *fz_get_command(cf_rm_ctx *c, const char *name)
 static int fz_set_command_info(cf_rm_command *command, const cf_rm_command_info *info)
 {
     FZ_REQUIRE(command == &fz_command && info->version && info->arity != 0 && info->summary);
-    FZ_REQUIRE(info->key_specs && info->key_specs[0].begin_search_type != 0 &&
-               info->key_specs[1].begin_search_type == 0);
+    FZ_REQUIRE(info->key_specs && info->key_specs[0].begin_search_type != 0);
+    size_t specs = 1;
+    while (specs < FZ_MAX_KEY_SPECS && info->key_specs[specs].begin_search_type != 0)
+        specs++;
+    FZ_REQUIRE(specs < FZ_MAX_KEY_SPECS); /* ended by a zero entry */
     for (const cf_rm_command_arg *a = info->args; a && a->name; a++)
         FZ_REQUIRE(a->type != CF_RM_ARG_PURE_TOKEN || a->token);
     return CF_RM_OK;

@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 NAME = "cuckoofilter"
 # Added to the package directory that CMake assembles; anything else there is not shipped.
-PACKAGE_FILES = ("__init__.py", "__init__.pyi", "py.typed")
+PACKAGE_FILES = ("__init__.py", "__init__.pyi", "py.typed", "dask.py")
 
 
 def _version():

@@ -1207,12 +1207,17 @@ static bool cf__move_older(cf_filter *f, unsigned k, const cf__table *from, uint
     return false;
 }
 
-/* Sub-filter t can hold fingerprints of sub-filter `from` (of a filter of the same seed and
- * first size): its scale divides from's, so a bucket of `from` reduces to one of t, and its
- * fingerprints are no wider, so they are the low bits of from's. */
-static bool cf__takes(const cf__table *t, const cf__table *from)
+/* Whether sub-filter t can hold fingerprints of sub-filter `from` (of a filter of the same
+ * seed and first size), and if so, into *i the bucket of t that bucket x of `from` reduces
+ * to: t's scale must divide from's, and its fingerprints be no wider (the low bits of
+ * from's). Equal scales, the common case, take no division. */
+static bool cf__takes(const cf__table *t, const cf__table *from, uint64_t x, uint64_t *i)
 {
-    return cf__scale_of(from) % cf__scale_of(t) == 0 && t->shape->ext <= from->shape->ext;
+    uint64_t sf = cf__scale_of(from), st = cf__scale_of(t);
+    if (t->shape->ext > from->shape->ext || (sf != st && sf % st != 0))
+        return false;
+    *i = sf == st ? x : x / (sf / st);
+    return true;
 }
 
 cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp, bool cc)
@@ -1225,9 +1230,9 @@ cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp
      * looks; the first sub-filter takes any. */
     for (unsigned k = f->ntables; k-- > 0;) {
         cf__table *t = &f->tables[k];
-        if (!cf__takes(t, from))
+        uint64_t i1;
+        if (!cf__takes(t, from, x, &i1))
             continue;
-        uint64_t i1 = x / (cf__scale_of(from) / cf__scale_of(t));
         uint32_t fp_t = cf__fp_narrow(fp, from, t->shape->ext);
         uint64_t i2 = cf__alt_of(t, i1, fp_t);
         if (cf__put_free(t, i1, fp_t, cc) || cf__put_free(t, i2, fp_t, cc))
@@ -1250,17 +1255,17 @@ cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp
     }
     cf_status st = CF_FULL;
     cf__table *last = &f->tables[f->ntables - 1];
-    uint64_t scale;
+    uint64_t scale, i = 0;
     /* Growth helps only if the new sub-filter takes it: one no finer than `from`. */
     if (!hot && f->expansion != 0 && cf__mul_u64(cf__scale_of(last), f->expansion, &scale) &&
         cf__scale_of(from) % scale == 0 &&
         cf__ext_of(f->fp_bits, f->widen, f->ntables) <= from->shape->ext) {
         cf__table *t;
         st = cf__table_append(f, &t);
-        if (st == CF_OK) { /* readers see none of it before it is published */
-            cf__put_if_free(t, t->shape, x / (cf__scale_of(from) / cf__scale_of(t)),
-                            cf__fp_narrow(fp, from, t->shape->ext));
-            cf__table_publish(f);
+        if (st == CF_OK) {
+            (void)cf__takes(t, from, x, &i); /* true: its scale and width are checked above */
+            cf__put_if_free(t, t->shape, i, cf__fp_narrow(fp, from, t->shape->ext));
+            cf__table_publish(f); /* readers see none of it before this */
             return CF_OK;
         }
     }

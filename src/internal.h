@@ -85,6 +85,53 @@ static inline cf__key cf__key_bits(unsigned f, uint64_t h)
     return k;
 }
 
+/* Hashes for fingerprints whose keys are not known (a merge re-inserts them): a walk over
+ * the buckets of a first sub-filter of m buckets in order, giving in each the least index
+ * fraction that maps to it and is a multiple of 2^f (h << f always is). The hash
+ * fp << (64 - f) | fraction >> f is then, for cf__key_bits, a key with fingerprint fp and
+ * first bucket that bucket: the same pair as the key whose fingerprint sits there, so
+ * inserting it is inserting that key, in a filter that does not grow (the finer bits a
+ * new sub-filter would take are not the key's). 2^64 = q * m + r steps the fraction
+ * exactly, with no division per bucket. */
+typedef struct cf__walk {
+    uint64_t q, r, m;
+    uint64_t base, rem; /* floor and remainder of bucket * 2^64 / m */
+    unsigned f;
+} cf__walk;
+
+/* False where m is too large for f-bit fingerprints to leave a whole multiple of 2^f in
+ * every bucket's share of the fractions (m >= 2^(64 - f)). */
+static inline bool cf__walk_init(cf__walk *w, unsigned f, uint64_t m)
+{
+    if (m == 0 || m > (UINT64_MAX >> f))
+        return false;
+    w->q = UINT64_MAX / m;
+    w->r = UINT64_MAX % m + 1u;
+    if (w->r == m) {
+        w->q++;
+        w->r = 0;
+    }
+    w->m = m;
+    w->base = w->rem = 0;
+    w->f = f;
+    return true;
+}
+
+static inline uint64_t cf__walk_hash(const cf__walk *w, uint32_t fp)
+{
+    uint64_t unit = UINT64_C(1) << w->f;
+    uint64_t least = w->base + (w->rem != 0); /* ceil(bucket * 2^64 / m) */
+    uint64_t fraction = (least + unit - 1u) & ~(unit - 1u);
+    return (uint64_t)fp << (64u - w->f) | fraction >> w->f;
+}
+
+static inline void cf__walk_next(cf__walk *w)
+{
+    uint64_t rem = w->rem + w->r; /* both below m < 2^63: no overflow */
+    w->base += w->q + (rem >= w->m);
+    w->rem = rem >= w->m ? rem - w->m : rem;
+}
+
 /* The fingerprint the key has in sub-filter t: k->fp, and for a wider one the low ext bits
  * of (h * CF__EXT_MULT) >> 32 above it. */
 static inline uint32_t cf__fp_in(const cf__key *k, const cf__table *t)

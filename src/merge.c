@@ -115,20 +115,55 @@ static void cf__undo_apply(cf_filter *f, const cf__merge_undo *u)
     }
 }
 
+/* Hashes a merge hands the insert path at once: long enough for cf_add_many's prefetching
+ * to overlap the reads of their buckets, short enough for the stack (2 KiB). */
+#define CF__MERGE_BATCH 256u
+
+/* The fingerprints of src's sub-filter t (one of the first's size and width) into a dst
+ * that does not grow, through the insert path itself (prefetched batches), as hashes of
+ * keys with their pairs (cf__walk). False, having done nothing, where no walk exists. */
+static bool cf__merge_by_hash(cf_filter *dst, const cf__table *t, cf_status *st)
+{
+    cf__walk w;
+    if (!cf__walk_init(&w, cf__shape0(dst)->f, t->buckets))
+        return false;
+    uint64_t hashes[CF__MERGE_BATCH];
+    size_t n = 0;
+    const cf__shape *s = t->shape;
+    *st = CF_OK;
+    uint32_t fps[CF_MAX_BUCKET_SIZE];
+    for (uint64_t x = 0; x < t->buckets && *st == CF_OK; x++, cf__walk_next(&w)) {
+        for (unsigned j = 0, k = cf__bucket_fps(t, s, x, fps); j < k; j++)
+            hashes[n++] = cf__walk_hash(&w, fps[j]);
+        if (n > CF__MERGE_BATCH - s->b || (n && x + 1 == t->buckets)) {
+            if (dst->ops->add_many(dst, hashes, n, 0, NULL) != n)
+                *st = CF_FULL; /* CF_ENOMEM is what a fixed filter cannot meet */
+            n = 0;
+        }
+    }
+    return true;
+}
+
 /* Every fingerprint of src into dst: the oldest sub-filter's first (they have the fewest
- * places to go, so they take them while there is room), then the stash. */
-static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool cc)
+ * places to go, so they take them while there is room), then the stash. Through the
+ * insert path where dst cannot grow (fast: plain, fixed) and the sub-filter has the first
+ * one's size and width; else each with cf__place. */
+static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool cc, bool fast)
 {
     for (unsigned k = 0; k < src->ntables; k++) {
         const cf__table *t = &src->tables[k];
         const cf__shape *s = t->shape;
+        cf_status st;
+        if (fast && !t->grown && s->ext == 0 && cf__merge_by_hash(dst, t, &st)) {
+            if (st != CF_OK)
+                return st;
+            continue;
+        }
+        uint32_t fps[CF_MAX_BUCKET_SIZE];
         for (uint64_t x = 0; x < t->buckets; x++)
-            for (unsigned j = 0; j < s->b; j++) {
-                uint32_t fp = cf__slot_get(t, s, x, j);
-                cf_status st = fp ? cf__place(dst, t, x, fp, cc) : CF_OK;
-                if (st != CF_OK)
+            for (unsigned j = 0, n = cf__bucket_fps(t, s, x, fps); j < n; j++)
+                if ((st = cf__place(dst, t, x, fps[j], cc)) != CF_OK)
                     return st;
-            }
     }
     const cf__stash *stash = cf__stash_of(src);
     for (unsigned e = 0; e < src->stash_n; e++) {
@@ -149,15 +184,15 @@ static cf_status cf__merge_held(cf_filter *dst, const cf_filter *src)
     if (cf__is_cc(dst)) {
         cf_filter *trial = NULL;
         st = cf__copy_plain(dst, &trial);
-        if (st == CF_OK)
-            st = cf__merge_all(trial, src, false);
+        if (st == CF_OK) /* the very path the second run takes: cf__place's */
+            st = cf__merge_all(trial, src, false, false);
         cf_free(trial);
-        return st == CF_OK ? cf__merge_all(dst, src, true) : st;
+        return st == CF_OK ? cf__merge_all(dst, src, true, false) : st;
     }
     cf__merge_undo u;
     if ((st = cf__undo_save(dst, &u)) != CF_OK)
         return st;
-    st = cf__merge_all(dst, src, false);
+    st = cf__merge_all(dst, src, false, dst->expansion == 0);
     if (st != CF_OK)
         cf__undo_apply(dst, &u);
     cf__mfree(dst, u.block);

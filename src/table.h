@@ -345,6 +345,26 @@ static inline uint64_t cf__bucket_word(const cf__table *t, const cf__shape *s, u
     return (cf__load_le64(t->data + (bit >> 3)) >> (bit & 7u)) & s->bucket_mask;
 }
 
+/* The fingerprints bucket holds, into out[0 .. count) (b entries of room); the count. One
+ * load for a shape whose bucket fits a word. */
+static inline unsigned cf__bucket_fps(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                      uint32_t *out)
+{
+    unsigned n = 0;
+    if (s->swar) {
+        for (uint64_t w = cf__bucket_word(t, s, bucket); w;) {
+            unsigned at = cf__ctz64(w) / s->f * s->f;
+            out[n++] = (uint32_t)((w >> at) & s->fp_mask);
+            w &= ~(s->fp_mask << at);
+        }
+        return n;
+    }
+    for (unsigned j = 0; j < s->b; j++)
+        if ((out[n] = cf__slot_get(t, s, bucket, j)) != 0)
+            n++;
+    return n;
+}
+
 /* The top bit of every lane of w that equals fp. Exact: no carry crosses a lane, since
  * (lane & low) + low < 2^f. */
 static inline uint64_t cf__lanes_equal(const cf__shape *s, uint64_t w, uint32_t fp)

@@ -1,0 +1,115 @@
+"""cuckoofilter.dask.build on a distributed.LocalCluster of 2 worker processes (loopback
+only), from a bag, an array and a dataframe column: every key is found, and the rate of
+false positives is that of a filter built in this process from the same keys. Also the
+local scheduler without a cluster, the progress bar, and the refusals. Dask is required:
+a missing dask or distributed fails the run, it does not skip.
+"""
+
+import io
+import os
+import contextlib
+
+import numpy as np
+import pytest
+
+import dask
+import dask.array as da
+import dask.bag as db
+import dask.dataframe as dd
+import pandas as pd
+from distributed import Client, LocalCluster
+
+import cuckoofilter as cf
+import cuckoofilter.dask as cfd
+
+SEED = int(os.environ.get("CF_TEST_SEED") or 20261126)
+PROBES = 200_000
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           host="127.0.0.1", dashboard_address=None)
+    c = Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def str_keys(n, prefix="u"):
+    return [f"{prefix}{SEED}-{i}" for i in range(n)]
+
+
+def check_like_one_process(f, keys, capacity, seed, fpr=0.001):
+    """Every key found; the false-positive rate that of one filter of the same keys."""
+    assert sum(f.contains_many(keys)) == len(keys)
+    assert len(f) == len(keys)
+    one = cf.CuckooFilter(capacity, fpr=fpr, seed=seed)
+    one.add_many(keys)
+    assert f.stats["fingerprint_bits"] == one.stats["fingerprint_bits"]
+    probes = str_keys(PROBES, prefix="absent")
+    got, want = sum(f.contains_many(probes)), sum(one.contains_many(probes))
+    # Both are binomial with the same rate: their difference stays within a few sigma.
+    assert abs(got - want) <= 5 * (want ** 0.5) + 10, (got, want)
+
+
+def test_bag_array_and_column_on_a_cluster(client):
+    keys = str_keys(120_000)
+    f = cfd.build(db.from_sequence(keys, npartitions=12), capacity=150_000, fpr=0.001,
+                  seed=77)
+    assert isinstance(f, cf.CuckooFilter) and f.stats["concurrent"]
+    check_like_one_process(f, keys, 150_000, 77)
+
+    ints = np.random.default_rng(SEED).choice(2 ** 62, size=100_000, replace=False)
+    arr = da.from_array(ints.astype(np.uint64), chunks=7_000)
+    g = cfd.build(arr, capacity=150_000, fpr=0.001, seed=78, split_every=3)
+    assert all(g.contains_many(ints.astype(np.uint64)))
+    assert len(g) == 100_000
+
+    frame = dd.from_pandas(pd.DataFrame({"url": keys, "n": range(len(keys))}), npartitions=9)
+    h = cfd.build(frame["url"], capacity=150_000, fpr=0.001, seed=77)
+    check_like_one_process(h, keys, 150_000, 77)
+    k = cfd.build(frame["n"], capacity=150_000, fpr=0.001, seed=79)
+    assert all(k.contains_many(np.arange(len(keys), dtype=np.uint64)))
+
+    # Without a seed, one secret seed for all partitions: still every key.
+    s = cfd.build(db.from_sequence(keys, npartitions=5), capacity=150_000)
+    assert sum(s.contains_many(keys)) == len(keys)
+
+
+def test_progress_bar(client):
+    keys = str_keys(20_000, prefix="p")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        f = cfd.build(db.from_sequence(keys, npartitions=4), capacity=30_000, progress=True)
+    assert sum(f.contains_many(keys)) == len(keys)
+
+
+def test_local_scheduler_without_a_cluster():
+    keys = str_keys(30_000, prefix="l")
+    with dask.config.set(scheduler="threads"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            f = cfd.build(db.from_sequence(keys, npartitions=6), capacity=40_000, seed=5,
+                          concurrent=False, progress=True)
+    assert "100%" in out.getvalue()
+    assert not f.stats["concurrent"]
+    assert sum(f.contains_many(keys)) == len(keys)
+
+
+def test_refusals():
+    keys = str_keys(1_000, prefix="r")
+    frame = dd.from_pandas(pd.DataFrame({"k": keys}), npartitions=2)
+    with pytest.raises(TypeError, match="one column"):
+        cfd.build(frame, capacity=2_000)
+    with pytest.raises(TypeError, match="dask bag"):
+        cfd.build(keys, capacity=2_000)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        cfd.build(da.zeros((4, 4), dtype=np.uint64, chunks=2), capacity=100)
+    with pytest.raises(ValueError, match="split_every"):
+        cfd.build(db.from_sequence(keys), capacity=2_000, split_every=1)
+    with pytest.raises(ValueError):
+        cfd.build(db.from_sequence(keys), capacity=2_000, fingerprint_bits=3)
+    with pytest.raises(cf.FilterFull):
+        with dask.config.set(scheduler="sync"):
+            cfd.build(db.from_sequence(str_keys(5_000), npartitions=4), capacity=1_000)
