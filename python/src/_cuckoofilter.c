@@ -584,6 +584,11 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     cf_filter *out;
+    const char *why = NULL;
+    if (cf_config_check(&cfg, &why) != CF_OK) { /* the library's own words for its rules */
+        PyErr_SetString(PyExc_ValueError, why);
+        return NULL;
+    }
     cf_status st = cf_new(&cfg, &out);
     if (st != CF_OK)
         return pycf_raise(type, st, NULL, errno);

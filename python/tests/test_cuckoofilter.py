@@ -93,6 +93,11 @@ def test_constructor_arguments():
                {"capacity": 10, "bucket_size": 2, "semi_sort": True}):
         with pytest.raises(ValueError):
             cf.CuckooFilter(**kw)
+    # The library's own words for its rules.
+    for kw, text in (({"fingerprint_bits": 3}, "4 to 32 bits"),
+                     ({"bucket_size": 2, "semi_sort": True}, "4 slots")):
+        with pytest.raises(ValueError, match=text):
+            cf.CuckooFilter(10, **kw)
     for kw in ({"capacity": "10"}, {"capacity": 10, "seed": "x"}, {"capacity": 1.5}):
         with pytest.raises(TypeError):
             cf.CuckooFilter(**kw)

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""A filter of N URL-like keys from text files: one process reading the files and calling
+add_many, against cuckoofilter.dask.build on a distributed.LocalCluster of W worker
+processes reading the same files (a partition per file group), both at fpr 0.001.
+
+Usage: bench/dask_build.py [--keys N] [--files F] [--partitions P] [--workers W]
+                           [--dir DIR] [--runs R]
+The files (DIR/urlsNN.txt, N keys in all) are written first if they are missing. Prints
+each run's seconds, and checks that both filters hold every key of one file and have the
+same false-positive rate within noise. Needs PYTHONPATH to find cuckoofilter
+(build/python).
+"""
+
+import argparse
+import glob
+import os
+import time
+
+import cuckoofilter as cf
+
+
+def read_lines(paths):
+    out = []
+    for p in paths:
+        with open(p) as fh:
+            out.extend(fh.read().splitlines())
+    return out
+
+
+def make_files(directory, n, files):
+    os.makedirs(directory, exist_ok=True)
+    paths = [os.path.join(directory, f"urls{j:02d}.txt") for j in range(files)]
+    if all(os.path.exists(p) for p in paths):
+        return paths
+    for j, p in enumerate(paths):
+        with open(p + ".tmp", "w") as f:
+            f.write("".join(f"https://example.com/{j}/{i}\n" for i in range(j, n, files)))
+        os.replace(p + ".tmp", p)
+    return paths
+
+
+def single(paths, n):
+    t = time.perf_counter()
+    f = cf.CuckooFilter(n, fpr=0.001, seed=3)
+    for p in paths:
+        f.add_many(read_lines([p]))
+    return time.perf_counter() - t, f
+
+
+def on_dask(paths, n, partitions, client):
+    import dask.bag as db
+    import cuckoofilter.dask as cfd
+
+    t = time.perf_counter()
+    bag = db.from_sequence(paths, npartitions=partitions).map_partitions(read_lines)
+    f = cfd.build(bag, capacity=n, fpr=0.001, seed=3)
+    return time.perf_counter() - t, f
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--keys", type=float, default=10e6)
+    ap.add_argument("--files", type=int, default=32)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--dir", default="/tmp/cf-dask-bench")
+    ap.add_argument("--runs", type=int, default=2)
+    a = ap.parse_args()
+    n = int(a.keys)
+    paths = make_files(a.dir, n, a.files)
+    from distributed import Client, LocalCluster
+
+    client = Client(LocalCluster(n_workers=a.workers, threads_per_worker=1,
+                                 dashboard_address=None))
+    client.run(lambda: __import__("cuckoofilter"))  # imports before the clock starts
+    probes = [f"absent-{i}" for i in range(1_000_000)]
+    first = read_lines(paths[:1])
+    for run in range(a.runs):
+        ts, fs = single(paths, n)
+        td, fd = on_dask(paths, n, a.partitions, client)
+        assert all(fs.contains_many(first)) and all(fd.contains_many(first))
+        assert len(fs) == len(fd) == n
+        ps, pd = sum(fs.contains_many(probes)), sum(fd.contains_many(probes))
+        assert abs(ps - pd) <= 5 * max(ps, 1) ** 0.5 + 10, (ps, pd)
+        print(f"run {run + 1}: {n} keys, one process {ts:.1f} s, dask ({a.workers} workers, "
+              f"{a.partitions} partitions) {td:.1f} s, ratio {td / ts:.2f}; false positives "
+              f"in 1M absent keys {ps} and {pd}", flush=True)
+    client.close()
+
+
+if __name__ == "__main__":
+    main()
