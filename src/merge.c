@@ -128,6 +128,7 @@ static bool cf__merge_by_hash(cf_filter *dst, const cf__table *t, cf_status *st)
     if (!cf__walk_init(&w, cf__shape0(dst)->f, t->buckets))
         return false;
     uint64_t hashes[CF__MERGE_BATCH];
+    cf_status sts[CF__MERGE_BATCH];
     size_t n = 0;
     const cf__shape *s = t->shape;
     *st = CF_OK;
@@ -136,8 +137,9 @@ static bool cf__merge_by_hash(cf_filter *dst, const cf__table *t, cf_status *st)
         for (unsigned j = 0, k = cf__bucket_fps(t, s, x, fps); j < k; j++)
             hashes[n++] = cf__walk_hash(&w, fps[j]);
         if (n > CF__MERGE_BATCH - s->b || (n && x + 1 == t->buckets)) {
-            if (dst->ops->add_many(dst, hashes, n, 0, NULL) != n)
-                *st = CF_FULL; /* CF_ENOMEM is what a fixed filter cannot meet */
+            if (dst->ops->add_many(dst, hashes, n, 0, sts) != n) /* the first failure */
+                for (size_t i = 0; i < n && *st == CF_OK; i++)
+                    *st = sts[i];
             n = 0;
         }
     }
@@ -146,8 +148,8 @@ static bool cf__merge_by_hash(cf_filter *dst, const cf__table *t, cf_status *st)
 
 /* Every fingerprint of src into dst: the oldest sub-filter's first (they have the fewest
  * places to go, so they take them while there is room), then the stash. Through the
- * insert path where dst cannot grow (fast: plain, fixed) and the sub-filter has the first
- * one's size and width; else each with cf__place. */
+ * insert path where dst is one sub-filter that cannot grow (fast: plain, fixed, one) and
+ * the sub-filter has the first one's size and width; else each with cf__place. */
 static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool cc, bool fast)
 {
     for (unsigned k = 0; k < src->ntables; k++) {
@@ -192,7 +194,7 @@ static cf_status cf__merge_held(cf_filter *dst, const cf_filter *src)
     cf__merge_undo u;
     if ((st = cf__undo_save(dst, &u)) != CF_OK)
         return st;
-    st = cf__merge_all(dst, src, false, dst->expansion == 0);
+    st = cf__merge_all(dst, src, false, dst->expansion == 0 && dst->ntables == 1);
     if (st != CF_OK)
         cf__undo_apply(dst, &u);
     cf__mfree(dst, u.block);

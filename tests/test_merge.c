@@ -25,8 +25,10 @@
  * 6. Determinism, cf_new_like (settings, seed, allocator, emptiness), and a merged filter
  *    saved and loaded keeps every key.
  * 7. Concurrent filters (also under ThreadSanitizer): see test_concurrent below.
+ * 8. The walk of bucket fractions a merge hashes with (cf__walk), against cf__key_bits.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "internal.h"
 #include "testutil.h"
 
 #include <pthread.h>
@@ -502,6 +504,40 @@ out:
     cf_free(cc_src);
 }
 
+/* 8. The walk that gives a merge its hashes: for every bucket it visits, the hash's key has
+ * the fingerprint given and that bucket as its first, in tables of many sizes (odd ones,
+ * powers of two, one just below the largest a width allows) and widths. */
+static void test_walk(void)
+{
+    static const unsigned widths[] = {4, 8, 12, 16, 31, 32};
+    static const uint64_t sizes[] = {
+        2, 6, 1000, 65536, 1000002, UINT64_C(1) << 40, (UINT64_C(1) << 40) + 6, UINT64_C(3) << 50};
+    cft_rng r = cft_rng_make(cft_subseed(800));
+    uint64_t wrong = 0, walks = 0;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+        unsigned f = widths[i];
+        for (size_t j = 0; j <= sizeof sizes / sizeof sizes[0]; j++) {
+            /* the last size: the largest this width allows, whose shares are barely wider
+             * than 2^f */
+            uint64_t m = j < sizeof sizes / sizeof sizes[0] ? sizes[j] : UINT64_MAX >> f;
+            cf__walk w;
+            if (!cf__walk_init(&w, f, m))
+                continue;
+            walks++;
+            uint64_t steps = m < 2000000 ? m : 2000;
+            for (uint64_t b = 0; b < steps; b++, cf__walk_next(&w)) {
+                uint32_t fp = (uint32_t)(cft_below(&r, (UINT64_C(1) << f) - 1) + 1);
+                cf__key k = cf__key_bits(f, cf__walk_hash(&w, fp));
+                wrong += k.fp != fp || cf__mulhi(k.x, m) != b;
+            }
+        }
+        cf__walk w;
+        CHECK(!cf__walk_init(&w, f, (UINT64_MAX >> f) + 1)); /* no whole multiple of 2^f */
+    }
+    CHECK(walks > 30);
+    CHECK_EQ_U(wrong, 0);
+}
+
 int main(void)
 {
     cft_init("test_merge");
@@ -530,6 +566,7 @@ int main(void)
     test_alloc_failures();
     test_like_and_files(dir);
     test_concurrent();
+    test_walk();
     rmdir(dir);
     return cft_finish();
 }
