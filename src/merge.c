@@ -13,7 +13,9 @@
  * cannot be put back under its lock-free readers (they would see the tables mid-copy), so
  * the merge first runs on a private plain copy of it, and only if that succeeds on the
  * filter itself, with concurrent writes: inserts are deterministic, and the same
- * fingerprints into the same state take the same paths, so the second run succeeds too.
+ * fingerprints into the same state take the same paths, so the second run succeeds too,
+ * unless an allocation the trial made (a new sub-filter) fails the second time: then
+ * what was merged stays, which loses no key.
  * Both filters' writers' locks are held throughout (taken in address order, so that two
  * merges of the same pair the other way round cannot deadlock).
  */

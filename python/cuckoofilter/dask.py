@@ -15,6 +15,10 @@ that they merge exactly), holding that partition's keys; a tree reduction merges
 workers: only filters travel, each the size of the finished filter (a partition's filter
 is mostly empty, and its memory on its worker is the whole filter's).
 
+A merge re-inserts every fingerprint of the filters it takes (as many inserts as their
+keys, at the high load where inserts cost the most), so fewer, larger partitions build
+faster: with as many partitions as workers there is one merge per worker.
+
 Keys are what CuckooFilter.add takes: bytes, str (UTF-8) and ints in [0, 2**64) (their
 8 bytes, little-endian); numpy integer arrays and integer columns are taken as such ints.
 A key that is in two partitions is stored twice (counts add up, as add() twice would);
