@@ -9,7 +9,8 @@ filled through execute_command, the .cf() helper and a cluster pipeline; every i
 be found (CF.EXISTS, CF.MEXISTS, CF.COUNT) and CF.INFO must count them exactly.
 The server routes CF commands by their key: COMMAND GETKEYS returns it, and a node that
 does not own the slot answers MOVED. A filter is copied with CF.SCANDUMP / CF.LOADCHUNK
-between keys on different nodes, and one slot holding filters is migrated to another node
+between keys on different nodes, CF.MERGE merges keys of one slot and is refused across
+slots (CROSSSLOT), and one slot holding filters is migrated to another node
 (CLUSTER SETSLOT + MIGRATE, i.e. DUMP / RESTORE): same digest and answers afterwards.
 
 Environment: CF_REDIS_MODULE, CF_REDIS_SERVER, CF_REDIS_CLI, CF_TEST_SEED. Exit 0 pass, else
@@ -90,6 +91,9 @@ def check_getkeys(nodes):
         ["CF.DEL", "kk", "x"], ["CF.COMPACT", "kk"], ["CF.INFO", "kk"], ["CF.DEBUG", "kk"],
         ["CF.SCANDUMP", "kk", 0], ["CF.LOADCHUNK", "kk", 1, "data"],
     ]
+    with Client(nodes[0].port) as c:
+        r = c.call_raw("COMMAND", "GETKEYS", "CF.MERGE", "kk", "k1", "k2")
+        check(r == [b"kk", b"k1", b"k2"], f"COMMAND GETKEYS CF.MERGE: {r!r}")
     with Client(nodes[0].port) as c:
         for cmd in cases:
             r = c.call_raw("COMMAND", "GETKEYS", *cmd)
@@ -244,6 +248,23 @@ def run_cluster(rc, nodes, rng):
         S.assert_same(S.snapshot(a, src, added[src], absent),
                       S.snapshot(b, dst, added[src], absent),
                       f"{src} copied to {dst} on another node")
+
+    # CF.MERGE: keys of one slot (a hash tag) merge on their node; keys of two slots are
+    # refused by the server (CROSSSLOT) before the module runs.
+    rc.execute_command("CF.RESERVE", "{wk}:tmpl", 5000)
+    for day in ("mon", "tue"):
+        rc.execute_command("COPY", "{wk}:tmpl", f"{{wk}}:{day}")
+        rc.execute_command("CF.INSERT", f"{{wk}}:{day}", "ITEMS",
+                           *[f"{day}{i}" for i in range(100)])
+    r = rc.execute_command("CF.MERGE", "{wk}:all", "{wk}:mon", "{wk}:tue")
+    check(r in (b"OK", "OK", True), f"CF.MERGE in a slot: {r!r}")
+    r = rc.execute_command("CF.MEXISTS", "{wk}:all", *[f"{d}{i}" for d in ("mon", "tue")
+                                                        for i in range(100)])
+    check(list(r) == [1] * 200, "CF.MERGE in a cluster lost an item")
+    with Client(nodes[0].port) as c:
+        r = c.call_raw("CF.MERGE", "{wk}:all", "{other}:x")
+    check(isinstance(r, RespError) and str(r).startswith("CROSSSLOT"),
+          f"CF.MERGE across slots: {r!r}")
 
     migrate_slot(rc, nodes, keys, owners, slots, added, absent)
 
