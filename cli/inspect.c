@@ -61,6 +61,21 @@ static void print_window_text(const filter_facts *x, int w)
     printf(" (oldest first)\n");
 }
 
+/* Table bits per key stop meaning what a key costs below this load: a filter of 10M
+ * slots holding 2 keys would report 63 million bits per key. Below it, bits per slot
+ * (which the width and the bucket size fix) is the figure to read. */
+#define CLI_BITS_PER_ITEM_LOAD 0.5
+
+static double bits_per_slot(const cf_stats *s)
+{
+    return s->slots ? (double)s->bytes * 8.0 / (double)s->slots : 0.0;
+}
+
+static bool bits_per_item_means(const cf_stats *s)
+{
+    return s->items > 0 && s->load_factor >= CLI_BITS_PER_ITEM_LOAD;
+}
+
 static void print_text(const char *path, const filter_facts *x)
 {
     const cf_config *c = &x->cfg;
@@ -99,8 +114,9 @@ static void print_text(const char *path, const filter_facts *x)
     printf("%-*s %.4f\n", w, "load factor", s->load_factor);
     printf("%-*s %" PRIu64 "\n", w, "table bytes", s->bytes);
     printf("%-*s %zu\n", w, "file bytes", x->file_bytes);
-    if (s->items == 0)
-        printf("%-*s -\n", w, "bits per item");
+    printf("%-*s %.2f\n", w, "bits per slot", bits_per_slot(s));
+    if (!bits_per_item_means(s))
+        printf("%-*s - (below %.0f%% load)\n", w, "bits per item", CLI_BITS_PER_ITEM_LOAD * 100.0);
     else
         printf("%-*s %.2f\n", w, "bits per item", (double)s->bytes * 8.0 / (double)s->items);
     printf("%-*s %.6f%%\n", w, "fpr now", s->fpr * 100.0);
@@ -138,7 +154,8 @@ static void print_json(const filter_facts *x)
     printf("  \"load_factor\": %.9g,\n", s->load_factor);
     printf("  \"table_bytes\": %" PRIu64 ",\n", s->bytes);
     printf("  \"file_bytes\": %zu,\n", x->file_bytes);
-    if (s->items == 0)
+    printf("  \"bits_per_slot\": %.9g,\n", bits_per_slot(s));
+    if (!bits_per_item_means(s))
         printf("  \"bits_per_item\": null,\n");
     else
         printf("  \"bits_per_item\": %.9g,\n", (double)s->bytes * 8.0 / (double)s->items);

@@ -19,6 +19,7 @@
 #include <cuckoofilter.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -486,9 +487,9 @@ static int pycf_window_arg(PyObject *o, uint64_t *ms)
     return 0;
 }
 
-/* An unsigned argument in [0, max] (None: dflt); 0, or -1 with ValueError/TypeError. */
-static int pycf_uint_arg(PyObject *o, const char *name, unsigned long long max,
-                         unsigned long long dflt, unsigned long long *out)
+/* An unsigned argument in [min, max] (None: dflt); 0, or -1 with ValueError/TypeError. */
+static int pycf_uint_arg(PyObject *o, const char *name, unsigned long long min,
+                         unsigned long long max, unsigned long long dflt, unsigned long long *out)
 {
     if (!o || o == Py_None) {
         *out = dflt;
@@ -499,9 +500,9 @@ static int pycf_uint_arg(PyObject *o, const char *name, unsigned long long max,
         return -1;
     }
     unsigned long long v = PyLong_AsUnsignedLongLong(o);
-    if ((v == (unsigned long long)-1 && PyErr_Occurred()) || v > max) {
+    if ((v == (unsigned long long)-1 && PyErr_Occurred()) || v < min || v > max) {
         PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "%s must be in [0, %llu]", name, max);
+        PyErr_Format(PyExc_ValueError, "%s must be in [%llu, %llu]", name, min, max);
         return -1;
     }
     *out = v;
@@ -528,7 +529,7 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     uint64_t window_ms = 0;
     if (window && window != Py_None && pycf_window_arg(window, &window_ms) < 0)
         return NULL;
-    if (pycf_uint_arg(gens, "generations", CF_MAX_GENERATIONS, window_ms ? PYCF_GENERATIONS : 0,
+    if (pycf_uint_arg(gens, "generations", 0, CF_MAX_GENERATIONS, window_ms ? PYCF_GENERATIONS : 0,
                       &g) < 0)
         return NULL;
     if (g && (!window_ms || g < 2)) {
@@ -540,12 +541,13 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "clock must be a callable giving seconds, or None");
         return NULL;
     }
-    if (pycf_uint_arg(capacity, "capacity", UINT64_MAX, 0, &cap) < 0 ||
-        pycf_uint_arg(fbits, "fingerprint_bits", CF_MAX_FINGERPRINT_BITS, 0, &f) < 0 ||
-        pycf_uint_arg(bsize, "bucket_size", CF_MAX_BUCKET_SIZE, 0, &b) < 0 ||
-        pycf_uint_arg(expansion, "expansion", CF_MAX_EXPANSION, 0, &e) < 0 ||
-        pycf_uint_arg(seed, "seed", UINT64_MAX, 0, &s) < 0 ||
-        pycf_uint_arg(max_subs, "max_sub_filters", CF_MAX_SUB_FILTERS, 0, &m) < 0)
+    /* capacity None is refused as a missing capacity would be (min 1, default 0) */
+    if (pycf_uint_arg(capacity, "capacity", 1, UINT64_MAX, 0, &cap) < 0 ||
+        pycf_uint_arg(fbits, "fingerprint_bits", 0, UINT_MAX, 0, &f) < 0 ||
+        pycf_uint_arg(bsize, "bucket_size", 0, UINT_MAX, 0, &b) < 0 ||
+        pycf_uint_arg(expansion, "expansion", 0, UINT_MAX, 0, &e) < 0 ||
+        pycf_uint_arg(seed, "seed", 0, UINT64_MAX, 0, &s) < 0 ||
+        pycf_uint_arg(max_subs, "max_sub_filters", 0, UINT_MAX, 0, &m) < 0)
         return NULL;
     cf_config cfg = {
         .capacity = cap,
@@ -580,7 +582,8 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         cfg.target_fpr = p;
     }
     if (cap == 0) {
-        PyErr_SetString(PyExc_ValueError, "capacity must be at least 1");
+        PyErr_Format(PyExc_ValueError, "capacity must be in [1, %llu]",
+                     (unsigned long long)UINT64_MAX);
         return NULL;
     }
     cf_filter *out;
@@ -590,6 +593,12 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     cf_status st = cf_new(&cfg, &out);
+    size_t need;
+    if (st == CF_ENOMEM && cf_bytes_needed(&cfg, &need) == CF_OK)
+        return PyErr_Format(PyExc_MemoryError,
+                            "a filter of capacity %llu needs %zu bytes, which could not be "
+                            "allocated",
+                            cap, need);
     if (st != CF_OK)
         return pycf_raise(type, st, NULL, errno);
     pycf_filter *self = (pycf_filter *)pycf_wrap(type, out, concurrent != 0, false);
@@ -675,6 +684,19 @@ static PyObject *pycf_add_unique(pycf_filter *self, PyObject *key)
 static PyObject *pycf_discard(pycf_filter *self, PyObject *key)
 {
     return pycf_change(self, key, cf_delete, CF_NOT_FOUND);
+}
+
+static PyObject *pycf_remove(pycf_filter *self, PyObject *key)
+{
+    PyObject *r = pycf_change(self, key, cf_delete, CF_NOT_FOUND);
+    if (r == Py_False) {
+        Py_DECREF(r);
+        PyErr_SetObject(PyExc_KeyError, key);
+        return NULL;
+    }
+    if (r)
+        Py_DECREF(r);
+    return r ? Py_NewRef(Py_None) : NULL;
 }
 
 static PyObject *pycf_count(pycf_filter *self, PyObject *key)
@@ -890,19 +912,24 @@ static PyObject *pycf_to_bytes(pycf_filter *self, PyObject *unused)
 {
     (void)unused;
     PYCF_TICK(self, NULL);
-    size_t n = cf_serialized_size(self->f);
-    if (n > (size_t)PY_SSIZE_T_MAX)
-        return PyErr_NoMemory();
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
-    if (!out)
-        return NULL;
-    size_t written = 0;
-    cf_status st = cf_serialize(self->f, PyBytes_AS_STRING(out), n, &written);
-    if (st != CF_OK || written != n) {
+    /* Another thread may grow a concurrent filter between its size and its copy: the
+     * copy then refuses the short buffer, and the size is asked again (each retry means a
+     * growth, which max_sub_filters bounds). */
+    for (;;) {
+        size_t n = cf_serialized_size(self->f);
+        if (n > (size_t)PY_SSIZE_T_MAX)
+            return PyErr_NoMemory();
+        PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
+        if (!out)
+            return NULL;
+        size_t written = 0;
+        cf_status st = cf_serialize(self->f, PyBytes_AS_STRING(out), n, &written);
+        if (st == CF_OK && written == n)
+            return out;
         Py_DECREF(out);
-        return pycf_raise(Py_TYPE(self), st != CF_OK ? st : CF_EINVAL, NULL, 0);
+        if (!(st == CF_EINVAL && self->concurrent && cf_serialized_size(self->f) > n))
+            return pycf_raise(Py_TYPE(self), st != CF_OK ? st : CF_EINVAL, NULL, 0);
     }
-    return out;
 }
 
 /* The filter serialized in buf, made concurrent or not; a new object or NULL. */
@@ -954,6 +981,60 @@ static PyObject *pycf_copy(pycf_filter *self, PyObject *unused)
         copy->due = self->due;
     }
     return out;
+}
+
+/* f == g: the same settings, seed and contents, as their bytes say (concurrency, which
+ * the bytes do not hold, aside: a filter equals its copy made either way). */
+static PyObject *pycf_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if ((op != Py_EQ && op != Py_NE) || !PyObject_TypeCheck(b, Py_TYPE(a)) ||
+        !PyObject_TypeCheck(a, pycf_state_of_type(Py_TYPE(a))->filter_type))
+        Py_RETURN_NOTIMPLEMENTED;
+    int same = 1;
+    if (a != b) {
+        PyObject *x = pycf_to_bytes((pycf_filter *)a, NULL);
+        PyObject *y = x ? pycf_to_bytes((pycf_filter *)b, NULL) : NULL;
+        same = y ? PyObject_RichCompareBool(x, y, Py_EQ) : -1;
+        Py_XDECREF(x);
+        Py_XDECREF(y);
+        if (same < 0)
+            return NULL;
+    }
+    return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+/* The read-only properties, from cf_get_stats and cf_get_config. */
+typedef enum {
+    PYCF_CAPACITY,
+    PYCF_FINGERPRINT_BITS,
+    PYCF_BUCKET_SIZE,
+    PYCF_FPR,
+    PYCF_LOAD_FACTOR,
+    PYCF_CONCURRENT
+} pycf_property;
+
+static PyObject *pycf_get_property(pycf_filter *self, void *which)
+{
+    PYCF_TICK(self, NULL);
+    cf_stats st;
+    cf_config c;
+    cf_get_stats(self->f, &st);
+    cf_get_config(self->f, &c);
+    switch ((pycf_property)(uintptr_t)which) {
+    case PYCF_CAPACITY:
+        return PyLong_FromUnsignedLongLong(c.capacity);
+    case PYCF_FINGERPRINT_BITS:
+        return PyLong_FromUnsignedLong(st.fingerprint_bits);
+    case PYCF_BUCKET_SIZE:
+        return PyLong_FromUnsignedLong(st.bucket_size);
+    case PYCF_FPR:
+        return PyFloat_FromDouble(st.fpr);
+    case PYCF_LOAD_FACTOR:
+        return PyFloat_FromDouble(st.load_factor);
+    case PYCF_CONCURRENT:
+        return PyBool_FromLong(self->concurrent);
+    }
+    Py_RETURN_NONE;
 }
 
 /* Is o a CuckooFilter (of this module, or a subclass)? */
@@ -1358,6 +1439,11 @@ PyDoc_STRVAR(pycf_discard_doc,
              "Remove one copy of key: True if one was removed, False if none matched.\n"
              "Only discard keys that were added: removing a key never added can remove the\n"
              "fingerprint of another key that shares it.");
+PyDoc_STRVAR(pycf_remove_doc,
+             "remove(key) -> None\n\n"
+             "Remove one copy of key; KeyError if none matched (discard() says False).\n"
+             "Only remove keys that were added (see discard).");
+PyDoc_STRVAR(pycf_bytes_doc, "bytes(f): the same as f.to_bytes().");
 PyDoc_STRVAR(pycf_count_doc, "count(key) -> int\n\n"
                              "Fingerprints matching key: at least the times it was added minus\n"
                              "the times it was discarded (false positives can add to it).");
@@ -1450,6 +1536,8 @@ static PyMethodDef pycf_methods[] = {
     {"add", (PyCFunction)pycf_add, METH_O, pycf_add_doc},
     {"add_unique", (PyCFunction)pycf_add_unique, METH_O, pycf_add_unique_doc},
     {"discard", (PyCFunction)pycf_discard, METH_O, pycf_discard_doc},
+    {"remove", (PyCFunction)pycf_remove, METH_O, pycf_remove_doc},
+    {"__bytes__", (PyCFunction)pycf_to_bytes, METH_NOARGS, pycf_bytes_doc},
     {"count", (PyCFunction)pycf_count, METH_O, pycf_count_doc},
     {"add_many", (PyCFunction)pycf_add_many, METH_O, pycf_add_many_doc},
     {"contains_many", (PyCFunction)pycf_contains_many, METH_O, pycf_contains_many_doc},
@@ -1474,8 +1562,20 @@ static PyMethodDef pycf_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+#define PYCF_PROPERTY(name, which, doc)                                                            \
+    {                                                                                              \
+        name, (getter)pycf_get_property, NULL, doc, (void *)(uintptr_t)(which)                     \
+    }
 static PyGetSetDef pycf_getset[] = {
     {"stats", (getter)pycf_get_stats, NULL, pycf_stats_doc, NULL},
+    PYCF_PROPERTY("capacity", PYCF_CAPACITY, "The capacity it was made with (keys to hold)."),
+    PYCF_PROPERTY("fingerprint_bits", PYCF_FINGERPRINT_BITS,
+                  "Bits of each fingerprint (of the first sub-filter)."),
+    PYCF_PROPERTY("bucket_size", PYCF_BUCKET_SIZE, "Slots per bucket."),
+    PYCF_PROPERTY("fpr", PYCF_FPR, "The expected false-positive rate at the current load."),
+    PYCF_PROPERTY("load_factor", PYCF_LOAD_FACTOR, "Items over slots."),
+    PYCF_PROPERTY("concurrent", PYCF_CONCURRENT,
+                  "Made with CF_CONCURRENT: threads may call it without the GIL."),
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1530,6 +1630,8 @@ static PyType_Slot pycf_type_slots[] = {
     {Py_tp_methods, pycf_methods},
     {Py_tp_getset, pycf_getset},
     {Py_sq_contains, pycf_contains},
+    {Py_tp_richcompare, pycf_richcompare},
+    {Py_tp_hash, PyObject_HashNotImplemented}, /* mutable, as set is */
     {Py_nb_or, pycf_or},
     {Py_nb_inplace_or, pycf_ior},
     {Py_sq_length, pycf_len},

@@ -143,6 +143,73 @@ def test_growing_filter_grows():
     assert all(f.contains_many(ks))
 
 
+def test_behaves_like_a_python_container(tmp_path):
+    f = cf.CuckooFilter(1000, seed=4)
+    g = cf.CuckooFilter(1000, seed=4, concurrent=False)
+    assert f == g and not (f != g)  # the same settings, seed and keys (none)
+    f.add("x")
+    assert f != g and f != cf.CuckooFilter(1000, seed=5)
+    g.add("x")
+    assert f == g  # concurrency is not content
+    assert (f == "x") is False and f != 3
+    path = tmp_path / "f.cf"
+    f.save(path)
+    assert cf.CuckooFilter.open(path) == f == cf.CuckooFilter.load(path)
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(f)
+    with pytest.raises(TypeError):
+        {f}
+    assert bytes(f) == f.to_bytes() and cf.CuckooFilter.from_bytes(bytes(f)) == f
+    # Read-only properties.
+    h = cf.CuckooFilter(5000, fingerprint_bits=16, bucket_size=2, concurrent=False)
+    h.add_many(keys(1000))
+    s = h.stats
+    assert (h.capacity, h.fingerprint_bits, h.bucket_size, h.concurrent) == (5000, 16, 2, False)
+    assert h.fpr == s["fpr"] and h.load_factor == s["load_factor"] > 0
+    assert f.concurrent is True
+    for name in ("capacity", "fingerprint_bits", "bucket_size", "fpr", "load_factor",
+                 "concurrent"):
+        with pytest.raises(AttributeError):
+            setattr(h, name, 1)
+    # remove: KeyError when no copy is there; discard says False.
+    assert h.remove(keys(1)[0]) is None
+    with pytest.raises(KeyError):
+        h.remove(b"never added")
+    assert h.discard(b"never added") is False
+    assert len(h) == 999
+
+
+def test_errors_say_what_was_wrong():
+    for capacity in (0, -1):
+        with pytest.raises(ValueError, match=r"capacity must be in \[1, 18446744073709551615\]"):
+            cf.CuckooFilter(capacity)
+    with pytest.raises(ValueError, match="bucket size must be 1 to 255"):
+        cf.CuckooFilter(10, bucket_size=300)
+    # Too large for memory (a 2**44-key table: about 28 TB): how many bytes it needed.
+    with pytest.raises(MemoryError, match=r"needs \d+ bytes"):
+        cf.CuckooFilter(2 ** 44)
+
+
+def test_to_bytes_beside_a_growing_writer():
+    f = cf.CuckooFilter(1000, expansion=2, max_sub_filters=16)
+    stop = threading.Event()
+
+    def write():
+        i = 0
+        while not stop.is_set() and i < 400_000:
+            f.add_many(keys(2000, b"w%d-" % i))
+            i += 1
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        copies = [cf.CuckooFilter.from_bytes(f.to_bytes()) for _ in range(200)]
+    finally:
+        stop.set()
+        t.join()
+    assert len(copies) == 200 and f.stats["sub_filters"] > 1
+
+
 # --- batches ----------------------------------------------------------------------------
 
 def test_batches_match_single_calls(rng):

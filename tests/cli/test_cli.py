@@ -627,11 +627,18 @@ def test_info(t):
         for key in ("capacity", "fingerprint_bits", "bucket_size", "max_kicks", "expansion",
                     "seed", "items", "load_factor", "fpr"):
             t.check(key in doc, f"info --json has no {key!r}")
-        if doc.get("items") and doc.get("table_bytes"):
+        if doc.get("slots") and doc.get("table_bytes"):
+            bps = doc.get("bits_per_slot")
+            t.check(isinstance(bps, (int, float)) and math.isclose(
+                bps, doc["table_bytes"] * 8 / doc["slots"], rel_tol=1e-6),
+                f"info bits_per_slot {bps!r} is not table bits / slots")
             bpi = doc.get("bits_per_item")
-            t.check(isinstance(bpi, (int, float)) and math.isclose(
-                bpi, doc["table_bytes"] * 8 / doc["items"], rel_tol=1e-6),
-                f"info bits_per_item {bpi!r} is not table bits / items")
+            if doc.get("load_factor", 0) >= 0.5:
+                t.check(isinstance(bpi, (int, float)) and math.isclose(
+                    bpi, doc["table_bytes"] * 8 / doc["items"], rel_tol=1e-6),
+                    f"info bits_per_item {bpi!r} is not table bits / items")
+            else:  # below half load it would say how empty the filter is
+                t.check(bpi is None, f"info bits_per_item {bpi!r} below half load, not null")
         if doc.get("slots"):
             in_tables = doc["items"] - doc.get("stashed", 0)
             t.check(math.isclose(doc.get("load_factor", -1), in_tables / doc["slots"],
@@ -641,6 +648,14 @@ def test_info(t):
                                                          rel_tol=1e-6),
                 f"info fpr_at_full_load {full!r} is not the bound for f=14, b=4")
         t.check(doc.get("file_bytes") == os.path.getsize(f), "info file_bytes is not the size")
+    # Past half load, bits per item is table bits over items.
+    t.ok(t.run(["add", f, "-q"], input=lines([b"j%d" % i for i in range(10000)])), "add more")
+    doc = t.info(f)
+    if doc:
+        bpi = doc.get("bits_per_item")
+        t.check(doc.get("load_factor", 0) >= 0.5 and isinstance(bpi, (int, float)) and
+                math.isclose(bpi, doc["table_bytes"] * 8 / doc["items"], rel_tol=1e-6),
+                f"info bits_per_item {bpi!r} at load {doc.get('load_factor')}")
 
 
 def test_build(t):
