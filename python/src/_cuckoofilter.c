@@ -689,14 +689,15 @@ static PyObject *pycf_discard(pycf_filter *self, PyObject *key)
 static PyObject *pycf_remove(pycf_filter *self, PyObject *key)
 {
     PyObject *r = pycf_change(self, key, cf_delete, CF_NOT_FOUND);
-    if (r == Py_False) {
-        Py_DECREF(r);
+    if (!r)
+        return NULL;
+    bool removed = r == Py_True;
+    Py_DECREF(r);
+    if (!removed) { /* as set.remove: no such key */
         PyErr_SetObject(PyExc_KeyError, key);
         return NULL;
     }
-    if (r)
-        Py_DECREF(r);
-    return r ? Py_NewRef(Py_None) : NULL;
+    Py_RETURN_NONE;
 }
 
 static PyObject *pycf_count(pycf_filter *self, PyObject *key)
