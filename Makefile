@@ -34,9 +34,11 @@
 #   make install         build what is installed (the libraries, the tool, the module, the
 #                        Python package for the system's python3) and install it to
 #                        $(PREFIX) (DESTDIR honoured); make uninstall undoes it
-#   make deb             Debian packages in $(DEB_BUILD_DIR): libcuckoofilter0.MINOR,
-#                        libcuckoofilter-dev, cuckoo (the tool and its man page) and
-#                        redis-cuckoofilter (the module, in /usr/lib/redis/modules/)
+#   make deb             Debian packages (dpkg-buildpackage over debian/) in
+#                        $(DEB_BUILD_DIR): libcuckoofilter0.MINOR, libcuckoofilter-dev,
+#                        cuckoo (the tool and its man page), redis-cuckoofilter (the module,
+#                        in /usr/lib/redis/modules/), python3-cuckoofilter, and -dbgsym
+#                        packages with the debug info
 #   make format          clang-format every C source in place; make format-check checks
 #   make deps            install the Debian packages the project needs
 #   make clean           remove the build directories
@@ -249,13 +251,15 @@ install: $(if $(CONFIGURE_NEEDED),configure)
 	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
 	cp $(BUILD_DIR)/install_manifest.txt $(BUILD_DIR)/make_install_manifest.txt
 
-# A build of its own with prefix /usr (the libdir is then Debian's multiarch one) and only
-# what the packages hold; cpack runs dpkg-shlibdeps for their dependencies.
+# Debian's own tooling (debian/: debhelper, pybuild for the Python package) on a copy of
+# the source in $(DEB_BUILD_DIR)/src, so that the tree stays clean; the packages and their
+# -dbgsym companions land in $(DEB_BUILD_DIR). PATH is the system's: pybuild builds for
+# Debian's python3, not one a version manager put first.
 deb: deps
-	$(CMAKE) -S . -B $(DEB_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
-		-DCF_BUILD_TESTS=OFF -DCF_BUILD_BENCH=OFF -DCF_BUILD_EXAMPLES=OFF $(ALL_CMAKE_ARGS)
-	$(CMAKE) --build $(DEB_BUILD_DIR) --parallel $(JOBS) --target cf_installables
-	cd $(DEB_BUILD_DIR) && cpack -G DEB
+	rm -rf $(DEB_BUILD_DIR) && mkdir -p $(DEB_BUILD_DIR)/src
+	tar -c --exclude=./.git --exclude='./build*' --exclude=./obj-\* . | tar -x -C $(DEB_BUILD_DIR)/src
+	cd $(DEB_BUILD_DIR)/src && env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		DEB_BUILD_OPTIONS="parallel=$(JOBS)" dpkg-buildpackage -b -us -uc
 	@ls -1 $(DEB_BUILD_DIR)/*.deb
 
 uninstall:
