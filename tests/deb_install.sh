@@ -63,10 +63,10 @@ CF_SKIP_DEPS=1 make -C "$src" deb DEB_BUILD_DIR="$tmp/deb" >"$tmp/deb.log" 2>&1 
     { tail -30 "$tmp/deb.log" >&2; die "make deb failed"; }
 debs=()
 for p in "${packages[@]}"; do
-    d=$(ls "$tmp/deb/${p}_${version}-"*.deb 2>/dev/null || true)
+    d=$(ls "$tmp/deb/${p}_${version}_"*.deb 2>/dev/null || true)
     [[ -n $d ]] || die "make deb made no package $p"
     debs+=("$d")
-    [[ $p == libcuckoofilter-dev ]] || ls "$tmp/deb/${p}-dbgsym_${version}-"*.deb >/dev/null 2>&1 ||
+    [[ $p == libcuckoofilter-dev ]] || ls "$tmp/deb/${p}-dbgsym_${version}_"*.deb >/dev/null 2>&1 ||
         die "make deb made no ${p}-dbgsym (the debug info of $p)"
 done
 
@@ -96,7 +96,8 @@ dpkg -i "${debs[@]}" >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log" >&2; d
 
 echo "== stripped, with copyright and changelog"
 for p in "${packages[@]}"; do
-    [[ -f /usr/share/doc/$p/copyright && -f /usr/share/doc/$p/changelog.Debian.gz ]] ||
+    # (a native package's changelog is changelog.gz)
+    [[ -f /usr/share/doc/$p/copyright && -f /usr/share/doc/$p/changelog.gz ]] ||
         die "$p has no copyright or changelog under /usr/share/doc"
 done
 for f in /usr/bin/cuckoo /usr/lib/redis/modules/redis-cuckoofilter.so /usr/lib/*/libcuckoofilter.so.*.*; do
