@@ -200,6 +200,14 @@ def assert_same_dataset(a, b, what):
     check(da == db, f"{what}: DEBUG DIGEST of the whole dataset differs: {da!r} vs {db!r}")
 
 
+def link_up(server):
+    """Has the replica `server` finished its sync with its primary (the link up, no sync
+    in progress)?"""
+    with server.client() as c:
+        text = c.call("INFO", "replication").decode()
+    return "master_link_status:up" in text and "master_sync_in_progress:0" in text
+
+
 def require_tools(*tools, python_redis=False):
     """Fail (exit 1, one line saying what to install) when something the test needs is not
     there: a missing tool must not pass for a passing test (scripts/install-deps installs

@@ -30,12 +30,6 @@ import cf_state as S  # noqa: E402
 from cf_state import check, ok  # noqa: E402
 
 
-def link_up(server):
-    with server.client() as c:
-        text = c.call("INFO", "replication").decode()
-    return "master_link_status:up" in text and "master_sync_in_progress:0" in text
-
-
 def error_of(reply):
     return str(reply) if isinstance(reply, RespError) else None
 
@@ -61,7 +55,7 @@ def main():
         replica = Server(extra=[("replicaof", "127.0.0.1", primary.port)])
         servers.append(replica)
         replica.start()
-        wait_for(lambda: link_up(replica), 20, "the replica's link")
+        wait_for(lambda: S.link_up(replica), 20, "the replica's link")
         c = primary.client()
 
         # Parts copied from one empty filter share its seed and shape.

@@ -52,12 +52,6 @@ ALLOWED_ERRORS = (
 )
 
 
-def link_up(server):
-    with server.client() as c:
-        text = c.call("INFO", "replication").decode()
-    return "master_link_status:up" in text and "master_sync_in_progress:0" in text
-
-
 class Stream:
     """The random writes, and what each key must contain (an oracle for false negatives)."""
 
@@ -368,7 +362,7 @@ def check_maxmemory_replica(primary, servers):
     r = Server(extra=[("replicaof", "127.0.0.1", primary.port), ("maxmemory", "20mb")])
     servers.append(r)
     r.start()
-    wait_for(lambda: link_up(r), 30, "the small replica's link (full sync)")
+    wait_for(lambda: S.link_up(r), 30, "the small replica's link (full sync)")
     ok(cp.call_raw("CF.RESERVE", "mm:big2", *big[2:]), "CF.RESERVE mm:big2")
     cp.pipeline([("CF.ADD", "mm:big2", f"m{i}") for i in range(2000)])
     cp.call("WAIT", 1, 10000)
@@ -396,7 +390,7 @@ def main():
         r1 = Server(extra=[("replicaof", "127.0.0.1", primary.port)])
         servers.append(r1)
         r1.start()
-        wait_for(lambda: link_up(r1), 20, "the first replica's link")
+        wait_for(lambda: S.link_up(r1), 20, "the first replica's link")
 
         cp = primary.client()
         stream = Stream(cp, rng)
@@ -426,7 +420,7 @@ def main():
                     module_args=OTHER_MODULE_ARGS)
         servers.append(r2)
         r2.start()
-        wait_for(lambda: link_up(r2), 20, "the second replica's link (full sync)")
+        wait_for(lambda: S.link_up(r2), 20, "the second replica's link (full sync)")
         with r2.client() as c2:
             check(c2.call("TYPE", dst) == "cuckoo-cf", f"{dst} did not reach the new replica")
             check(S.scandump(c2, dst) == S.scandump(cp, dst),

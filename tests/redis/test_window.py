@@ -29,12 +29,6 @@ WINDOW_MS = 600  # 3 generations of 300 ms: items go within 900 ms
 ITEMS = [f"a{i}" for i in range(200)]
 
 
-def link_up(server):
-    with server.client() as c:
-        text = c.call("INFO", "replication").decode()
-    return "master_link_status:up" in text and "master_sync_in_progress:0" in text
-
-
 def debug_window(c, key):
     m = re.search(rb" window:(\d+) generations:(\d+) generation:(\d+) fpbits:",
                   c.call("CF.DEBUG", key))
@@ -62,7 +56,7 @@ def main():
         replica = Server(extra=[("replicaof", "127.0.0.1", primary.port)])
         servers.append(replica)
         replica.start()
-        wait_for(lambda: link_up(replica), 20, "the replica's link")
+        wait_for(lambda: S.link_up(replica), 20, "the replica's link")
         c = primary.client()
 
         # Errors, and nothing made.
