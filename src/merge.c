@@ -84,8 +84,8 @@ static cf_status cf__undo_save(cf_filter *f, cf__merge_undo *u)
     for (unsigned k = 0; k < f->ntables; k++) {
         const cf__table *t = &f->tables[k];
         size_t n = cf__table_size(t->shape, t->buckets);
-        if (n > SIZE_MAX - bytes - sizeof(uint64_t))
-            return CF_ENOMEM;
+        if (n > SIZE_MAX - bytes || SIZE_MAX - bytes - n < sizeof(uint64_t))
+            return CF_ENOMEM; /* (bytes may reach SIZE_MAX - 8: no subtraction below 0) */
         bytes += n + sizeof(uint64_t);
     }
     u->block = cf__malloc(f, bytes);

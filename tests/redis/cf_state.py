@@ -208,6 +208,20 @@ def link_up(server):
     return "master_link_status:up" in text and "master_sync_in_progress:0" in text
 
 
+def primary_and_replica(servers):
+    """A primary that writes every command to its AOF (fsync each) and a replica linked to
+    it, both started and appended to `servers` (so that run() stops them); the replica's
+    sync is done when this returns."""
+    primary = harness.Server(extra=[("appendonly", "yes"), ("appendfsync", "always")])
+    servers.append(primary)
+    primary.start()
+    replica = harness.Server(extra=[("replicaof", "127.0.0.1", primary.port)])
+    servers.append(replica)
+    replica.start()
+    harness.wait_for(lambda: link_up(replica), 20, "the replica's link")
+    return primary, replica
+
+
 def require_tools(*tools, python_redis=False):
     """Fail (exit 1, one line saying what to install) when something the test needs is not
     there: a missing tool must not pass for a passing test (scripts/install-deps installs

@@ -25,7 +25,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import RespError, Server, wait_for  # noqa: E402
+from harness import RespError, wait_for  # noqa: E402
 import cf_state as S  # noqa: E402
 from cf_state import check, ok  # noqa: E402
 
@@ -49,13 +49,7 @@ def main():
 
     def body(seed):
         rng = random.Random(seed)
-        primary = Server(extra=[("appendonly", "yes"), ("appendfsync", "always")])
-        servers.append(primary)
-        primary.start()
-        replica = Server(extra=[("replicaof", "127.0.0.1", primary.port)])
-        servers.append(replica)
-        replica.start()
-        wait_for(lambda: S.link_up(replica), 20, "the replica's link")
+        primary, replica = S.primary_and_replica(servers)
         c = primary.client()
 
         # Parts copied from one empty filter share its seed and shape.

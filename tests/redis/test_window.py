@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import RespError, Server, wait_for  # noqa: E402
+from harness import RespError, wait_for  # noqa: E402
 import cf_state as S  # noqa: E402
 from cf_state import check, ok  # noqa: E402
 
@@ -50,13 +50,7 @@ def main():
 
     def body(seed):
         del seed  # nothing random here: the clock is the variable
-        primary = Server(extra=[("appendonly", "yes"), ("appendfsync", "always")])
-        servers.append(primary)
-        primary.start()
-        replica = Server(extra=[("replicaof", "127.0.0.1", primary.port)])
-        servers.append(replica)
-        replica.start()
-        wait_for(lambda: S.link_up(replica), 20, "the replica's link")
+        primary, replica = S.primary_and_replica(servers)
         c = primary.client()
 
         # Errors, and nothing made.
