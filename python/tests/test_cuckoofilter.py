@@ -192,17 +192,20 @@ def test_errors_say_what_was_wrong():
 
 def test_to_bytes_beside_a_growing_writer():
     f = cf.CuckooFilter(1000, expansion=2, max_sub_filters=16)
-    stop = threading.Event()
+    stop, grown = threading.Event(), threading.Event()
 
     def write():
         i = 0
         while not stop.is_set() and i < 400_000:
             f.add_many(keys(2000, b"w%d-" % i))
+            grown.set()  # the first batch outgrows the first sub-filter
             i += 1
 
     t = threading.Thread(target=write)
     t.start()
     try:
+        # The copies must overlap the writer, not finish before its thread is scheduled.
+        assert grown.wait(60)
         copies = [cf.CuckooFilter.from_bytes(f.to_bytes()) for _ in range(200)]
     finally:
         stop.set()
@@ -597,16 +600,19 @@ def test_merge_beside_lookups_in_threads():
     a.add_many(keys(50000, b"a"))
     b = cf.CuckooFilter.empty_like(a)
     b.add_many(keys(100000, b"b"))
-    stop = threading.Event()
+    stop, looking = threading.Event(), threading.Event()
     misses = []
 
     def look():
         ka = keys(50000, b"a")
         while not stop.is_set():
             misses.append(50000 - sum(a.contains_many(ka)))
+            looking.set()
 
     t = threading.Thread(target=look)
     t.start()
+    # The merge must start while the reader runs, not before its thread is scheduled.
+    assert looking.wait(60)
     a.merge(b)
     stop.set()
     t.join()
