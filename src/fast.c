@@ -291,8 +291,8 @@ static CF__INLINE bool cf__cc_fast_ok(unsigned m, const cf__shape *s, unsigned F
 }
 
 /* The fast lookup of key h (fingerprint fp, buckets i1 and i2 in the first sub-filter),
- * once cf__cc_fast_ok said yes; concurrent.c has the argument. Its two buckets are read
- * through aligned atomic words between two reads of their stripe counters: a fingerprint
+ * once cf__cc_fast_ok said yes; table.h ("Synchronized tables") has the argument. Its two buckets
+ * are read through aligned atomic words between two reads of their stripe counters: a fingerprint
  * found is an answer, and no fingerprint is one if no move touched them meanwhile.
  * `meta` need not be read again: a key whose add returned before `meta` said "simple" is
  * in the first sub-filter, which growth leaves in place, and the stash was empty.
@@ -307,20 +307,20 @@ static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const struct cf__cc *c
      * change while readers may run). */
     cf__table t0 = {.data = cc->data0, .buckets = cc->buckets0};
     const cf__table *t = &t0;
-    atomic_uint *c1 = &cc->stripes0[i1 >> CF__CC_STRIPE_SHIFT];
-    atomic_uint *c2 = &cc->stripes0[i2 >> CF__CC_STRIPE_SHIFT];
+    atomic_uint *c1 = &cc->stripes0[i1 >> CF__SYNC_STRIPE_SHIFT];
+    atomic_uint *c2 = &cc->stripes0[i2 >> CF__SYNC_STRIPE_SHIFT];
     /* both counters in one register: fewer live values, no spill */
     uint64_t v = atomic_load_explicit(c1, memory_order_acquire) |
                  (uint64_t)atomic_load_explicit(c2, memory_order_acquire) << 32;
     bool found;
     if (F) {
         const unsigned bytes = cf__bucket_bytes_t(F, B);
-        uint64_t w1 = cf__cc_fast_word(t, i1, bytes), w2 = cf__cc_fast_word(t, i2, bytes);
+        uint64_t w1 = cf__sync_fast_word(t, i1, bytes), w2 = cf__sync_fast_word(t, i2, bytes);
         found = (cf__word_match_t(w1, fp, F, B) | cf__word_match_t(w2, fp, F, B)) != 0;
     } else {
         uint64_t b1 = i1 * s->bucket_bits, b2 = i2 * s->bucket_bits;
-        uint64_t w1 = cf__cc_bucket_word(t, b1, s->bucket_mask);
-        uint64_t w2 = cf__cc_bucket_word(t, b2, s->bucket_mask);
+        uint64_t w1 = cf__sync_bucket_word(t, b1, s->bucket_mask);
+        uint64_t w2 = cf__sync_bucket_word(t, b2, s->bucket_mask);
         if (CF__SEMI_T(F, B))
             found = (cf__semi_match1_word(s, w1, fp) | cf__semi_match1_word(s, w2, fp)) != 0;
         else
@@ -333,7 +333,7 @@ static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const struct cf__cc *c
     atomic_thread_fence(memory_order_acquire);
     uint64_t u = atomic_load_explicit(c1, memory_order_relaxed) |
                  (uint64_t)atomic_load_explicit(c2, memory_order_relaxed) << 32;
-    bool still = ((v & CF__CC_ODD_PAIR) | (u ^ v)) == 0;
+    bool still = ((v & CF__SYNC_ODD_PAIR) | (u ^ v)) == 0;
     if (CF__LIKELY(found | still))
         return found;
     return cf__cc_contains(f, h);

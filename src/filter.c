@@ -371,7 +371,9 @@ static void cf__head_layout(const cf__params *p, const cf_allocator *a, unsigned
     h->queue_len = budget > CF__STACK_NODES ? budget : 0;
     h->mark_bits = h->queue_len ? cf__mark_bits(h->queue_len) : 0;
     h->bits = (a ? CF__B_OWN_ALLOC : 0u) |
-              (cf__shape_static(p->shape.f, p->shape.b, p->shape.semi) ? 0u : CF__B_OWN_SHAPE) |
+              (cf__shape_static(p->shape.f, p->shape.b, p->shape.semi) && !p->concurrent
+                   ? 0u
+                   : CF__B_OWN_SHAPE) |
               (h->queue_len ? CF__B_OWN_SEARCH : 0u);
     h->head_bytes = cf__head_at(h->bits, CF__B_OWN_SEARCH << 1);
     if (h->queue_len)
@@ -455,45 +457,17 @@ bool cf__stash_room(cf_filter *f)
     return false;
 }
 
-/* Where the sub-filter array changes: stored for a concurrent filter's readers
- * (concurrent.c), plainly for any other. */
-static void cf__set_tables(cf_filter *f, cf__table *tables)
+void cf__state_begin(cf_filter *f)
 {
     if (cf__is_cc(f))
-        cf__cc_set_tables(f, tables);
-    else
-        f->tables = tables;
+        cf__cc_meta_begin(f);
 }
 
-/* The table writes of the slow paths: a concurrent filter's (cc) go bucket by bucket
- * under its stripe counters (concurrent.c). The paths that call these are compiled once
- * for each value of cc, so that other filters never test it. */
-static CF__INLINE bool cf__put_free(cf__table *t, uint64_t bucket, uint32_t fp, bool cc)
+void cf__state_end(cf_filter *f)
 {
-    if (cc)
-        return cf__cc_put_if_free(t, bucket, fp);
-    return cf__put_if_free(t, t->shape, bucket, fp);
-}
-
-static CF__INLINE void cf__set_slot(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp,
-                                    bool cc)
-{
-    if (cc)
-        cf__cc_slot_set(t, bucket, slot, fp);
-    else
-        cf__slot_set(t, t->shape, bucket, slot, fp);
-}
-
-/* Bytes of the block of a table of `buckets` buckets: its size, and for a concurrent
- * filter its stripe counters; false if that overflows. */
-static bool cf__table_block(bool cc, const cf__shape *s, uint64_t buckets, size_t *bytes)
-{
-    size_t extra = 0;
-    *bytes = cf__table_size(s, buckets);
-    if (cc && (!cf__cc_extra_bytes(s, buckets, &extra) || extra > SIZE_MAX - *bytes))
-        return false;
-    *bytes += extra;
-    return true;
+    if (cf__is_cc(f))
+        cf__cc_meta_end(f);
+    cf__sync_ops(f);
 }
 
 /* Move f's first n sub-filters into an array of `cap` entries in f->more (which exists),
@@ -525,7 +499,7 @@ static bool cf__resize_tables(cf_filter *f, unsigned n, unsigned cap)
         cf__mfree(f, m->tables);
     m->tables = cap ? to : NULL;
     m->tables_cap = cap;
-    cf__set_tables(f, to);
+    cf__publish_tables(f, to);
     return true;
 }
 
@@ -561,6 +535,7 @@ static const cf__shape *cf__shape_at(cf_filter *f, unsigned ext)
         for (unsigned e = 1; e <= n; e++) {
             cf__shape_init(&w[e - 1], f0 + e, cf__shape0(f)->b, cf__shape0(f)->semi);
             w[e - 1].ext = (uint8_t)e;
+            w[e - 1].sync = cf__shape0(f)->sync;
         }
         m->wide_shapes = w;
     }
@@ -582,8 +557,10 @@ cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, siz
         return cf__window_bytes(&c, &p, bytes);
     size_t fixed = cf__fixed_bytes(&p, c.allocator, 1);
     if (p.concurrent) {
+        cf__shape synced = p.shape;
+        synced.sync = true;
         size_t block;
-        if (!cf__table_block(true, &p.shape, buckets, &block))
+        if (!cf__table_block(&synced, buckets, &block))
             return CF_EINVAL;
         table_bytes = block;
         fixed += cf__cc_fixed_bytes();
@@ -632,10 +609,12 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
     f->bits = (uint8_t)(h.bits | cf__variant_here() | (p->redisbloom ? CF__B_REDISBLOOM : 0u));
     if (a)
         memcpy(head + cf__head_at(h.bits, CF__B_OWN_ALLOC), a, sizeof *a);
+    /* A concurrent filter's shape is its own: its tables are synchronized (table.h). */
     const cf__shape *s0 = cf__shape_static(p->shape.f, p->shape.b, p->shape.semi);
-    if (!s0) {
+    if (h.bits & CF__B_OWN_SHAPE) {
         cf__shape *own = (cf__shape *)(void *)(head + cf__head_at(h.bits, CF__B_OWN_SHAPE));
         *own = p->shape;
+        own->sync = p->concurrent;
         s0 = own;
     }
     if (h.queue_len)
@@ -674,15 +653,13 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
             cf__mul_u64(buckets, p->expansion, &buckets);
             s = cf__shape_at(f, cf__ext_of(p->shape.f, p->widen, i));
         }
-        size_t block = s ? cf__table_size(s, buckets) : 0;
-        if (!s || (p->concurrent && !cf__table_block(true, s, buckets, &block)) ||
+        size_t block = 0;
+        if (!s || !cf__table_block(s, buckets, &block) ||
             (with_data && !(data = cf__malloc(f, block)))) {
             cf__release(f, i);
             return CF_ENOMEM;
         }
         cf__table_init(&f->tables[i], data, buckets, s, i ? cf__grown_at(f, i, buckets) : NULL);
-        if (data && p->concurrent) /* its stripe counters start at 0 */
-            memset(data + cf__table_size(s, buckets), 0, block - cf__table_size(s, buckets));
     }
     f->ntables = ntables;
     if (p->concurrent)
@@ -762,34 +739,23 @@ void cf_free(cf_filter *f)
 }
 
 /* A new stash entry, in a stash with room. */
-static void cf__stash_push(cf_filter *f, cf__stash x, bool cc)
+static void cf__stash_push(cf_filter *f, cf__stash x)
 {
-    if (cc) {
-        cf__cc_meta_begin(f);
-        cf__cc_stash_set(f, f->stash_n, &x);
-        cf__cc_stash_n(f, f->stash_n + 1u);
-        cf__cc_meta_end(f);
-        return;
-    }
-    f->more->stash[f->stash_n++] = x;
-    cf__sync_ops(f);
+    cf__state_begin(f);
+    cf__stash_store(f, f->stash_n, &x);
+    cf__stash_count(f, f->stash_n + 1u);
+    cf__state_end(f);
 }
 
-/* Drop the stash and its memory (a concurrent filter keeps the memory). */
-static void cf__stash_free(cf_filter *f)
+/* An empty stash's memory goes (but a concurrent filter's, which readers may be reading:
+ * it has its stash from the start). Inside a change of state. */
+static void cf__stash_release(cf_filter *f)
 {
-    if (cf__is_cc(f)) {
-        cf__cc_meta_begin(f);
-        cf__cc_stash_n(f, 0);
-        cf__cc_meta_end(f);
-        return;
-    }
-    if (f->more && f->more->stash) {
+    if (f->more && f->more->stash && !cf__is_cc(f)) {
         cf__mfree(f, f->more->stash);
         f->more->stash = NULL;
         cf__more_trim(f);
     }
-    f->stash_n = 0;
 }
 
 void cf_clear(cf_filter *f)
@@ -800,18 +766,14 @@ void cf_clear(cf_filter *f)
         cf__window_clear(f);
         return;
     }
-    if (cf__is_cc(f)) {
-        cf__cc_lock(f);
-        for (unsigned i = 0; i < f->ntables; i++)
-            cf__cc_table_clear(&f->tables[i]);
-        cf__stash_free(f);
-        cf__cc_unlock(f);
-        return;
-    }
+    cf__lock_writers(f);
     for (unsigned i = 0; i < f->ntables; i++)
         cf__table_clear(&f->tables[i]);
-    cf__stash_free(f);
-    cf__sync_ops(f);
+    cf__state_begin(f);
+    cf__stash_count(f, 0);
+    cf__stash_release(f);
+    cf__state_end(f);
+    cf__unlock_writers(f);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -842,28 +804,33 @@ static bool cf__visit(cf__search *z, uint64_t bucket)
     }
 }
 
+/* Slot `slot` of bucket `bucket` set to fp by a search compiled for a synchronized table
+ * (SYNC, s->sync) or a plain one: cf__table_set without the test. */
+static CF__INLINE void cf__path_set(cf__table *t, const cf__shape *s, uint64_t bucket,
+                                    unsigned slot, uint32_t fp, bool SYNC)
+{
+    if (SYNC)
+        cf__sync_slot_set(t, bucket, slot, fp);
+    else
+        cf__slot_set(t, s, bucket, slot, fp);
+}
+
 /* Make the moves of a found path, from its free end back to a root: each fingerprint
  * steps into the slot its successor just left, and `fp` takes the root's slot. Each is
  * copied before its old slot is overwritten, so that every fingerprint is in one of its
- * buckets at every moment: what a concurrent filter's readers rely on (cc: its writes). */
+ * buckets at every moment: what the readers of a synchronized table rely on. */
 static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf__table *t,
-                                      uint32_t end, unsigned slot, uint32_t fp, bool cc)
+                                      uint32_t end, unsigned slot, uint32_t fp, bool SYNC)
 {
     uint32_t cur = end;
     while (q[cur].parent != CF__ROOT) {
         const cf__node *parent = &q[q[cur].parent];
         uint32_t moved = cf__slot_get(t, s, parent->bucket, q[cur].slot);
-        if (cc)
-            cf__cc_slot_set(t, q[cur].bucket, slot, moved);
-        else
-            cf__slot_set(t, s, q[cur].bucket, slot, moved);
+        cf__path_set(t, s, q[cur].bucket, slot, moved, SYNC);
         slot = q[cur].slot;
         cur = q[cur].parent;
     }
-    if (cc)
-        cf__cc_slot_set(t, q[cur].bucket, slot, fp);
-    else
-        cf__slot_set(t, s, q[cur].bucket, slot, fp);
+    cf__path_set(t, s, q[cur].bucket, slot, fp, SYNC);
 }
 
 /* Results of one breadth-first search. */
@@ -924,7 +891,7 @@ static CF__INLINE int cf__free_slot_t(const cf__table *t, const cf__shape *s, ui
  * semi-sorted (a bucket read with one load, its residents taken from the word, a free
  * slot found in it), 0 for every other shape. */
 static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
-                                      uint64_t i2, uint32_t fp, bool semi, bool cc, unsigned F,
+                                      uint64_t i2, uint32_t fp, bool semi, bool SYNC, unsigned F,
                                       unsigned B)
 {
     /* The residents' fingerprints in the first sub-filter's width, which chooses their
@@ -971,7 +938,7 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
             q[z->n] = (cf__node){next, head, j};
             int free_slot = F ? cf__free_slot_t(t, s, next, F, B) : cf__bucket_find(t, s, next, 0);
             if (free_slot >= 0) {
-                cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp, cc);
+                cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp, SYNC);
                 return CF__MOVED;
             }
             z->n++;
@@ -980,48 +947,52 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
     return CF__NO_PATH;
 }
 
-static cf__found cf__bfs_plain(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
-                               uint64_t i2, uint32_t fp)
+/* The search compiled for the table's kind, plain or synchronized (SYNC). */
+static CF__INLINE cf__found cf__bfs_kind(const cf__shape *s, cf__table *t, cf__search *z,
+                                         uint64_t i1, uint64_t i2, uint32_t fp, bool SYNC)
 {
     switch (cf__kind_of(s)) {
 #define CF__BFS_CASE(F, B)                                                                         \
     case CF__KIND_##F##_##B:                                                                       \
-        return cf__bfs_t(s, t, z, i1, i2, fp, false, false, F, B);
+        return cf__bfs_t(s, t, z, i1, i2, fp, false, SYNC, F, B);
         CF__FAST_SHAPES(CF__BFS_CASE)
 #undef CF__BFS_CASE
 #define CF__BFS_SEMI_CASE(F)                                                                       \
     case CF__KIND_SEMI_##F:                                                                        \
-        return cf__bfs_t(s, t, z, i1, i2, fp, true, false, F, CF__SEMI_B);
+        return cf__bfs_t(s, t, z, i1, i2, fp, true, SYNC, F, CF__SEMI_B);
         CF__SEMI_FAST_SHAPES(CF__BFS_SEMI_CASE)
 #undef CF__BFS_SEMI_CASE
     default:
-        return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true, false, 0, 0)
-                       : cf__bfs_t(s, t, z, i1, i2, fp, false, false, 0, 0);
+        return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true, SYNC, 0, 0)
+                       : cf__bfs_t(s, t, z, i1, i2, fp, false, SYNC, 0, 0);
     }
 }
 
-/* Compiled apart for concurrent filters, so that the others' searches do not test it. */
-static cf__found cf__bfs_cc(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
-                            uint64_t i2, uint32_t fp)
+/* A synchronized table's search: compiled apart, so that a plain table's does not test
+ * for its writes. */
+static CF__NOINLINE cf__found cf__bfs_sync(const cf__shape *s, cf__table *t, cf__search *z,
+                                           uint64_t i1, uint64_t i2, uint32_t fp)
 {
-    return cf__bfs_t(s, t, z, i1, i2, fp, s->semi, true, 0, 0);
+    return cf__bfs_kind(s, t, z, i1, i2, fp, true);
 }
 
-static CF__INLINE cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
-                                    uint64_t i2, uint32_t fp, bool cc)
+static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
+                         uint32_t fp)
 {
-    return cc ? cf__bfs_cc(s, t, z, i1, i2, fp) : cf__bfs_plain(s, t, z, i1, i2, fp);
+    if (CF__UNLIKELY(s->sync))
+        return cf__bfs_sync(s, t, z, i1, i2, fp);
+    return cf__bfs_kind(s, t, z, i1, i2, fp, false);
 }
 
 /* Search with the filter's own memory: a new generation makes every mark stale. */
 static CF__INLINE cf__found cf__bfs_own(cf__search *own, cf__table *t, uint64_t i1, uint64_t i2,
-                                        uint32_t fp, bool cc)
+                                        uint32_t fp)
 {
     if (++own->gen == 0) { /* wrapped: stale entries could look current */
         memset(own->marks, 0, ((size_t)1 << (64u - own->shift)) * sizeof(cf__mark));
         own->gen = 1;
     }
-    return cf__bfs(t->shape, t, own, i1, i2, fp, cc);
+    return cf__bfs(t->shape, t, own, i1, i2, fp);
 }
 
 /* Give f search memory of its own for `budget` nodes, in a block of its own; false if
@@ -1040,28 +1011,27 @@ static cf__search *cf__own_search(cf_filter *f, uint32_t budget)
 
 /* Find room for fp in the full buckets i1 and i2 of t within the filter's budget
  * (max_kicks buckets examined beyond the two), moving residents if a path exists. */
-static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
-                                 bool cc)
+static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
 {
     uint32_t budget = f->max_kicks + 2u;
     cf__search *own = cf__search_of(f);
     if (own)
-        return cf__bfs_own(own, t, i1, i2, fp, cc) == CF__MOVED;
+        return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
     cf__node queue[CF__STACK_NODES];
     cf__mark marks[2 * CF__STACK_NODES];
     cf__search z = {queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0};
-    cf__found r = cf__bfs(t->shape, t, &z, i1, i2, fp, cc);
+    cf__found r = cf__bfs(t->shape, t, &z, i1, i2, fp);
     if (r != CF__OUT_OF_NODES || z.cap == budget)
         return r == CF__MOVED;
     /* The same search with the whole budget finds the same path (breadth-first, in the
      * same order), wherever its memory is. */
     if (cf__table_size(t->shape, t->buckets) >= CF__OWN_SEARCH_MIN_TABLE &&
         (own = cf__own_search(f, budget)) != NULL)
-        return cf__bfs_own(own, t, i1, i2, fp, cc) == CF__MOVED;
+        return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
     unsigned bits = cf__mark_bits(budget);
     memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
     z = (cf__search){queue, marks, budget, 64u - bits, 1, 0};
-    return cf__bfs(t->shape, t, &z, i1, i2, fp, cc) == CF__MOVED;
+    return cf__bfs(t->shape, t, &z, i1, i2, fp) == CF__MOVED;
 }
 
 cf_status cf__table_append(cf_filter *f, cf__table **out)
@@ -1074,9 +1044,9 @@ cf_status cf__table_append(cf_filter *f, cf__table **out)
     unsigned ext = cf__ext_of(f->fp_bits, f->widen, n);
     cf__shape want;
     cf__shape_init(&want, f->fp_bits + ext, cf__shape0(f)->b, cf__shape0(f)->semi);
+    want.sync = cf__shape0(f)->sync;
     if (!cf__mul_u64(f->tables[n - 1].buckets, f->expansion, &buckets) ||
-        !cf__table_bytes(&want, buckets, &bytes) ||
-        !cf__table_block(cf__is_cc(f), &want, buckets, &bytes))
+        !cf__table_bytes(&want, buckets, &bytes) || !cf__table_block(&want, buckets, &bytes))
         return CF_FULL;
     /* Every allocation first (`more`, the table, the first wide shapes, a bigger
      * sub-filter array), so that a failure of any leaves the filter as it was. */
@@ -1097,22 +1067,15 @@ cf_status cf__table_append(cf_filter *f, cf__table **out)
     }
     cf__table *t = &f->tables[n];
     cf__table_init(t, data, buckets, s, cf__grown_at(f, n, buckets));
-    if (cf__is_cc(f)) /* its stripe counters start at 0 */
-        memset(data + cf__table_size(s, buckets), 0, bytes - cf__table_size(s, buckets));
     *out = t;
     return CF_OK;
 }
 
 void cf__table_publish(cf_filter *f)
 {
-    if (cf__is_cc(f)) {
-        cf__cc_meta_begin(f);
-        cf__cc_set_ntables(f, f->ntables + 1);
-        cf__cc_meta_end(f);
-    } else {
-        f->ntables++;
-    }
-    cf__sync_ops(f);
+    cf__state_begin(f);
+    cf__publish_ntables(f, f->ntables + 1);
+    cf__state_end(f);
 }
 
 /* Append a sub-filter `expansion` times the size of the newest and put the key in it. */
@@ -1133,7 +1096,7 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
 /* An insert whose buckets n1 and n2 in the newest sub-filter are both full: the older
  * sub-filters, then an eviction search, then growth or the stash. Off the fast path. */
 static CF__INLINE cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1,
-                                            uint64_t n2, bool cc)
+                                            uint64_t n2)
 {
     cf__table *newest = &f->tables[f->ntables - 1];
     const cf__shape *s = newest->shape;
@@ -1143,7 +1106,7 @@ static CF__INLINE cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint
         cf__table *t = &f->tables[n];
         uint32_t fp_t = cf__fp_in(k, t);
         cf__buckets(t, k, &i1, &i2);
-        if (cf__put_free(t, i1, fp_t, cc) || cf__put_free(t, i2, fp_t, cc))
+        if (cf__table_put(t, i1, fp_t) || cf__table_put(t, i2, fp_t))
             return CF_OK;
     }
     /* When both buckets hold nothing but this fingerprint, no move can help (every
@@ -1152,7 +1115,7 @@ static CF__INLINE cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint
      * filter says full: growing for one hot key is how filters balloon. A fixed filter
      * may still stash it, like any key that found no room. */
     bool hot = cf__bucket_all(newest, s, n1, fp) && cf__bucket_all(newest, s, n2, fp);
-    if (!hot && cf__evict(f, newest, n1, n2, fp, cc)) {
+    if (!hot && cf__evict(f, newest, n1, n2, fp)) {
         newest->items++;
         return CF_OK;
     }
@@ -1161,7 +1124,7 @@ static CF__INLINE cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint
     if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
         if (!cf__stash_room(f))
             return CF_ENOMEM; /* nothing has changed */
-        cf__stash_push(f, (cf__stash){n1, fp, f->ntables - 1}, cc);
+        cf__stash_push(f, (cf__stash){n1, fp, f->ntables - 1});
         return CF_OK;
     }
     return st;
@@ -1175,18 +1138,12 @@ static CF__INLINE cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint
  * filter's, which readers may be reading). */
 static void cf__stash_remove(cf_filter *f, unsigned e)
 {
-    cf__stash *stash = f->more->stash;
-    if (cf__is_cc(f)) {
-        cf__cc_meta_begin(f);
-        cf__cc_stash_set(f, e, &stash[f->stash_n - 1u]);
-        cf__cc_stash_n(f, f->stash_n - 1u);
-        cf__cc_meta_end(f);
-        return;
-    }
-    stash[e] = stash[--f->stash_n];
+    cf__state_begin(f);
+    cf__stash_store(f, e, &f->more->stash[f->stash_n - 1u]);
+    cf__stash_count(f, f->stash_n - 1u);
     if (f->stash_n == 0)
-        cf__stash_free(f);
-    cf__sync_ops(f);
+        cf__stash_release(f);
+    cf__state_end(f);
 }
 
 /* Put fp, which sits in bucket x of sub-filter `from` (k, or k - 1 for its stash),
@@ -1220,7 +1177,7 @@ static bool cf__takes(const cf__table *t, const cf__table *from, uint64_t x, uin
     return true;
 }
 
-cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp, bool cc)
+cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp)
 {
     cf__table *newest = NULL;
     uint64_t n1 = 0, n2 = 0;
@@ -1235,7 +1192,7 @@ cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp
             continue;
         uint32_t fp_t = cf__fp_narrow(fp, from, t->shape->ext);
         uint64_t i2 = cf__alt_of(t, i1, fp_t);
-        if (cf__put_free(t, i1, fp_t, cc) || cf__put_free(t, i2, fp_t, cc))
+        if (cf__table_put(t, i1, fp_t) || cf__table_put(t, i2, fp_t))
             return CF_OK;
         if (!newest) {
             newest = t;
@@ -1249,7 +1206,7 @@ cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp
      * nothing but this fingerprint, then grow, then the stash. */
     const cf__shape *s = newest->shape;
     bool hot = cf__bucket_all(newest, s, n1, nfp) && cf__bucket_all(newest, s, n2, nfp);
-    if (!hot && cf__evict(f, newest, n1, n2, nfp, cc)) {
+    if (!hot && cf__evict(f, newest, n1, n2, nfp)) {
         newest->items++;
         return CF_OK;
     }
@@ -1272,7 +1229,7 @@ cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp
     if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
         if (!cf__stash_room(f))
             return CF_ENOMEM;
-        cf__stash_push(f, (cf__stash){n1, nfp, nk}, cc);
+        cf__stash_push(f, (cf__stash){n1, nfp, nk});
         return CF_OK;
     }
     return st;
@@ -1280,13 +1237,14 @@ cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp
 
 void cf__truncate(cf_filter *f, unsigned n, unsigned stash_n)
 {
-    if (f->stash_n > stash_n) { /* (not for a concurrent filter, whose stash is its own) */
-        f->stash_n = (uint8_t)stash_n;
+    cf__state_begin(f);
+    if (f->stash_n > stash_n) {
+        cf__stash_count(f, stash_n);
         if (stash_n == 0)
-            cf__stash_free(f);
+            cf__stash_release(f);
     }
     while (f->ntables > n) {
-        f->ntables--;
+        cf__publish_ntables(f, f->ntables - 1u);
         cf__mfree(f, f->tables[f->ntables].data);
         f->tables[f->ntables].data = NULL;
     }
@@ -1301,7 +1259,7 @@ void cf__truncate(cf_filter *f, unsigned n, unsigned stash_n)
     unsigned cap = cf__tables_cap(cf__max_tables(f), f->ntables, cf__is_cc(f));
     if (m && cap < m->tables_cap)
         cf__resize_tables(f, f->ntables, cap);
-    cf__sync_ops(f);
+    cf__state_end(f);
     cf__more_trim(f);
 }
 
@@ -1354,10 +1312,6 @@ cf_status cf_compact(cf_filter *f)
     while (n > 1 && f->tables[n - 1].items == 0 && !cf__stash_uses(f, n - 1))
         n--;
     cf__truncate(f, n, f->stash_n);
-    if (cf__is_cc(f)) { /* what lookups check of the state (alone here, as said) */
-        cf__cc_meta_begin(f);
-        cf__cc_meta_end(f);
-    }
     return CF_OK;
 }
 
@@ -1387,7 +1341,7 @@ static unsigned cf__stash_match(const cf_filter *f, unsigned table, const cf__ke
 
 /* A delete freed a slot in sub-filter `table`: move back the stash entries that now fit,
  * so that the stash is empty again as soon as it can be (lookups then skip it). */
-static void cf__stash_drain(cf_filter *f, unsigned table, bool cc)
+static void cf__stash_drain(cf_filter *f, unsigned table)
 {
     cf__table *t = &f->tables[table];
     for (unsigned e = f->stash_n; e-- > 0;) {
@@ -1395,7 +1349,7 @@ static void cf__stash_drain(cf_filter *f, unsigned table, bool cc)
         if (x.table != table)
             continue;
         uint64_t other = cf__alt_of(t, x.bucket, x.fp);
-        if (cf__put_free(t, x.bucket, x.fp, cc) || cf__put_free(t, other, x.fp, cc))
+        if (cf__table_put(t, x.bucket, x.fp) || cf__table_put(t, other, x.fp))
             cf__stash_remove(f, e);
     }
 }
@@ -1423,51 +1377,46 @@ bool cf__contains_all(const cf_filter *f, uint64_t h)
 cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
 {
     cf__key k = cf__key_bits(f->fp_bits, h);
-    return cf__insert_rest(f, &k, n1, n2, false);
+    return cf__insert_rest(f, &k, n1, n2);
 }
 
-cf_status cf__cc_insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
+cf_status cf__insert_any(cf_filter *f, uint64_t h)
+{
+    cf__table *t = &f->tables[f->ntables - 1];
+    cf__key k = cf__key_bits(f->fp_bits, h);
+    uint32_t fp = cf__fp_in(&k, t);
+    uint64_t i1, i2;
+    cf__buckets(t, &k, &i1, &i2);
+    if (cf__table_put(t, i1, fp) || cf__table_put(t, i2, fp))
+        return CF_OK;
+    return cf__insert_rest_h(f, h, i1, i2);
+}
+
+cf_status cf__delete_all(cf_filter *f, uint64_t h)
 {
     cf__key k = cf__key_bits(f->fp_bits, h);
-    return cf__insert_rest(f, &k, n1, n2, true);
-}
-
-static CF__INLINE cf_status cf__delete_key(cf_filter *f, const cf__key *k, bool cc)
-{
     for (unsigned n = f->ntables; n-- > 0;) {
         cf__table *t = &f->tables[n];
-        uint32_t fp = cf__fp_in(k, t);
+        uint32_t fp = cf__fp_in(&k, t);
         uint64_t i[2];
-        cf__buckets(t, k, &i[0], &i[1]);
+        cf__buckets(t, &k, &i[0], &i[1]);
         for (unsigned w = 0; w < 2; w++) {
             int j = cf__bucket_find(t, t->shape, i[w], fp);
             if (j >= 0) {
-                cf__set_slot(t, i[w], (unsigned)j, 0, cc);
+                cf__table_set(t, i[w], (unsigned)j, 0);
                 t->items--;
                 if (CF__UNLIKELY(f->stash_n))
-                    cf__stash_drain(f, n, cc);
+                    cf__stash_drain(f, n);
                 return CF_OK;
             }
         }
-        unsigned hits = f->stash_n ? cf__stash_match(f, n, k, i[0], i[1]) : 0;
+        unsigned hits = f->stash_n ? cf__stash_match(f, n, &k, i[0], i[1]) : 0;
         if (hits) {
             cf__stash_remove(f, cf__ctz64(hits));
             return CF_OK;
         }
     }
     return CF_NOT_FOUND;
-}
-
-cf_status cf__delete_all(cf_filter *f, uint64_t h)
-{
-    cf__key k = cf__key_bits(f->fp_bits, h);
-    return cf__delete_key(f, &k, false);
-}
-
-cf_status cf__cc_delete_all(cf_filter *f, uint64_t h)
-{
-    cf__key k = cf__key_bits(f->fp_bits, h);
-    return cf__delete_key(f, &k, true);
 }
 
 uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len)
@@ -1730,10 +1679,9 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
         cf__struct_out(caller, size, out, CF__STATS_END);
         return CF_OK;
     }
-    bool cc = cf__is_cc(f);
-    if (cc) /* the counts of one moment, which the writers' lock holds still (growth
-             * replaces the sub-filter array, the first's shape read through it too) */
-        cf__cc_lock(f);
+    /* The counts of one moment, which a concurrent filter's lock holds still (growth
+     * replaces the sub-filter array, the first's shape read through it too). */
+    cf__lock_writers(f);
     const cf__shape *s = cf__shape0(f);
     /* The log of the chance that a lookup misses every sub-filter, over 2b: now, and once
      * every sub-filter is full. Widths only grow from one sub-filter to the next: loads
@@ -1752,7 +1700,7 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
             out->slots += slots;
             size_t block = 0;
             if (t->data)
-                (void)cf__table_block(cc, t->shape, t->buckets, &block); /* sized when made */
+                (void)cf__table_block(t->shape, t->buckets, &block); /* sized when made */
             out->bytes += block;
             loads += (double)t->items / (double)slots;
             count += 1.0;
@@ -1772,8 +1720,7 @@ cf_status cf_get_stats_sized(const cf_filter *f, cf_stats *caller, size_t size)
     out->fpr = 0.0 - expm1(2.0 * (double)s->b * miss);
     out->fpr_full = 0.0 - expm1(2.0 * (double)s->b * miss_full);
     out->newest_fingerprint_bits = f->tables[cf__ntables_all(f) - 1].shape->f;
-    if (cc)
-        cf__cc_unlock(f);
+    cf__unlock_writers(f);
     /* For a filter that does not widen, a rate of one width at the load of every
      * sub-filter there can be. */
     out->fpr_bound = f->widen ? cf__fpr_bound(s->f, s->b, f->widen, cf__max_tables(f))

@@ -326,16 +326,18 @@ CF__HIDDEN const cf__variant *cf__variant_of(const cf_filter *f);
  * delete from any sub-filter or the stash; the hash of a key of any length. */
 CF__HIDDEN bool cf__contains_all(const cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2);
+/* The whole insert of key h for a filter of any shape and state: its newest sub-filter's
+ * two buckets, then cf__insert_rest_h. */
+CF__HIDDEN cf_status cf__insert_any(cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__delete_all(cf_filter *f, uint64_t h);
 CF__HIDDEN uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len);
 
 /* Merging (merge.c; filter.c): put fingerprint fp, which sits in bucket x of sub-filter
  * `from` of another filter with f's seed and first size, into f as an insert would: a
  * free slot of its pair in a sub-filter that can hold it (cf__takes), then an eviction,
- * growth, the stash; with a concurrent filter's writes (cc: its lock held). CF_OK;
- * CF_FULL or CF_ENOMEM with f as it was. Not for windowed or RedisBloom-layout filters. */
-CF__HIDDEN cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp,
-                               bool cc);
+ * growth, the stash (a concurrent filter's lock held). CF_OK; CF_FULL or CF_ENOMEM
+ * with f as it was. Not for windowed or RedisBloom-layout filters. */
+CF__HIDDEN cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp);
 /* A filter of f's contents, not concurrent, made with f's allocator (persist.c); the
  * caller holds f still (a concurrent f's lock). */
 CF__HIDDEN cf_status cf__copy_plain(const cf_filter *f, cf_filter **out);
@@ -536,9 +538,9 @@ static inline bool cf__is_cc(const cf_filter *f)
     return (f->bits & CF__B_CONCURRENT) != 0;
 }
 
-/* The operations of concurrent filters that are the same for every shape (concurrent.c):
- * lookups of any state, writers that take the lock. fast.c adds the lookups, single and
- * batched, for each shape. */
+/* The operations of concurrent filters that are the same for every shape: lookups of any
+ * state (concurrent.c), and writers that take the lock (locked.c). fast.c adds the
+ * lookups, single and batched, for each shape. */
 CF__HIDDEN bool cf__cc_contains(const cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__cc_add(cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__cc_add_key(cf_filter *f, const void *key, size_t len);
@@ -546,11 +548,6 @@ CF__HIDDEN cf_status cf__cc_del(cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__cc_del_key(cf_filter *f, const void *key, size_t len);
 CF__HIDDEN size_t cf__cc_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
                                   cf_status *status);
-
-/* Bytes a concurrent filter's table of `buckets` buckets takes after its
- * cf__table_size(): the version counters of its stripes (with the alignment before
- * them); false if that overflows. */
-CF__HIDDEN bool cf__cc_extra_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes);
 
 /* The shared state of a concurrent filter, made with it; NULL if the allocation fails.
  * cf__cc_ready completes it once the first sub-filter has its memory. */
@@ -572,38 +569,75 @@ CF__HIDDEN size_t cf__cc_fixed_bytes(void);
 CF__HIDDEN void cf__cc_lock(const cf_filter *f);
 CF__HIDDEN void cf__cc_unlock(const cf_filter *f);
 
-/* A change to what readers find outside the tables (the stash, the sub-filter count and
- * array) happens between these two; the end records whether the filter is left in the
- * simple state (cf__is_simple). */
+/* The writers' lock of f if it is concurrent, else nothing: for the calls that read or
+ * change a whole filter of either kind. */
+static inline void cf__lock_writers(const cf_filter *f)
+{
+    if (cf__is_cc(f))
+        cf__cc_lock(f);
+}
+
+static inline void cf__unlock_writers(const cf_filter *f)
+{
+    if (cf__is_cc(f))
+        cf__cc_unlock(f);
+}
+
+/* A concurrent filter's `meta` section (see cf__state_begin, its one caller). */
 CF__HIDDEN void cf__cc_meta_begin(cf_filter *f);
 CF__HIDDEN void cf__cc_meta_end(cf_filter *f);
 
-/* The writes of a concurrent filter's tables through aligned atomic words, moves under
- * the bucket's stripe counter (concurrent.c says which writes): cf__put_if_free,
- * cf__slot_set, and every slot of the table cleared. */
-CF__HIDDEN bool cf__cc_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp);
-CF__HIDDEN void cf__cc_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp);
-CF__HIDDEN void cf__cc_table_clear(cf__table *t);
-
-/* A concurrent filter's sub-filter array and count, stored for readers (release): the
- * array's entries, and the tables they describe, are complete before. */
-CF__HIDDEN void cf__cc_set_tables(cf_filter *f, cf__table *tables);
-CF__HIDDEN void cf__cc_set_ntables(cf_filter *f, unsigned n);
 /* The sub-filter count as a reader beside the writers reads it (acquire, to pair with
- * cf__cc_set_ntables). */
+ * cf__publish_ntables). */
 CF__HIDDEN unsigned cf__cc_ntables(const cf_filter *f);
-
-/* The stash of a concurrent filter written entry by entry (under cf__cc_meta_begin). */
-CF__HIDDEN void cf__cc_stash_set(cf_filter *f, unsigned e, const cf__stash *x);
-CF__HIDDEN void cf__cc_stash_n(cf_filter *f, unsigned n);
-
-/* The slow paths of filter.c compiled for concurrent filters: cf__insert_rest_h and
- * cf__delete_all, writing through the calls above. */
-CF__HIDDEN cf_status cf__cc_insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2);
-CF__HIDDEN cf_status cf__cc_delete_all(cf_filter *f, uint64_t h);
 
 /* The copies of key h a concurrent filter holds, as cf_count_hash counts them. */
 CF__HIDDEN uint64_t cf__cc_count(const cf_filter *f, uint64_t h);
+
+/* ------------------------------------------------------------------------------------ */
+/* Changes of state                                                                     */
+/* ------------------------------------------------------------------------------------ */
+/* Every change to what lookups find outside the tables (the sub-filter count and array,
+ * the stash) happens between cf__state_begin and cf__state_end (filter.c). The pair is
+ * where a filter's kind matters: a concurrent filter's readers learn of the change from
+ * its `meta` counter, and every filter's operations follow its new state (cf__sync_ops).
+ * The fields it changes are stored through the calls below, as atomics of their size for
+ * every filter (a plain store where the processor needs no more), so that the writers
+ * need not know whether lookups run beside them. */
+CF__HIDDEN void cf__state_begin(cf_filter *f);
+CF__HIDDEN void cf__state_end(cf_filter *f);
+
+_Static_assert(sizeof(_Atomic uint64_t) == sizeof(uint64_t) &&
+                   sizeof(_Atomic uint32_t) == sizeof(uint32_t) &&
+                   sizeof(_Atomic uint8_t) == sizeof(uint8_t) &&
+                   sizeof(_Atomic(cf__table *)) == sizeof(cf__table *),
+               "the state's fields are stored as atomics of the same size");
+
+/* The sub-filter array and count (release: the array's entries, and the tables they
+ * describe, are complete before a reader can see them). */
+static inline void cf__publish_tables(cf_filter *f, cf__table *tables)
+{
+    atomic_store_explicit((_Atomic(cf__table *) *)(void *)&f->tables, tables, memory_order_release);
+}
+
+static inline void cf__publish_ntables(cf_filter *f, unsigned n)
+{
+    atomic_store_explicit((_Atomic uint32_t *)(void *)&f->ntables, n, memory_order_release);
+}
+
+/* Stash entry e, and the stash's count. */
+static inline void cf__stash_store(cf_filter *f, unsigned e, const cf__stash *x)
+{
+    cf__stash *to = &f->more->stash[e];
+    atomic_store_explicit((_Atomic uint64_t *)(void *)&to->bucket, x->bucket, memory_order_relaxed);
+    atomic_store_explicit((_Atomic uint32_t *)(void *)&to->fp, x->fp, memory_order_relaxed);
+    atomic_store_explicit((_Atomic uint32_t *)(void *)&to->table, x->table, memory_order_relaxed);
+}
+
+static inline void cf__stash_count(cf_filter *f, unsigned n)
+{
+    atomic_store_explicit((_Atomic uint8_t *)(void *)&f->stash_n, (uint8_t)n, memory_order_relaxed);
+}
 
 /* ------------------------------------------------------------------------------------ */
 /* RedisBloom's layout (CF_REDISBLOOM, redisbloom.c)                                     */

@@ -152,7 +152,7 @@ static bool cf__merge_by_hash(cf_filter *dst, const cf__table *t, cf_status *st)
  * places to go, so they take them while there is room), then the stash. Through the
  * insert path where dst is one sub-filter that cannot grow (fast: plain, fixed, one) and
  * the sub-filter has the first one's size and width; else each with cf__place. */
-static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool cc, bool fast)
+static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool fast)
 {
     for (unsigned k = 0; k < src->ntables; k++) {
         const cf__table *t = &src->tables[k];
@@ -166,13 +166,12 @@ static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool cc, bo
         uint32_t fps[CF_MAX_BUCKET_SIZE];
         for (uint64_t x = 0; x < t->buckets; x++)
             for (unsigned j = 0, n = cf__bucket_fps(t, s, x, fps); j < n; j++)
-                if ((st = cf__place(dst, t, x, fps[j], cc)) != CF_OK)
+                if ((st = cf__place(dst, t, x, fps[j])) != CF_OK)
                     return st;
     }
     const cf__stash *stash = cf__stash_of(src);
     for (unsigned e = 0; e < src->stash_n; e++) {
-        cf_status st =
-            cf__place(dst, &src->tables[stash[e].table], stash[e].bucket, stash[e].fp, cc);
+        cf_status st = cf__place(dst, &src->tables[stash[e].table], stash[e].bucket, stash[e].fp);
         if (st != CF_OK)
             return st;
     }
@@ -189,30 +188,18 @@ static cf_status cf__merge_held(cf_filter *dst, const cf_filter *src)
         cf_filter *trial = NULL;
         st = cf__copy_plain(dst, &trial);
         if (st == CF_OK) /* the very path the second run takes: cf__place's */
-            st = cf__merge_all(trial, src, false, false);
+            st = cf__merge_all(trial, src, false);
         cf_free(trial);
-        return st == CF_OK ? cf__merge_all(dst, src, true, false) : st;
+        return st == CF_OK ? cf__merge_all(dst, src, false) : st;
     }
     cf__merge_undo u;
     if ((st = cf__undo_save(dst, &u)) != CF_OK)
         return st;
-    st = cf__merge_all(dst, src, false, dst->expansion == 0 && dst->ntables == 1);
+    st = cf__merge_all(dst, src, dst->expansion == 0 && dst->ntables == 1);
     if (st != CF_OK)
         cf__undo_apply(dst, &u);
     cf__mfree(dst, u.block);
     return st;
-}
-
-static void cf__lock_if_cc(const cf_filter *f)
-{
-    if (cf__is_cc(f))
-        cf__cc_lock(f);
-}
-
-static void cf__unlock_if_cc(const cf_filter *f)
-{
-    if (cf__is_cc(f))
-        cf__cc_unlock(f);
 }
 
 cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason)
@@ -225,11 +212,11 @@ cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason)
     } else if ((why = cf__merge_refusal(dst, src)) == NULL) {
         const cf_filter *first = (uintptr_t)dst < (uintptr_t)src ? dst : src;
         const cf_filter *second = first == dst ? src : dst;
-        cf__lock_if_cc(first);
-        cf__lock_if_cc(second);
+        cf__lock_writers(first);
+        cf__lock_writers(second);
         st = cf__merge_held(dst, src);
-        cf__unlock_if_cc(second);
-        cf__unlock_if_cc(first);
+        cf__unlock_writers(second);
+        cf__unlock_writers(first);
         why = st == CF_OK     ? NULL
               : st == CF_FULL ? "the merged fingerprints do not fit in the destination"
                               : "out of memory";

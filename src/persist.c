@@ -433,18 +433,18 @@ static uint64_t cf__file_sum(const cf_filter *f)
  * (its size, its bytes, its chunks), so that what they read is one state of it. */
 static void cf__hold(const cf_filter *f)
 {
-    if (cf__is_cc(f))
-        cf__cc_lock(f);
-    else if (cf__is_window(f)) /* every write of its generations takes the window's lock */
+    if (cf__is_window(f)) /* every write of its generations takes the window's lock */
         cf__window_lock(f);
+    else
+        cf__lock_writers(f);
 }
 
 static void cf__release_hold(const cf_filter *f)
 {
-    if (cf__is_cc(f))
-        cf__cc_unlock(f);
-    else if (cf__is_window(f))
+    if (cf__is_window(f))
         cf__window_unlock(f);
+    else
+        cf__unlock_writers(f);
 }
 
 /* Still loading by chunks: a plain filter, or a window some of whose images have not all
@@ -924,11 +924,8 @@ static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bo
                         cf__load_le32(x + CF__E_TABLE)};
     }
     f->stash_n = (uint8_t)m->nstash; /* at most CF__STASH_SLOTS: checked by the parse */
-    if (m->p.concurrent) { /* readers learn the state (more sub-filters, a stash) from meta */
-        cf__cc_meta_begin(f);
-        cf__cc_meta_end(f);
-    }
-    cf__sync_ops(f);
+    cf__state_begin(f);              /* a concurrent filter's readers learn of a stash from it */
+    cf__state_end(f);
     *out = f;
     return CF_OK;
 }
@@ -1759,8 +1756,9 @@ static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t
     XXH3_64bits_reset(sum);
     XXH3_64bits_update(sum, d, (size_t)m.meta_len);
     cf__sum_zeros(sum, cursor - m.meta_len);
-    f->ntables = 0;
-    cf__sync_ops(f);
+    cf__state_begin(f); /* none of its sub-filters can be read yet */
+    cf__publish_ntables(f, 0);
+    cf__state_end(f);
     *out = f;
     return CF_OK;
 }
@@ -1905,8 +1903,9 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     load->bucket = to;
     load->pos = next;
     if (table_done) {
-        f->ntables = k + 1;
-        cf__sync_ops(f);
+        cf__state_begin(f);
+        cf__publish_ntables(f, k + 1);
+        cf__state_end(f);
     }
     if (next == end) { /* complete */
         cf__mfree(f, load);

@@ -369,11 +369,9 @@ cf_status cf_table_read(const cf_filter *f, unsigned k, uint64_t offset, void *b
         return CF_EINVAL;
     if (len == 0)
         return CF_OK;
-    if (cf__is_cc(f))
-        cf__cc_lock(f);
+    cf__lock_writers(f);
     memcpy(buf, f->tables[k].data + offset, len);
-    if (cf__is_cc(f))
-        cf__cc_unlock(f);
+    cf__unlock_writers(f);
     return CF_OK;
 }
 
@@ -398,12 +396,10 @@ cf_status cf_table_write(cf_filter *f, unsigned k, uint64_t offset, const void *
         return CF_OK;
     cf__table *t = &f->tables[k];
     uint8_t *at = t->data + offset;
-    if (cf__is_cc(f))
-        cf__cc_lock(f);
+    cf__lock_writers(f);
     t->items = t->items - cf__rb_used(at, len) + cf__rb_used(data, len);
     memcpy(at, data, len);
-    if (cf__is_cc(f))
-        cf__cc_unlock(f);
+    cf__unlock_writers(f);
     return CF_OK;
 }
 
@@ -413,13 +409,11 @@ cf_status cf_append_sub_filter(cf_filter *f)
         return CF_EINVAL;
     if (cf__read_only(f))
         return CF_EREADONLY;
-    if (cf__is_cc(f))
-        cf__cc_lock(f);
+    cf__lock_writers(f);
     cf__table *t;
     cf_status st = cf__table_append(f, &t);
     if (st == CF_OK)
         cf__table_publish(f);
-    if (cf__is_cc(f))
-        cf__cc_unlock(f);
+    cf__unlock_writers(f);
     return st;
 }

@@ -32,6 +32,7 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi)
     s->b = (uint8_t)b;
     s->ext = 0;
     s->semi = semi;
+    s->sync = false;
     s->bucket_bits = (uint16_t)(semi ? 4 * (f - 1) : f * b);
     s->fp_mask = (UINT64_C(1) << f) - 1;
     s->swar = !semi && CF__SWAR(f * b);
@@ -68,7 +69,7 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi)
          : 0u)
 #define CF__SHAPE(f, b)                                                                            \
     {                                                                                              \
-        (f), (b), 0, CF__SWAR((f) * (b)), false, (f) * (b), CF__LOW(f),                            \
+        (f), (b), 0, CF__SWAR((f) * (b)), false, false, (f) * (b), CF__LOW(f),                     \
             CF__SWAR((f) * (b)) ? CF__LOW((f) * (b)) : 0u, CF__LANES(f, b),                        \
             {CF__LANES(f, b) << ((f)-1u)}, CF__LANES(f, b) * CF__LOW((f)-1u)                       \
     }
@@ -88,7 +89,7 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi)
                       : 0u)
 #define CF__SEMI_SHAPE(f)                                                                          \
     {                                                                                              \
-        (f), 4u, 0, false, true, 4u * ((f)-1u), CF__LOW(f),                                        \
+        (f), 4u, 0, false, true, false, 4u * ((f)-1u), CF__LOW(f),                                 \
             CF__SEMI_SWAR(f) ? CF__LOW(4u * ((f)-1u)) : 0u, CF__SEMI_LANES(f),                     \
             {CF__SEMI_GATHER(f)}, CF__SEMI_LANES(f) * CF__LOW((f)-5u)                              \
     }
@@ -399,4 +400,222 @@ bool cf__table_tail_clear(const cf__shape *s, const uint8_t *data, uint64_t buck
 {
     uint64_t bits = buckets * s->bucket_bits;
     return bits % 8 == 0 || (data[bits / 8] >> (bits % 8)) == 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Synchronized tables                                                                  */
+/* ------------------------------------------------------------------------------------ */
+
+/* The largest bucket in bits (b = 255 slots of 32 bits), and the bytes a probe may read
+ * past a bucket's start: the window a bucket is read into holds the bucket at the bit
+ * offset it has in the table, which takes up to 7 buckets' bits before it (see
+ * cf__sync_open). */
+#define CF__SYNC_MAX_BUCKET_BITS (CF_MAX_BUCKET_SIZE * CF_MAX_FINGERPRINT_BITS)
+#define CF__SYNC_WINDOW_BYTES                                                                      \
+    (7u * CF__SYNC_MAX_BUCKET_BITS / 8u + CF__SYNC_MAX_BUCKET_BITS / 8u + 16u)
+
+bool cf__table_block(const cf__shape *s, uint64_t buckets, size_t *bytes)
+{
+    size_t size = cf__table_size(s, buckets);
+    if (!s->sync) {
+        *bytes = size;
+        return true;
+    }
+    uint64_t counters;
+    size_t at = cf__sync_stripes_at(s, buckets);
+    if (!cf__mul_u64(cf__sync_stripes_n(buckets), sizeof(atomic_uint), &counters) ||
+        counters > SIZE_MAX - CF__SYNC_TAIL_PAD - at)
+        return false;
+    *bytes = at + (size_t)counters + CF__SYNC_TAIL_PAD;
+    return true;
+}
+
+/* A bucket copied out of a synchronized table: the window's bytes hold the table's bytes
+ * from `first` on, at `at`, so that bucket `index` of `view` (a plain table over the
+ * window) is the bucket, at the same bit offset within its first byte. Every probe and
+ * write of a plain table then works on it unchanged. */
+typedef struct cf__sync_window {
+    cf__table view;
+    cf__shape shape; /* the table's, not synchronized */
+    uint64_t first;  /* the table's byte where the bucket starts */
+    size_t at;       /* where that byte is in the window */
+    size_t span;     /* bytes the bucket's bits touch */
+    uint64_t index;  /* the bucket's index in view */
+    uint8_t bytes[CF__SYNC_WINDOW_BYTES];
+} cf__sync_window;
+
+/* Copy bucket `bucket` of t into w: with relaxed atomic loads of the aligned words that
+ * hold it and the CF__TABLE_PAD bytes a probe reads past it. */
+static void cf__sync_open(const cf__table *t, uint64_t bucket, cf__sync_window *w)
+{
+    const cf__shape *s = t->shape;
+    uint64_t bit = bucket * s->bucket_bits;
+    unsigned r = (unsigned)(bit & 7u), j = 0;
+    /* The first index j whose bucket starts at the same offset within a byte: there is
+     * one below 8, as bit = bucket * bucket_bits is a multiple of gcd(bucket_bits, 8). */
+    while ((j * s->bucket_bits & 7u) != r)
+        j++;
+    w->first = bit >> 3;
+    w->at = (j * s->bucket_bits - r) / 8u;
+    w->span = (r + s->bucket_bits + 7u) / 8u;
+    uint64_t end = w->first + w->span + CF__TABLE_PAD, size = cf__table_size(s, t->buckets);
+    if (end > size)
+        end = size;
+    memset(w->bytes, 0, w->at + w->span + CF__TABLE_PAD);
+    _Atomic uint64_t *words = cf__sync_words(t);
+    for (uint64_t k = w->first >> 3; k * 8u < end; k++) {
+        uint8_t b[8];
+        cf__store_le64(b, atomic_load_explicit(&words[k], memory_order_relaxed));
+        uint64_t from = k * 8u > w->first ? k * 8u : w->first,
+                 to = k * 8u + 8u < end ? k * 8u + 8u : end;
+        memcpy(w->bytes + w->at + (from - w->first), b + (from - k * 8u), (size_t)(to - from));
+    }
+    w->shape = *s;
+    w->shape.sync = false;
+    w->index = j;
+    cf__table_init(&w->view, NULL, j + 1u, &w->shape, NULL);
+    w->view.data = w->bytes;
+}
+
+/* Write the bucket back from w into t (the caller is its only writer): its bytes only, a
+ * whole aligned word at a time, inside a section of its stripe's counter. The bits of its
+ * first and last bytes that belong to its neighbours are written back as they were. */
+static void cf__sync_commit(cf__table *t, uint64_t bucket, const cf__sync_window *w)
+{
+    atomic_uint *c = cf__sync_stripe(t, bucket);
+    _Atomic uint64_t *words = cf__sync_words(t);
+    uint64_t end = w->first + w->span;
+    cf__seq_begin(c);
+    for (uint64_t k = w->first >> 3; k * 8u < end; k++) {
+        uint8_t b[8];
+        cf__store_le64(b, atomic_load_explicit(&words[k], memory_order_relaxed));
+        uint64_t from = k * 8u > w->first ? k * 8u : w->first,
+                 to = k * 8u + 8u < end ? k * 8u + 8u : end;
+        memcpy(b + (from - k * 8u), w->bytes + w->at + (from - w->first), (size_t)(to - from));
+        atomic_store_explicit(&words[k], cf__load_le64(b), memory_order_relaxed);
+    }
+    cf__seq_end(c);
+}
+
+/* The bits `mask << sh` of aligned word k of t set to v, the other bits written back as
+ * they were (the caller is the table's only writer). */
+static void cf__sync_word_put(cf__table *t, uint64_t k, unsigned sh, uint64_t mask, uint64_t v)
+{
+    _Atomic uint64_t *w = cf__sync_words(t) + k;
+    uint8_t b[8];
+    cf__store_le64(b, atomic_load_explicit(w, memory_order_relaxed));
+    uint64_t x = (cf__load_le64(b) & ~(mask << sh)) | (v << sh);
+    cf__store_le64(b, x);
+    uint64_t raw;
+    memcpy(&raw, b, sizeof raw);
+    atomic_store_explicit(w, raw, memory_order_relaxed);
+}
+
+/* Slot `slot` of bucket `bucket` of t (not semi-sorted) set to fp: the one or two aligned
+ * words that hold its bits, each stored whole, the bits of every other slot as they
+ * were. A reader that loads a word before or after sees the other slots the same. */
+static void cf__sync_slot_put(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp)
+{
+    const cf__shape *s = t->shape;
+    uint64_t bit = cf__slot_bit(s, bucket, slot);
+    unsigned sh = (unsigned)(bit & 63u);
+    cf__sync_word_put(t, bit >> 6, sh, s->fp_mask, fp);
+    if (sh + s->f > 64u) /* the slot's high bits are the next word's low bits */
+        cf__sync_word_put(t, (bit >> 6) + 1u, 0, s->fp_mask >> (64u - sh), fp >> (64u - sh));
+}
+
+bool cf__sync_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp)
+{
+    const cf__shape *s = t->shape;
+    if (s->semi) {
+        cf__sync_window w;
+        cf__sync_open(t, bucket, &w);
+        if (!cf__put_if_free(&w.view, &w.shape, w.index, fp))
+            return false;
+        cf__sync_commit(t, bucket, &w);
+        t->items++;
+        return true;
+    }
+    /* Plain reads of the table race with nothing: only its writer writes it. */
+    int j = cf__bucket_find(t, s, bucket, 0);
+    if (j < 0)
+        return false;
+    cf__sync_slot_put(t, bucket, (unsigned)j, fp);
+    t->items++;
+    return true;
+}
+
+void cf__sync_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp)
+{
+    if (t->shape->semi) {
+        cf__sync_window w;
+        cf__sync_open(t, bucket, &w);
+        cf__slot_set(&w.view, &w.shape, w.index, slot, fp);
+        cf__sync_commit(t, bucket, &w);
+        return;
+    }
+    if (fp == 0) {
+        cf__sync_slot_put(t, bucket, slot, fp);
+        return;
+    }
+    atomic_uint *c = cf__sync_stripe(t, bucket);
+    cf__seq_begin(c);
+    cf__sync_slot_put(t, bucket, slot, fp);
+    cf__seq_end(c);
+}
+
+void cf__sync_clear(cf__table *t)
+{
+    /* Bucket by bucket, each under its stripe's counter: a reader sees every bucket
+     * before or after, as with deletes. Empty buckets are skipped. Slots cleared in
+     * ascending order meet every fingerprint of a semi-sorted bucket too. */
+    const cf__shape *s = t->shape;
+    for (uint64_t x = 0; x < t->buckets; x++) {
+        bool any = false;
+        for (unsigned j = 0; j < s->b && !any; j++)
+            any = cf__slot_get(t, s, x, j) != 0;
+        if (!any)
+            continue;
+        cf__sync_window w;
+        cf__sync_open(t, x, &w);
+        for (unsigned j = 0; j < s->b; j++)
+            cf__slot_set(&w.view, &w.shape, w.index, j, 0);
+        cf__sync_commit(t, x, &w);
+    }
+    t->items = 0;
+}
+
+/* Copies of fp in bucket `bucket` of synchronized table t, read in one piece: a bucket
+ * that fits the 8 bytes from its first byte (s->bucket_mask) as one word, any other
+ * through a window. */
+static unsigned cf__sync_bucket_count(const cf__table *t, uint64_t bucket, uint32_t fp)
+{
+    const cf__shape *s = t->shape;
+    if (s->bucket_mask) {
+        uint64_t word = cf__sync_bucket_word(t, bucket * s->bucket_bits, s->bucket_mask);
+        return cf__popcount64(s->semi ? cf__semi_match1_word(s, word, fp)
+                                      : cf__lanes_equal(s, word, fp));
+    }
+    cf__sync_window w;
+    cf__sync_open(t, bucket, &w);
+    return cf__bucket_count(&w.view, &w.shape, w.index, fp);
+}
+
+unsigned cf__sync_pair_count(const cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
+                             bool stop_at_one)
+{
+    atomic_uint *c1 = cf__sync_stripe(t, i1), *c2 = cf__sync_stripe(t, i2);
+    for (;;) {
+        unsigned v1 = atomic_load_explicit(c1, memory_order_acquire);
+        unsigned v2 = atomic_load_explicit(c2, memory_order_acquire);
+        unsigned n = cf__sync_bucket_count(t, i1, fp);
+        if (n && stop_at_one)
+            return n;
+        if (i2 != i1)
+            n += cf__sync_bucket_count(t, i2, fp);
+        if (n && stop_at_one)
+            return n;
+        if (cf__seq_same(c1, v1) && cf__seq_same(c2, v2))
+            return n;
+    }
 }

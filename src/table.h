@@ -36,6 +36,8 @@
 
 #include "bits.h"
 
+#include <stdatomic.h>
+
 /* Bytes of zero padding after every table, so that a probe may always load 8 bytes at
  * the byte where a bucket or slot starts, even for the last one. */
 #define CF__TABLE_PAD 8u
@@ -80,6 +82,8 @@ typedef struct cf__shape {
     uint8_t ext;          /* f less the first sub-filter's width (0 but for wider ones) */
     bool swar;            /* see lane_lo */
     bool semi;            /* semi-sorted buckets (b = 4; see cf__semi_get) */
+    bool sync;            /* tables read by threads beside their writer: see "Synchronized
+                             tables" (a filter made with CF_CONCURRENT) */
     uint16_t bucket_bits; /* b * f, or 4 (f - 1) semi-sorted */
     uint64_t fp_mask;     /* f low bits set */
     /* The SWAR probe: when a whole bucket fits in one 64-bit load, the b slots are
@@ -147,25 +151,27 @@ static inline size_t cf__table_size(const cf__shape *s, uint64_t buckets)
     return (size_t)cf__data_bytes(s, buckets) + CF__TABLE_PAD;
 }
 
-/* Table t, empty (its data zeroed, if it has any), of `buckets` buckets of the given shape;
- * grown is NULL for a table of the first sub-filter's size. */
+/* Bytes of the block a table of `buckets` buckets takes in memory: cf__table_size, and
+ * for a synchronized shape its stripe counters (see "Synchronized tables"); false if that
+ * overflows. */
+CF__HIDDEN bool cf__table_block(const cf__shape *s, uint64_t buckets, size_t *bytes);
+
+/* Table t, empty (its block zeroed, if it has one: cf__table_block bytes, which the
+ * caller sized), of `buckets` buckets of the given shape; grown is NULL for a table of the
+ * first sub-filter's size. */
 static inline void cf__table_init(cf__table *t, uint8_t *data, uint64_t buckets,
                                   const cf__shape *shape, const cf__grown *grown)
 {
     t->shape = shape;
+    size_t block = cf__table_size(shape, buckets);
+    if (shape->sync)
+        (void)cf__table_block(shape, buckets, &block); /* checked when it was allocated */
     if (data)
-        memset(data, 0, cf__table_size(shape, buckets));
+        memset(data, 0, block);
     t->data = data;
     t->buckets = buckets;
     t->items = 0;
     t->grown = grown;
-}
-
-/* Every slot of the table empty again. */
-static inline void cf__table_clear(cf__table *t)
-{
-    memset(t->data, 0, cf__table_size(t->shape, t->buckets));
-    t->items = 0;
 }
 
 /* Count the occupied slots of buckets [from, to) of the table whose bytes are `data` into
@@ -455,6 +461,195 @@ static inline void cf__bucket_prefetch(const cf__table *t, const cf__shape *s, u
         CF__PREFETCH(p, 1);
     else
         CF__PREFETCH(p, 0);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Synchronized tables (shape->sync)                                                    */
+/* ------------------------------------------------------------------------------------ */
+/* The tables of a filter made with CF_CONCURRENT are read by lookups that take no lock
+ * while a writer changes them. Their block has, after the table's bytes, a sequence
+ * counter for each stripe of CF__SYNC_STRIPE_BUCKETS buckets:
+ *
+ *   | cf__table_size bytes | 0-7 zero bytes to a multiple of 8 | a 4-byte counter per
+ *   stripe | CF__SYNC_TAIL_PAD bytes |
+ *
+ * Every access to such a table's bytes that may race is an atomic access of an aligned
+ * 64-bit word; a writer's plain reads race with nothing (one writer at a time; readers
+ * only read). A writer that moves a fingerprint makes its bucket's counter odd, writes,
+ * and makes it even again (cf__seq_begin, cf__seq_end). A reader notes the counters of
+ * its two buckets' stripes, reads the buckets, and if it finds nothing checks that both
+ * counters are still what they were, and even (cf__seq_same): then no fingerprint moved
+ * into or out of either bucket while it read them (cf__sync_pair_count).
+ *
+ * Memory ordering (C11, the sequence lock of Boehm's "Can seqlocks get along with
+ * programming language memory models?"): a writer stores the odd count relaxed, then a
+ * release fence, then the data (relaxed atomic stores of whole aligned words), then the
+ * even count with release; a reader loads the count with acquire, the data relaxed, then
+ * an acquire fence, then the count again. If the reader's two loads of the count are
+ * equal and even, no store of that writer's section reached its data loads.
+ *
+ * Which writes are sections: every step of a move (cf__sync_slot_set with a fingerprint:
+ * the copy into the free end of an eviction path, each overwrite back along it), so that a
+ * reader that finds nothing can tell a fingerprint moved between its buckets while it
+ * read, and a count does not see a moving one twice. A new fingerprint put into a free
+ * slot, or a slot cleared for a delete, changes what a lookup of that one key finds while
+ * its add or delete is under way, and no other slot's bits: no section, so that readers
+ * beside a writer rarely see a counter change. A semi-sorted bucket is encoded as a whole,
+ * so that any change rewrites the other fingerprints' bits: every write of one is a
+ * section. */
+
+/* Buckets per stripe: a reader beside a writer retries only when the writer moves a
+ * fingerprint in one of the 2 x 256 buckets around its own two, and the counters cost 4
+ * bytes per 256 buckets (0.26 % of a table of 6-byte buckets). 4096 measured no faster. */
+#define CF__SYNC_STRIPE_SHIFT   8u
+#define CF__SYNC_STRIPE_BUCKETS (UINT64_C(1) << CF__SYNC_STRIPE_SHIFT)
+
+/* The low bits of two counters held in one 64-bit value: either odd is a section open. */
+#define CF__SYNC_ODD_PAIR UINT64_C(0x100000001)
+
+/* Bytes after the stripe counters: the second aligned word cf__sync_word_at loads for the
+ * last bucket may reach past the counters. */
+#define CF__SYNC_TAIL_PAD 8u
+
+_Static_assert(sizeof(_Atomic uint64_t) == sizeof(uint64_t) &&
+                   sizeof(atomic_uint) == sizeof(unsigned),
+               "synchronized tables access their bytes and counters as atomics of their size");
+
+static inline uint64_t cf__sync_stripes_n(uint64_t buckets)
+{
+    return (buckets + CF__SYNC_STRIPE_BUCKETS - 1) >> CF__SYNC_STRIPE_SHIFT;
+}
+
+/* The stripe counters start at the table's size rounded up to 8 bytes: the last aligned
+ * word a reader loads for the table's padding ends there. */
+static inline size_t cf__sync_stripes_at(const cf__shape *s, uint64_t buckets)
+{
+    size_t size = cf__table_size(s, buckets);
+    return size + (8u - size % 8u) % 8u;
+}
+
+/* The counter of the stripe that holds `bucket`. */
+static inline atomic_uint *cf__sync_stripe(const cf__table *t, uint64_t bucket)
+{
+    atomic_uint *c = (atomic_uint *)(void *)(t->data + cf__sync_stripes_at(t->shape, t->buckets));
+    return &c[bucket >> CF__SYNC_STRIPE_SHIFT];
+}
+
+static inline _Atomic uint64_t *cf__sync_words(const cf__table *t)
+{
+    return (_Atomic uint64_t *)(void *)t->data;
+}
+
+/* A writer's section under sequence counter c: odd, then the writes, then even. */
+static inline void cf__seq_begin(atomic_uint *c)
+{
+    unsigned v = atomic_load_explicit(c, memory_order_relaxed);
+    atomic_store_explicit(c, v + 1u, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+}
+
+static inline void cf__seq_end(atomic_uint *c)
+{
+    unsigned v = atomic_load_explicit(c, memory_order_relaxed);
+    atomic_store_explicit(c, v + 1u, memory_order_release);
+}
+
+/* A reader's check after reading under c: unchanged since `seen`, and even. */
+static inline bool cf__seq_same(atomic_uint *c, unsigned seen)
+{
+    atomic_thread_fence(memory_order_acquire);
+    return !(seen & 1u) && atomic_load_explicit(c, memory_order_relaxed) == seen;
+}
+
+/* The 8 bytes of t from byte `at` on, as cf__load_le64 would read them, through the two
+ * aligned words that hold them (relaxed atomic loads), with no branch. The block's
+ * counters and tail pad keep the second word inside it. */
+static inline uint64_t cf__sync_word_at(const cf__table *t, uint64_t at)
+{
+    _Atomic uint64_t *w = cf__sync_words(t) + (at >> 3);
+    uint64_t lo = atomic_load_explicit(&w[0], memory_order_relaxed);
+    uint64_t hi = atomic_load_explicit(&w[1], memory_order_relaxed);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    lo = __builtin_bswap64(lo);
+    hi = __builtin_bswap64(hi);
+#endif
+    unsigned sh = (unsigned)(at & 7u) * 8u;
+#if defined(__SIZEOF_INT128__)
+    /* one double shift (x86's shrd) */
+    return (uint64_t)((((cf__u128)hi << 64) | lo) >> sh);
+#else
+    /* hi << (64 - sh) in two steps, so that sh = 0 shifts it out rather than by 64 */
+    return (lo >> sh) | ((hi << 1) << (63u - sh));
+#endif
+}
+
+/* Bucket i of a fast shape of `bytes`-byte buckets in the low bits; the bits above it,
+ * which the match ignores, are the next buckets' or zero. A bucket of 2, 4 or 8 bytes
+ * never straddles two aligned words: it is read with one load. */
+static inline uint64_t cf__sync_fast_word(const cf__table *t, uint64_t i, unsigned bytes)
+{
+    if (8u % bytes != 0)
+        return cf__sync_word_at(t, i * bytes);
+    /* by the bucket's index, not its byte (i * bytes / 8): no multiply and shift back */
+    const unsigned per = 8u / bytes;
+    uint64_t w = atomic_load_explicit(cf__sync_words(t) + i / per, memory_order_relaxed);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w >> ((unsigned)(i % per) * bytes * 8u);
+}
+
+/* The bucket that starts at bit `bit` of t (bucket * bucket_bits), for a shape whose
+ * bucket fits the 8 bytes from its first byte (mask: its bucket_mask, nonzero), read
+ * through aligned atomic words: cf__bucket_word for a synchronized table. A caller of two
+ * buckets computes both positions first, then reads them. */
+static inline uint64_t cf__sync_bucket_word(const cf__table *t, uint64_t bit, uint64_t mask)
+{
+    return (cf__sync_word_at(t, bit >> 3) >> (bit & 7u)) & mask;
+}
+
+/* Copies of fp in buckets i1 and i2 of synchronized table t (one bucket if they are the
+ * same), read until both stripes were still, and even, across the reads. With stop_at_one
+ * it returns as soon as it finds one copy, without that check (a copy it saw is one the
+ * table held, or a fingerprint in the middle of a write, at worst a false positive). */
+CF__HIDDEN unsigned cf__sync_pair_count(const cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
+                                        bool stop_at_one);
+
+/* The writes of a synchronized table (table.c): cf__put_if_free and cf__slot_set through
+ * aligned atomic words, moves as sections (see above), and every slot cleared bucket by
+ * bucket, each a section, so that a reader sees each bucket before or after. */
+CF__HIDDEN bool cf__sync_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp);
+CF__HIDDEN void cf__sync_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp);
+CF__HIDDEN void cf__sync_clear(cf__table *t);
+
+/* The writes of the library's slow paths, in the table's mode: a plain table's directly,
+ * a synchronized one's as above. Tables no reader can see yet (a sub-filter being made)
+ * or that readers may not run beside (compaction) take the plain writes. */
+static inline bool cf__table_put(cf__table *t, uint64_t bucket, uint32_t fp)
+{
+    if (CF__UNLIKELY(t->shape->sync))
+        return cf__sync_put_if_free(t, bucket, fp);
+    return cf__put_if_free(t, t->shape, bucket, fp);
+}
+
+static inline void cf__table_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp)
+{
+    const cf__shape *s = t->shape;
+    if (CF__UNLIKELY(s->sync))
+        cf__sync_slot_set(t, bucket, slot, fp);
+    else
+        cf__slot_set(t, s, bucket, slot, fp);
+}
+
+/* Every slot of the table empty again. */
+static inline void cf__table_clear(cf__table *t)
+{
+    if (CF__UNLIKELY(t->shape->sync)) {
+        cf__sync_clear(t);
+        return;
+    }
+    memset(t->data, 0, cf__table_size(t->shape, t->buckets));
+    t->items = 0;
 }
 
 /* ------------------------------------------------------------------------------------ */
