@@ -185,19 +185,24 @@ typedef struct cf_config {
  * growth included. Lookups take no lock and never wait for a writer to finish: they read
  * again when a writer changed what they read. A key whose add returned before a lookup
  * began, and whose delete has not begun, is found, also while inserts move it or the
- * filter grows. Writers serialize on the filter's own lock (a mutex);
- * cf_add_unique and CF_ADD_UNIQUE check and add as one step. cf_get_stats, cf_serialize,
- * cf_save and the chunk dump take that lock to copy a consistent state: writers wait for
- * them, lookups do not. cf_compact, cf_free and the loaders still need exclusive access.
- * Not stored in files: cf_load and cf_deserialize give a filter without it,
- * cf_load_flags and cf_deserialize_flags one with it. The cost: a lookup reads two
- * stripe counters besides its two buckets, and again after them, each bucket through the
- * aligned 64-bit words that hold it (b = 4: 2.1 times the instructions with 12-bit
- * fingerprints, whose 6-byte buckets straddle words; 1.5 times with 16-bit ones, read
- * with one load each, the fastest beside writers); writes take the lock and store whole
- * aligned words (adds about 2.4 times the instructions, deletes 3.7); the counters take
- * 4 bytes per 256 buckets. A count beside writers counts every copy whose add returned
- * and whose delete has not begun, and may count one a writer is adding or deleting. */
+ * filter grows. Writers run beside each other too: while the filter has one sub-filter
+ * and an empty stash, an add or a delete of a shape with code of its own (b = 4 with 8-,
+ * 12- or 16-bit fingerprints, b = 2 or 8 with some, semi-sorted 9 or 13: see docs) holds
+ * only the stripes of 256 buckets it writes, an eviction too; anything else (growth, the
+ * stash, other shapes, a unique add whose buckets are full) takes the filter's own lock
+ * (a mutex), which also holds every stripe. cf_add_unique and CF_ADD_UNIQUE check and add
+ * as one step. cf_get_stats, cf_serialize, cf_save and the chunk dump take that lock to
+ * copy a consistent state: writers wait for them, lookups do not. cf_compact, cf_free and
+ * the loaders still need exclusive access. Not stored in files: cf_load and
+ * cf_deserialize give a filter without it, cf_load_flags and cf_deserialize_flags one
+ * with it. The cost: a lookup reads two stripe counters besides its two buckets, and
+ * again after them, each bucket through the aligned 64-bit words that hold it (b = 4: 2.1
+ * times the instructions with 12-bit fingerprints, whose 6-byte buckets straddle words;
+ * 1.5 times with 16-bit ones, read with one load each, the fastest beside writers);
+ * writes take stripe locks and store whole aligned words (12/4: adds about 2.5 times the
+ * instructions, deletes 3.3); the counters and locks take 8 bytes per 256 buckets. A
+ * count beside writers counts every copy whose add returned and whose delete has not
+ * begun, and may count one a writer is adding or deleting. */
 #define CF_CONCURRENT      8u
 /* RedisBloom's layout, for filters moved from RedisBloom (Redis Stack, Redis 8) or to it:
  * its hash and bucket mapping, so that every key such a filter holds is found, and so that

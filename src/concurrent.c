@@ -40,9 +40,13 @@ struct cf__cc *cf__cc_new(cf_filter *f)
     }
     atomic_init(&cc->meta, 0u);
     cc->stripes0 = NULL;
+    cc->locks0 = NULL;
     cc->data0 = NULL;
     cc->buckets0 = 0;
     cc->shape0 = NULL;
+    cc->par = false;
+    cc->locked = false;
+    cc->all_held = false;
     cc->nretired = 0;
     cc->block = block;
     return cc;
@@ -83,18 +87,44 @@ bool cf__cc_retire(cf_filter *f, void *array)
 
 void cf__cc_lock(const cf_filter *f)
 {
+    struct cf__cc *cc = cf__cc_of(f);
     /* It fails only on a mutex it did not make, or (some kinds) one this thread holds:
      * neither happens here. */
-    (void)pthread_mutex_lock(&cf__cc_of(f)->lock);
+    (void)pthread_mutex_lock(&cc->lock);
+    cc->locked = true;
+    /* Writers of stripes take no mutex, and write only in the simple state: then their
+     * stripes too, every one, and the counts they keep in them (cf__cc_hold_stripes). In
+     * another state they stand aside (locked.c), and the mutex is enough. */
+    if (cf__is_simple(f))
+        cf__cc_hold_stripes(f);
 }
 
 void cf__cc_unlock(const cf_filter *f)
 {
-    (void)pthread_mutex_unlock(&cf__cc_of(f)->lock);
+    struct cf__cc *cc = cf__cc_of(f);
+    if (cc->all_held)
+        cf__sync_unlock_all(&f->tables[0]);
+    cc->all_held = false;
+    cc->locked = false;
+    (void)pthread_mutex_unlock(&cc->lock);
+}
+
+void cf__cc_hold_stripes(const cf_filter *f)
+{
+    struct cf__cc *cc = cf__cc_of(f);
+    /* (a filter loading has no table to hold yet) */
+    if (cc->par && cc->locked && !cc->all_held && f->ntables && f->tables[0].data) {
+        cf__sync_lock_all(&f->tables[0]);
+        cc->all_held = true;
+    }
 }
 
 void cf__cc_meta_begin(cf_filter *f)
 {
+    /* A change of state is made under every stripe: a writer of stripes that takes one
+     * afterwards sees it (and stands aside if the filter left the simple state), and none
+     * holds one meanwhile (its write of the simple state is done before). */
+    cf__cc_hold_stripes(f);
     atomic_uint *meta = &cf__cc_of(f)->meta;
     unsigned v = atomic_load_explicit(meta, memory_order_relaxed);
     atomic_store_explicit(meta, v | CF__CC_META_BUSY, memory_order_relaxed);
@@ -118,6 +148,9 @@ void cf__cc_ready(cf_filter *f)
     cc->buckets0 = f->tables[0].buckets;
     cc->shape0 = f->tables[0].shape;
     cc->stripes0 = cf__sync_stripe(&f->tables[0], 0);
+    cc->locks0 = cf__sync_locks(&f->tables[0]);
+    enum cf__kind kind = cf__kind_of(cc->shape0);
+    cc->par = !cf__is_rb(f) && kind != CF__KIND_GENERIC && kind != CF__KIND_SEMI;
 }
 
 /* ------------------------------------------------------------------------------------ */

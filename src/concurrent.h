@@ -38,13 +38,20 @@ struct cf__cc {
      * sub-filter array holds its item count, which every write changes). */
     atomic_uint meta;
     atomic_uint *stripes0; /* cf__sync_stripe of the first sub-filter's bucket 0 */
+    atomic_uint *locks0;   /* and its cf__sync_locks, which only writers touch */
     uint8_t *data0;
     uint64_t buckets0;
     const cf__shape *shape0;
+    /* Writers may share the first sub-filter, each holding the stripes it writes
+     * (locked.c): a shape the planning search reads through atomic words (cf__plan), in
+     * the library's own layout. Else every writer takes the lock. */
+    bool par;
     /* The writers' lock: a mutex, which puts a waiting writer to sleep (a spin lock that
      * hands the lock on in turn stalls whenever the next in line is not running, as with
      * more threads than cores). Every write changes it; no lookup reads it. */
     _Alignas(CF__CC_ISOLATE) pthread_mutex_t lock;
+    bool locked;   /* the lock is held */
+    bool all_held; /* and its holder holds every stripe of the first sub-filter too */
     /* Written by growth only. */
     void *retired[CF__CC_MAX_RETIRED];
     unsigned nretired;
@@ -57,6 +64,13 @@ _Static_assert(offsetof(struct cf__cc, lock) == CF__CC_ISOLATE,
 static inline struct cf__cc *cf__cc_of(const cf_filter *f)
 {
     return f->more->cc;
+}
+
+/* The first sub-filter as a lookup or a writer of stripes reads it: from the copies in
+ * the shared state (its item count is the lock's holder's). */
+static inline cf__table cf__cc_table0(const struct cf__cc *cc)
+{
+    return (cf__table){.data = cc->data0, .buckets = cc->buckets0, .shape = cc->shape0};
 }
 
 #endif /* CF_CONCURRENT_H */

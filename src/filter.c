@@ -45,6 +45,10 @@
  * which finds the same path a single search would. */
 #define CF__FIRST_NODES 16u
 
+/* A planning search (cf__plan) that needs more tries this many nodes next, with a visited
+ * set of a few hundred bytes to clear, then four times as many, and so on. */
+#define CF__PLAN_MID_NODES 64u
+
 /* ------------------------------------------------------------------------------------ */
 /* Configuration                                                                        */
 /* ------------------------------------------------------------------------------------ */
@@ -327,6 +331,8 @@ static cf__search *cf__search_at(uint8_t *block, size_t nodes, unsigned mark_bit
                       (cf__mark *)(void *)marks,
                       (uint32_t)nodes,
                       64u - mark_bits,
+                      0,
+                      0,
                       0,
                       0};
     return z;
@@ -781,7 +787,7 @@ void cf_clear(cf_filter *f)
 /* ------------------------------------------------------------------------------------ */
 
 /* Add `bucket` to the visited set of search z; false if it was there. */
-static bool cf__visit(cf__search *z, uint64_t bucket)
+static CF__INLINE bool cf__visit(cf__search *z, uint64_t bucket)
 {
     if (!z->marks) { /* a small search: the visited buckets are the n queued ones */
         for (uint32_t i = 0; i < z->n; i++)
@@ -833,9 +839,6 @@ static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf_
     cf__path_set(t, s, q[cur].bucket, slot, fp, SYNC);
 }
 
-/* Results of one breadth-first search. */
-typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
-
 /* Search for room for fp in the full buckets i1 and i2 of t by moving residents to their
  * other buckets, with z->cap nodes. Breadth-first: every resident of a bucket on the
  * frontier is a candidate, so the path found is the shortest within the budget, and it
@@ -869,12 +872,22 @@ static CF__INLINE uint32_t cf__resident_t(const cf__table *t, const cf__shape *s
     return F ? cf__word_slot_t(word, j, F) : cf__slot_get_plain(t, s, bucket, j);
 }
 
+/* Bucket i's word, as cf__load_t reads it (the bits above the bucket aside), for a search
+ * that plans only (PLAN: through atomic words, beside other writers) or moves too. */
+static CF__INLINE uint64_t cf__search_load_t(const cf__table *t, const cf__shape *s, uint64_t i,
+                                             bool PLAN, unsigned F, unsigned B)
+{
+    if (PLAN)
+        return cf__sync_fast_word(t, i, cf__bucket_bytes_t(F, B));
+    return cf__load_t(cf__bucket_at_t(t, s, i, F, B), F, B);
+}
+
 /* The first free slot of bucket `next` (constant widths F, B): the lowest zero lane, or
  * for a semi-sorted bucket slot 0 when it is empty (empty slots sort first); -1 if none. */
 static CF__INLINE int cf__free_slot_t(const cf__table *t, const cf__shape *s, uint64_t next,
-                                      unsigned F, unsigned B)
+                                      bool PLAN, unsigned F, unsigned B)
 {
-    uint64_t w = cf__load_t(cf__bucket_at_t(t, s, next, F, B), F, B);
+    uint64_t w = cf__search_load_t(t, s, next, PLAN, F, B);
     if (CF__SEMI_T(F, B)) {
         const unsigned W = F - CF__SEMI_PREFIX_BITS;
         unsigned pre = cf__semi_prefixes[w & CF__SEMI_CODE_MASK];
@@ -889,10 +902,13 @@ static CF__INLINE int cf__free_slot_t(const cf__table *t, const cf__shape *s, ui
 /* The breadth-first search for a path of moves that frees a slot of bucket i1 or i2,
  * which then takes fp. F and B: constant widths for the fast shapes, plain and
  * semi-sorted (a bucket read with one load, its residents taken from the word, a free
- * slot found in it), 0 for every other shape. */
+ * slot found in it), 0 for every other shape. SYNC: the table is synchronized (its moves
+ * are sections). PLAN (fast shapes only): the search reads the table through atomic
+ * words, beside writers of other stripes, and moves nothing: the path ends at node
+ * z->end, whose slot z->free is free (cf__path_commit makes it). */
 static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
-                                      uint64_t i2, uint32_t fp, bool semi, bool SYNC, unsigned F,
-                                      unsigned B)
+                                      uint64_t i2, uint32_t fp, bool semi, bool SYNC, bool PLAN,
+                                      unsigned F, unsigned B)
 {
     /* The residents' fingerprints in the first sub-filter's width, which chooses their
      * alternates: their low bits (all of them but in a wider sub-filter). */
@@ -913,7 +929,7 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
         uint64_t nexts[CF__PREFETCH_SLOTS];
         uint32_t semi_fps[CF__SEMI_BUCKET];
         unsigned ahead = b < CF__PREFETCH_SLOTS ? b : CF__PREFETCH_SLOTS;
-        uint64_t word = F ? cf__load_t(cf__bucket_at_t(t, s, bucket, F, B), F, B) : 0;
+        uint64_t word = F ? cf__search_load_t(t, s, bucket, PLAN, F, B) : 0;
         unsigned pre = F && semi ? cf__semi_prefixes[word & CF__SEMI_CODE_MASK] : 0;
         if (semi && !F)
             cf__semi_get(t, s, bucket, semi_fps);
@@ -936,9 +952,15 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
             if (z->n == z->cap)
                 return CF__OUT_OF_NODES;
             q[z->n] = (cf__node){next, head, j};
-            int free_slot = F ? cf__free_slot_t(t, s, next, F, B) : cf__bucket_find(t, s, next, 0);
+            int free_slot =
+                F ? cf__free_slot_t(t, s, next, PLAN, F, B) : cf__bucket_find(t, s, next, 0);
             if (free_slot >= 0) {
-                cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp, SYNC);
+                if (PLAN) {
+                    z->end = z->n;
+                    z->free = (unsigned)free_slot;
+                } else {
+                    cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp, SYNC);
+                }
                 return CF__MOVED;
             }
             z->n++;
@@ -947,24 +969,28 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
     return CF__NO_PATH;
 }
 
-/* The search compiled for the table's kind, plain or synchronized (SYNC). */
+/* The search compiled for the table's kind, plain or synchronized (SYNC), or planning
+ * only (PLAN: fast shapes). */
 static CF__INLINE cf__found cf__bfs_kind(const cf__shape *s, cf__table *t, cf__search *z,
-                                         uint64_t i1, uint64_t i2, uint32_t fp, bool SYNC)
+                                         uint64_t i1, uint64_t i2, uint32_t fp, bool SYNC,
+                                         bool PLAN)
 {
     switch (cf__kind_of(s)) {
 #define CF__BFS_CASE(F, B)                                                                         \
     case CF__KIND_##F##_##B:                                                                       \
-        return cf__bfs_t(s, t, z, i1, i2, fp, false, SYNC, F, B);
+        return cf__bfs_t(s, t, z, i1, i2, fp, false, SYNC, PLAN, F, B);
         CF__FAST_SHAPES(CF__BFS_CASE)
 #undef CF__BFS_CASE
 #define CF__BFS_SEMI_CASE(F)                                                                       \
     case CF__KIND_SEMI_##F:                                                                        \
-        return cf__bfs_t(s, t, z, i1, i2, fp, true, SYNC, F, CF__SEMI_B);
+        return cf__bfs_t(s, t, z, i1, i2, fp, true, SYNC, PLAN, F, CF__SEMI_B);
         CF__SEMI_FAST_SHAPES(CF__BFS_SEMI_CASE)
 #undef CF__BFS_SEMI_CASE
     default:
-        return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true, SYNC, 0, 0)
-                       : cf__bfs_t(s, t, z, i1, i2, fp, false, SYNC, 0, 0);
+        if (PLAN) /* widths read at run time read the table plainly: the caller's lock */
+            return CF__OUT_OF_NODES;
+        return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true, SYNC, false, 0, 0)
+                       : cf__bfs_t(s, t, z, i1, i2, fp, false, SYNC, false, 0, 0);
     }
 }
 
@@ -973,7 +999,7 @@ static CF__INLINE cf__found cf__bfs_kind(const cf__shape *s, cf__table *t, cf__s
 static CF__NOINLINE cf__found cf__bfs_sync(const cf__shape *s, cf__table *t, cf__search *z,
                                            uint64_t i1, uint64_t i2, uint32_t fp)
 {
-    return cf__bfs_kind(s, t, z, i1, i2, fp, true);
+    return cf__bfs_kind(s, t, z, i1, i2, fp, true, false);
 }
 
 static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
@@ -981,7 +1007,7 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
 {
     if (CF__UNLIKELY(s->sync))
         return cf__bfs_sync(s, t, z, i1, i2, fp);
-    return cf__bfs_kind(s, t, z, i1, i2, fp, false);
+    return cf__bfs_kind(s, t, z, i1, i2, fp, false, false);
 }
 
 /* Search with the filter's own memory: a new generation makes every mark stale. */
@@ -1019,7 +1045,8 @@ static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64
         return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
     cf__node queue[CF__STACK_NODES];
     cf__mark marks[2 * CF__STACK_NODES];
-    cf__search z = {queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0};
+    cf__search z = {queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0,
+                    0,     0};
     cf__found r = cf__bfs(t->shape, t, &z, i1, i2, fp);
     if (r != CF__OUT_OF_NODES || z.cap == budget)
         return r == CF__MOVED;
@@ -1030,8 +1057,83 @@ static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64
         return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
     unsigned bits = cf__mark_bits(budget);
     memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
-    z = (cf__search){queue, marks, budget, 64u - bits, 1, 0};
+    z = (cf__search){queue, marks, budget, 64u - bits, 1, 0, 0, 0};
     return cf__bfs(t->shape, t, &z, i1, i2, fp) == CF__MOVED;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Evictions beside other writers (locked.c)                                            */
+/* ------------------------------------------------------------------------------------ */
+
+static CF__NOINLINE cf__found cf__bfs_plan(const cf__shape *s, cf__table *t, cf__search *z,
+                                           uint64_t i1, uint64_t i2, uint32_t fp)
+{
+    return cf__bfs_kind(s, t, z, i1, i2, fp, true, true);
+}
+
+cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
+                   cf__search *z)
+{
+    /* cf__evict's steps, on the caller's memory, whose visited set must be cleared for
+     * each search: a middle step clears a small one. A budget past the memory is searched
+     * by the caller under the writers' lock, where the same search finds the same path. */
+    uint32_t budget = f->max_kicks + 2u;
+    cf__node *queue = z->queue;
+    cf__mark *marks = z->marks;
+    *z = (cf__search){queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0,
+                      0,     0};
+    cf__found r = cf__bfs_plan(t->shape, t, z, i1, i2, fp);
+    for (uint32_t cap = CF__PLAN_MID_NODES; r == CF__OUT_OF_NODES && z->cap < budget; cap *= 4u) {
+        if (cap >= budget)
+            cap = budget;
+        if (cap > CF__PLAN_NODES)
+            return CF__OUT_OF_NODES;
+        unsigned bits = cf__mark_bits(cap);
+        memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
+        *z = (cf__search){queue, marks, cap, 64u - bits, 1, 0, 0, 0};
+        r = cf__bfs_plan(t->shape, t, z, i1, i2, fp);
+    }
+    return r;
+}
+
+unsigned cf__path_buckets(const cf__search *z, uint64_t *out, unsigned cap)
+{
+    const cf__node *q = z->queue;
+    unsigned n = 0;
+    for (uint32_t cur = z->end;; cur = q[cur].parent) {
+        if (n == cap)
+            return 0;
+        out[n++] = q[cur].bucket;
+        if (q[cur].parent == CF__ROOT)
+            return n;
+    }
+}
+
+bool cf__path_commit(cf__table *t, const cf__search *z, uint32_t fp)
+{
+    const cf__node *q = z->queue;
+    uint32_t moved[CF__PATH_MAX];
+    unsigned n = 0;
+    /* Still a path: its free end free, and every step's slot holding a fingerprint whose
+     * other bucket is the step's (which one need not matter: any such moves as well). */
+    if (cf__sync_slot_get(t, q[z->end].bucket, z->free) != 0)
+        return false;
+    for (uint32_t cur = z->end; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
+        uint64_t from = q[q[cur].parent].bucket;
+        uint32_t v = cf__sync_slot_get(t, from, q[cur].slot);
+        if (v == 0 || cf__alt_of0(t, from, v) != q[cur].bucket)
+            return false;
+        moved[n++] = v;
+    }
+    /* cf__apply_path's order: each copied before its old slot is overwritten. */
+    unsigned slot = z->free, k = 0;
+    uint32_t cur = z->end;
+    for (; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
+        cf__sync_slot_set(t, q[cur].bucket, slot, moved[k++]);
+        slot = q[cur].slot;
+    }
+    cf__sync_slot_set(t, q[cur].bucket, slot, fp);
+    return true;
 }
 
 cf_status cf__table_append(cf_filter *f, cf__table **out)
@@ -1280,7 +1382,9 @@ cf_status cf_compact(cf_filter *f)
     if (cf__is_window(f))
         return cf__window_compact(f);
     /* Exclusive access (as documented for concurrent filters too): no reader holds the
-     * sub-filter arrays growth replaced, so they go now. */
+     * sub-filter arrays growth replaced, so they go now. The writers' lock too, which
+     * takes in the item counts kept in a concurrent filter's stripes. */
+    cf__lock_writers(f);
     if (cf__is_cc(f))
         cf__cc_free_retired(f);
     if (cf__is_rb(f)) { /* RedisBloom's order of moves; such a filter never stashes */
@@ -1312,6 +1416,7 @@ cf_status cf_compact(cf_filter *f)
     while (n > 1 && f->tables[n - 1].items == 0 && !cf__stash_uses(f, n - 1))
         n--;
     cf__truncate(f, n, f->stash_n);
+    cf__unlock_writers(f);
     return CF_OK;
 }
 

@@ -380,8 +380,28 @@ typedef struct cf__search {
     uint32_t cap;    /* nodes the queue holds: the search's budget */
     unsigned shift;  /* the visited set's hash takes the top 64 - shift bits */
     uint32_t gen;
-    uint32_t n; /* nodes queued so far */
+    uint32_t n;    /* nodes queued so far */
+    uint32_t end;  /* a planning search's result: the node at the path's free end */
+    unsigned free; /* and its free slot */
 } cf__search;
+
+/* Evictions beside other writers (filter.c, for locked.c), in a synchronized first
+ * sub-filter t of a fast shape whose stripes other writers hold meanwhile. cf__plan finds
+ * a path for fp, whose buckets i1 and i2 are full, reading t through atomic words and
+ * moving nothing, with z's memory (CF__PLAN_NODES nodes in z->queue, twice as many marks
+ * in z->marks): CF__MOVED with the path in z, CF__NO_PATH, or CF__OUT_OF_NODES when the
+ * filter's budget needs more memory or the shape cannot be read so. cf__path_buckets puts
+ * the path's buckets into out (cap of room), free end first, and returns how many (0 if
+ * more than cap). With the locks of their stripes held, cf__path_commit checks that the
+ * path still holds and makes its moves, fp into its root; false if it changed (nothing
+ * written). */
+#define CF__PLAN_NODES 512u /* the default budget (CF_DEFAULT_MAX_KICKS + 2) and more */
+#define CF__PATH_MAX   32u  /* the longest path a writer beside others makes */
+typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
+CF__HIDDEN cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2,
+                              uint32_t fp, cf__search *z);
+CF__HIDDEN unsigned cf__path_buckets(const cf__search *z, uint64_t *out, unsigned cap);
+CF__HIDDEN bool cf__path_commit(cf__table *t, const cf__search *z, uint32_t fp);
 
 /* A filter loading chunk by chunk (cf_load_chunk): the file position of the next chunk,
  * the hash of the 64-byte header that each chunk's tag is bound to, and the whole file's
@@ -565,9 +585,13 @@ CF__HIDDEN void cf__cc_free_retired(cf_filter *f);
  * array, and its tables' blocks: its shared state and stash. */
 CF__HIDDEN size_t cf__cc_fixed_bytes(void);
 
-/* The writers' lock: every call that changes a concurrent filter holds it. */
+/* The writers' lock: every call that changes a concurrent filter holds it, but the
+ * writers of stripes of the simple state (locked.c), from which it holds every stripe.
+ * cf__cc_hold_stripes takes them for a holder of the lock in another state too (before a
+ * change of state). */
 CF__HIDDEN void cf__cc_lock(const cf_filter *f);
 CF__HIDDEN void cf__cc_unlock(const cf_filter *f);
+CF__HIDDEN void cf__cc_hold_stripes(const cf_filter *f);
 
 /* The writers' lock of f if it is concurrent, else nothing: for the calls that read or
  * change a whole filter of either kind. */

@@ -4,6 +4,8 @@
  */
 #include "table.h"
 
+#include <sched.h>
+
 #include "cuckoofilter.h"
 
 #include "semi_table.inc"
@@ -421,12 +423,12 @@ bool cf__table_block(const cf__shape *s, uint64_t buckets, size_t *bytes)
         *bytes = size;
         return true;
     }
-    uint64_t counters;
+    uint64_t words; /* a counter and a lock per stripe */
     size_t at = cf__sync_stripes_at(s, buckets);
-    if (!cf__mul_u64(cf__sync_stripes_n(buckets), sizeof(atomic_uint), &counters) ||
-        counters > SIZE_MAX - CF__SYNC_TAIL_PAD - at)
+    if (!cf__mul_u64(cf__sync_stripes_n(buckets), 2u * sizeof(atomic_uint), &words) ||
+        words > SIZE_MAX - CF__SYNC_TAIL_PAD - at)
         return false;
-    *bytes = at + (size_t)counters + CF__SYNC_TAIL_PAD;
+    *bytes = at + (size_t)words + CF__SYNC_TAIL_PAD;
     return true;
 }
 
@@ -497,33 +499,6 @@ static void cf__sync_commit(cf__table *t, uint64_t bucket, const cf__sync_window
     cf__seq_end(c);
 }
 
-/* The bits `mask << sh` of aligned word k of t set to v, the other bits written back as
- * they were (the caller is the table's only writer). */
-static void cf__sync_word_put(cf__table *t, uint64_t k, unsigned sh, uint64_t mask, uint64_t v)
-{
-    _Atomic uint64_t *w = cf__sync_words(t) + k;
-    uint8_t b[8];
-    cf__store_le64(b, atomic_load_explicit(w, memory_order_relaxed));
-    uint64_t x = (cf__load_le64(b) & ~(mask << sh)) | (v << sh);
-    cf__store_le64(b, x);
-    uint64_t raw;
-    memcpy(&raw, b, sizeof raw);
-    atomic_store_explicit(w, raw, memory_order_relaxed);
-}
-
-/* Slot `slot` of bucket `bucket` of t (not semi-sorted) set to fp: the one or two aligned
- * words that hold its bits, each stored whole, the bits of every other slot as they
- * were. A reader that loads a word before or after sees the other slots the same. */
-static void cf__sync_slot_put(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp)
-{
-    const cf__shape *s = t->shape;
-    uint64_t bit = cf__slot_bit(s, bucket, slot);
-    unsigned sh = (unsigned)(bit & 63u);
-    cf__sync_word_put(t, bit >> 6, sh, s->fp_mask, fp);
-    if (sh + s->f > 64u) /* the slot's high bits are the next word's low bits */
-        cf__sync_word_put(t, (bit >> 6) + 1u, 0, s->fp_mask >> (64u - sh), fp >> (64u - sh));
-}
-
 bool cf__sync_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp)
 {
     const cf__shape *s = t->shape;
@@ -533,15 +508,15 @@ bool cf__sync_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp)
         if (!cf__put_if_free(&w.view, &w.shape, w.index, fp))
             return false;
         cf__sync_commit(t, bucket, &w);
-        t->items++;
         return true;
     }
-    /* Plain reads of the table race with nothing: only its writer writes it. */
-    int j = cf__bucket_find(t, s, bucket, 0);
+    /* A bucket of one load is read through atomic words: its 8 bytes may reach into a
+     * stripe another writer holds. Any other shape has one writer at a time, whose plain
+     * reads race with nothing. */
+    int j = s->bucket_mask ? cf__sync_bucket_find(t, bucket, 0) : cf__bucket_find(t, s, bucket, 0);
     if (j < 0)
         return false;
     cf__sync_slot_put(t, bucket, (unsigned)j, fp);
-    t->items++;
     return true;
 }
 
@@ -562,6 +537,59 @@ void cf__sync_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp
     cf__seq_begin(c);
     cf__sync_slot_put(t, bucket, slot, fp);
     cf__seq_end(c);
+}
+
+/* Spins before a waiting writer yields its processor: about as long as a holder takes
+ * for a few buckets, so that a holder that is running hands the lock on without a
+ * system call, and one that is not (more threads than cores) gets the processor. */
+#define CF__SYNC_SPINS 64u
+
+void cf__sync_wait(atomic_uint *lock)
+{
+    for (unsigned spins = 0;; spins++) {
+        unsigned v = atomic_load_explicit(lock, memory_order_relaxed);
+        if (!(v & CF__SYNC_HELD) &&
+            atomic_compare_exchange_weak_explicit(lock, &v, v | CF__SYNC_HELD, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return;
+        if (spins >= CF__SYNC_SPINS) {
+            sched_yield();
+            spins = 0;
+        }
+    }
+}
+
+void cf__sync_lock_all(cf__table *t)
+{
+    uint64_t n = cf__sync_stripes_n(t->buckets), items = t->items;
+    atomic_uint *locks = cf__sync_locks(t);
+    for (uint64_t k = 0; k < n; k++) {
+        cf__sync_lock(locks, k);
+        atomic_uint *l = &locks[k];
+        unsigned v = atomic_load_explicit(l, memory_order_relaxed);
+        items += (uint64_t)(int64_t)((int32_t)(v & ~CF__SYNC_HELD) / (int32_t)CF__SYNC_ONE_ITEM);
+        atomic_store_explicit(l, CF__SYNC_HELD, memory_order_relaxed);
+    }
+    t->items = items;
+}
+
+void cf__sync_unlock_all(const cf__table *t)
+{
+    uint64_t n = cf__sync_stripes_n(t->buckets);
+    atomic_uint *locks = cf__sync_locks(t);
+    for (uint64_t k = 0; k < n; k++)
+        cf__sync_unlock(locks, k);
+}
+
+uint64_t cf__sync_items(const cf__table *t)
+{
+    uint64_t n = cf__sync_stripes_n(t->buckets), items = t->items;
+    atomic_uint *locks = cf__sync_locks(t);
+    for (uint64_t k = 0; k < n; k++) {
+        unsigned v = atomic_load_explicit(&locks[k], memory_order_relaxed);
+        items += (uint64_t)(int64_t)((int32_t)(v & ~CF__SYNC_HELD) / (int32_t)CF__SYNC_ONE_ITEM);
+    }
+    return items;
 }
 
 void cf__sync_clear(cf__table *t)

@@ -471,7 +471,7 @@ static inline void cf__bucket_prefetch(const cf__table *t, const cf__shape *s, u
  * counter for each stripe of CF__SYNC_STRIPE_BUCKETS buckets:
  *
  *   | cf__table_size bytes | 0-7 zero bytes to a multiple of 8 | a 4-byte counter per
- *   stripe | CF__SYNC_TAIL_PAD bytes |
+ *   stripe | a 4-byte writers' lock per stripe | CF__SYNC_TAIL_PAD bytes |
  *
  * Every access to such a table's bytes that may race is an atomic access of an aligned
  * 64-bit word; a writer's plain reads race with nothing (one writer at a time; readers
@@ -496,7 +496,16 @@ static inline void cf__bucket_prefetch(const cf__table *t, const cf__shape *s, u
  * its add or delete is under way, and no other slot's bits: no section, so that readers
  * beside a writer rarely see a counter change. A semi-sorted bucket is encoded as a whole,
  * so that any change rewrites the other fingerprints' bits: every write of one is a
- * section. */
+ * section.
+ *
+ * Several writers. Each stripe also has a writers' lock (cf__sync_lock), which readers
+ * never touch. A stripe starts on a 64-bit word (256 buckets of any width are a multiple
+ * of 64 bits), so the aligned words a writer stores, each loaded and stored whole, belong
+ * to the stripes it holds, and writers of other stripes run beside it. What a writer reads
+ * beyond its stripes (a probe's 8 bytes may reach into the next) goes through atomic
+ * loads too. The lock word also counts the items its holders added less those they
+ * removed since the table's count last took them in (cf__sync_lock_all), so that writers
+ * of different stripes share no counter. */
 
 /* Buckets per stripe: a reader beside a writer retries only when the writer moves a
  * fingerprint in one of the 2 x 256 buckets around its own two, and the counters cost 4
@@ -534,6 +543,67 @@ static inline atomic_uint *cf__sync_stripe(const cf__table *t, uint64_t bucket)
     atomic_uint *c = (atomic_uint *)(void *)(t->data + cf__sync_stripes_at(t->shape, t->buckets));
     return &c[bucket >> CF__SYNC_STRIPE_SHIFT];
 }
+
+/* The writers' locks of t's stripes, one word each: bit 0 held, the bits above a count
+ * (mod 2^31) of items added less items removed by its holders since cf__sync_lock_all
+ * last took it in. */
+static inline atomic_uint *cf__sync_locks(const cf__table *t)
+{
+    return cf__sync_stripe(t, 0) + cf__sync_stripes_n(t->buckets);
+}
+
+#define CF__SYNC_HELD     1u
+#define CF__SYNC_ONE_ITEM 2u /* an item in the lock word's count */
+
+/* Take the lock of stripe `stripe` of the table whose locks are `locks` (spinning, then
+ * yielding: cf__sync_wait). */
+CF__HIDDEN void cf__sync_wait(atomic_uint *lock);
+
+static inline void cf__sync_lock(atomic_uint *locks, uint64_t stripe)
+{
+    atomic_uint *l = &locks[stripe];
+    unsigned v = atomic_load_explicit(l, memory_order_relaxed);
+    if (CF__UNLIKELY((v & CF__SYNC_HELD) ||
+                     !atomic_compare_exchange_weak_explicit(
+                         l, &v, v | CF__SYNC_HELD, memory_order_acquire, memory_order_relaxed)))
+        cf__sync_wait(l);
+}
+
+/* The lock of stripe `stripe` if no one holds it; false if someone does. */
+static inline bool cf__sync_trylock(atomic_uint *locks, uint64_t stripe)
+{
+    atomic_uint *l = &locks[stripe];
+    unsigned v = atomic_load_explicit(l, memory_order_relaxed);
+    return !(v & CF__SYNC_HELD) &&
+           atomic_compare_exchange_strong_explicit(l, &v, v | CF__SYNC_HELD, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+static inline void cf__sync_unlock(atomic_uint *locks, uint64_t stripe)
+{
+    atomic_uint *l = &locks[stripe];
+    unsigned v = atomic_load_explicit(l, memory_order_relaxed);
+    atomic_store_explicit(l, v & ~CF__SYNC_HELD, memory_order_release);
+}
+
+/* An item added to (+1) or removed from (-1) stripe `stripe`, whose lock the caller
+ * holds. */
+static inline void cf__sync_count(atomic_uint *locks, uint64_t stripe, int d)
+{
+    atomic_uint *l = &locks[stripe];
+    unsigned v = atomic_load_explicit(l, memory_order_relaxed);
+    atomic_store_explicit(l, d > 0 ? v + CF__SYNC_ONE_ITEM : v - CF__SYNC_ONE_ITEM,
+                          memory_order_relaxed);
+}
+
+/* Every stripe's lock, in order (what a writer of the whole table holds: no writer of a
+ * stripe runs beside it), with the counts of the lock words taken into t->items. */
+CF__HIDDEN void cf__sync_lock_all(cf__table *t);
+CF__HIDDEN void cf__sync_unlock_all(const cf__table *t);
+
+/* t->items with the counts of the lock words added, read without their locks: exact when
+ * no writer of a stripe runs. */
+CF__HIDDEN uint64_t cf__sync_items(const cf__table *t);
 
 static inline _Atomic uint64_t *cf__sync_words(const cf__table *t)
 {
@@ -608,6 +678,63 @@ static inline uint64_t cf__sync_bucket_word(const cf__table *t, uint64_t bit, ui
     return (cf__sync_word_at(t, bit >> 3) >> (bit & 7u)) & mask;
 }
 
+/* cf__bucket_find of a synchronized table whose bucket is one load (s->bucket_mask, as
+ * every shape a writer shares with others has), read through atomic words. */
+static inline int cf__sync_bucket_find(const cf__table *t, uint64_t bucket, uint32_t fp)
+{
+    const cf__shape *s = t->shape;
+    uint64_t w = cf__sync_bucket_word(t, bucket * s->bucket_bits, s->bucket_mask);
+    if (s->semi) {
+        unsigned m = cf__semi_match1_word(s, w, fp);
+        return m ? (int)cf__ctz64(m) : -1;
+    }
+    uint64_t m = cf__lanes_equal(s, w, fp);
+    return m ? (int)(cf__ctz64(m) / s->f) : -1;
+}
+
+/* Slot `slot` of bucket `bucket` (for a semi-sorted one, in ascending order) of a
+ * synchronized table whose bucket is one load, read through atomic words. */
+static inline uint32_t cf__sync_slot_get(const cf__table *t, uint64_t bucket, unsigned slot)
+{
+    const cf__shape *s = t->shape;
+    uint64_t w = cf__sync_bucket_word(t, bucket * s->bucket_bits, s->bucket_mask);
+    if (s->semi) {
+        unsigned sw = s->f - CF__SEMI_PREFIX_BITS;
+        unsigned pre = cf__semi_prefixes[w & CF__SEMI_CODE_MASK];
+        return (uint32_t)((pre >> (CF__SEMI_PREFIX_BITS * slot)) & CF__SEMI_PREFIX_MASK) << sw |
+               (uint32_t)((w >> (CF__SEMI_CODE_BITS + sw * slot)) & ((UINT64_C(1) << sw) - 1u));
+    }
+    return (uint32_t)((w >> (slot * s->f)) & s->fp_mask);
+}
+
+/* The bits `mask << sh` of aligned word k of t set to v, the other bits written back as
+ * they were (the caller is the table's only writer). */
+static inline void cf__sync_word_put(cf__table *t, uint64_t k, unsigned sh, uint64_t mask,
+                                     uint64_t v)
+{
+    _Atomic uint64_t *w = cf__sync_words(t) + k;
+    uint8_t b[8];
+    cf__store_le64(b, atomic_load_explicit(w, memory_order_relaxed));
+    uint64_t x = (cf__load_le64(b) & ~(mask << sh)) | (v << sh);
+    cf__store_le64(b, x);
+    uint64_t raw;
+    memcpy(&raw, b, sizeof raw);
+    atomic_store_explicit(w, raw, memory_order_relaxed);
+}
+
+/* Slot `slot` of bucket `bucket` of t (not semi-sorted) set to fp: the one or two aligned
+ * words that hold its bits, each stored whole, the bits of every other slot as they
+ * were. A reader that loads a word before or after sees the other slots the same. */
+static inline void cf__sync_slot_put(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp)
+{
+    const cf__shape *s = t->shape;
+    uint64_t bit = cf__slot_bit(s, bucket, slot);
+    unsigned sh = (unsigned)(bit & 63u);
+    cf__sync_word_put(t, bit >> 6, sh, s->fp_mask, fp);
+    if (sh + s->f > 64u) /* the slot's high bits are the next word's low bits */
+        cf__sync_word_put(t, (bit >> 6) + 1u, 0, s->fp_mask >> (64u - sh), fp >> (64u - sh));
+}
+
 /* Copies of fp in buckets i1 and i2 of synchronized table t (one bucket if they are the
  * same), read until both stripes were still, and even, across the reads. With stop_at_one
  * it returns as soon as it finds one copy, without that check (a copy it saw is one the
@@ -615,20 +742,50 @@ static inline uint64_t cf__sync_bucket_word(const cf__table *t, uint64_t bit, ui
 CF__HIDDEN unsigned cf__sync_pair_count(const cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
                                         bool stop_at_one);
 
-/* The writes of a synchronized table (table.c): cf__put_if_free and cf__slot_set through
- * aligned atomic words, moves as sections (see above), and every slot cleared bucket by
- * bucket, each a section, so that a reader sees each bucket before or after. */
+/* The writes of a synchronized table (table.c): cf__put_if_free (which leaves the item
+ * counts to its caller) and cf__slot_set through aligned atomic words, moves as sections (see
+ * above), and every slot cleared bucket by bucket, each a section, so that a reader sees each
+ * bucket before or after. */
 CF__HIDDEN bool cf__sync_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp);
 CF__HIDDEN void cf__sync_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp);
 CF__HIDDEN void cf__sync_clear(cf__table *t);
+
+/* Slot `slot` of bucket `bucket` emptied (a delete: no section, see above); inline for
+ * plain slots. */
+static inline void cf__sync_slot_clear(cf__table *t, uint64_t bucket, unsigned slot)
+{
+    if (t->shape->semi)
+        cf__sync_slot_set(t, bucket, slot, 0);
+    else
+        cf__sync_slot_put(t, bucket, slot, 0);
+}
+
+/* cf__sync_put_if_free, inline for a shape of one-load buckets of plain slots (s->swar):
+ * the bucket read once through atomic words, its first free slot written. */
+static inline bool cf__sync_put(cf__table *t, uint64_t bucket, uint32_t fp)
+{
+    const cf__shape *s = t->shape;
+    if (!s->swar)
+        return cf__sync_put_if_free(t, bucket, fp);
+    uint64_t w = cf__sync_bucket_word(t, bucket * s->bucket_bits, s->bucket_mask);
+    uint64_t empty = cf__lanes_equal(s, w, 0);
+    if (!empty)
+        return false;
+    cf__sync_slot_put(t, bucket, (unsigned)(cf__ctz64(empty) / s->f), fp);
+    return true;
+}
 
 /* The writes of the library's slow paths, in the table's mode: a plain table's directly,
  * a synchronized one's as above. Tables no reader can see yet (a sub-filter being made)
  * or that readers may not run beside (compaction) take the plain writes. */
 static inline bool cf__table_put(cf__table *t, uint64_t bucket, uint32_t fp)
 {
-    if (CF__UNLIKELY(t->shape->sync))
-        return cf__sync_put_if_free(t, bucket, fp);
+    if (CF__UNLIKELY(t->shape->sync)) {
+        if (!cf__sync_put_if_free(t, bucket, fp))
+            return false;
+        t->items++;
+        return true;
+    }
     return cf__put_if_free(t, t->shape, bucket, fp);
 }
 

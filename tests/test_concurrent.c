@@ -10,7 +10,13 @@
  *   threads add and delete keys of their own at high load, forcing evictions, growth and
  *   the stash: no lookup may miss a stable key. Then each writer's own model of what it
  *   holds is checked against the filter (every key found, the item count exact).
- *   CF_TEST_SCALE scales the lookups (50: over 10^8). make test runs it under TSan too.
+ *   CF_TEST_SCALE scales the lookups (50: over 10^8; 500: over 10^9). make test runs it
+ *   under TSan too.
+ * - Writers together: more writer threads than cores, each adding keys of its own into
+ *   one filter until it is near full (they hold stripes, not the lock, and are preempted
+ *   holding them), then deleting half, all of them adding one shared list of keys with
+ *   cf_add_unique (each key must be added once, by one of them): every key held found,
+ *   every count exact.
  */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
 
@@ -566,11 +572,124 @@ static void test_growth_beside_readers(void)
     CHECK(grown >= cft_scaled(GROWTH_ROUNDS) * (GROWTH_MAX_TABLES - 1));
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Writers together                                                                      */
+/* ------------------------------------------------------------------------------------ */
+
+#define TOGETHER_WRITERS 4u    /* more than the 2 cores CI has */
+#define TOGETHER_KEYS    6000u /* each writer's own */
+#define TOGETHER_SHARED  3000u /* the list every writer adds with cf_add_unique */
+
+typedef struct together {
+    cf_filter *f;
+    uint64_t stream, shared_stream;
+    atomic_uint *added_by; /* per shared key: the writers whose cf_add_unique added it */
+    uint64_t added, deleted, failed, unique_bad;
+} together;
+
+static void *together_writer(void *p)
+{
+    together *a = p;
+    uint8_t key[CFT_KEY_MAX];
+    for (uint64_t id = 0; id < TOGETHER_KEYS; id++) {
+        size_t len = cft_key(key, a->stream, id);
+        a->failed += cf_add(a->f, key, len) != CF_OK;
+        /* every other time one of the shared list, in the same order as the other writers,
+         * which are adding it at about the same moment */
+        if (id % 2 == 0) {
+            uint64_t sid = id / 2 % TOGETHER_SHARED;
+            len = cft_key(key, a->shared_stream, sid);
+            cf_status st = cf_add_unique(a->f, key, len);
+            if (st == CF_OK)
+                atomic_fetch_add(&a->added_by[sid], 1u);
+            a->unique_bad += st != CF_OK && st != CF_EXISTS;
+        }
+    }
+    a->added = TOGETHER_KEYS;
+    for (uint64_t id = 0; id < TOGETHER_KEYS; id += 2) {
+        size_t len = cft_key(key, a->stream, id);
+        a->failed += cf_delete(a->f, key, len) != CF_OK;
+        a->deleted++;
+    }
+    return NULL;
+}
+
+static void together_run(const char *label, cf_config c)
+{
+    cft_context("writers together %s", label);
+    c.flags |= CF_CONCURRENT;
+    cf_filter *f = cft_new(c);
+    if (!CHECK(f))
+        return;
+    together a[TOGETHER_WRITERS];
+    pthread_t t[TOGETHER_WRITERS];
+    uint64_t shared_stream = cft_subseed(90);
+    atomic_uint *added_by = calloc(TOGETHER_SHARED, sizeof *added_by);
+    if (!CHECK(added_by)) {
+        cf_free(f);
+        return;
+    }
+    for (unsigned i = 0; i < TOGETHER_WRITERS; i++) {
+        a[i] = (together){.f = f,
+                          .stream = cft_subseed(91 + i),
+                          .shared_stream = shared_stream,
+                          .added_by = added_by};
+        CHECK(pthread_create(&t[i], NULL, together_writer, &a[i]) == 0);
+    }
+    uint64_t held = 0;
+    for (unsigned i = 0; i < TOGETHER_WRITERS; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ_U(a[i].failed, 0);
+        CHECK_EQ_U(a[i].unique_bad, 0);
+        held += a[i].added - a[i].deleted;
+    }
+    /* A shared key is added by one writer at most (its check and its put are one step for
+     * the others; another key's false positive may have kept it out), and found if so. */
+    uint64_t unique_ok = 0;
+    uint8_t key[CFT_KEY_MAX];
+    for (uint64_t sid = 0; sid < TOGETHER_SHARED; sid++) {
+        unsigned n = atomic_load(&added_by[sid]);
+        CHECK(n <= 1);
+        size_t len = cft_key(key, shared_stream, sid);
+        if (n)
+            CHECK(cf_contains(f, key, len));
+        unique_ok += n;
+    }
+    free(added_by);
+    cf_stats st = cft_stats(f);
+    printf("  writers together %s: %u writers, %llu held, %llu shared, load %.3f, %u sub-filters\n",
+           label, TOGETHER_WRITERS, (unsigned long long)held, (unsigned long long)unique_ok,
+           st.load_factor, (unsigned)st.sub_filters);
+    CHECK_EQ_U(st.items, held + unique_ok);
+    for (unsigned i = 0; i < TOGETHER_WRITERS; i++)
+        for (uint64_t id = 1; id < TOGETHER_KEYS; id += 2) {
+            size_t len = cft_key(key, a[i].stream, id);
+            CHECK(cf_contains(f, key, len));
+        }
+    cf_free(f);
+}
+
+static void test_writers_together(void)
+{
+    const uint64_t keys = TOGETHER_WRITERS * TOGETHER_KEYS + TOGETHER_SHARED;
+    /* Fixed, sized for all of them (about 95 % at the peak): evictions all the time. */
+    together_run("12/4", (cf_config){.capacity = keys, .fingerprint_bits = 12, .bucket_size = 4});
+    together_run("semi-sorted 13/4", (cf_config){.capacity = keys,
+                                                 .fingerprint_bits = 13,
+                                                 .bucket_size = 4,
+                                                 .flags = CF_SEMI_SORT});
+    /* Too small: it grows while the writers write, which then take the lock. */
+    together_run("growing", (cf_config){.capacity = keys / 8, .expansion = 2});
+    /* A shape whose writers always take the lock. */
+    together_run("13/4", (cf_config){.capacity = keys, .fingerprint_bits = 13, .bucket_size = 4});
+}
+
 int main(void)
 {
     cft_init("test_concurrent");
     test_differential();
     test_stress();
     test_growth_beside_readers();
+    test_writers_together();
     return cft_finish();
 }

@@ -7,11 +7,12 @@
  *
  * Threads: a filter is made with CF_CONCURRENT unless concurrent=False (the constructor,
  * load, from_bytes, from_chunks; copies and pickles keep it), so the batch calls release
- * the GIL while the library works (lookups take no lock there, writers serialize on the
- * filter's own), and any thread may call anything at any time. A batch's keys are hashed
- * with the GIL held, as they are read; the library then probes or inserts the hashes. A
- * filter made with concurrent=False keeps the GIL in every call, which serializes them; a
- * memory-mapped one (open()) never changes, so its lookups release the GIL too.
+ * the GIL while the library works (lookups take no lock there, writers hold only the
+ * stripes of the buckets they write), and any thread may call anything at any time. A
+ * batch's keys are hashed with the GIL held, as they are read; the library then probes
+ * or inserts the hashes. A filter made with concurrent=False keeps the GIL in every call,
+ * which serializes them; a memory-mapped one (open()) never changes, so its lookups
+ * release the GIL too.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -811,7 +812,7 @@ static PyObject *pycf_add_many(pycf_filter *self, PyObject *keys)
         Py_ssize_t count = pycf_batch_chunk(b, self->f, i);
         if (count <= 0)
             break;
-        /* A concurrent filter's writers serialize on its own lock. */
+        /* A concurrent filter's writers run beside each other (stripe locks). */
         PyThreadState *ts = self->concurrent ? PyEval_SaveThread() : NULL;
         added += b->is_u64 ? cf_add_keys(self->f, b->keys, b->lens, (size_t)count, 0, status)
                            : cf_add_many(self->f, b->hashes, (size_t)count, 0, status);
