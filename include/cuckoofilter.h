@@ -186,9 +186,9 @@ typedef struct cf_config {
  * again when a writer changed what they read. A key whose add returned before a lookup
  * began, and whose delete has not begun, is found, also while inserts move it or the
  * filter grows. Writers run beside each other too: while the filter has one sub-filter
- * and an empty stash, an add or a delete of a shape with code of its own (b = 4 with 8-,
- * 12- or 16-bit fingerprints, b = 2 or 8 with some, semi-sorted 9 or 13: see docs) holds
- * only the stripes of 256 buckets it writes, an eviction too; anything else (growth, the
+ * and an empty stash, an add or a delete of a shape with code of its own (b = 4 or 2
+ * with 8-, 12- or 16-bit fingerprints, 8/8, semi-sorted 9/4 and 13/4) holds only the
+ * stripes of 256 buckets it writes, an eviction too; anything else (growth, the
  * stash, other shapes, a unique add whose buckets are full) takes the filter's own lock
  * (a mutex), which also holds every stripe. cf_add_unique and CF_ADD_UNIQUE check and add
  * as one step. cf_get_stats, cf_serialize, cf_save and the chunk dump take that lock to

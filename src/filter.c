@@ -1121,7 +1121,7 @@ bool cf__path_commit(cf__table *t, const cf__search *z, uint32_t fp)
     for (uint32_t cur = z->end; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
         uint64_t from = q[q[cur].parent].bucket;
         uint32_t v = cf__sync_slot_get(t, from, q[cur].slot);
-        if (v == 0 || cf__alt_of0(t, from, v) != q[cur].bucket)
+        if (v == 0 || cf__alt_of0(t, from, v) != q[cur].bucket || n == CF__PATH_MAX)
             return false;
         moved[n++] = v;
     }

@@ -581,17 +581,6 @@ void cf__sync_unlock_all(const cf__table *t)
         cf__sync_unlock(locks, k);
 }
 
-uint64_t cf__sync_items(const cf__table *t)
-{
-    uint64_t n = cf__sync_stripes_n(t->buckets), items = t->items;
-    atomic_uint *locks = cf__sync_locks(t);
-    for (uint64_t k = 0; k < n; k++) {
-        unsigned v = atomic_load_explicit(&locks[k], memory_order_relaxed);
-        items += (uint64_t)(int64_t)((int32_t)(v & ~CF__SYNC_HELD) / (int32_t)CF__SYNC_ONE_ITEM);
-    }
-    return items;
-}
-
 void cf__sync_clear(cf__table *t)
 {
     /* Bucket by bucket, each under its stripe's counter: a reader sees every bucket

@@ -601,10 +601,6 @@ static inline void cf__sync_count(atomic_uint *locks, uint64_t stripe, int d)
 CF__HIDDEN void cf__sync_lock_all(cf__table *t);
 CF__HIDDEN void cf__sync_unlock_all(const cf__table *t);
 
-/* t->items with the counts of the lock words added, read without their locks: exact when
- * no writer of a stripe runs. */
-CF__HIDDEN uint64_t cf__sync_items(const cf__table *t);
-
 static inline _Atomic uint64_t *cf__sync_words(const cf__table *t)
 {
     return (_Atomic uint64_t *)(void *)t->data;
@@ -708,7 +704,7 @@ static inline uint32_t cf__sync_slot_get(const cf__table *t, uint64_t bucket, un
 }
 
 /* The bits `mask << sh` of aligned word k of t set to v, the other bits written back as
- * they were (the caller is the table's only writer). */
+ * they were (the caller holds the word's stripe: no other writer writes it). */
 static inline void cf__sync_word_put(cf__table *t, uint64_t k, unsigned sh, uint64_t mask,
                                      uint64_t v)
 {
