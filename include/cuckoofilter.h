@@ -199,8 +199,8 @@ typedef struct cf_config {
  * again after them, each bucket through the aligned 64-bit words that hold it (b = 4: 2.1
  * times the instructions with 12-bit fingerprints, whose 6-byte buckets straddle words;
  * 1.5 times with 16-bit ones, read with one load each, the fastest beside writers);
- * writes take stripe locks and store whole aligned words (12/4: adds about 2.5 times the
- * instructions, deletes 3.3); the counters and locks take 8 bytes per 256 buckets. A
+ * writes take stripe locks and store whole aligned words (12/4: adds about 2.7 times the
+ * instructions, deletes 3.5); the counters and locks take 8 bytes per 256 buckets. A
  * count beside writers counts every copy whose add returned and whose delete has not
  * begun, and may count one a writer is adding or deleting. */
 #define CF_CONCURRENT      8u
