@@ -27,9 +27,24 @@
 /* Shared state, lock                                                                   */
 /* ------------------------------------------------------------------------------------ */
 
+/* The planning memories of a filter whose first sub-filter has `buckets` of shape s. */
+static unsigned cf__cc_nplans(const cf__shape *s, uint64_t buckets)
+{
+    size_t n = cf__table_size(s, buckets) / CF__CC_PLAN_TABLE;
+    return n < CF__CC_PLANS ? (unsigned)n : CF__CC_PLANS;
+}
+
+/* The shared state's block: the struct, aligned (one of its lines is the lookups' own),
+ * then its planning memories. */
+static size_t cf__cc_block_bytes(unsigned nplans)
+{
+    return sizeof(struct cf__cc) + CF__CC_ISOLATE - 1u + nplans * sizeof(cf__cc_plan);
+}
+
 struct cf__cc *cf__cc_new(cf_filter *f)
 {
-    void *block = cf__malloc(f, sizeof(struct cf__cc) + CF__CC_ISOLATE - 1u);
+    unsigned nplans = cf__cc_nplans(f->t0.shape, f->t0.buckets);
+    void *block = cf__malloc(f, cf__cc_block_bytes(nplans));
     if (!block)
         return NULL;
     uintptr_t at = ((uintptr_t)block + CF__CC_ISOLATE - 1u) & ~(uintptr_t)(CF__CC_ISOLATE - 1u);
@@ -45,6 +60,15 @@ struct cf__cc *cf__cc_new(cf_filter *f)
     cc->buckets0 = 0;
     cc->shape0 = NULL;
     cc->par = false;
+    cc->nplans = nplans;
+    cc->plans = (cf__cc_plan *)(void *)(cc + 1);
+    for (unsigned k = 0; k < nplans; k++) {
+        cf__cc_plan *p = &cc->plans[k];
+        atomic_init(&p->busy, 0u);
+        memset(p->marks, 0, sizeof p->marks);
+        p->z = (cf__search){
+            .queue = p->queue, .marks = p->marks, .shift = 64u - CF__CC_PLAN_MARK_BITS, .gen = 0};
+    }
     cc->locked = false;
     cc->all_held = false;
     cc->nretired = 0;
@@ -71,9 +95,9 @@ void cf__cc_free(cf_filter *f, struct cf__cc *cc)
     cf__mfree(f, cc->block);
 }
 
-size_t cf__cc_fixed_bytes(void)
+size_t cf__cc_fixed_bytes(const cf__shape *s, uint64_t buckets)
 {
-    return sizeof(struct cf__cc) + CF__CC_ISOLATE - 1u + CF__STASH_SLOTS * sizeof(cf__stash);
+    return cf__cc_block_bytes(cf__cc_nplans(s, buckets)) + CF__STASH_SLOTS * sizeof(cf__stash);
 }
 
 bool cf__cc_retire(cf_filter *f, void *array)

@@ -31,6 +31,26 @@
  * allocation has the room to align it), and the lock starts at the next. */
 #define CF__CC_ISOLATE 128u
 
+/* Planning searches' memory a concurrent filter keeps (cf__cc_evict): a plan then
+ * searches with its whole budget at once and clears its visited set by generation, as
+ * cf__evict's own memory does, instead of starting small and over, clearing a set each
+ * time. One per CF__CC_PLAN_TABLE bytes of the first sub-filter (16.5 KiB each: 1.6 % of
+ * that), up to CF__CC_PLANS, for as many writers evicting at once; a writer that finds
+ * each busy plans on its stack. */
+#define CF__CC_PLANS      4u
+#define CF__CC_PLAN_TABLE ((size_t)1 << 20)
+
+#define CF__CC_PLAN_MARK_BITS 10u /* log2 of the marks: twice the nodes */
+_Static_assert((1u << CF__CC_PLAN_MARK_BITS) == 2u * CF__PLAN_NODES,
+               "a plan's visited set has twice its nodes' entries");
+
+typedef struct cf__cc_plan {
+    _Alignas(64) atomic_uint busy; /* taken by a writer (exchange, acquire) */
+    cf__search z;
+    cf__node queue[CF__PLAN_NODES];
+    cf__mark marks[1u << CF__CC_PLAN_MARK_BITS];
+} cf__cc_plan;
+
 struct cf__cc {
     /* What a lookup of the simple state reads besides its buckets: `meta` (see
      * CF__CC_META_*), which only the stash and growth change, and copies of the first
@@ -46,6 +66,8 @@ struct cf__cc {
      * (locked.c): a shape the planning search reads through atomic words (cf__plan), in
      * the library's own layout. Else every writer takes the lock. */
     bool par;
+    unsigned nplans; /* planning memory, in this struct's block */
+    cf__cc_plan *plans;
     /* The writers' lock: a mutex, which puts a waiting writer to sleep (a spin lock that
      * hands the lock on in turn stalls whenever the next in line is not running, as with
      * more threads than cores). Every write changes it; no lookup reads it. */
@@ -72,5 +94,26 @@ static inline cf__table cf__cc_table0(const struct cf__cc *cc)
 {
     return (cf__table){.data = cc->data0, .buckets = cc->buckets0, .shape = cc->shape0};
 }
+
+/* Is the filter in the state writers of stripes may write? Read before each write: a
+ * change of state is made under every stripe, so a writer that then takes one sees it. */
+static inline bool cf__cc_par(const struct cf__cc *cc)
+{
+    unsigned m = atomic_load_explicit((atomic_uint *)(uintptr_t)&cc->meta, memory_order_acquire);
+    return cc->par && !(m & CF__CC_META_NOT_SIMPLE);
+}
+
+/* The writers of concurrent filters. fast.c has the writers of stripes for each shape:
+ * an add's puts and a delete, under their stripes (cf__sync_put_t,
+ * cf__sync_pair_remove_t). locked.c has the rest: an eviction beside other writers
+ * (cf__cc_evict: true if made, its item counted; false if the add needs the lock; the
+ * stripes `held`, nh of them, are the caller's), and the writes under the lock. */
+CF__HIDDEN bool cf__cc_evict(const cf_filter *f, cf__table *t, const uint64_t pair[2], uint32_t fp,
+                             const uint64_t *held, unsigned nh);
+CF__HIDDEN cf_status cf__cc_add_locked(cf_filter *f, uint64_t h, bool unique);
+/* The rest of an add whose buckets i1 and i2 were full: cf__cc_evict, else the lock. */
+CF__HIDDEN cf_status cf__cc_add_full(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
+                                     uint64_t i2);
+CF__HIDDEN cf_status cf__cc_del_locked(cf_filter *f, uint64_t h);
 
 #endif /* CF_CONCURRENT_H */

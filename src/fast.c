@@ -378,19 +378,204 @@ static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__sour
     }
 }
 
-/* A keyed call of operation OP (a hashed one of this shape): 8-byte keys hashed inline,
+/* Writers of stripes (concurrent.h; locked.c has the argument). Constant widths only: a
+ * shape read at run time is no cc->par shape, and its writers take the lock. Each
+ * template has two forms. The first takes its stripes only if they are free, else calls
+ * the second (WAIT), which waits for them: the first then calls nothing it must come back
+ * from, and keeps its values in registers it need not save. */
+
+/* A stripe's lock taken: waiting (in ascending order, when the caller takes several), or
+ * only if it is free. */
+static CF__INLINE bool cf__stripe_take(atomic_uint *locks, uint64_t stripe, bool WAIT)
+{
+    if (!WAIT)
+        return cf__sync_trylock(locks, stripe);
+    cf__sync_lock(locks, stripe);
+    return true;
+}
+
+/* The add of key h, whose fingerprint is fp and whose buckets in the first sub-filter are
+ * i1 and i2, while cf__cc_par held when it began: each bucket's stripe taken in turn for
+ * a put, which needs no other (half the lock words a pair takes, and they are what
+ * writers of other buckets share most), then an eviction, else the lock (locked.c). Each
+ * put checks the state once it holds its stripe. */
+static CF__INLINE cf_status cf__cc_add_at_t(cf_filter *f, const struct cf__cc *cc, uint64_t h,
+                                            uint32_t fp, uint64_t i1, uint64_t i2, bool WAIT,
+                                            cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
+                                            unsigned B)
+{
+    cf__table t = cf__cc_table0(cc);
+    atomic_uint *locks = cc->locks0;
+    uint64_t i[2] = {i1, i2};
+    for (unsigned w = 0; w < 2; w++) {
+        uint64_t stripe = i[w] >> CF__SYNC_STRIPE_SHIFT;
+        if (!cf__stripe_take(locks, stripe, WAIT))
+            return wait(f, h);
+        if (CF__UNLIKELY(!cf__cc_par(cc))) {
+            cf__sync_unlock(locks, stripe);
+            return cf__cc_add_locked(f, h, false);
+        }
+        bool put = cf__sync_put_t(&t, &cc->stripes0[stripe], i[w], fp, F, B);
+        cf__sync_unlock_n(locks, stripe, put);
+        if (put)
+            return CF_OK;
+    }
+    return cf__cc_add_full(f, h, fp, i1, i2);
+}
+
+static CF__INLINE cf_status cf__cc_add_t(cf_filter *f, uint64_t h, bool WAIT,
+                                         cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
+                                         unsigned B)
+{
+    const struct cf__cc *cc = cf__cc_of(f);
+    if (!F || !cf__cc_par(cc))
+        return cf__cc_add_locked(f, h, false);
+    cf__key k = cf__key0_t(f, h, F);
+    uint64_t i1, i2;
+    cf__buckets0(&(cf__table){.buckets = cc->buckets0}, &k, &i1, &i2);
+    return cf__cc_add_at_t(f, cc, h, k.fp, i1, i2, WAIT, wait, F, B);
+}
+
+/* A unique add: its pair's stripes held across its check and its put, or its eviction,
+ * which takes the path's other stripes without waiting. */
+static CF__INLINE cf_status cf__cc_add_unique_at_t(cf_filter *f, const struct cf__cc *cc,
+                                                   uint64_t h, uint32_t fp, uint64_t i1,
+                                                   uint64_t i2, unsigned F, unsigned B)
+{
+    cf__table t = cf__cc_table0(cc);
+    atomic_uint *locks = cc->locks0;
+    uint64_t a = i1 >> CF__SYNC_STRIPE_SHIFT, b = i2 >> CF__SYNC_STRIPE_SHIFT;
+    uint64_t st[2] = {a < b ? a : b, a < b ? b : a}, pair[2] = {i1, i2};
+    unsigned n = 1u + (a != b);
+    for (unsigned k = 0; k < n; k++)
+        cf__sync_lock(locks, st[k]);
+    int r = -1; /* -1: the lock's */
+    if (cf__cc_par(cc)) {
+        uint64_t w1 = cf__sync_fast_word(&t, i1, cf__bucket_bytes_t(F, B));
+        uint64_t w2 = cf__sync_fast_word(&t, i2, cf__bucket_bytes_t(F, B));
+        if (cf__word_match_t(w1, fp, F, B) | cf__word_match_t(w2, fp, F, B))
+            r = CF_EXISTS;
+        for (unsigned w = 0; w < 2 && r < 0; w++) {
+            uint64_t stripe = pair[w] >> CF__SYNC_STRIPE_SHIFT;
+            if (cf__sync_put_t(&t, &cc->stripes0[stripe], pair[w], fp, F, B)) {
+                cf__sync_count(locks, stripe, +1);
+                r = CF_OK;
+            }
+        }
+        if (r < 0 && cf__cc_evict(f, &t, pair, fp, st, n))
+            r = CF_OK;
+    }
+    for (unsigned k = n; k-- > 0;)
+        cf__sync_unlock(locks, st[k]);
+    return r >= 0 ? (cf_status)r : cf__cc_add_locked(f, h, true);
+}
+
+/* A delete beside other writers: both stripes held, the slot chosen as the fast delete
+ * would choose it. */
+static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
+                                            cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
+                                            unsigned B)
+{
+    const struct cf__cc *cc = cf__cc_of(f);
+    if (!F || !cf__cc_par(cc))
+        return cf__cc_del_locked(f, h);
+    cf__table t = cf__cc_table0(cc);
+    atomic_uint *locks = cc->locks0;
+    cf__key k = cf__key0_t(f, h, F);
+    uint64_t i1, i2;
+    cf__buckets0(&t, &k, &i1, &i2);
+    uint64_t s1 = i1 >> CF__SYNC_STRIPE_SHIFT, s2 = i2 >> CF__SYNC_STRIPE_SHIFT;
+    if (WAIT) { /* in ascending order */
+        cf__sync_lock(locks, s1 < s2 ? s1 : s2);
+        if (s1 != s2)
+            cf__sync_lock(locks, s1 < s2 ? s2 : s1);
+    } else if (!cf__sync_trylock(locks, s1)) {
+        return wait(f, h);
+    } else if (s1 != s2 && !cf__sync_trylock(locks, s2)) {
+        cf__sync_unlock(locks, s1);
+        return wait(f, h);
+    }
+    bool simple = cf__cc_par(cc);
+    unsigned from = simple ? cf__sync_pair_remove_t(&t, cc->stripes0, i1, i2, k.fp, F, B) : 0;
+    /* the item removed is counted in its bucket's stripe, with that stripe's unlock */
+    int d1 = -(from == 1), d2 = -(from == 2);
+    if (s1 != s2)
+        cf__sync_unlock_n(locks, s2, d2);
+    else
+        d1 += d2;
+    cf__sync_unlock_n(locks, s1, d1);
+    if (CF__UNLIKELY(!simple))
+        return cf__cc_del_locked(f, h);
+    return from ? CF_OK : CF_NOT_FOUND;
+}
+
+/* Batched adds of a concurrent filter: each key as a single add (writers of other
+ * stripes run between them, and CF_ADD_UNIQUE's check and its insert are one step for
+ * them), with the buckets and stripe locks of the key CF__AHEAD places further fetched
+ * meanwhile. A key's buckets in the first sub-filter never change: one staged before a
+ * growth is placed by the lock, anew. */
+static CF__INLINE size_t cf__cc_add_many_t(cf_filter *f, const uint64_t *hashes, size_t n,
+                                           unsigned flags, cf_status *status,
+                                           cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
+                                           unsigned B)
+{
+    const bool unique = (flags & CF_ADD_UNIQUE) != 0;
+    const struct cf__cc *cc = cf__cc_of(f);
+    size_t added = 0;
+    if (!F) {
+        for (size_t j = 0; j < n; j++) {
+            cf_status st = cf__cc_add_locked(f, hashes[j], unique);
+            added += st == CF_OK;
+            if (status)
+                status[j] = st;
+        }
+        return added;
+    }
+    cf__table t = cf__cc_table0(cc);
+    uint64_t i1[CF__AHEAD], i2[CF__AHEAD];
+    uint32_t fp[CF__AHEAD];
+    for (size_t j = 0; j < n + CF__AHEAD; j++) {
+        if (j >= CF__AHEAD) {
+            size_t p = j - CF__AHEAD, x = p % CF__AHEAD;
+            cf_status st;
+            if (!cf__cc_par(cc))
+                st = cf__cc_add_locked(f, hashes[p], unique);
+            else if (unique)
+                st = cf__cc_add_unique_at_t(f, cc, hashes[p], fp[x], i1[x], i2[x], F, B);
+            else
+                st = cf__cc_add_at_t(f, cc, hashes[p], fp[x], i1[x], i2[x], false, wait, F, B);
+            added += st == CF_OK;
+            if (status)
+                status[p] = st;
+        }
+        if (j < n) {
+            size_t x = j % CF__AHEAD;
+            cf__key k = cf__key0_t(f, hashes[j], F);
+            cf__buckets0(&t, &k, &i1[x], &i2[x]);
+            fp[x] = k.fp;
+            cf__prefetch_t(&t, t.shape, i1[x], true, F, B);
+            cf__prefetch_t(&t, t.shape, i2[x], true, F, B);
+            CF__PREFETCH(&cc->locks0[i1[x] >> CF__SYNC_STRIPE_SHIFT], 1);
+            CF__PREFETCH(&cc->locks0[i2[x] >> CF__SYNC_STRIPE_SHIFT], 1);
+        }
+    }
+    return added;
+}
+
+/* A keyed call of operation OP (a hashed one of this shape, the template's arguments
+ * after the hash given): 8-byte keys hashed inline,
  * every other length in a function of its own, reached by a tail call. The 8-byte path
  * then keeps nothing across a call (no callee-saved register to push and pop), which a
  * shared path with the out-of-line hash of other lengths needed. */
-#define CF__KEYED(RET, CONST, OP, SHAPE, F, B)                                                     \
+#define CF__KEYED(RET, CONST, OP, SHAPE, ...)                                                      \
     static CF__NOINLINE RET OP##_key_any_##SHAPE(CONST cf_filter *f, const void *key, size_t len)  \
     {                                                                                              \
-        return OP##_t(f, cf__hash_key(f, key, len), F, B);                                         \
+        return OP##_t(f, cf__hash_key(f, key, len), __VA_ARGS__);                                  \
     }                                                                                              \
     static RET OP##_key_##SHAPE(CONST cf_filter *f, const void *key, size_t len)                   \
     {                                                                                              \
         if (CF__LIKELY(len == 8))                                                                  \
-            return OP##_t(f, cf__xxh3_8(key, f->k8), F, B);                                        \
+            return OP##_t(f, cf__xxh3_8(key, f->k8), __VA_ARGS__);                                 \
         return OP##_key_any_##SHAPE(f, key, len);                                                  \
     }
 
@@ -442,6 +627,29 @@ static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__sour
                                          unsigned flags, cf_status *status)                        \
     {                                                                                              \
         return cf__add_many_t(f, hashes, n, flags, status, F, B);                                  \
+    }                                                                                              \
+    static CF__NOINLINE cf_status cf__cc_add_wait_##F##_##B(cf_filter *f, uint64_t h)              \
+    {                                                                                              \
+        return cf__cc_add_t(f, h, true, NULL, F, B);                                               \
+    }                                                                                              \
+    static cf_status cf__cc_add_##F##_##B(cf_filter *f, uint64_t h)                                \
+    {                                                                                              \
+        return cf__cc_add_t(f, h, false, cf__cc_add_wait_##F##_##B, F, B);                         \
+    }                                                                                              \
+    CF__KEYED(cf_status, , cf__cc_add, F##_##B, false, cf__cc_add_wait_##F##_##B, F, B)            \
+    static CF__NOINLINE cf_status cf__cc_delete_wait_##F##_##B(cf_filter *f, uint64_t h)           \
+    {                                                                                              \
+        return cf__cc_delete_t(f, h, true, NULL, F, B);                                            \
+    }                                                                                              \
+    static cf_status cf__cc_delete_##F##_##B(cf_filter *f, uint64_t h)                             \
+    {                                                                                              \
+        return cf__cc_delete_t(f, h, false, cf__cc_delete_wait_##F##_##B, F, B);                   \
+    }                                                                                              \
+    CF__KEYED(cf_status, , cf__cc_delete, F##_##B, false, cf__cc_delete_wait_##F##_##B, F, B)      \
+    static size_t cf__cc_add_many_##F##_##B(cf_filter *f, const uint64_t *hashes, size_t n,        \
+                                            unsigned flags, cf_status *status)                     \
+    {                                                                                              \
+        return cf__cc_add_many_t(f, hashes, n, flags, status, cf__cc_add_wait_##F##_##B, F, B);    \
     }
 CF__FNS(0, 0)          /* CF__KIND_GENERIC: widths from the shape */
 CF__FNS(0, CF__SEMI_B) /* CF__KIND_SEMI: semi-sorted, widths from the shape */
@@ -477,14 +685,9 @@ static cf_status cf__delete_key_all(cf_filter *f, const void *key, size_t len)
      cf__contains_many_all_##F##_##B,                                                              \
      cf__add_many_##F##_##B},
 #define CF__OPS_CONCURRENT(F, B)                                                                   \
-    {cf__cc_contains_##F##_##B,                                                                    \
-     cf__cc_contains_key_##F##_##B,                                                                \
-     cf__cc_add,                                                                                   \
-     cf__cc_add_key,                                                                               \
-     cf__cc_del,                                                                                   \
-     cf__cc_del_key,                                                                               \
-     cf__cc_contains_many_##F##_##B,                                                               \
-     cf__cc_add_many},
+    {cf__cc_contains_##F##_##B,      cf__cc_contains_key_##F##_##B, cf__cc_add_##F##_##B,          \
+     cf__cc_add_key_##F##_##B,       cf__cc_delete_##F##_##B,       cf__cc_delete_key_##F##_##B,   \
+     cf__cc_contains_many_##F##_##B, cf__cc_add_many_##F##_##B},
 #define CF__OPS_SEMI_SIMPLE(F)     CF__OPS_SIMPLE(F, CF__SEMI_B)
 #define CF__OPS_SEMI_GENERAL(F)    CF__OPS_GENERAL(F, CF__SEMI_B)
 #define CF__OPS_SEMI_CONCURRENT(F) CF__OPS_CONCURRENT(F, CF__SEMI_B)

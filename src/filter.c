@@ -569,7 +569,7 @@ cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, siz
         if (!cf__table_block(&synced, buckets, &block))
             return CF_EINVAL;
         table_bytes = block;
-        fixed += cf__cc_fixed_bytes();
+        fixed += cf__cc_fixed_bytes(&synced, buckets);
     }
     if (table_bytes > SIZE_MAX - fixed)
         return CF_EINVAL;
@@ -1072,12 +1072,21 @@ static CF__NOINLINE cf__found cf__bfs_plan(const cf__shape *s, cf__table *t, cf_
 }
 
 cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
-                   cf__search *z)
+                   cf__search *z, bool own)
 {
-    /* cf__evict's steps, on the caller's memory, whose visited set must be cleared for
-     * each search: a middle step clears a small one. A budget past the memory is searched
-     * by the caller under the writers' lock, where the same search finds the same path. */
+    /* A budget past the memory is searched by the caller under the writers' lock, where
+     * the same search finds the same path. */
     uint32_t budget = f->max_kicks + 2u;
+    if (own) {               /* as cf__bfs_own: the whole budget at once */
+        if (++z->gen == 0) { /* wrapped: stale entries could look current */
+            memset(z->marks, 0, ((size_t)1 << (64u - z->shift)) * sizeof(cf__mark));
+            z->gen = 1;
+        }
+        z->cap = budget < CF__PLAN_NODES ? budget : CF__PLAN_NODES;
+        return cf__bfs_plan(t->shape, t, z, i1, i2, fp);
+    }
+    /* On the stack: cf__evict's steps, whose visited set must be cleared for each search;
+     * a middle step clears a small one. */
     cf__node *queue = z->queue;
     cf__mark *marks = z->marks;
     *z = (cf__search){queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0,
@@ -1109,13 +1118,53 @@ unsigned cf__path_buckets(const cf__search *z, uint64_t *out, unsigned cap)
     }
 }
 
-bool cf__path_commit(cf__table *t, const cf__search *z, uint32_t fp)
+/* cf__path_commit for a plain fast shape (constant widths F, B): each slot read from its
+ * bucket's word, and each step's write the exclusive or of the slot's old and new
+ * fingerprint, a section of its stripe's counter. */
+static CF__INLINE bool cf__path_commit_t(cf__table *t, const cf__search *z, uint32_t fp, unsigned F,
+                                         unsigned B)
+{
+    const cf__node *q = z->queue;
+    const unsigned bytes = cf__bucket_bytes_t(F, B);
+    const uint32_t mask = (uint32_t)((UINT64_C(1) << F) - 1u);
+    uint32_t moved[CF__PATH_MAX + 1u];
+    unsigned n = 0;
+    /* Still a path: its free end free, and every step's slot holding a fingerprint whose
+     * other bucket is the step's (which one need not matter: any such moves as well). */
+    if ((cf__sync_fast_word(t, q[z->end].bucket, bytes) >> (z->free * F)) & mask)
+        return false;
+    for (uint32_t cur = z->end; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
+        uint64_t from = q[q[cur].parent].bucket;
+        uint32_t v = (uint32_t)(cf__sync_fast_word(t, from, bytes) >> (q[cur].slot * F)) & mask;
+        if (v == 0 || cf__alt_of0(t, from, v) != q[cur].bucket || n == CF__PATH_MAX)
+            return false;
+        moved[n++] = v;
+    }
+    moved[n] = fp; /* what the root's slot takes */
+    /* cf__apply_path's order: each copied before its old slot is overwritten. */
+    atomic_uint *stripes = cf__sync_stripe(t, 0);
+    unsigned slot = z->free;
+    uint32_t was = 0, cur = z->end;
+    for (unsigned k = 0; k <= n; k++) {
+        uint64_t bucket = q[cur].bucket;
+        atomic_uint *seq = &stripes[bucket >> CF__SYNC_STRIPE_SHIFT];
+        cf__seq_begin(seq);
+        cf__sync_xor_t(t, bucket * bytes * 8u + slot * F, was ^ moved[k], F, B);
+        cf__seq_end(seq);
+        was = moved[k];
+        slot = q[cur].slot;
+        cur = q[cur].parent;
+    }
+    return true;
+}
+
+/* Any other shape a writer of stripes plans for (the semi-sorted fast shapes, whose
+ * buckets a write encodes anew). */
+static bool cf__path_commit_any(cf__table *t, const cf__search *z, uint32_t fp)
 {
     const cf__node *q = z->queue;
     uint32_t moved[CF__PATH_MAX];
     unsigned n = 0;
-    /* Still a path: its free end free, and every step's slot holding a fingerprint whose
-     * other bucket is the step's (which one need not matter: any such moves as well). */
     if (cf__sync_slot_get(t, q[z->end].bucket, z->free) != 0)
         return false;
     for (uint32_t cur = z->end; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
@@ -1125,7 +1174,6 @@ bool cf__path_commit(cf__table *t, const cf__search *z, uint32_t fp)
             return false;
         moved[n++] = v;
     }
-    /* cf__apply_path's order: each copied before its old slot is overwritten. */
     unsigned slot = z->free, k = 0;
     uint32_t cur = z->end;
     for (; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
@@ -1134,6 +1182,19 @@ bool cf__path_commit(cf__table *t, const cf__search *z, uint32_t fp)
     }
     cf__sync_slot_set(t, q[cur].bucket, slot, fp);
     return true;
+}
+
+bool cf__path_commit(cf__table *t, const cf__search *z, uint32_t fp)
+{
+    switch (cf__kind_of(t->shape)) {
+#define CF__COMMIT_CASE(F, B)                                                                      \
+    case CF__KIND_##F##_##B:                                                                       \
+        return cf__path_commit_t(t, z, fp, F, B);
+        CF__FAST_SHAPES(CF__COMMIT_CASE)
+#undef CF__COMMIT_CASE
+    default:
+        return cf__path_commit_any(t, z, fp);
+    }
 }
 
 cf_status cf__table_append(cf_filter *f, cf__table **out)

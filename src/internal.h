@@ -389,7 +389,9 @@ typedef struct cf__search {
  * sub-filter t of a fast shape whose stripes other writers hold meanwhile. cf__plan finds
  * a path for fp, whose buckets i1 and i2 are full, reading t through atomic words and
  * moving nothing, with z's memory (CF__PLAN_NODES nodes in z->queue, twice as many marks
- * in z->marks): CF__MOVED with the path in z, CF__NO_PATH, or CF__OUT_OF_NODES when the
+ * in z->marks): on the stack, whose visited set it clears as it needs it, or kept (own:
+ * z->shift is the marks', whose entries are stale unless of generation z->gen, the last
+ * search's). CF__MOVED with the path in z, CF__NO_PATH, or CF__OUT_OF_NODES when the
  * filter's budget needs more memory or the shape cannot be read so. cf__path_buckets puts
  * the path's buckets into out (cap of room), free end first, and returns how many (0 if
  * more than cap). With the locks of their stripes held, cf__path_commit checks that the
@@ -399,7 +401,7 @@ typedef struct cf__search {
 #define CF__PATH_MAX   32u  /* the longest path a writer beside others makes */
 typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
 CF__HIDDEN cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2,
-                              uint32_t fp, cf__search *z);
+                              uint32_t fp, cf__search *z, bool own);
 CF__HIDDEN unsigned cf__path_buckets(const cf__search *z, uint64_t *out, unsigned cap);
 CF__HIDDEN bool cf__path_commit(cf__table *t, const cf__search *z, uint32_t fp);
 
@@ -558,16 +560,9 @@ static inline bool cf__is_cc(const cf_filter *f)
     return (f->bits & CF__B_CONCURRENT) != 0;
 }
 
-/* The operations of concurrent filters that are the same for every shape: lookups of any
- * state (concurrent.c), and writers that take the lock (locked.c). fast.c adds the
- * lookups, single and batched, for each shape. */
+/* The lookup of concurrent filters in any state (concurrent.c). fast.c has the lookups,
+ * single and batched, and the writers for each shape (concurrent.h). */
 CF__HIDDEN bool cf__cc_contains(const cf_filter *f, uint64_t h);
-CF__HIDDEN cf_status cf__cc_add(cf_filter *f, uint64_t h);
-CF__HIDDEN cf_status cf__cc_add_key(cf_filter *f, const void *key, size_t len);
-CF__HIDDEN cf_status cf__cc_del(cf_filter *f, uint64_t h);
-CF__HIDDEN cf_status cf__cc_del_key(cf_filter *f, const void *key, size_t len);
-CF__HIDDEN size_t cf__cc_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
-                                  cf_status *status);
 
 /* The shared state of a concurrent filter, made with it; NULL if the allocation fails.
  * cf__cc_ready completes it once the first sub-filter has its memory. */
@@ -581,9 +576,10 @@ CF__HIDDEN void cf__cc_free(cf_filter *f, struct cf__cc *cc);
 CF__HIDDEN bool cf__cc_retire(cf_filter *f, void *array);
 CF__HIDDEN void cf__cc_free_retired(cf_filter *f);
 
-/* What a concurrent filter holds besides a plain one's head, its `more` and sub-filter
- * array, and its tables' blocks: its shared state and stash. */
-CF__HIDDEN size_t cf__cc_fixed_bytes(void);
+/* What a concurrent filter whose first sub-filter has `buckets` of shape s holds besides a
+ * plain one's head, its `more` and sub-filter array, and its tables' blocks: its shared
+ * state (with its planning memory) and stash. */
+CF__HIDDEN size_t cf__cc_fixed_bytes(const cf__shape *s, uint64_t buckets);
 
 /* The writers' lock: every call that changes a concurrent filter holds it, but the
  * writers of stripes of the simple state (locked.c), from which it holds every stripe.

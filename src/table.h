@@ -579,11 +579,19 @@ static inline bool cf__sync_trylock(atomic_uint *locks, uint64_t stripe)
                                                    memory_order_relaxed);
 }
 
-static inline void cf__sync_unlock(atomic_uint *locks, uint64_t stripe)
+/* The lock of stripe `stripe` given up, its holder having added d items to the stripe
+ * (-1, 0 or +1) since it counted last: one store for both. */
+static inline void cf__sync_unlock_n(atomic_uint *locks, uint64_t stripe, int d)
 {
     atomic_uint *l = &locks[stripe];
     unsigned v = atomic_load_explicit(l, memory_order_relaxed);
-    atomic_store_explicit(l, v & ~CF__SYNC_HELD, memory_order_release);
+    atomic_store_explicit(l, (v & ~CF__SYNC_HELD) + (unsigned)d * CF__SYNC_ONE_ITEM,
+                          memory_order_release);
+}
+
+static inline void cf__sync_unlock(atomic_uint *locks, uint64_t stripe)
+{
+    cf__sync_unlock_n(locks, stripe, 0);
 }
 
 /* An item added to (+1) or removed from (-1) stripe `stripe`, whose lock the caller
@@ -746,31 +754,6 @@ CF__HIDDEN bool cf__sync_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp)
 CF__HIDDEN void cf__sync_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp);
 CF__HIDDEN void cf__sync_clear(cf__table *t);
 
-/* Slot `slot` of bucket `bucket` emptied (a delete: no section, see above); inline for
- * plain slots. */
-static inline void cf__sync_slot_clear(cf__table *t, uint64_t bucket, unsigned slot)
-{
-    if (t->shape->semi)
-        cf__sync_slot_set(t, bucket, slot, 0);
-    else
-        cf__sync_slot_put(t, bucket, slot, 0);
-}
-
-/* cf__sync_put_if_free, inline for a shape of one-load buckets of plain slots (s->swar):
- * the bucket read once through atomic words, its first free slot written. */
-static inline bool cf__sync_put(cf__table *t, uint64_t bucket, uint32_t fp)
-{
-    const cf__shape *s = t->shape;
-    if (!s->swar)
-        return cf__sync_put_if_free(t, bucket, fp);
-    uint64_t w = cf__sync_bucket_word(t, bucket * s->bucket_bits, s->bucket_mask);
-    uint64_t empty = cf__lanes_equal(s, w, 0);
-    if (!empty)
-        return false;
-    cf__sync_slot_put(t, bucket, (unsigned)(cf__ctz64(empty) / s->f), fp);
-    return true;
-}
-
 /* The writes of the library's slow paths, in the table's mode: a plain table's directly,
  * a synchronized one's as above. Tables no reader can see yet (a sub-filter being made)
  * or that readers may not run beside (compaction) take the plain writes. */
@@ -827,6 +810,13 @@ static CF__INLINE uint64_t cf__lanes_lo_t(unsigned F, unsigned B)
 static CF__INLINE unsigned cf__bucket_bytes_t(unsigned F, unsigned B)
 {
     return CF__SEMI_T(F, B) ? (F - 1) / 2 : F * B / 8;
+}
+
+/* The bits of a bucket of constant widths, in the low bits of its word. */
+static CF__INLINE uint64_t cf__bucket_mask_t(unsigned F, unsigned B)
+{
+    unsigned bits = cf__bucket_bytes_t(F, B) * 8u;
+    return bits == 64u ? UINT64_MAX : (UINT64_C(1) << bits) - 1u;
 }
 
 /* The first byte of bucket i. */
@@ -1053,6 +1043,94 @@ static CF__INLINE bool cf__pair_remove_t(cf__table *t, const cf__shape *s, uint6
     bool found = m != 0;
     t->items -= found;
     return found;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Writes of synchronized tables with constant widths (the writers of stripes)           */
+/* ------------------------------------------------------------------------------------ */
+/* A writer that holds a bucket's stripe changes its bits by an exclusive or into the one
+ * or two aligned words that hold them, each loaded and stored whole: a stripe starts on a
+ * word, so those words hold no other stripe's bits, and a reader loads each before or
+ * after the store. A put or a delete of a plain bucket flips one slot's bits (0 to fp, or
+ * fp to 0): the exclusive or of fp there. */
+
+/* A word of a synchronized table in the order cf__load_le64 reads bytes. */
+static CF__INLINE uint64_t cf__sync_le(uint64_t w)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return __builtin_bswap64(w);
+#else
+    return w;
+#endif
+}
+
+/* The bits of t from bit `bit` on flipped where `delta` has ones, all of them inside a
+ * bucket of a fast shape whose stripe the caller holds. A bucket of 2, 4 or 8 bytes is
+ * inside one word. */
+static CF__INLINE void cf__sync_xor_t(cf__table *t, uint64_t bit, uint64_t delta, unsigned F,
+                                      unsigned B)
+{
+    _Atomic uint64_t *w = cf__sync_words(t) + (bit >> 6);
+    unsigned sh = (unsigned)(bit & 63u);
+    uint64_t lo = delta << sh, hi = (delta >> 1) >> (63u - sh); /* delta >> (64 - sh) */
+    if (lo)
+        atomic_store_explicit(
+            w, cf__sync_le(cf__sync_le(atomic_load_explicit(w, memory_order_relaxed)) ^ lo),
+            memory_order_relaxed);
+    if (8u % cf__bucket_bytes_t(F, B) != 0 && hi)
+        atomic_store_explicit(
+            &w[1], cf__sync_le(cf__sync_le(atomic_load_explicit(&w[1], memory_order_relaxed)) ^ hi),
+            memory_order_relaxed);
+}
+
+/* cf__put_if_free_t of a synchronized table (constant widths), whose bucket i's stripe
+ * the caller holds and whose counter is `seq`; the item counts are the caller's. A new
+ * fingerprint in a free slot is no section; a semi-sorted bucket, rewritten whole, is. */
+static CF__INLINE bool cf__sync_put_t(cf__table *t, atomic_uint *seq, uint64_t i, uint32_t fp,
+                                      unsigned F, unsigned B)
+{
+    const unsigned bytes = cf__bucket_bytes_t(F, B);
+    uint64_t w = cf__sync_fast_word(t, i, bytes);
+    if (CF__SEMI_T(F, B)) {
+        uint64_t was = w;
+        if (!cf__semi_add_word_t(&w, fp, F))
+            return false;
+        cf__seq_begin(seq);
+        cf__sync_xor_t(t, i * bytes * 8u, (w ^ was) & cf__bucket_mask_t(F, B), F, B);
+        cf__seq_end(seq);
+        return true;
+    }
+    uint64_t empty = cf__zero_lanes_t(w, F, B);
+    if (!empty)
+        return false;
+    cf__sync_xor_t(t, i * bytes * 8u + cf__ctz64(empty) - (F - 1), fp, F, B);
+    return true;
+}
+
+/* cf__pair_remove_t of a synchronized table (constant widths), whose buckets' stripes the
+ * caller holds; `seqs` are its stripe counters (a semi-sorted bucket's rewrite is a
+ * section, a cleared slot is none). 0 if neither bucket holds fp, else the bucket it left:
+ * 1 for i1, 2 for i2. The item counts are the caller's. */
+static CF__INLINE unsigned cf__sync_pair_remove_t(cf__table *t, atomic_uint *seqs, uint64_t i1,
+                                                  uint64_t i2, uint32_t fp, unsigned F, unsigned B)
+{
+    const unsigned bytes = cf__bucket_bytes_t(F, B);
+    uint64_t w1 = cf__sync_fast_word(t, i1, bytes), w2 = cf__sync_fast_word(t, i2, bytes);
+    uint64_t m1 = cf__word_match_t(w1, fp, F, B), m2 = cf__word_match_t(w2, fp, F, B);
+    if (!(m1 | m2))
+        return 0;
+    uint64_t i = m1 ? i1 : i2, w = m1 ? w1 : w2, m = m1 ? m1 : m2;
+    if (CF__SEMI_T(F, B)) {
+        atomic_uint *seq = &seqs[i >> CF__SYNC_STRIPE_SHIFT];
+        uint64_t now = cf__semi_remove_word_t(w, cf__ctz64(m) / (F - CF__SEMI_PREFIX_BITS), F);
+        cf__seq_begin(seq);
+        cf__sync_xor_t(t, i * bytes * 8u, (now ^ w) & cf__bucket_mask_t(F, B), F, B);
+        cf__seq_end(seq);
+    } else {
+        /* the lowest set bit of m is the top bit of the first matching lane */
+        cf__sync_xor_t(t, i * bytes * 8u + cf__ctz64(m) - (F - 1), fp, F, B);
+    }
+    return m1 ? 1u : 2u;
 }
 
 #endif /* CF_TABLE_H */

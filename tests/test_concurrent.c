@@ -576,13 +576,17 @@ static void test_growth_beside_readers(void)
 /* Writers together                                                                      */
 /* ------------------------------------------------------------------------------------ */
 
-#define TOGETHER_WRITERS 4u    /* more than the 2 cores CI has */
-#define TOGETHER_KEYS    6000u /* each writer's own */
-#define TOGETHER_SHARED  3000u /* the list every writer adds with cf_add_unique */
+#define TOGETHER_WRITERS  4u    /* more than the 2 cores CI has */
+#define TOGETHER_KEYS     6000u /* each writer's own */
+#define TOGETHER_SHARED   3000u /* the list every writer adds with cf_add_unique */
+/* Each writer's own keys in a filter whose first table takes at least a MiB, so that its
+ * writers plan evictions in the filter's planning memory (fewer of them than writers:
+ * some plan on their stacks meanwhile). */
+#define TOGETHER_BIG_KEYS 200000u
 
 typedef struct together {
     cf_filter *f;
-    uint64_t stream, shared_stream;
+    uint64_t stream, shared_stream, keys;
     atomic_uint *added_by; /* per shared key: the writers whose cf_add_unique added it */
     uint64_t added, deleted, failed, unique_bad;
 } together;
@@ -591,7 +595,7 @@ static void *together_writer(void *p)
 {
     together *a = p;
     uint8_t key[CFT_KEY_MAX];
-    for (uint64_t id = 0; id < TOGETHER_KEYS; id++) {
+    for (uint64_t id = 0; id < a->keys; id++) {
         size_t len = cft_key(key, a->stream, id);
         a->failed += cf_add(a->f, key, len) != CF_OK;
         /* every other time one of the shared list, in the same order as the other writers,
@@ -605,8 +609,8 @@ static void *together_writer(void *p)
             a->unique_bad += st != CF_OK && st != CF_EXISTS;
         }
     }
-    a->added = TOGETHER_KEYS;
-    for (uint64_t id = 0; id < TOGETHER_KEYS; id += 2) {
+    a->added = a->keys;
+    for (uint64_t id = 0; id < a->keys; id += 2) {
         size_t len = cft_key(key, a->stream, id);
         a->failed += cf_delete(a->f, key, len) != CF_OK;
         a->deleted++;
@@ -614,7 +618,7 @@ static void *together_writer(void *p)
     return NULL;
 }
 
-static void together_run(const char *label, cf_config c)
+static void together_run(const char *label, cf_config c, uint64_t keys)
 {
     cft_context("writers together %s", label);
     c.flags |= CF_CONCURRENT;
@@ -633,6 +637,7 @@ static void together_run(const char *label, cf_config c)
         a[i] = (together){.f = f,
                           .stream = cft_subseed(91 + i),
                           .shared_stream = shared_stream,
+                          .keys = keys,
                           .added_by = added_by};
         CHECK(pthread_create(&t[i], NULL, together_writer, &a[i]) == 0);
     }
@@ -662,7 +667,7 @@ static void together_run(const char *label, cf_config c)
            st.load_factor, (unsigned)st.sub_filters);
     CHECK_EQ_U(st.items, held + unique_ok);
     for (unsigned i = 0; i < TOGETHER_WRITERS; i++)
-        for (uint64_t id = 1; id < TOGETHER_KEYS; id += 2) {
+        for (uint64_t id = 1; id < keys; id += 2) {
             size_t len = cft_key(key, a[i].stream, id);
             CHECK(cf_contains(f, key, len));
         }
@@ -672,16 +677,23 @@ static void together_run(const char *label, cf_config c)
 static void test_writers_together(void)
 {
     const uint64_t keys = TOGETHER_WRITERS * TOGETHER_KEYS + TOGETHER_SHARED;
+    const uint64_t big = TOGETHER_WRITERS * TOGETHER_BIG_KEYS + TOGETHER_SHARED;
     /* Fixed, sized for all of them (about 95 % at the peak): evictions all the time. */
-    together_run("12/4", (cf_config){.capacity = keys, .fingerprint_bits = 12, .bucket_size = 4});
-    together_run("semi-sorted 13/4", (cf_config){.capacity = keys,
-                                                 .fingerprint_bits = 13,
-                                                 .bucket_size = 4,
-                                                 .flags = CF_SEMI_SORT});
+    together_run("12/4", (cf_config){.capacity = keys, .fingerprint_bits = 12, .bucket_size = 4},
+                 TOGETHER_KEYS);
+    together_run("12/4, planning memory",
+                 (cf_config){.capacity = big, .fingerprint_bits = 12, .bucket_size = 4},
+                 TOGETHER_BIG_KEYS);
+    together_run(
+        "semi-sorted 13/4",
+        (cf_config){
+            .capacity = keys, .fingerprint_bits = 13, .bucket_size = 4, .flags = CF_SEMI_SORT},
+        TOGETHER_KEYS);
     /* Too small: it grows while the writers write, which then take the lock. */
-    together_run("growing", (cf_config){.capacity = keys / 8, .expansion = 2});
+    together_run("growing", (cf_config){.capacity = keys / 8, .expansion = 2}, TOGETHER_KEYS);
     /* A shape whose writers always take the lock. */
-    together_run("13/4", (cf_config){.capacity = keys, .fingerprint_bits = 13, .bucket_size = 4});
+    together_run("13/4", (cf_config){.capacity = keys, .fingerprint_bits = 13, .bucket_size = 4},
+                 TOGETHER_KEYS);
 }
 
 int main(void)
