@@ -199,8 +199,10 @@ typedef struct cf_config {
  * again after them, each bucket through the aligned 64-bit words that hold it (b = 4: 2.1
  * times the instructions with 12-bit fingerprints, whose 6-byte buckets straddle words;
  * 1.5 times with 16-bit ones, read with one load each, the fastest beside writers);
- * writes take stripe locks and store whole aligned words (12/4: adds about 2.7 times the
- * instructions, deletes 3.5); the counters and locks take 8 bytes per 256 buckets. A
+ * writes take stripe locks and store whole aligned words (12/4 at 95 % load: adds about
+ * 1.7 times the instructions, deletes 2.8); the counters and locks take 8 bytes per 256
+ * buckets, and a first table of a MiB or more gets 16.5 KiB of planning memory per MiB,
+ * up to 4 (66 KiB), for writers evicting at once (cf_bytes_needed counts it). A
  * count beside writers counts every copy whose add returned and whose delete has not
  * begun, and may count one a writer is adding or deleting. */
 #define CF_CONCURRENT      8u

@@ -559,24 +559,19 @@ static inline atomic_uint *cf__sync_locks(const cf__table *t)
  * yielding: cf__sync_wait). */
 CF__HIDDEN void cf__sync_wait(atomic_uint *lock);
 
-static inline void cf__sync_lock(atomic_uint *locks, uint64_t stripe)
-{
-    atomic_uint *l = &locks[stripe];
-    unsigned v = atomic_load_explicit(l, memory_order_relaxed);
-    if (CF__UNLIKELY((v & CF__SYNC_HELD) ||
-                     !atomic_compare_exchange_weak_explicit(
-                         l, &v, v | CF__SYNC_HELD, memory_order_acquire, memory_order_relaxed)))
-        cf__sync_wait(l);
-}
-
-/* The lock of stripe `stripe` if no one holds it; false if someone does. */
+/* The lock of stripe `stripe` if no one holds it; false if someone does. One atomic or
+ * of the held bit (x86: lock bts): on a held lock it changes nothing, so the holder's own
+ * stores to its word (the count, the release) lose nothing to it. */
 static inline bool cf__sync_trylock(atomic_uint *locks, uint64_t stripe)
 {
-    atomic_uint *l = &locks[stripe];
-    unsigned v = atomic_load_explicit(l, memory_order_relaxed);
-    return !(v & CF__SYNC_HELD) &&
-           atomic_compare_exchange_strong_explicit(l, &v, v | CF__SYNC_HELD, memory_order_acquire,
-                                                   memory_order_relaxed);
+    return !(atomic_fetch_or_explicit(&locks[stripe], CF__SYNC_HELD, memory_order_acquire) &
+             CF__SYNC_HELD);
+}
+
+static inline void cf__sync_lock(atomic_uint *locks, uint64_t stripe)
+{
+    if (CF__UNLIKELY(!cf__sync_trylock(locks, stripe)))
+        cf__sync_wait(&locks[stripe]);
 }
 
 /* The lock of stripe `stripe` given up, its holder having added d items to the stripe
