@@ -10,6 +10,12 @@
  * keys, leaving them unstored; deleting one later would remove the fingerprint it collided
  * with: a false negative.) Sorted hashes are also in bucket order, so the adds walk the
  * table from one end to the other instead of jumping about it.
+ *
+ * --jobs N sorts with N threads. Without --seed it fills with them too: each adds a slice
+ * of the sorted hashes, so each writes its own part of the table, into a CF_CONCURRENT
+ * filter whose writers hold only the stripes they write (the file does not record the
+ * flag). Which of two adds that meet on a bucket comes first then varies, and so does the
+ * file; with --seed, a promise that the same keys give the same file, one thread fills.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
@@ -33,7 +39,7 @@
 #define SORT_SMALL    32u
 /* --jobs: at most this many threads (far more than the cores it pays to use). */
 #define JOBS_MAX      256u
-/* Fewer hashes than this per job are not worth a thread and a filter of their own. */
+/* Fewer hashes than this per job are not worth a thread of the fill. */
 #define JOB_MIN_KEYS  ((size_t)1 << 16)
 
 static const char build_help[] =
@@ -45,7 +51,8 @@ static const char build_help[] =
     "\n" SHAPE_HELP "  --force                 overwrite FILE if it exists\n"
     "  -0, --null              keys are terminated by NUL bytes, not newlines\n"
     "  -j, --jobs N            sort the keys' hashes with N threads (default 1; at most\n"
-    "                          256), which takes 8 more bytes per key of INPUT\n"
+    "                          256), which takes 8 more bytes per key of INPUT, and\n"
+    "                          without --seed add them with N threads too\n"
     "  --progress              show progress even when stderr is not a terminal\n"
     "  -q, --quiet             no progress, no summary\n"
     "  -h, --help              show this help\n"
@@ -228,6 +235,63 @@ static size_t sort_unique(uint64_t *in, uint64_t *out, size_t n, unsigned jobs)
     return d;
 }
 
+/* One thread's share of a fill: hashes[from .. to) added to f, its outcomes counted. */
+typedef struct fill_job {
+    cf_filter *f;
+    const uint64_t *hashes;
+    size_t from, to;
+    add_counts counts;
+    cf_status stopped;          /* the status that stopped it, or CF_OK */
+    atomic_uint_fast64_t *done; /* hashes every job has added so far */
+    progress *pr;               /* the first job's: it shows the progress */
+} fill_job;
+
+static void *fill_worker(void *p)
+{
+    fill_job *j = p;
+    cf_status status[CLI_ADD_BATCH];
+    for (size_t start = j->from; start < j->to; start += CLI_ADD_BATCH) {
+        size_t k = j->to - start < CLI_ADD_BATCH ? j->to - start : CLI_ADD_BATCH;
+        cf_add_many(j->f, j->hashes + start, k, 0, status);
+        for (size_t i = 0; i < k; i++)
+            if (!cli_count_add(&j->counts, status[i])) {
+                j->stopped = status[i];
+                return NULL;
+            }
+        uint64_t done = atomic_fetch_add(j->done, k) + k;
+        if (j->pr)
+            progress_tick(j->pr, done);
+    }
+    return NULL;
+}
+
+/* hashes[0 .. n), sorted, added to the concurrent filter f by `jobs` threads, each a
+ * slice; as cli_add_hashes. */
+static cf_status fill(cf_filter *f, const uint64_t *hashes, size_t n, unsigned jobs,
+                      add_counts *counts, progress *pr, uint64_t *done)
+{
+    fill_job job[JOBS_MAX];
+    atomic_uint_fast64_t added = 0;
+    for (unsigned i = 0; i < jobs; i++)
+        job[i] = (fill_job){.f = f,
+                            .hashes = hashes,
+                            .from = n / jobs * i,
+                            .to = i + 1 == jobs ? n : n / jobs * (i + 1),
+                            .stopped = CF_OK,
+                            .done = &added,
+                            .pr = i == 0 ? pr : NULL};
+    run_jobs(fill_worker, job, sizeof job[0], jobs);
+    cf_status st = CF_OK;
+    for (unsigned i = 0; i < jobs; i++) {
+        counts->added += job[i].counts.added;
+        counts->full += job[i].counts.full;
+        if (st == CF_OK)
+            st = job[i].stopped;
+    }
+    *done = atomic_load(&added);
+    return st;
+}
+
 static int read_error(const key_reader *in, int err)
 {
     cli_error("%s: %s (nothing saved)", in->name, strerror(err));
@@ -270,7 +334,8 @@ static int build(const char *path, shape_opts *o, key_reader *in, bool show_prog
                  cf_filter **f, add_counts *counts)
 {
     /* The filter's seed is needed before it exists: the keys are hashed first. */
-    if (!(o->cfg.flags & CF_FIXED_SEED)) {
+    const bool seeded = (o->cfg.flags & CF_FIXED_SEED) != 0;
+    if (!seeded) {
         if (cf_random_seed(&o->cfg.seed) != CF_OK) {
             cli_error("%s: the system gave no random seed (give --seed)", path);
             return CLI_EXIT_FILE;
@@ -292,8 +357,14 @@ static int build(const char *path, shape_opts *o, key_reader *in, bool show_prog
         }
     }
     o->cfg.capacity = distinct > 0 ? distinct : 1; /* an empty set still makes a valid filter */
+    /* Threads that fill (see the top); a window's generations are filled by one. */
+    size_t most = distinct / JOB_MIN_KEYS;
+    unsigned fillers = seeded || o->cfg.generations ? 1u : most < jobs ? (unsigned)most : jobs;
+    cf_config cfg = o->cfg;
+    if (fillers > 1)
+        cfg.flags |= CF_CONCURRENT;
     if (status == CLI_EXIT_OK)
-        status = cli_new_filter("build", path, &o->cfg, f);
+        status = cli_new_filter("build", path, &cfg, f);
     if (status == CLI_EXIT_OK) /* a window's keys go to the generation due now */
         status = cli_window_due(path, *f, &o->clock);
     if (status == CLI_EXIT_OK) {
@@ -302,7 +373,8 @@ static int build(const char *path, shape_opts *o, key_reader *in, bool show_prog
         progress pr;
         progress_start(&pr, label, o->quiet, show_progress, false, distinct);
         uint64_t done = 0;
-        cf_status st = cli_add_hashes(*f, hashes, distinct, 0, counts, &pr, &done);
+        cf_status st = fillers > 1 ? fill(*f, hashes, distinct, fillers, counts, &pr, &done)
+                                   : cli_add_hashes(*f, hashes, distinct, 0, counts, &pr, &done);
         progress_finish(&pr, done);
         counts->present = n - distinct;
         if (st != CF_OK) {

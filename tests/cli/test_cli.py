@@ -733,6 +733,18 @@ def test_build(t):
     for bad in ("0", "257", "x"):
         res = t.run(["build", t.path("no.cf"), "--jobs", bad, inp])
         t.usage_error(res, f"build --jobs {bad}")
+    # Without --seed, --jobs fills with threads too (65536 keys a thread at least): every
+    # key there, each once.
+    many = [b"fill-%d" % i for i in range(3 * 65536 + 1000)]
+    many_path = t.path("build-fill.txt")
+    write(many_path, lines(many + many[:500]))
+    filled = t.path("build-fill.cf")
+    res = t.run(["build", filled, "--jobs", "3", many_path])
+    t.ok(res, "build --jobs 3 without --seed")
+    t.check(b"added %d, already present 500" % len(many) in res.out + res.err,
+            "build --jobs 3: the counts of added and repeated keys", res)
+    t.all_present(filled, many_path, "build --jobs 3 without --seed")
+    t.check(t.items(filled) == len(many), "build --jobs 3: items is not the distinct count")
 
 
 def test_merge(t):
