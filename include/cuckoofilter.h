@@ -200,9 +200,9 @@ typedef struct cf_config {
  * times the instructions with 12-bit fingerprints, whose 6-byte buckets straddle words;
  * 1.5 times with 16-bit ones, read with one load each, the fastest beside writers);
  * writes take stripe locks and store whole aligned words (12/4 at 95 % load: adds about
- * 1.7 times the instructions, deletes 2.8); the counters and locks take 8 bytes per 256
- * buckets, and a first table of a MiB or more gets 16.5 KiB of planning memory per MiB,
- * up to 4 (66 KiB), for writers evicting at once (cf_bytes_needed counts it). A
+ * 1.65 times the instructions, deletes 2.5); the counters and locks take 8 bytes per 256
+ * buckets, and a first table of a MiB or more gets 16 KiB of planning memory per MiB,
+ * up to 4 (64 KiB), for writers evicting at once (cf_bytes_needed counts it). A
  * count beside writers counts every copy whose add returned and whose delete has not
  * begun, and may count one a writer is adding or deleting. */
 #define CF_CONCURRENT      8u

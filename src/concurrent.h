@@ -34,7 +34,7 @@
 /* Planning searches' memory a concurrent filter keeps (cf__cc_evict): a plan then
  * searches with its whole budget at once and clears its visited set by generation, as
  * cf__evict's own memory does, instead of starting small and over, clearing a set each
- * time. One per CF__CC_PLAN_TABLE bytes of the first sub-filter (16.5 KiB each: 1.6 % of
+ * time. One per CF__CC_PLAN_TABLE bytes of the first sub-filter (16 KiB each: 1.6 % of
  * that), up to CF__CC_PLANS, for as many writers evicting at once; a writer that finds
  * each busy plans on its stack. */
 #define CF__CC_PLANS      4u

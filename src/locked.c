@@ -89,8 +89,8 @@ static void cf__give(atomic_uint *locks, const uint64_t *stripes, unsigned n, co
     }
 }
 
-/* Planning memory of the filter's that no other writer holds, taken; NULL if each is
- * busy. */
+/* One of the filter's planning memories that no other writer holds, taken; NULL if each
+ * is busy. */
 static cf__cc_plan *cf__plan_take(struct cf__cc *cc)
 {
     for (unsigned k = 0; k < cc->nplans; k++) {
