@@ -172,6 +172,12 @@ static void *sort_worker(void *p)
     return NULL;
 }
 
+/* Where slice i of n items split among `jobs` starts (slice `jobs` starts at the end). */
+static size_t slice_at(size_t n, unsigned jobs, unsigned i)
+{
+    return i == jobs ? n : n / jobs * i;
+}
+
 /* Starts worker(jobs[i]) on a thread of its own for i in [1, n), runs jobs[0] here, and
  * waits for them all; a job whose thread could not start runs here too. */
 static void run_jobs(void *(*worker)(void *), void *jobs, size_t size, unsigned n)
@@ -205,8 +211,8 @@ static size_t sort_unique(uint64_t *in, uint64_t *out, size_t n, unsigned jobs)
         for (unsigned i = 0; i < jobs; i++)
             job[i] = (sort_job){.in = in,
                                 .out = out,
-                                .from = n / jobs * i,
-                                .to = i + 1 == jobs ? n : n / jobs * (i + 1),
+                                .from = slice_at(n, jobs, i),
+                                .to = slice_at(n, jobs, i + 1),
                                 .start = start,
                                 .end = end,
                                 .next = &next};
@@ -275,8 +281,8 @@ static cf_status fill(cf_filter *f, const uint64_t *hashes, size_t n, unsigned j
     for (unsigned i = 0; i < jobs; i++)
         job[i] = (fill_job){.f = f,
                             .hashes = hashes,
-                            .from = n / jobs * i,
-                            .to = i + 1 == jobs ? n : n / jobs * (i + 1),
+                            .from = slice_at(n, jobs, i),
+                            .to = slice_at(n, jobs, i + 1),
                             .stopped = CF_OK,
                             .done = &added,
                             .pr = i == 0 ? pr : NULL};
