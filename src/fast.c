@@ -394,6 +394,18 @@ static CF__INLINE bool cf__stripe_take(atomic_uint *locks, uint64_t stripe, bool
     return true;
 }
 
+/* The stripes of buckets i1 and i2 taken, waiting, in ascending order (as every writer
+ * that waits for several takes them), into st: st[0] <= st[1], equal if they share one. */
+static CF__INLINE void cf__pair_lock(atomic_uint *locks, uint64_t i1, uint64_t i2, uint64_t st[2])
+{
+    uint64_t a = i1 >> CF__SYNC_STRIPE_SHIFT, b = i2 >> CF__SYNC_STRIPE_SHIFT;
+    st[0] = a < b ? a : b;
+    st[1] = a < b ? b : a;
+    cf__sync_lock(locks, st[0]);
+    if (st[1] != st[0])
+        cf__sync_lock(locks, st[1]);
+}
+
 /* The add of key h, whose fingerprint is fp and whose buckets in the first sub-filter are
  * i1 and i2, while cf__cc_par held when it began: each bucket's stripe taken in turn for
  * a put, which needs no other (half the lock words a pair takes, and they are what
@@ -444,11 +456,9 @@ static CF__INLINE cf_status cf__cc_add_unique_at_t(cf_filter *f, const struct cf
 {
     cf__table t = cf__cc_table0(cc);
     atomic_uint *locks = cc->locks0;
-    uint64_t a = i1 >> CF__SYNC_STRIPE_SHIFT, b = i2 >> CF__SYNC_STRIPE_SHIFT;
-    uint64_t st[2] = {a < b ? a : b, a < b ? b : a}, pair[2] = {i1, i2};
-    unsigned n = 1u + (a != b);
-    for (unsigned k = 0; k < n; k++)
-        cf__sync_lock(locks, st[k]);
+    uint64_t st[2], pair[2] = {i1, i2};
+    cf__pair_lock(locks, i1, i2, st);
+    unsigned n = 1u + (st[0] != st[1]);
     int r = -1; /* -1: the lock's */
     if (cf__cc_par(cc)) {
         uint64_t w1 = cf__sync_fast_word(&t, i1, cf__bucket_bytes_t(F, B));
@@ -485,10 +495,9 @@ static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
     uint64_t i1, i2;
     cf__buckets0(&t, &k, &i1, &i2);
     uint64_t s1 = i1 >> CF__SYNC_STRIPE_SHIFT, s2 = i2 >> CF__SYNC_STRIPE_SHIFT;
-    if (WAIT) { /* in ascending order */
-        cf__sync_lock(locks, s1 < s2 ? s1 : s2);
-        if (s1 != s2)
-            cf__sync_lock(locks, s1 < s2 ? s2 : s1);
+    if (WAIT) {
+        uint64_t st[2];
+        cf__pair_lock(locks, i1, i2, st);
     } else if (!cf__sync_trylock(locks, s1)) {
         return wait(f, h);
     } else if (s1 != s2 && !cf__sync_trylock(locks, s2)) {
@@ -515,11 +524,10 @@ static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
  * meanwhile. A key's buckets in the first sub-filter never change: one staged before a
  * growth is placed by the lock, anew. */
 static CF__INLINE size_t cf__cc_add_many_t(cf_filter *f, const uint64_t *hashes, size_t n,
-                                           unsigned flags, cf_status *status,
+                                           bool unique, cf_status *status,
                                            cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
                                            unsigned B)
 {
-    const bool unique = (flags & CF_ADD_UNIQUE) != 0;
     const struct cf__cc *cc = cf__cc_of(f);
     size_t added = 0;
     if (!F) {
@@ -649,7 +657,10 @@ static CF__INLINE size_t cf__cc_add_many_t(cf_filter *f, const uint64_t *hashes,
     static size_t cf__cc_add_many_##F##_##B(cf_filter *f, const uint64_t *hashes, size_t n,        \
                                             unsigned flags, cf_status *status)                     \
     {                                                                                              \
-        return cf__cc_add_many_t(f, hashes, n, flags, status, cf__cc_add_wait_##F##_##B, F, B);    \
+        /* unique (CF_ADD_UNIQUE) as a constant: the other adds' loop carries none of it */        \
+        if (flags & CF_ADD_UNIQUE)                                                                 \
+            return cf__cc_add_many_t(f, hashes, n, true, status, cf__cc_add_wait_##F##_##B, F, B); \
+        return cf__cc_add_many_t(f, hashes, n, false, status, cf__cc_add_wait_##F##_##B, F, B);    \
     }
 CF__FNS(0, 0)          /* CF__KIND_GENERIC: widths from the shape */
 CF__FNS(0, CF__SEMI_B) /* CF__KIND_SEMI: semi-sorted, widths from the shape */

@@ -499,6 +499,28 @@ static void cf__sync_commit(cf__table *t, uint64_t bucket, const cf__sync_window
     cf__seq_end(c);
 }
 
+/* The bits `mask << sh` of aligned word k of t set to v, the other bits written back as
+ * they were (no other writer writes the word meanwhile: the caller holds its stripe, or
+ * is the table's only writer). */
+static void cf__sync_word_put(cf__table *t, uint64_t k, unsigned sh, uint64_t mask, uint64_t v)
+{
+    _Atomic uint64_t *w = cf__sync_words(t) + k;
+    cf__sync_set(w, (cf__sync_get(w) & ~(mask << sh)) | (v << sh));
+}
+
+/* Slot `slot` of bucket `bucket` of t (not semi-sorted) set to fp: the one or two aligned
+ * words that hold its bits, each stored whole, the bits of every other slot as they
+ * were. A reader that loads a word before or after sees the other slots the same. */
+static void cf__sync_slot_put(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp)
+{
+    const cf__shape *s = t->shape;
+    uint64_t bit = cf__slot_bit(s, bucket, slot);
+    unsigned sh = (unsigned)(bit & 63u);
+    cf__sync_word_put(t, bit >> 6, sh, s->fp_mask, fp);
+    if (sh + s->f > 64u) /* the slot's high bits are the next word's low bits */
+        cf__sync_word_put(t, (bit >> 6) + 1u, 0, s->fp_mask >> (64u - sh), fp >> (64u - sh));
+}
+
 bool cf__sync_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp)
 {
     const cf__shape *s = t->shape;
@@ -547,10 +569,9 @@ void cf__sync_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp
 void cf__sync_wait(atomic_uint *lock)
 {
     for (unsigned spins = 0;; spins++) {
-        unsigned v = atomic_load_explicit(lock, memory_order_relaxed);
-        if (!(v & CF__SYNC_HELD) &&
-            atomic_compare_exchange_weak_explicit(lock, &v, v | CF__SYNC_HELD, memory_order_acquire,
-                                                  memory_order_relaxed))
+        /* read until free, then taken as cf__sync_trylock takes it */
+        if (!(atomic_load_explicit(lock, memory_order_relaxed) & CF__SYNC_HELD) &&
+            cf__sync_trylock(lock, 0))
             return;
         if (spins >= CF__SYNC_SPINS) {
             sched_yield();

@@ -595,8 +595,7 @@ static inline void cf__sync_count(atomic_uint *locks, uint64_t stripe, int d)
 {
     atomic_uint *l = &locks[stripe];
     unsigned v = atomic_load_explicit(l, memory_order_relaxed);
-    atomic_store_explicit(l, d > 0 ? v + CF__SYNC_ONE_ITEM : v - CF__SYNC_ONE_ITEM,
-                          memory_order_relaxed);
+    atomic_store_explicit(l, v + (unsigned)d * CF__SYNC_ONE_ITEM, memory_order_relaxed);
 }
 
 /* Every stripe's lock, in order (what a writer of the whole table holds: no writer of a
@@ -607,6 +606,26 @@ CF__HIDDEN void cf__sync_unlock_all(const cf__table *t);
 static inline _Atomic uint64_t *cf__sync_words(const cf__table *t)
 {
     return (_Atomic uint64_t *)(void *)t->data;
+}
+
+/* Word w of a synchronized table loaded (relaxed) in the order cf__load_le64 reads its
+ * bytes, and stored (relaxed) from that order: every access to its words goes through
+ * these two. */
+static inline uint64_t cf__sync_get(_Atomic uint64_t *w)
+{
+    uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline void cf__sync_set(_Atomic uint64_t *w, uint64_t v)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    atomic_store_explicit(w, v, memory_order_relaxed);
 }
 
 /* A writer's section under sequence counter c: odd, then the writes, then even. */
@@ -636,12 +655,7 @@ static inline bool cf__seq_same(atomic_uint *c, unsigned seen)
 static inline uint64_t cf__sync_word_at(const cf__table *t, uint64_t at)
 {
     _Atomic uint64_t *w = cf__sync_words(t) + (at >> 3);
-    uint64_t lo = atomic_load_explicit(&w[0], memory_order_relaxed);
-    uint64_t hi = atomic_load_explicit(&w[1], memory_order_relaxed);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    lo = __builtin_bswap64(lo);
-    hi = __builtin_bswap64(hi);
-#endif
+    uint64_t lo = cf__sync_get(&w[0]), hi = cf__sync_get(&w[1]);
     unsigned sh = (unsigned)(at & 7u) * 8u;
 #if defined(__SIZEOF_INT128__)
     /* one double shift (x86's shrd) */
@@ -661,11 +675,7 @@ static inline uint64_t cf__sync_fast_word(const cf__table *t, uint64_t i, unsign
         return cf__sync_word_at(t, i * bytes);
     /* by the bucket's index, not its byte (i * bytes / 8): no multiply and shift back */
     const unsigned per = 8u / bytes;
-    uint64_t w = atomic_load_explicit(cf__sync_words(t) + i / per, memory_order_relaxed);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    w = __builtin_bswap64(w);
-#endif
-    return w >> ((unsigned)(i % per) * bytes * 8u);
+    return cf__sync_get(cf__sync_words(t) + i / per) >> ((unsigned)(i % per) * bytes * 8u);
 }
 
 /* The bucket that starts at bit `bit` of t (bucket * bucket_bits), for a shape whose
@@ -704,34 +714,6 @@ static inline uint32_t cf__sync_slot_get(const cf__table *t, uint64_t bucket, un
                (uint32_t)((w >> (CF__SEMI_CODE_BITS + sw * slot)) & ((UINT64_C(1) << sw) - 1u));
     }
     return (uint32_t)((w >> (slot * s->f)) & s->fp_mask);
-}
-
-/* The bits `mask << sh` of aligned word k of t set to v, the other bits written back as
- * they were (the caller holds the word's stripe: no other writer writes it). */
-static inline void cf__sync_word_put(cf__table *t, uint64_t k, unsigned sh, uint64_t mask,
-                                     uint64_t v)
-{
-    _Atomic uint64_t *w = cf__sync_words(t) + k;
-    uint8_t b[8];
-    cf__store_le64(b, atomic_load_explicit(w, memory_order_relaxed));
-    uint64_t x = (cf__load_le64(b) & ~(mask << sh)) | (v << sh);
-    cf__store_le64(b, x);
-    uint64_t raw;
-    memcpy(&raw, b, sizeof raw);
-    atomic_store_explicit(w, raw, memory_order_relaxed);
-}
-
-/* Slot `slot` of bucket `bucket` of t (not semi-sorted) set to fp: the one or two aligned
- * words that hold its bits, each stored whole, the bits of every other slot as they
- * were. A reader that loads a word before or after sees the other slots the same. */
-static inline void cf__sync_slot_put(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp)
-{
-    const cf__shape *s = t->shape;
-    uint64_t bit = cf__slot_bit(s, bucket, slot);
-    unsigned sh = (unsigned)(bit & 63u);
-    cf__sync_word_put(t, bit >> 6, sh, s->fp_mask, fp);
-    if (sh + s->f > 64u) /* the slot's high bits are the next word's low bits */
-        cf__sync_word_put(t, (bit >> 6) + 1u, 0, s->fp_mask >> (64u - sh), fp >> (64u - sh));
 }
 
 /* Copies of fp in buckets i1 and i2 of synchronized table t (one bucket if they are the
@@ -1049,16 +1031,6 @@ static CF__INLINE bool cf__pair_remove_t(cf__table *t, const cf__shape *s, uint6
  * after the store. A put or a delete of a plain bucket flips one slot's bits (0 to fp, or
  * fp to 0): the exclusive or of fp there. */
 
-/* A word of a synchronized table in the order cf__load_le64 reads bytes. */
-static CF__INLINE uint64_t cf__sync_le(uint64_t w)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    return __builtin_bswap64(w);
-#else
-    return w;
-#endif
-}
-
 /* The bits of t from bit `bit` on flipped where `delta` has ones, all of them inside a
  * bucket of a fast shape whose stripe the caller holds. A bucket of 2, 4 or 8 bytes is
  * inside one word. */
@@ -1069,13 +1041,9 @@ static CF__INLINE void cf__sync_xor_t(cf__table *t, uint64_t bit, uint64_t delta
     unsigned sh = (unsigned)(bit & 63u);
     uint64_t lo = delta << sh, hi = (delta >> 1) >> (63u - sh); /* delta >> (64 - sh) */
     if (lo)
-        atomic_store_explicit(
-            w, cf__sync_le(cf__sync_le(atomic_load_explicit(w, memory_order_relaxed)) ^ lo),
-            memory_order_relaxed);
+        cf__sync_set(w, cf__sync_get(w) ^ lo);
     if (8u % cf__bucket_bytes_t(F, B) != 0 && hi)
-        atomic_store_explicit(
-            &w[1], cf__sync_le(cf__sync_le(atomic_load_explicit(&w[1], memory_order_relaxed)) ^ hi),
-            memory_order_relaxed);
+        cf__sync_set(&w[1], cf__sync_get(&w[1]) ^ hi);
 }
 
 /* cf__put_if_free_t of a synchronized table (constant widths), whose bucket i's stripe
