@@ -480,8 +480,13 @@ static CF__INLINE cf_status cf__cc_add_unique_at_t(cf_filter *f, const struct cf
     return r >= 0 ? (cf_status)r : cf__cc_add_locked(f, h, true);
 }
 
-/* A delete beside other writers: both stripes held, the slot chosen as the fast delete
- * would choose it. */
+/* A delete beside other writers, the slot chosen as the fast delete would choose it. The
+ * first form finds the bucket that holds fp by reading both without a lock, then takes
+ * that bucket's stripe alone and removes fp there if it is still there: one lock, where
+ * a pair's two stripes are two. Anything else (fp in neither bucket, gone from the one it
+ * was in, a busy stripe) goes to the waiting form, which holds both stripes: only under
+ * both is "in neither" an answer, since a fingerprint moving between them is in one or the
+ * other for anyone who holds both. */
 static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
                                             cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
                                             unsigned B)
@@ -494,19 +499,31 @@ static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(&t, &k, &i1, &i2);
-    uint64_t s1 = i1 >> CF__SYNC_STRIPE_SHIFT, s2 = i2 >> CF__SYNC_STRIPE_SHIFT;
-    if (WAIT) {
-        uint64_t st[2];
-        cf__pair_lock(locks, i1, i2, st);
-    } else if (!cf__sync_trylock(locks, s1)) {
-        return wait(f, h);
-    } else if (s1 != s2 && !cf__sync_trylock(locks, s2)) {
-        cf__sync_unlock(locks, s1);
-        return wait(f, h);
+    if (!WAIT) {
+        const unsigned bytes = cf__bucket_bytes_t(F, B);
+        uint64_t i = i1;
+        if (!cf__word_match_t(cf__sync_fast_word(&t, i1, bytes), k.fp, F, B)) {
+            i = i2;
+            if (!cf__word_match_t(cf__sync_fast_word(&t, i2, bytes), k.fp, F, B))
+                return wait(f, h);
+        }
+        uint64_t stripe = i >> CF__SYNC_STRIPE_SHIFT;
+        if (!cf__sync_trylock(locks, stripe))
+            return wait(f, h);
+        if (CF__UNLIKELY(!cf__cc_par(cc))) {
+            cf__sync_unlock(locks, stripe);
+            return cf__cc_del_locked(f, h);
+        }
+        bool gone = cf__sync_remove_t(&t, &cc->stripes0[stripe], i, k.fp, F, B);
+        cf__sync_unlock_n(locks, stripe, -(int)gone);
+        return gone ? CF_OK : wait(f, h);
     }
+    uint64_t st[2];
+    cf__pair_lock(locks, i1, i2, st);
     bool simple = cf__cc_par(cc);
     unsigned from = simple ? cf__sync_pair_remove_t(&t, cc->stripes0, i1, i2, k.fp, F, B) : 0;
     /* the item removed is counted in its bucket's stripe, with that stripe's unlock */
+    uint64_t s1 = i1 >> CF__SYNC_STRIPE_SHIFT, s2 = i2 >> CF__SYNC_STRIPE_SHIFT;
     int d1 = -(from == 1), d2 = -(from == 2);
     if (s1 != s2)
         cf__sync_unlock_n(locks, s2, d2);

@@ -1070,21 +1070,15 @@ static CF__INLINE bool cf__sync_put_t(cf__table *t, atomic_uint *seq, uint64_t i
     return true;
 }
 
-/* cf__pair_remove_t of a synchronized table (constant widths), whose buckets' stripes the
- * caller holds; `seqs` are its stripe counters (a semi-sorted bucket's rewrite is a
- * section, a cleared slot is none). 0 if neither bucket holds fp, else the bucket it left:
- * 1 for i1, 2 for i2. The item counts are the caller's. */
-static CF__INLINE unsigned cf__sync_pair_remove_t(cf__table *t, atomic_uint *seqs, uint64_t i1,
-                                                  uint64_t i2, uint32_t fp, unsigned F, unsigned B)
+/* The first slot of bucket i that holds fp cleared, given the bucket's bits w and their
+ * match with fp, m (nonzero), under i's stripe, whose counter is seq (a semi-sorted
+ * bucket's rewrite is a section, a cleared slot is none). */
+static CF__INLINE void cf__sync_clear_match_t(cf__table *t, atomic_uint *seq, uint64_t i,
+                                              uint64_t w, uint64_t m, uint32_t fp, unsigned F,
+                                              unsigned B)
 {
     const unsigned bytes = cf__bucket_bytes_t(F, B);
-    uint64_t w1 = cf__sync_fast_word(t, i1, bytes), w2 = cf__sync_fast_word(t, i2, bytes);
-    uint64_t m1 = cf__word_match_t(w1, fp, F, B), m2 = cf__word_match_t(w2, fp, F, B);
-    if (!(m1 | m2))
-        return 0;
-    uint64_t i = m1 ? i1 : i2, w = m1 ? w1 : w2, m = m1 ? m1 : m2;
     if (CF__SEMI_T(F, B)) {
-        atomic_uint *seq = &seqs[i >> CF__SYNC_STRIPE_SHIFT];
         uint64_t now = cf__semi_remove_word_t(w, cf__ctz64(m) / (F - CF__SEMI_PREFIX_BITS), F);
         cf__seq_begin(seq);
         cf__sync_xor_t(t, i * bytes * 8u, (now ^ w) & cf__bucket_mask_t(F, B), F, B);
@@ -1093,6 +1087,36 @@ static CF__INLINE unsigned cf__sync_pair_remove_t(cf__table *t, atomic_uint *seq
         /* the lowest set bit of m is the top bit of the first matching lane */
         cf__sync_xor_t(t, i * bytes * 8u + cf__ctz64(m) - (F - 1), fp, F, B);
     }
+}
+
+/* One fingerprint fp removed from bucket i of a synchronized table (constant widths),
+ * whose stripe the caller holds and whose counter is seq; false if i holds none. The
+ * item counts are the caller's. */
+static CF__INLINE bool cf__sync_remove_t(cf__table *t, atomic_uint *seq, uint64_t i, uint32_t fp,
+                                         unsigned F, unsigned B)
+{
+    uint64_t w = cf__sync_fast_word(t, i, cf__bucket_bytes_t(F, B));
+    uint64_t m = cf__word_match_t(w, fp, F, B);
+    if (!m)
+        return false;
+    cf__sync_clear_match_t(t, seq, i, w, m, fp, F, B);
+    return true;
+}
+
+/* cf__pair_remove_t of a synchronized table (constant widths), whose buckets' stripes the
+ * caller holds; `seqs` are its stripe counters. 0 if neither bucket holds fp, else the
+ * bucket it left: 1 for i1, 2 for i2. The item counts are the caller's. */
+static CF__INLINE unsigned cf__sync_pair_remove_t(cf__table *t, atomic_uint *seqs, uint64_t i1,
+                                                  uint64_t i2, uint32_t fp, unsigned F, unsigned B)
+{
+    const unsigned bytes = cf__bucket_bytes_t(F, B);
+    uint64_t w1 = cf__sync_fast_word(t, i1, bytes), w2 = cf__sync_fast_word(t, i2, bytes);
+    uint64_t m1 = cf__word_match_t(w1, fp, F, B), m2 = cf__word_match_t(w2, fp, F, B);
+    if (!(m1 | m2))
+        return 0;
+    uint64_t i = m1 ? i1 : i2;
+    cf__sync_clear_match_t(t, &seqs[i >> CF__SYNC_STRIPE_SHIFT], i, m1 ? w1 : w2, m1 ? m1 : m2, fp,
+                           F, B);
     return m1 ? 1u : 2u;
 }
 
