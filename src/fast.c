@@ -292,8 +292,8 @@ static CF__INLINE bool cf__cc_fast_ok(unsigned m, const cf__shape *s, unsigned F
 
 /* The fast lookup of key h (fingerprint fp, buckets i1 and i2 in the first sub-filter),
  * once cf__cc_fast_ok said yes; table.h ("Synchronized tables") has the argument. Its two buckets
- * are read through aligned atomic words between two reads of their stripe counters: a fingerprint
- * found is an answer, and no fingerprint is one if no move touched them meanwhile.
+ * are read through aligned atomic words between two reads of the counter their moves go under: a
+ * fingerprint found is an answer, and no fingerprint is one if no such move began meanwhile.
  * `meta` need not be read again: a key whose add returned before `meta` said "simple" is
  * in the first sub-filter, which growth leaves in place, and the stash was empty.
  * Anything else (a move in between) goes to the lookup of every state, which reads again
@@ -307,11 +307,14 @@ static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const struct cf__cc *c
      * change while readers may run). */
     cf__table t0 = {.data = cc->data0, .buckets = cc->buckets0};
     const cf__table *t = &t0;
-    atomic_uint *c1 = &cc->stripes0[i1 >> CF__SYNC_STRIPE_SHIFT];
+    /* the pair's counter, or a semi-sorted shape's two buckets' (table.h) */
+    const bool semi = F ? CF__SEMI_T(F, B) : s->semi;
+    atomic_uint *c1 = &cc->stripes0[(semi || i1 < i2 ? i1 : i2) >> CF__SYNC_STRIPE_SHIFT];
     atomic_uint *c2 = &cc->stripes0[i2 >> CF__SYNC_STRIPE_SHIFT];
-    /* both counters in one register: fewer live values, no spill */
-    uint64_t v = atomic_load_explicit(c1, memory_order_acquire) |
-                 (uint64_t)atomic_load_explicit(c2, memory_order_acquire) << 32;
+    /* two counters in one register: fewer live values, no spill */
+    uint64_t v = atomic_load_explicit(c1, memory_order_acquire);
+    if (semi)
+        v |= (uint64_t)atomic_load_explicit(c2, memory_order_acquire) << 32;
     bool found;
     if (F) {
         const unsigned bytes = cf__bucket_bytes_t(F, B);
@@ -331,8 +334,9 @@ static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const struct cf__cc *c
      * then goes the other way half the time would discard the next lookups' loads, which
      * the processor has started meanwhile. */
     atomic_thread_fence(memory_order_acquire);
-    uint64_t u = atomic_load_explicit(c1, memory_order_relaxed) |
-                 (uint64_t)atomic_load_explicit(c2, memory_order_relaxed) << 32;
+    uint64_t u = atomic_load_explicit(c1, memory_order_relaxed);
+    if (semi)
+        u |= (uint64_t)atomic_load_explicit(c2, memory_order_relaxed) << 32;
     bool still = ((v & CF__SYNC_ODD_PAIR) | (u ^ v)) == 0;
     if (CF__LIKELY(found | still))
         return found;

@@ -810,15 +810,27 @@ static CF__INLINE bool cf__visit(cf__search *z, uint64_t bucket)
     }
 }
 
-/* Slot `slot` of bucket `bucket` set to fp by a search compiled for a synchronized table
- * (SYNC, s->sync) or a plain one: cf__table_set without the test. */
-static CF__INLINE void cf__path_set(cf__table *t, const cf__shape *s, uint64_t bucket,
-                                    unsigned slot, uint32_t fp, bool SYNC)
+/* cf__apply_path for a synchronized table, apart from the plain tables' searches (which
+ * it would otherwise crowd): a plain bucket's moves inside their sections
+ * (cf__path_seq_before), a semi-sorted bucket's writes each a section of its own
+ * (cf__sync_slot_set). */
+static CF__NOINLINE void cf__apply_path_sync(const cf__shape *s, const cf__node *q, cf__table *t,
+                                             uint32_t end, unsigned slot, uint32_t fp)
 {
-    if (SYNC)
-        cf__sync_slot_set(t, bucket, slot, fp);
-    else
-        cf__slot_set(t, s, bucket, slot, fp);
+    uint32_t cur = end;
+    atomic_uint *open = NULL;
+    while (q[cur].parent != CF__ROOT) {
+        const cf__node *parent = &q[q[cur].parent];
+        uint32_t moved = cf__slot_get(t, s, parent->bucket, q[cur].slot);
+        atomic_uint *next = s->semi ? NULL : cf__sync_pair_seq(t, parent->bucket, q[cur].bucket);
+        cf__path_seq_before(open, next);
+        cf__sync_slot_set(t, q[cur].bucket, slot, moved);
+        open = cf__path_seq_after(open, next);
+        slot = q[cur].slot;
+        cur = q[cur].parent;
+    }
+    cf__sync_slot_set(t, q[cur].bucket, slot, fp);
+    cf__path_seq_after(open, NULL);
 }
 
 /* Make the moves of a found path, from its free end back to a root: each fingerprint
@@ -828,15 +840,19 @@ static CF__INLINE void cf__path_set(cf__table *t, const cf__shape *s, uint64_t b
 static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf__table *t,
                                       uint32_t end, unsigned slot, uint32_t fp, bool SYNC)
 {
+    if (SYNC) {
+        cf__apply_path_sync(s, q, t, end, slot, fp);
+        return;
+    }
     uint32_t cur = end;
     while (q[cur].parent != CF__ROOT) {
         const cf__node *parent = &q[q[cur].parent];
         uint32_t moved = cf__slot_get(t, s, parent->bucket, q[cur].slot);
-        cf__path_set(t, s, q[cur].bucket, slot, moved, SYNC);
+        cf__slot_set(t, s, q[cur].bucket, slot, moved);
         slot = q[cur].slot;
         cur = q[cur].parent;
     }
-    cf__path_set(t, s, q[cur].bucket, slot, fp, SYNC);
+    cf__slot_set(t, s, q[cur].bucket, slot, fp);
 }
 
 /* Search for room for fp in the full buckets i1 and i2 of t by moving residents to their
@@ -1120,7 +1136,7 @@ unsigned cf__path_buckets(const cf__search *z, uint64_t *out, unsigned cap)
 
 /* cf__path_commit for a plain fast shape (constant widths F, B): each slot read from its
  * bucket's word, and each step's write the exclusive or of the slot's old and new
- * fingerprint, a section of its stripe's counter. */
+ * fingerprint, inside the sections of the moves it makes and ends (cf__path_seq_before). */
 static CF__INLINE bool cf__path_commit_t(cf__table *t, const cf__search *z, uint32_t fp, unsigned F,
                                          unsigned B)
 {
@@ -1142,15 +1158,15 @@ static CF__INLINE bool cf__path_commit_t(cf__table *t, const cf__search *z, uint
     }
     moved[n] = fp; /* what the root's slot takes */
     /* cf__apply_path's order: each copied before its old slot is overwritten. */
-    atomic_uint *stripes = cf__sync_stripe(t, 0);
     unsigned slot = z->free;
     uint32_t was = 0, cur = z->end;
+    atomic_uint *open = NULL;
     for (unsigned k = 0; k <= n; k++) {
         uint64_t bucket = q[cur].bucket;
-        atomic_uint *seq = &stripes[bucket >> CF__SYNC_STRIPE_SHIFT];
-        cf__seq_begin(seq);
+        atomic_uint *next = k < n ? cf__sync_pair_seq(t, q[q[cur].parent].bucket, bucket) : NULL;
+        cf__path_seq_before(open, next);
         cf__sync_xor_t(t, bucket * bytes * 8u + slot * F, was ^ moved[k], F, B);
-        cf__seq_end(seq);
+        open = cf__path_seq_after(open, next);
         was = moved[k];
         slot = q[cur].slot;
         cur = q[cur].parent;

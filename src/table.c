@@ -551,14 +551,8 @@ void cf__sync_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp
         cf__sync_commit(t, bucket, &w);
         return;
     }
-    if (fp == 0) {
-        cf__sync_slot_put(t, bucket, slot, fp);
-        return;
-    }
-    atomic_uint *c = cf__sync_stripe(t, bucket);
-    cf__seq_begin(c);
+    /* a plain bucket's move is a section of its caller's (cf__path_seq_before) */
     cf__sync_slot_put(t, bucket, slot, fp);
-    cf__seq_end(c);
 }
 
 /* Spins before a waiting writer yields its processor: about as long as a holder takes
@@ -642,7 +636,9 @@ static unsigned cf__sync_bucket_count(const cf__table *t, uint64_t bucket, uint3
 unsigned cf__sync_pair_count(const cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
                              bool stop_at_one)
 {
-    atomic_uint *c1 = cf__sync_stripe(t, i1), *c2 = cf__sync_stripe(t, i2);
+    bool semi = t->shape->semi; /* its buckets' counters, else the pair's */
+    atomic_uint *c1 = semi ? cf__sync_stripe(t, i1) : cf__sync_pair_seq(t, i1, i2);
+    atomic_uint *c2 = semi ? cf__sync_stripe(t, i2) : c1;
     for (;;) {
         unsigned v1 = atomic_load_explicit(c1, memory_order_acquire);
         unsigned v2 = atomic_load_explicit(c2, memory_order_acquire);

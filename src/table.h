@@ -476,10 +476,20 @@ static inline void cf__bucket_prefetch(const cf__table *t, const cf__shape *s, u
  * Every access to such a table's bytes that may race is an atomic access of an aligned
  * 64-bit word; a writer's plain reads race with nothing (one writer at a time; readers
  * only read). A writer that moves a fingerprint makes its bucket's counter odd, writes,
- * and makes it even again (cf__seq_begin, cf__seq_end). A reader notes the counters of
- * its two buckets' stripes, reads the buckets, and if it finds nothing checks that both
- * counters are still what they were, and even (cf__seq_same): then no fingerprint moved
- * into or out of either bucket while it read them (cf__sync_pair_count).
+ * and makes it even again (cf__seq_begin, cf__seq_end). A reader notes the counter its
+ * two buckets go under, reads the buckets, and if it finds nothing checks that the counter
+ * is still what it was, and even (cf__seq_same): then no fingerprint that could answer it
+ * moved while it read them (cf__sync_pair_count).
+ *
+ * Which counter. A lookup of a key whose fingerprint is fp and whose buckets are i1 and i2
+ * is answered only by a slot of i1 or i2 holding fp, and such a fingerprint's other bucket
+ * is i1 ^ i2's partner as well: it belongs to the pair {i1, i2}. So only a move of one of
+ * the pair's own fingerprints between i1 and i2 can hide the answer from a reader, and a
+ * move between buckets a and b of plain buckets goes under one counter, that of the
+ * stripe of the lower of a and b (cf__sync_pair_seq): one counter for a reader to note,
+ * where one per bucket were two. A semi-sorted bucket is encoded as a whole, so that any
+ * write of it changes the bits of fingerprints of other pairs: its writes go under its
+ * own stripe's counter, and its readers note both buckets' counters.
  *
  * Memory ordering (C11, the sequence lock of Boehm's "Can seqlocks get along with
  * programming language memory models?"): a writer stores the odd count relaxed, then a
@@ -488,15 +498,14 @@ static inline void cf__bucket_prefetch(const cf__table *t, const cf__shape *s, u
  * an acquire fence, then the count again. If the reader's two loads of the count are
  * equal and even, no store of that writer's section reached its data loads.
  *
- * Which writes are sections: every step of a move (cf__sync_slot_set with a fingerprint:
- * the copy into the free end of an eviction path, each overwrite back along it), so that a
- * reader that finds nothing can tell a fingerprint moved between its buckets while it
- * read, and a count does not see a moving one twice. A new fingerprint put into a free
- * slot, or a slot cleared for a delete, changes what a lookup of that one key finds while
- * its add or delete is under way, and no other slot's bits: no section, so that readers
- * beside a writer rarely see a counter change. A semi-sorted bucket is encoded as a whole,
- * so that any change rewrites the other fingerprints' bits: every write of one is a
- * section.
+ * Which writes are sections: every move of a plain bucket's fingerprint, from before its
+ * copy into its new bucket until its old slot is overwritten (an eviction path's writes,
+ * cf__path_seq_before and cf__path_seq_after), so that a reader that finds nothing can
+ * tell a fingerprint moved between its buckets while it read, and a count does not see a
+ * moving one twice. A new fingerprint put into a free slot, or a slot cleared for a
+ * delete, changes what a lookup of that one key finds while its add or delete is under
+ * way, and no other slot's bits: no section, so that readers beside a writer rarely see
+ * a counter change. Every write of a semi-sorted bucket is a section of its stripe.
  *
  * Several writers. Each stripe also has a writers' lock (cf__sync_lock), which readers
  * never touch. A stripe starts on a 64-bit word (256 buckets of any width are a multiple
@@ -554,6 +563,13 @@ static inline atomic_uint *cf__sync_locks(const cf__table *t)
 
 #define CF__SYNC_HELD     1u
 #define CF__SYNC_ONE_ITEM 2u /* an item in the lock word's count */
+
+/* The counter that moves between buckets a and b of t go under, for plain buckets: the
+ * lower one's stripe's (a writer of such a move holds both stripes). */
+static inline atomic_uint *cf__sync_pair_seq(const cf__table *t, uint64_t a, uint64_t b)
+{
+    return cf__sync_stripe(t, a < b ? a : b);
+}
 
 /* Take the lock of stripe `stripe` of the table whose locks are `locks` (spinning, then
  * yielding: cf__sync_wait). */
@@ -640,6 +656,26 @@ static inline void cf__seq_end(atomic_uint *c)
 {
     unsigned v = atomic_load_explicit(c, memory_order_relaxed);
     atomic_store_explicit(c, v + 1u, memory_order_release);
+}
+
+/* The sections of a path of moves in a table of plain buckets, written from its free end
+ * back to its root: each write brings one fingerprint into a slot (`next`, the counter of
+ * its move; NULL for the path's new fingerprint, whose put is no section) and displaces
+ * the one whose section is open (`open`; NULL at the free end). A move's section spans
+ * its copy and the overwrite of its old slot, the next write; two moves under the same
+ * counter share one section. Before the write: */
+static inline void cf__path_seq_before(atomic_uint *open, atomic_uint *next)
+{
+    if (next && next != open)
+        cf__seq_begin(next);
+}
+
+/* After it: the displaced fingerprint's section closed; the one now open returned. */
+static inline atomic_uint *cf__path_seq_after(atomic_uint *open, atomic_uint *next)
+{
+    if (open && open != next)
+        cf__seq_end(open);
+    return next;
 }
 
 /* A reader's check after reading under c: unchanged since `seen`, and even. */
