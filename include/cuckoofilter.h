@@ -195,16 +195,17 @@ typedef struct cf_config {
  * copy a consistent state: writers wait for them, lookups do not. cf_compact, cf_free and
  * the loaders still need exclusive access. Not stored in files: cf_load and
  * cf_deserialize give a filter without it, cf_load_flags and cf_deserialize_flags one
- * with it. The cost: a lookup reads two stripe counters besides its two buckets, and
- * again after them, each bucket through the aligned 64-bit words that hold it (b = 4: 2.1
- * times the instructions with 12-bit fingerprints, whose 6-byte buckets straddle words;
- * 1.5 times with 16-bit ones, read with one load each, the fastest beside writers);
- * writes take stripe locks and store whole aligned words (12/4 at 95 % load: adds about
- * 1.65 times the instructions, deletes 2.5); the counters and locks take 8 bytes per 256
- * buckets, and a first table of a MiB or more gets 16 KiB of planning memory per MiB,
- * up to 4 (64 KiB), for writers evicting at once (cf_bytes_needed counts it). A
- * count beside writers counts every copy whose add returned and whose delete has not
- * begun, and may count one a writer is adding or deleting. */
+ * with it. The cost: a lookup reads a sequence counter besides its two buckets, and
+ * again after them (semi-sorted buckets: two), each bucket through the aligned 64-bit
+ * words that hold it (b = 4: 2.0 times the instructions with 12-bit fingerprints, whose
+ * 6-byte buckets straddle words; 1.45 times with 16-bit ones, read with one load each, the
+ * fastest beside writers); writes take stripe locks and store whole aligned words (12/4
+ * at 95 % load: adds about 1.7 times the instructions, deletes 2.1); the counters and
+ * locks take 8 bytes per 256 buckets, and a first table of a MiB or more gets 16 KiB of
+ * planning memory per MiB, up to 4 (64 KiB), for writers evicting at once
+ * (cf_bytes_needed counts it). A count beside writers counts every copy whose add
+ * returned and whose delete has not begun, and may count one a writer is adding or
+ * deleting. */
 #define CF_CONCURRENT      8u
 /* RedisBloom's layout, for filters moved from RedisBloom (Redis Stack, Redis 8) or to it:
  * its hash and bucket mapping, so that every key such a filter holds is found, and so that
