@@ -475,21 +475,23 @@ static inline void cf__bucket_prefetch(const cf__table *t, const cf__shape *s, u
  *
  * Every access to such a table's bytes that may race is an atomic access of an aligned
  * 64-bit word; a writer's plain reads race with nothing (one writer at a time; readers
- * only read). A writer that moves a fingerprint makes its bucket's counter odd, writes,
- * and makes it even again (cf__seq_begin, cf__seq_end). A reader notes the counter its
- * two buckets go under, reads the buckets, and if it finds nothing checks that the counter
- * is still what it was, and even (cf__seq_same): then no fingerprint that could answer it
- * moved while it read them (cf__sync_pair_count).
+ * only read). A writer that moves a fingerprint makes the counter of that move odd,
+ * writes, and makes it even again (cf__seq_begin, cf__seq_end). A reader notes the
+ * counter its two buckets go under, reads the buckets, and if it finds nothing checks
+ * that the counter is still what it was, and even (cf__seq_same): then no fingerprint
+ * that could answer it moved while it read them (cf__sync_pair_count).
  *
  * Which counter. A lookup of a key whose fingerprint is fp and whose buckets are i1 and i2
- * is answered only by a slot of i1 or i2 holding fp, and such a fingerprint's other bucket
- * is i1 ^ i2's partner as well: it belongs to the pair {i1, i2}. So only a move of one of
- * the pair's own fingerprints between i1 and i2 can hide the answer from a reader, and a
- * move between buckets a and b of plain buckets goes under one counter, that of the
- * stripe of the lower of a and b (cf__sync_pair_seq): one counter for a reader to note,
- * where one per bucket were two. A semi-sorted bucket is encoded as a whole, so that any
- * write of it changes the bits of fingerprints of other pairs: its writes go under its
- * own stripe's counter, and its readers note both buckets' counters.
+ * is answered only by a slot of i1 or i2 holding fp. A fingerprint's other bucket depends
+ * only on its bucket and itself, so such a one in i1 has i2 as its other bucket, and one
+ * in i2 has i1: it belongs to the pair {i1, i2}. So only a move of one of the pair's own
+ * fingerprints between i1 and i2 can hide the answer from a reader; every other write
+ * leaves the slots it answers from as they were, a whole aligned word being stored at
+ * once. A move between buckets a and b of plain buckets goes under one counter, that of
+ * the stripe of the lower of a and b (cf__sync_pair_seq): one counter for a reader to
+ * note, where one per bucket were two. A semi-sorted bucket is encoded as a whole, so
+ * that any write of it changes the bits of fingerprints of other pairs: its writes go
+ * under its own stripe's counter, and its readers note both buckets' counters.
  *
  * Memory ordering (C11, the sequence lock of Boehm's "Can seqlocks get along with
  * programming language memory models?"): a writer stores the odd count relaxed, then a
