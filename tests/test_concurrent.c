@@ -17,6 +17,9 @@
  *   holding them), then deleting half, all of them adding one shared list of keys with
  *   cf_add_unique (each key must be added once, by one of them): every key held found,
  *   every count exact.
+ * - Deletes beside moves: a small filter near full, one thread adding and deleting so that
+ *   evictions keep moving fingerprints, another deleting and adding back keys of its own:
+ *   every delete of a key held succeeds, every key held is found, the count is exact.
  */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
 
@@ -696,6 +699,116 @@ static void test_writers_together(void)
                  TOGETHER_KEYS);
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Deletes beside moves                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+/* A small fixed filter near full (a few stripes), so that a mover's adds evict all the
+ * time, moving the fingerprints of a deleter's keys between their two buckets while it
+ * deletes and adds them back. A delete finds its key's bucket before it takes a lock
+ * (fast.c), and its key may move meanwhile: it must find it all the same. */
+#define MOVES_CAPACITY 2048u
+#define MOVES_FILL     0.62 /* of the capacity: the mover's keys */
+#define MOVES_OWN      600u /* the deleter's keys (with the mover's, about 87 % of the slots) */
+#define MOVES_ROUNDS   300u
+
+typedef struct moves {
+    cf_filter *f;
+    uint64_t *keys; /* 0: a key given up (its add refused) */
+    size_t n;
+    uint64_t seed;
+    atomic_bool stop;
+    uint64_t ops, failed_deletes;
+} moves;
+
+/* The mover: a random key of its own deleted, a new one added, until told to stop. */
+static void *moves_mover(void *p)
+{
+    moves *a = p;
+    cft_rng r = cft_rng_make(a->seed);
+    while (!atomic_load_explicit(&a->stop, memory_order_relaxed)) {
+        size_t j = (size_t)cft_below(&r, a->n);
+        if (a->keys[j] == 0)
+            continue;
+        a->failed_deletes += cf_delete_hash(a->f, a->keys[j]) != CF_OK;
+        uint64_t h = cft_next(&r) | 1u;
+        a->keys[j] = cf_add_hash(a->f, h) == CF_OK ? h : 0;
+        a->ops++;
+    }
+    return NULL;
+}
+
+static void test_deletes_beside_moves(void)
+{
+    cft_context("deletes beside moves");
+    cf_config c = {.capacity = MOVES_CAPACITY,
+                   .fingerprint_bits = 12,
+                   .bucket_size = 4,
+                   .expansion = 0,
+                   .flags = CF_CONCURRENT};
+    cf_filter *f = cft_new(c);
+    size_t nm = (size_t)(MOVES_CAPACITY * MOVES_FILL);
+    uint64_t *mine = malloc(nm * sizeof *mine), own[MOVES_OWN];
+    if (!CHECK(f && mine)) {
+        cf_free(f);
+        free(mine);
+        return;
+    }
+    cft_rng r = cft_rng_make(cft_subseed(95));
+    for (size_t j = 0; j < nm; j++) {
+        mine[j] = cft_next(&r) | 1u;
+        if (cf_add_hash(f, mine[j]) != CF_OK)
+            mine[j] = 0;
+    }
+    for (size_t j = 0; j < MOVES_OWN; j++) {
+        own[j] = cft_next(&r) | 1u;
+        if (cf_add_hash(f, own[j]) != CF_OK)
+            own[j] = 0;
+    }
+    moves a = {.f = f, .keys = mine, .n = nm, .seed = cft_subseed(96)};
+    pthread_t t;
+    if (!CHECK(pthread_create(&t, NULL, moves_mover, &a) == 0)) {
+        cf_free(f);
+        free(mine);
+        return;
+    }
+    uint64_t rounds = cft_scaled(MOVES_ROUNDS), deletes = 0, failed = 0;
+    for (uint64_t k = 0; k < rounds; k++)
+        for (size_t j = 0; j < MOVES_OWN; j++) {
+            if (own[j] == 0)
+                continue;
+            failed += cf_delete_hash(f, own[j]) != CF_OK;
+            deletes++;
+            if (cf_add_hash(f, own[j]) != CF_OK)
+                own[j] = 0;
+        }
+    atomic_store(&a.stop, true);
+    pthread_join(t, NULL);
+    cf_stats st = cft_stats(f);
+    printf("  deletes beside moves: %llu deletes beside %llu of the mover's writes, load %.3f, "
+           "%u stashed\n",
+           (unsigned long long)deletes, (unsigned long long)a.ops, st.load_factor,
+           (unsigned)st.stashed);
+    CHECK_EQ_U(failed, 0);
+    CHECK_EQ_U(a.failed_deletes, 0);
+    uint64_t held = 0;
+    for (size_t j = 0; j < nm; j++)
+        if (mine[j]) {
+            CHECK(cf_contains_hash(f, mine[j]));
+            held++;
+        }
+    for (size_t j = 0; j < MOVES_OWN; j++)
+        if (own[j]) {
+            CHECK(cf_contains_hash(f, own[j]));
+            held++;
+        }
+    CHECK_EQ_U(st.items, held);
+    if (cft_full_scale())
+        CHECK(deletes > MOVES_OWN * (uint64_t)MOVES_ROUNDS / 2); /* most keys kept going */
+    free(mine);
+    cf_free(f);
+}
+
 int main(void)
 {
     cft_init("test_concurrent");
@@ -703,5 +816,6 @@ int main(void)
     test_stress();
     test_growth_beside_readers();
     test_writers_together();
+    test_deletes_beside_moves();
     return cft_finish();
 }
