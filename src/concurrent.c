@@ -1,14 +1,15 @@
 /*
  * concurrent.c - filters made with CF_CONCURRENT: lookups from any number of threads that
- * never block and never miss a key, beside writers that serialize on the filter's lock.
+ * never block and never miss a key, beside writers of stripes and the filter's lock.
  *
  * Three layers. The tables' own synchronization is a mode of the table layer (table.h,
  * "Synchronized tables": stripe counters, reads and writes through aligned atomic words,
- * and why a reader that found nothing while both its stripes were still saw every
- * fingerprint of its two buckets). This file has what lies above the tables: the shared
- * state, the writers' lock, `meta`, and the lookups of every state. The writers
- * (locked.c) take the lock around filter.c's insert and delete, which write through the
- * table layer and mark each change of state (cf__state_begin, cf__state_end).
+ * and why a reader that found nothing while the counter of its pair was still saw every
+ * fingerprint of its two buckets that could answer it). This file has what lies above the
+ * tables: the shared state, the writers' lock, `meta`, and the lookups of every state.
+ * The writers (fast.c's of stripes, locked.c's under the lock around filter.c's insert
+ * and delete) write through the table layer; filter.c marks each change of state
+ * (cf__state_begin, cf__state_end).
  *
  * A key moves only between its own two buckets (an eviction), and a path of moves is made
  * from its free end back (filter.c, cf__apply_path), so every fingerprint is in one of its

@@ -755,16 +755,18 @@ static inline uint32_t cf__sync_slot_get(const cf__table *t, uint64_t bucket, un
 }
 
 /* Copies of fp in buckets i1 and i2 of synchronized table t (one bucket if they are the
- * same), read until both stripes were still, and even, across the reads. With stop_at_one
+ * same), read until the counter of the pair (a semi-sorted table's: of both buckets) was
+ * still, and even, across the reads. With stop_at_one
  * it returns as soon as it finds one copy, without that check (a copy it saw is one the
  * table held, or a fingerprint in the middle of a write, at worst a false positive). */
 CF__HIDDEN unsigned cf__sync_pair_count(const cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
                                         bool stop_at_one);
 
 /* The writes of a synchronized table (table.c): cf__put_if_free (which leaves the item
- * counts to its caller) and cf__slot_set through aligned atomic words, moves as sections (see
- * above), and every slot cleared bucket by bucket, each a section, so that a reader sees each
- * bucket before or after. */
+ * counts to its caller) and cf__slot_set through aligned atomic words (a semi-sorted
+ * bucket's write a section of its own; a plain bucket's move a section its caller opens,
+ * cf__path_seq_before), and every slot cleared bucket by bucket, each a section, so that
+ * a reader sees each bucket before or after. */
 CF__HIDDEN bool cf__sync_put_if_free(cf__table *t, uint64_t bucket, uint32_t fp);
 CF__HIDDEN void cf__sync_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp);
 CF__HIDDEN void cf__sync_clear(cf__table *t);
