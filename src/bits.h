@@ -186,6 +186,22 @@ static inline uint64_t cf__mulhi(uint64_t a, uint64_t b)
 #endif
 }
 
+/* The 64 bits of hi:lo from bit sh on (sh < 64): x86's shrd. gcc 12 proves sh < 64 in
+ * some inlined callers and not in others, and there emits the 128-bit shift's general
+ * form (a test, a second shift and a cmov more) for each of a delete's three reads. */
+static inline uint64_t cf__shr128(uint64_t lo, uint64_t hi, unsigned sh)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __asm__("shrdq %%cl, %[hi], %[lo]" : [lo] "+r"(lo) : [hi] "r"(hi), "c"(sh) : "cc");
+    return lo;
+#elif CF__HAVE_U128
+    return (uint64_t)((((cf__u128)hi << 64) | lo) >> sh);
+#else
+    /* hi << (64 - sh) in two steps, so that sh = 0 shifts it out rather than by 64 */
+    return (lo >> sh) | ((hi << 1) << (63u - sh));
+#endif
+}
+
 /* A 64-bit divide costs 15 to 90 cycles depending on the CPU; dividing a bucket number by
  * a sub-filter's scale (an eviction in a grown filter) is two multiplies instead.
  *

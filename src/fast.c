@@ -309,7 +309,10 @@ static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const struct cf__cc *c
     const cf__table *t = &t0;
     /* the pair's counter, or a semi-sorted shape's two buckets' (table.h) */
     const bool semi = F ? CF__SEMI_T(F, B) : s->semi;
-    atomic_uint *c1 = &cc->stripes0[(semi || i1 < i2 ? i1 : i2) >> CF__SYNC_STRIPE_SHIFT];
+    /* the lower bucket apart: within the condition with `semi`, gcc branched on which
+     * bucket is lower, a coin toss */
+    const uint64_t lo = i1 < i2 ? i1 : i2;
+    atomic_uint *c1 = &cc->stripes0[(semi ? i1 : lo) >> CF__SYNC_STRIPE_SHIFT];
     atomic_uint *c2 = &cc->stripes0[i2 >> CF__SYNC_STRIPE_SHIFT];
     /* two counters in one register: fewer live values, no spill */
     uint64_t v = atomic_load_explicit(c1, memory_order_acquire);

@@ -694,14 +694,7 @@ static inline uint64_t cf__sync_word_at(const cf__table *t, uint64_t at)
 {
     _Atomic uint64_t *w = cf__sync_words(t) + (at >> 3);
     uint64_t lo = cf__sync_get(&w[0]), hi = cf__sync_get(&w[1]);
-    unsigned sh = (unsigned)(at & 7u) * 8u;
-#if defined(__SIZEOF_INT128__)
-    /* one double shift (x86's shrd) */
-    return (uint64_t)((((cf__u128)hi << 64) | lo) >> sh);
-#else
-    /* hi << (64 - sh) in two steps, so that sh = 0 shifts it out rather than by 64 */
-    return (lo >> sh) | ((hi << 1) << (63u - sh));
-#endif
+    return cf__shr128(lo, hi, (unsigned)(at & 7u) * 8u);
 }
 
 /* Bucket i of a fast shape of `bytes`-byte buckets in the low bits; the bits above it,
