@@ -160,7 +160,7 @@ void cf__cc_meta_end(cf_filter *f)
 {
     atomic_uint *meta = &cf__cc_of(f)->meta;
     unsigned v = atomic_load_explicit(meta, memory_order_relaxed);
-    unsigned next = (v & ~(CF__CC_META_STEP - 1u)) + CF__CC_META_STEP;
+    unsigned next = (v & ~(CF__CC_META_STEP - 1u)) + CF__CC_META_STEP + (v & CF__CC_META_NOT_PAR);
     if (!cf__is_simple(f))
         next |= CF__CC_META_NOT_SIMPLE & ~CF__CC_META_BUSY;
     atomic_store_explicit(meta, next, memory_order_release);
@@ -176,6 +176,8 @@ void cf__cc_ready(cf_filter *f)
     cc->locks0 = cf__sync_locks(&f->tables[0]);
     enum cf__kind kind = cf__kind_of(cc->shape0);
     cc->par = !cf__is_rb(f) && kind != CF__KIND_GENERIC && kind != CF__KIND_SEMI;
+    if (!cc->par) /* before any other thread has the filter */
+        atomic_fetch_or_explicit(&cc->meta, CF__CC_META_NOT_PAR, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------------------------ */

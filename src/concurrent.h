@@ -19,10 +19,13 @@
 
 /* The bits of `meta` below its count of writers' sections: a section in progress, and a
  * filter not in the simple state (more than one sub-filter, or a stash entry), which the
- * section's end writes. A reader of the simple state checks both with one load. */
+ * section's end writes. A reader of the simple state checks both with one load. Bit 2 is
+ * set once, by cf__cc_ready, for a filter whose writers all take the lock (no cc->par): a
+ * writer of stripes then checks everything it needs with that one load too. */
 #define CF__CC_META_BUSY       1u
 #define CF__CC_META_NOT_SIMPLE 3u /* busy, or bit 1: not simple */
-#define CF__CC_META_STEP       4u
+#define CF__CC_META_NOT_PAR    4u
+#define CF__CC_META_STEP       8u
 
 /* The block that holds what lookups read, and no byte any write changes: a lookup beside a
  * writer that shared a cache line with the writer's lock, or with anything else a write
@@ -100,7 +103,7 @@ static inline cf__table cf__cc_table0(const struct cf__cc *cc)
 static inline bool cf__cc_par(const struct cf__cc *cc)
 {
     unsigned m = atomic_load_explicit((atomic_uint *)(uintptr_t)&cc->meta, memory_order_acquire);
-    return cc->par && !(m & CF__CC_META_NOT_SIMPLE);
+    return !(m & (CF__CC_META_NOT_SIMPLE | CF__CC_META_NOT_PAR));
 }
 
 /* The writers of concurrent filters. fast.c has the writers of stripes for each shape:

@@ -425,19 +425,22 @@ static CF__INLINE cf_status cf__cc_add_at_t(cf_filter *f, const struct cf__cc *c
 {
     cf__table t = cf__cc_table0(cc);
     atomic_uint *locks = cc->locks0;
-    uint64_t i[2] = {i1, i2};
-    for (unsigned w = 0; w < 2; w++) {
-        uint64_t stripe = i[w] >> CF__SYNC_STRIPE_SHIFT;
+    /* the two buckets written out, not a loop over an array of them: gcc kept that array
+     * in memory */
+    for (uint64_t i = i1;; i = i2) {
+        uint64_t stripe = i >> CF__SYNC_STRIPE_SHIFT;
         if (!cf__stripe_take(locks, stripe, WAIT))
             return wait(f, h);
         if (CF__UNLIKELY(!cf__cc_par(cc))) {
             cf__sync_unlock(locks, stripe);
             return cf__cc_add_locked(f, h, false);
         }
-        bool put = cf__sync_put_t(&t, &cc->stripes0[stripe], i[w], fp, F, B);
+        bool put = cf__sync_put_t(&t, &cc->stripes0[stripe], i, fp, F, B);
         cf__sync_unlock_n(locks, stripe, put);
         if (put)
             return CF_OK;
+        if (i == i2)
+            break;
     }
     return cf__cc_add_full(f, h, fp, i1, i2);
 }

@@ -593,12 +593,13 @@ static inline void cf__sync_lock(atomic_uint *locks, uint64_t stripe)
 }
 
 /* The lock of stripe `stripe` given up, its holder having added d items to the stripe
- * (-1, 0 or +1) since it counted last: one store for both. */
+ * (-1, 0 or +1) since it counted last: one store for both. The caller holds the lock, so
+ * CF__SYNC_HELD is set in the word: one add clears it and counts the items. */
 static inline void cf__sync_unlock_n(atomic_uint *locks, uint64_t stripe, int d)
 {
     atomic_uint *l = &locks[stripe];
     unsigned v = atomic_load_explicit(l, memory_order_relaxed);
-    atomic_store_explicit(l, (v & ~CF__SYNC_HELD) + (unsigned)d * CF__SYNC_ONE_ITEM,
+    atomic_store_explicit(l, v + ((unsigned)d * CF__SYNC_ONE_ITEM - CF__SYNC_HELD),
                           memory_order_release);
 }
 
