@@ -413,15 +413,23 @@ static CF__INLINE void cf__pair_lock(atomic_uint *locks, uint64_t i1, uint64_t i
         cf__sync_lock(locks, st[1]);
 }
 
-/* The add of key h, whose fingerprint is fp and whose buckets in the first sub-filter are
- * i1 and i2, while cf__cc_par held when it began: each bucket's stripe taken in turn for
- * a put, which needs no other (half the lock words a pair takes, and they are what
- * writers of other buckets share most), then an eviction, else the lock (locked.c). Each
- * put checks the state once it holds its stripe. */
-static CF__INLINE cf_status cf__cc_add_at_t(cf_filter *f, const struct cf__cc *cc, uint64_t h,
-                                            uint32_t fp, uint64_t i1, uint64_t i2, bool WAIT,
-                                            cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
-                                            unsigned B)
+/* What cf__cc_each_t did. */
+enum cf__cc_done {
+    CF__CC_DONE,    /* fp put or removed */
+    CF__CC_NEITHER, /* neither bucket had room for fp (a put) or held it (a removal) */
+    CF__CC_BUSY,    /* a stripe was busy, and WAIT was not given */
+    CF__CC_LOCK     /* the filter left the simple state: the lock's writers take over */
+};
+
+/* fp put into (ADD) or removed from bucket i1, else bucket i2, of the first sub-filter,
+ * each bucket under its own stripe alone, taken in turn (half the lock words a pair takes,
+ * and they are what writers of other buckets share most). Each checks the state once it
+ * holds its stripe. The slot is the one the plain filter's put or delete chooses. A
+ * removal that finds fp in neither bucket proves nothing: fp may have moved from i2 to i1
+ * between the two. */
+static CF__INLINE enum cf__cc_done cf__cc_each_t(const struct cf__cc *cc, uint32_t fp, uint64_t i1,
+                                                 uint64_t i2, bool ADD, bool WAIT, unsigned F,
+                                                 unsigned B)
 {
     cf__table t = cf__cc_table0(cc);
     atomic_uint *locks = cc->locks0;
@@ -430,19 +438,40 @@ static CF__INLINE cf_status cf__cc_add_at_t(cf_filter *f, const struct cf__cc *c
     for (uint64_t i = i1;; i = i2) {
         uint64_t stripe = i >> CF__SYNC_STRIPE_SHIFT;
         if (!cf__stripe_take(locks, stripe, WAIT))
-            return wait(f, h);
+            return CF__CC_BUSY;
         if (CF__UNLIKELY(!cf__cc_par(cc))) {
             cf__sync_unlock(locks, stripe);
-            return cf__cc_add_locked(f, h, false);
+            return CF__CC_LOCK;
         }
-        bool put = cf__sync_put_t(&t, &cc->stripes0[stripe], i, fp, F, B);
-        cf__sync_unlock_n(locks, stripe, put);
-        if (put)
-            return CF_OK;
+        atomic_uint *seq = &cc->stripes0[stripe];
+        bool done =
+            ADD ? cf__sync_put_t(&t, seq, i, fp, F, B) : cf__sync_remove_t(&t, seq, i, fp, F, B);
+        cf__sync_unlock_n(locks, stripe, done ? (ADD ? 1 : -1) : 0);
+        if (done)
+            return CF__CC_DONE;
         if (i == i2)
-            break;
+            return CF__CC_NEITHER;
     }
-    return cf__cc_add_full(f, h, fp, i1, i2);
+}
+
+/* The add of key h, whose fingerprint is fp and whose buckets in the first sub-filter are
+ * i1 and i2, while cf__cc_par held when it began: a put (cf__cc_each_t), then an
+ * eviction, else the lock (locked.c). */
+static CF__INLINE cf_status cf__cc_add_at_t(cf_filter *f, const struct cf__cc *cc, uint64_t h,
+                                            uint32_t fp, uint64_t i1, uint64_t i2, bool WAIT,
+                                            cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
+                                            unsigned B)
+{
+    switch (cf__cc_each_t(cc, fp, i1, i2, true, WAIT, F, B)) {
+    case CF__CC_DONE:
+        return CF_OK;
+    case CF__CC_NEITHER:
+        return cf__cc_add_full(f, h, fp, i1, i2);
+    case CF__CC_BUSY:
+        return wait(f, h);
+    default:
+        return cf__cc_add_locked(f, h, false);
+    }
 }
 
 static CF__INLINE cf_status cf__cc_add_t(cf_filter *f, uint64_t h, bool WAIT,
@@ -491,12 +520,11 @@ static CF__INLINE cf_status cf__cc_add_unique_at_t(cf_filter *f, const struct cf
 }
 
 /* A delete beside other writers, the slot chosen as the fast delete would choose it. The
- * first form finds the bucket that holds fp by reading both without a lock, then takes
- * that bucket's stripe alone and removes fp there if it is still there: one lock, where
- * a pair's two stripes are two. Anything else (fp in neither bucket, gone from the one it
- * was in, a busy stripe) goes to the waiting form, which holds both stripes: only under
- * both is "in neither" an answer, since a fingerprint moving between them is in one or the
- * other for anyone who holds both. */
+ * first form removes fp from bucket i1 under its stripe alone, else from i2 under its
+ * (cf__cc_each_t): one lock at a time, where a pair's two stripes are two. Anything else
+ * (fp in neither bucket, a busy stripe) goes to the waiting form, which holds both
+ * stripes: only under both is "in neither" an answer, since a fingerprint moving between
+ * them is in one or the other for anyone who holds both. */
 static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
                                             cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
                                             unsigned B)
@@ -510,23 +538,14 @@ static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
     uint64_t i1, i2;
     cf__buckets0(&t, &k, &i1, &i2);
     if (!WAIT) {
-        const unsigned bytes = cf__bucket_bytes_t(F, B);
-        uint64_t i = i1;
-        if (!cf__word_match_t(cf__sync_fast_word(&t, i1, bytes), k.fp, F, B)) {
-            i = i2;
-            if (!cf__word_match_t(cf__sync_fast_word(&t, i2, bytes), k.fp, F, B))
-                return wait(f, h);
-        }
-        uint64_t stripe = i >> CF__SYNC_STRIPE_SHIFT;
-        if (!cf__sync_trylock(locks, stripe))
-            return wait(f, h);
-        if (CF__UNLIKELY(!cf__cc_par(cc))) {
-            cf__sync_unlock(locks, stripe);
+        switch (cf__cc_each_t(cc, k.fp, i1, i2, false, false, F, B)) {
+        case CF__CC_DONE:
+            return CF_OK;
+        case CF__CC_LOCK:
             return cf__cc_del_locked(f, h);
+        default:
+            return wait(f, h);
         }
-        bool gone = cf__sync_remove_t(&t, &cc->stripes0[stripe], i, k.fp, F, B);
-        cf__sync_unlock_n(locks, stripe, -(int)gone);
-        return gone ? CF_OK : wait(f, h);
     }
     uint64_t st[2];
     cf__pair_lock(locks, i1, i2, st);

@@ -1074,8 +1074,10 @@ static CF__INLINE void cf__sync_xor_t(cf__table *t, uint64_t bit, uint64_t delta
     _Atomic uint64_t *w = cf__sync_words(t) + (bit >> 6);
     unsigned sh = (unsigned)(bit & 63u);
     uint64_t lo = delta << sh, hi = (delta >> 1) >> (63u - sh); /* delta >> (64 - sh) */
-    if (lo)
-        cf__sync_set(w, cf__sync_get(w) ^ lo);
+    /* The first word holds bit `bit` of the bucket, so it is the caller's to store even
+     * unchanged (no branch); the second is stored only if the bits reach it, as it may
+     * start the next stripe. */
+    cf__sync_set(w, cf__sync_get(w) ^ lo);
     if (8u % cf__bucket_bytes_t(F, B) != 0 && hi)
         cf__sync_set(&w[1], cf__sync_get(&w[1]) ^ hi);
 }
