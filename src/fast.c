@@ -282,6 +282,22 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     return cf__pair_remove_t(t, t->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;
 }
 
+/* What the fast lookup reads of the shared state besides `meta`: the first sub-filter's
+ * data and size, its stripe counters and its shape, which never change while readers may
+ * run. */
+typedef struct cf__cc_first {
+    cf__table t;
+    atomic_uint *stripes;
+    const cf__shape *shape;
+} cf__cc_first;
+
+static CF__INLINE cf__cc_first cf__cc_first_of(const struct cf__cc *cc)
+{
+    return (cf__cc_first){.t = {.data = cc->data0, .buckets = cc->buckets0},
+                          .stripes = cc->stripes0,
+                          .shape = cc->shape0};
+}
+
 /* Can the fast lookup serve a concurrent filter whose meta is m (of shape s, the first
  * sub-filter's)? The simple state, and a bucket of one load: a fast shape's, or one read
  * at run time that fits the 8 bytes from its first byte (s->bucket_mask). */
@@ -299,21 +315,18 @@ static CF__INLINE bool cf__cc_fast_ok(unsigned m, const cf__shape *s, unsigned F
  * Anything else (a move in between) goes to the lookup of every state, which reads again
  * until it gets one answer. No loop here: the few values a try needs then stay in
  * registers. */
-static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const struct cf__cc *cc, uint64_t h,
+static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const cf__cc_first *c, uint64_t h,
                                       uint32_t fp, uint64_t i1, uint64_t i2, unsigned F, unsigned B)
 {
-    const cf__shape *s = cc->shape0;
-    /* One sub-filter: the first, whose data and size the shared state holds (they never
-     * change while readers may run). */
-    cf__table t0 = {.data = cc->data0, .buckets = cc->buckets0};
-    const cf__table *t = &t0;
+    const cf__shape *s = c->shape;
+    const cf__table *t = &c->t;
     /* the pair's counter, or a semi-sorted shape's two buckets' (table.h) */
     const bool semi = F ? CF__SEMI_T(F, B) : s->semi;
     /* the lower bucket apart: within the condition with `semi`, gcc branched on which
      * bucket is lower, a coin toss */
     const uint64_t lo = i1 < i2 ? i1 : i2;
-    atomic_uint *c1 = &cc->stripes0[(semi ? i1 : lo) >> CF__SYNC_STRIPE_SHIFT];
-    atomic_uint *c2 = &cc->stripes0[i2 >> CF__SYNC_STRIPE_SHIFT];
+    atomic_uint *c1 = &c->stripes[(semi ? i1 : lo) >> CF__SYNC_STRIPE_SHIFT];
+    atomic_uint *c2 = &c->stripes[i2 >> CF__SYNC_STRIPE_SHIFT];
     /* two counters in one register: fewer live values, no spill */
     uint64_t v = atomic_load_explicit(c1, memory_order_acquire);
     if (semi)
@@ -355,7 +368,8 @@ static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigne
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(&(cf__table){.buckets = cc->buckets0}, &k, &i1, &i2);
-    return cf__cc_probe_t(f, cc, h, k.fp, i1, i2, F, B);
+    const cf__cc_first c = cf__cc_first_of(cc);
+    return cf__cc_probe_t(f, &c, h, k.fp, i1, i2, F, B);
 }
 
 /* Batched lookups of a concurrent filter: each key as cf__cc_contains_t, with the buckets
@@ -368,15 +382,18 @@ static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__sour
     const struct cf__cc *cc = cf__cc_of(f);
     atomic_uint *meta = (atomic_uint *)(uintptr_t)&cc->meta;
     const cf__shape *s = cc->shape0;
+    /* what the probes read besides meta, loaded once (it never changes while readers run):
+     * meta's acquire load would make each probe load it again */
+    const cf__cc_first c = cf__cc_first_of(cc);
     cf__pending q;
-    q.t = (cf__table){.data = cc->data0, .buckets = cc->buckets0};
+    q.t = c.t;
     q.s = *s;
     for (size_t j = 0; j < n + CF__AHEAD; j++) {
         if (j >= CF__AHEAD) {
             size_t p = j - CF__AHEAD, x = p % CF__AHEAD;
             unsigned m = atomic_load_explicit(meta, memory_order_acquire);
             bool hit = cf__cc_fast_ok(m, s, F)
-                           ? cf__cc_probe_t(f, cc, q.h[x], q.fp[x], q.i1[x], q.i2[x], F, B)
+                           ? cf__cc_probe_t(f, &c, q.h[x], q.fp[x], q.i1[x], q.i2[x], F, B)
                            : cf__cc_contains(f, q.h[x]);
             out[p] = hit & (hashed || q.valid[x]);
         }
