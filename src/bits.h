@@ -186,18 +186,20 @@ static inline uint64_t cf__mulhi(uint64_t a, uint64_t b)
 #endif
 }
 
-/* The 64 bits of hi:lo from bit sh on (sh < 64): x86's shrd. gcc 12 proves sh < 64 in
- * some inlined callers and not in others, and there emits the 128-bit shift's general
- * form (a test, a second shift and a cmov more) for each of a delete's three reads. */
+/* The 64 bits of hi:lo from bit (sh mod 64) on: x86's shrd, which takes its count mod 64
+ * itself (so a caller need not mask it). gcc 12 proves a masked count below 64 in some
+ * inlined callers and not in others, and there emits the 128-bit shift's general form (a
+ * test, a second shift and a cmov more) for each of a delete's three reads. */
 static inline uint64_t cf__shr128(uint64_t lo, uint64_t hi, unsigned sh)
 {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __asm__("shrdq %%cl, %[hi], %[lo]" : [lo] "+r"(lo) : [hi] "r"(hi), "c"(sh) : "cc");
     return lo;
 #elif CF__HAVE_U128
-    return (uint64_t)((((cf__u128)hi << 64) | lo) >> sh);
+    return (uint64_t)((((cf__u128)hi << 64) | lo) >> (sh & 63u));
 #else
     /* hi << (64 - sh) in two steps, so that sh = 0 shifts it out rather than by 64 */
+    sh &= 63u;
     return (lo >> sh) | ((hi << 1) << (63u - sh));
 #endif
 }

@@ -695,7 +695,7 @@ static inline uint64_t cf__sync_word_at(const cf__table *t, uint64_t at)
 {
     _Atomic uint64_t *w = cf__sync_words(t) + (at >> 3);
     uint64_t lo = cf__sync_get(&w[0]), hi = cf__sync_get(&w[1]);
-    return cf__shr128(lo, hi, (unsigned)(at & 7u) * 8u);
+    return cf__shr128(lo, hi, (unsigned)at * 8u); /* (at mod 8) bytes */
 }
 
 /* Bucket i of a fast shape of `bytes`-byte buckets in the low bits; the bits above it,
