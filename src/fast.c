@@ -282,20 +282,16 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
     return cf__pair_remove_t(t, t->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;
 }
 
-/* What the fast lookup reads of the shared state besides `meta`: the first sub-filter's
- * data and size, its stripe counters and its shape, which never change while readers may
- * run. */
+/* What the fast lookup reads of the shared state besides `meta`: the first sub-filter
+ * (cf__cc_table0) and its stripe counters, which never change while readers may run. */
 typedef struct cf__cc_first {
     cf__table t;
     atomic_uint *stripes;
-    const cf__shape *shape;
 } cf__cc_first;
 
 static CF__INLINE cf__cc_first cf__cc_first_of(const struct cf__cc *cc)
 {
-    return (cf__cc_first){.t = {.data = cc->data0, .buckets = cc->buckets0},
-                          .stripes = cc->stripes0,
-                          .shape = cc->shape0};
+    return (cf__cc_first){.t = cf__cc_table0(cc), .stripes = cc->stripes0};
 }
 
 /* Can the fast lookup serve a concurrent filter whose meta is m (of shape s, the first
@@ -318,8 +314,8 @@ static CF__INLINE bool cf__cc_fast_ok(unsigned m, const cf__shape *s, unsigned F
 static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const cf__cc_first *c, uint64_t h,
                                       uint32_t fp, uint64_t i1, uint64_t i2, unsigned F, unsigned B)
 {
-    const cf__shape *s = c->shape;
     const cf__table *t = &c->t;
+    const cf__shape *s = t->shape;
     /* the pair's counter, or a semi-sorted shape's two buckets' (table.h) */
     const bool semi = F ? CF__SEMI_T(F, B) : s->semi;
     /* the lower bucket apart: within the condition with `semi`, gcc branched on which

@@ -9,8 +9,9 @@
  * the fingerprint into a free slot; with both full it comes here (cf__cc_evict), which
  * plans an eviction path without locks (cf__plan), then takes the path's stripes, checks
  * that the path still holds and makes it (cf__path_commit), or plans again. A delete takes
- * the stripe of the bucket it found its fingerprint in, or else both buckets' stripes, as
- * a unique add (whose check and put are one step) does. A writer
+ * its buckets' stripes one at a time too and removes the fingerprint from the first that
+ * holds it, or else takes both buckets' stripes, as a unique add (whose check and put are
+ * one step) does. A writer
  * that waits for a stripe holds no other, or takes them in ascending order, so writers
  * never wait on each other in a circle; one that holds its pair's takes its path's others
  * without waiting, or plans again.
