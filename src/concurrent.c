@@ -61,6 +61,7 @@ struct cf__cc *cf__cc_new(cf_filter *f)
     cc->buckets0 = 0;
     cc->shape0 = NULL;
     cc->par = false;
+    cc->kind0 = CF__KIND_GENERIC;
     cc->nplans = nplans;
     cc->plans = (cf__cc_plan *)(void *)(cc + 1);
     for (unsigned k = 0; k < nplans; k++) {
@@ -175,6 +176,7 @@ void cf__cc_ready(cf_filter *f)
     cc->stripes0 = cf__sync_stripe(&f->tables[0], 0);
     cc->locks0 = cf__sync_locks(&f->tables[0]);
     enum cf__kind kind = cf__kind_of(cc->shape0);
+    cc->kind0 = kind;
     cc->par = !cf__is_rb(f) && kind != CF__KIND_GENERIC && kind != CF__KIND_SEMI;
     if (!cc->par) /* before any other thread has the filter */
         atomic_fetch_or_explicit(&cc->meta, CF__CC_META_NOT_PAR, memory_order_relaxed);

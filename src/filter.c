@@ -1200,9 +1200,9 @@ static bool cf__path_commit_any(cf__table *t, const cf__search *z, uint32_t fp)
     return true;
 }
 
-bool cf__path_commit(cf__table *t, const cf__search *z, uint32_t fp)
+bool cf__path_commit(cf__table *t, enum cf__kind kind, const cf__search *z, uint32_t fp)
 {
-    switch (cf__kind_of(t->shape)) {
+    switch (kind) {
 #define CF__COMMIT_CASE(F, B)                                                                      \
     case CF__KIND_##F##_##B:                                                                       \
         return cf__path_commit_t(t, z, fp, F, B);

@@ -394,16 +394,16 @@ typedef struct cf__search {
  * search's). CF__MOVED with the path in z, CF__NO_PATH, or CF__OUT_OF_NODES when the
  * filter's budget needs more memory or the shape cannot be read so. cf__path_buckets puts
  * the path's buckets into out (cap of room), free end first, and returns how many (0 if
- * more than cap). With the locks of their stripes held, cf__path_commit checks that the
- * path still holds and makes its moves, fp into its root; false if it changed (nothing
- * written). */
+ * more than cap). With the locks of their stripes held, cf__path_commit (given
+ * cf__kind_of(t->shape)) checks that the path still holds and makes its moves, fp into its
+ * root; false if it changed (nothing written). */
 #define CF__PLAN_NODES 512u /* the default budget (CF_DEFAULT_MAX_KICKS + 2) and more */
 #define CF__PATH_MAX   32u  /* the longest path a writer beside others makes */
 typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
 CF__HIDDEN cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2,
                               uint32_t fp, cf__search *z, bool own);
 CF__HIDDEN unsigned cf__path_buckets(const cf__search *z, uint64_t *out, unsigned cap);
-CF__HIDDEN bool cf__path_commit(cf__table *t, const cf__search *z, uint32_t fp);
+CF__HIDDEN bool cf__path_commit(cf__table *t, enum cf__kind kind, const cf__search *z, uint32_t fp);
 
 /* A filter loading chunk by chunk (cf_load_chunk): the file position of the next chunk,
  * the hash of the 64-byte header that each chunk's tag is bound to, and the whole file's

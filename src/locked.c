@@ -125,7 +125,7 @@ bool cf__cc_evict(const cf_filter *f, cf__table *t, const uint64_t pair[2], uint
         if (!cf__take(cc->locks0, stripes, n, held, nh))
             continue;
         bool simple = cf__cc_par(cc);
-        if (simple && (done = cf__path_commit(t, z, fp))) /* fp went into its root */
+        if (simple && (done = cf__path_commit(t, cc->kind0, z, fp))) /* fp went into its root */
             cf__sync_count(cc->locks0, path[len - 1u] >> CF__SYNC_STRIPE_SHIFT, +1);
         cf__give(cc->locks0, stripes, n, held, nh);
         if (done || !simple)
