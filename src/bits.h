@@ -204,6 +204,21 @@ static inline uint64_t cf__shr128(uint64_t lo, uint64_t hi, unsigned sh)
 #endif
 }
 
+/* The bits that x << (sh mod 64) shifts past bit 63: the high word of the 128-bit shift.
+ * x86's shld into a zero word, two instructions where the portable form takes five. */
+static inline uint64_t cf__shl_out(uint64_t x, unsigned sh)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    uint64_t hi = 0;
+    __asm__("shldq %%cl, %[x], %[hi]" : [hi] "+r"(hi) : [x] "r"(x), "c"(sh) : "cc");
+    return hi;
+#else
+    /* x >> (64 - sh) in two steps, so that sh = 0 shifts it all out rather than by 64 */
+    sh &= 63u;
+    return (x >> 1) >> (63u - sh);
+#endif
+}
+
 /* A 64-bit divide costs 15 to 90 cycles depending on the CPU; dividing a bucket number by
  * a sub-filter's scale (an eviction in a grown filter) is two multiplies instead.
  *

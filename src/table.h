@@ -1073,7 +1073,7 @@ static CF__INLINE void cf__sync_xor_t(cf__table *t, uint64_t bit, uint64_t delta
 {
     _Atomic uint64_t *w = cf__sync_words(t) + (bit >> 6);
     unsigned sh = (unsigned)(bit & 63u);
-    uint64_t lo = delta << sh, hi = (delta >> 1) >> (63u - sh); /* delta >> (64 - sh) */
+    uint64_t lo = delta << sh, hi = cf__shl_out(delta, sh);
     /* The first word holds bit `bit` of the bucket, so it is the caller's to store even
      * unchanged (no branch); the second is stored only if the bits reach it, as it may
      * start the next stripe. */
