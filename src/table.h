@@ -1072,8 +1072,8 @@ static CF__INLINE void cf__sync_xor_t(cf__table *t, uint64_t bit, uint64_t delta
                                       unsigned B)
 {
     _Atomic uint64_t *w = cf__sync_words(t) + (bit >> 6);
-    unsigned sh = (unsigned)(bit & 63u);
-    uint64_t lo = delta << sh, hi = cf__shl_out(delta, sh);
+    unsigned sh = (unsigned)bit; /* mod 64, as x86's shifts take it */
+    uint64_t lo = delta << (sh & 63u), hi = cf__shl_out(delta, sh);
     /* The first word holds bit `bit` of the bucket, so it is the caller's to store even
      * unchanged (no branch); the second is stored only if the bits reach it, as it may
      * start the next stripe. */
