@@ -189,7 +189,7 @@ static inline uint64_t cf__mulhi(uint64_t a, uint64_t b)
 /* The 64 bits of hi:lo from bit (sh mod 64) on: x86's shrd, which takes its count mod 64
  * itself (so a caller need not mask it). gcc 12 proves a masked count below 64 in some
  * inlined callers and not in others, and there emits the 128-bit shift's general form (a
- * test, a second shift and a cmov more) for each of a delete's three reads. */
+ * test, a second shift and a cmov more) for the bucket reads of deletes and adds. */
 static inline uint64_t cf__shr128(uint64_t lo, uint64_t hi, unsigned sh)
 {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -318,10 +318,8 @@ static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const cf__cc_first *c,
     const cf__shape *s = t->shape;
     /* the pair's counter, or a semi-sorted shape's two buckets' (table.h) */
     const bool semi = F ? CF__SEMI_T(F, B) : s->semi;
-    /* the lower bucket apart: within the condition with `semi`, gcc branched on which
-     * bucket is lower, a coin toss */
-    const uint64_t lo = i1 < i2 ? i1 : i2;
-    atomic_uint *c1 = &c->stripes[(semi ? i1 : lo) >> CF__SYNC_STRIPE_SHIFT];
+    atomic_uint *c1 =
+        &c->stripes[semi ? i1 >> CF__SYNC_STRIPE_SHIFT : cf__sync_pair_stripe(i1, i2)];
     atomic_uint *c2 = &c->stripes[i2 >> CF__SYNC_STRIPE_SHIFT];
     /* two counters in one register: fewer live values, no spill */
     uint64_t v = atomic_load_explicit(c1, memory_order_acquire);
@@ -377,10 +375,10 @@ static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__sour
 {
     const struct cf__cc *cc = cf__cc_of(f);
     atomic_uint *meta = (atomic_uint *)(uintptr_t)&cc->meta;
-    const cf__shape *s = cc->shape0;
     /* what the probes read besides meta, loaded once (it never changes while readers run):
      * meta's acquire load would make each probe load it again */
     const cf__cc_first c = cf__cc_first_of(cc);
+    const cf__shape *s = c.t.shape;
     cf__pending q;
     q.t = c.t;
     q.s = *s;
@@ -446,8 +444,7 @@ static CF__INLINE enum cf__cc_done cf__cc_each_t(const struct cf__cc *cc, uint32
 {
     cf__table t = cf__cc_table0(cc);
     atomic_uint *locks = cc->locks0;
-    /* the two buckets written out, not a loop over an array of them: gcc kept that array
-     * in memory */
+    /* the bucket by value, i1 then i2 (over an array of the two, gcc kept it in memory) */
     for (uint64_t i = i1;; i = i2) {
         uint64_t stripe = i >> CF__SYNC_STRIPE_SHIFT;
         if (!cf__stripe_take(locks, stripe, WAIT))

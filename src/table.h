@@ -566,11 +566,18 @@ static inline atomic_uint *cf__sync_locks(const cf__table *t)
 #define CF__SYNC_HELD     1u
 #define CF__SYNC_ONE_ITEM 2u /* an item in the lock word's count */
 
-/* The counter that moves between buckets a and b of t go under, for plain buckets: the
- * lower one's stripe's (a writer of such a move holds both stripes). */
+/* The stripe whose counter moves between buckets a and b go under, for plain buckets: the
+ * lower one's (a writer of such a move holds both stripes). No branch: which of a
+ * lookup's two buckets is the lower is a coin toss. */
+static inline uint64_t cf__sync_pair_stripe(uint64_t a, uint64_t b)
+{
+    return (a < b ? a : b) >> CF__SYNC_STRIPE_SHIFT;
+}
+
+/* That counter, of table t. */
 static inline atomic_uint *cf__sync_pair_seq(const cf__table *t, uint64_t a, uint64_t b)
 {
-    return cf__sync_stripe(t, a < b ? a : b);
+    return &cf__sync_stripe(t, 0)[cf__sync_pair_stripe(a, b)];
 }
 
 /* Take the lock of stripe `stripe` of the table whose locks are `locks` (spinning, then
