@@ -111,6 +111,25 @@ bool cf__cc_retire(cf_filter *f, void *array)
     return true;
 }
 
+/* The stripes of the first sub-filter as they must be: every one held by a holder of the
+ * lock (hold), whose writes then meet no writer of stripes, and between holders in any
+ * state but the one writers of stripes write; else free. A writer of stripes that gets
+ * one therefore needs no check of the state, and one that waits gives up once `meta`
+ * says it is another (cf__cc_stripe_lock). Held, they count nothing: cf__sync_lock_all
+ * takes their counts into the table's. */
+static void cf__cc_settle(const cf_filter *f, bool hold)
+{
+    struct cf__cc *cc = cf__cc_of(f);
+    if (!f->tables[0].data) /* (a filter loading has no table to hold yet) */
+        return;
+    bool held = hold || !cc->par || !cf__is_simple(f);
+    if (held && !cc->all_held)
+        cf__sync_lock_all(&f->tables[0]);
+    else if (!held && cc->all_held)
+        cf__sync_unlock_all(&f->tables[0]);
+    cc->all_held = held;
+}
+
 void cf__cc_lock(const cf_filter *f)
 {
     struct cf__cc *cc = cf__cc_of(f);
@@ -118,39 +137,22 @@ void cf__cc_lock(const cf_filter *f)
      * neither happens here. */
     (void)pthread_mutex_lock(&cc->lock);
     cc->locked = true;
-    /* Writers of stripes take no mutex, and write only in the simple state: then their
-     * stripes too, every one, and the counts they keep in them (cf__cc_hold_stripes). In
-     * another state they stand aside (locked.c), and the mutex is enough. */
-    if (cf__is_simple(f))
-        cf__cc_hold_stripes(f);
+    cf__cc_settle(f, true);
 }
 
 void cf__cc_unlock(const cf_filter *f)
 {
     struct cf__cc *cc = cf__cc_of(f);
-    if (cc->all_held)
-        cf__sync_unlock_all(&f->tables[0]);
-    cc->all_held = false;
+    cf__cc_settle(f, false);
     cc->locked = false;
     (void)pthread_mutex_unlock(&cc->lock);
 }
 
-void cf__cc_hold_stripes(const cf_filter *f)
-{
-    struct cf__cc *cc = cf__cc_of(f);
-    /* (a filter loading has no table to hold yet) */
-    if (cc->par && cc->locked && !cc->all_held && f->ntables && f->tables[0].data) {
-        cf__sync_lock_all(&f->tables[0]);
-        cc->all_held = true;
-    }
-}
-
 void cf__cc_meta_begin(cf_filter *f)
 {
-    /* A change of state is made under every stripe: a writer of stripes that takes one
-     * afterwards sees it (and stands aside if the filter left the simple state), and none
-     * holds one meanwhile (its write of the simple state is done before). */
-    cf__cc_hold_stripes(f);
+    /* A change of state is made under every stripe (the lock's holder holds them), or by
+     * a loader, which has the filter to itself: a writer of stripes that takes one
+     * afterwards finds the filter simple, and none holds one meanwhile. */
     atomic_uint *meta = &cf__cc_of(f)->meta;
     unsigned v = atomic_load_explicit(meta, memory_order_relaxed);
     atomic_store_explicit(meta, v | CF__CC_META_BUSY, memory_order_relaxed);
@@ -165,6 +167,8 @@ void cf__cc_meta_end(cf_filter *f)
     if (!cf__is_simple(f))
         next |= CF__CC_META_NOT_SIMPLE & ~CF__CC_META_BUSY;
     atomic_store_explicit(meta, next, memory_order_release);
+    if (!cf__cc_of(f)->locked) /* else at the holder's unlock */
+        cf__cc_settle(f, false);
 }
 
 void cf__cc_ready(cf_filter *f)
@@ -180,6 +184,7 @@ void cf__cc_ready(cf_filter *f)
     cc->par = !cf__is_rb(f) && kind != CF__KIND_GENERIC && kind != CF__KIND_SEMI;
     if (!cc->par) /* before any other thread has the filter */
         atomic_fetch_or_explicit(&cc->meta, CF__CC_META_NOT_PAR, memory_order_relaxed);
+    cf__cc_settle(f, false);
 }
 
 /* ------------------------------------------------------------------------------------ */

@@ -26,6 +26,9 @@
 #define CF__CC_META_NOT_SIMPLE 3u /* busy, or bit 1: not simple */
 #define CF__CC_META_NOT_PAR    4u
 #define CF__CC_META_STEP       8u
+/* Any state but the one writers of stripes write: while it holds, every stripe is held
+ * (concurrent.c, cf__cc_settle), and a writer waiting for one gives up. */
+#define CF__CC_META_SHUT       (CF__CC_META_NOT_SIMPLE | CF__CC_META_NOT_PAR)
 
 /* The block that holds what lookups read, and no byte any write changes: a lookup beside a
  * writer that shared a cache line with the writer's lock, or with anything else a write
@@ -77,7 +80,8 @@ struct cf__cc {
      * more threads than cores). Every write changes it; no lookup reads it. */
     _Alignas(CF__CC_ISOLATE) pthread_mutex_t lock;
     bool locked;   /* the lock is held */
-    bool all_held; /* and its holder holds every stripe of the first sub-filter too */
+    bool all_held; /* every stripe of the first sub-filter is held: by the lock's holder, or
+                      between holders by a state writers of stripes may not write */
     /* Written by growth only. */
     void *retired[CF__CC_MAX_RETIRED];
     unsigned nretired;
@@ -99,12 +103,20 @@ static inline cf__table cf__cc_table0(const struct cf__cc *cc)
     return (cf__table){.data = cc->data0, .buckets = cc->buckets0, .shape = cc->shape0};
 }
 
-/* Is the filter in the state writers of stripes may write? Read before each write: a
- * change of state is made under every stripe, so a writer that then takes one sees it. */
+/* Is the filter in the state writers of stripes may write? A writer that holds a stripe
+ * need not ask: in any other state every stripe is held (cf__cc_settle), and a change of
+ * state is made under every stripe. */
 static inline bool cf__cc_par(const struct cf__cc *cc)
 {
     unsigned m = atomic_load_explicit((atomic_uint *)(uintptr_t)&cc->meta, memory_order_acquire);
-    return !(m & (CF__CC_META_NOT_SIMPLE | CF__CC_META_NOT_PAR));
+    return !(m & CF__CC_META_SHUT);
+}
+
+/* Stripe `stripe` of the first sub-filter taken, waiting; false, not taken, if the filter
+ * is (or goes) into a state writers of stripes may not write. */
+static inline bool cf__cc_stripe_lock(const struct cf__cc *cc, uint64_t stripe)
+{
+    return cf__sync_lock_unless(cc->locks0, stripe, &cc->meta, CF__CC_META_SHUT);
 }
 
 /* The writers of concurrent filters. fast.c has the writers of stripes for each shape:

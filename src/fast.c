@@ -402,26 +402,24 @@ static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__sour
  * the second (WAIT), which waits for them: the first then calls nothing it must come back
  * from, and keeps its values in registers it need not save. */
 
-/* A stripe's lock taken: waiting (in ascending order, when the caller takes several), or
- * only if it is free. */
-static CF__INLINE bool cf__stripe_take(atomic_uint *locks, uint64_t stripe, bool WAIT)
-{
-    if (!WAIT)
-        return cf__sync_trylock(locks, stripe);
-    cf__sync_lock(locks, stripe);
-    return true;
-}
-
 /* The stripes of buckets i1 and i2 taken, waiting, in ascending order (as every writer
- * that waits for several takes them), into st: st[0] <= st[1], equal if they share one. */
-static CF__INLINE void cf__pair_lock(atomic_uint *locks, uint64_t i1, uint64_t i2, uint64_t st[2])
+ * that waits for several takes them), into st: st[0] <= st[1], equal if they share one.
+ * False, with neither held, if the filter is in a state writers of stripes may not write
+ * (cf__cc_stripe_lock). */
+static CF__INLINE bool cf__pair_lock(const struct cf__cc *cc, uint64_t i1, uint64_t i2,
+                                     uint64_t st[2])
 {
     uint64_t a = i1 >> CF__SYNC_STRIPE_SHIFT, b = i2 >> CF__SYNC_STRIPE_SHIFT;
     st[0] = a < b ? a : b;
     st[1] = a < b ? b : a;
-    cf__sync_lock(locks, st[0]);
-    if (st[1] != st[0])
-        cf__sync_lock(locks, st[1]);
+    if (!cf__cc_stripe_lock(cc, st[0]))
+        return false;
+    /* (holding one, the state cannot change: the second is held only by writers) */
+    if (st[1] != st[0] && !cf__cc_stripe_lock(cc, st[1])) {
+        cf__sync_unlock(cc->locks0, st[0]);
+        return false;
+    }
+    return true;
 }
 
 /* What cf__cc_each_t did. */
@@ -429,15 +427,16 @@ enum cf__cc_done {
     CF__CC_DONE,    /* fp put or removed */
     CF__CC_NEITHER, /* neither bucket had room for fp (a put) or held it (a removal) */
     CF__CC_BUSY,    /* a stripe was busy, and WAIT was not given */
-    CF__CC_LOCK     /* the filter left the simple state: the lock's writers take over */
+    CF__CC_LOCK     /* (WAIT) the filter is in another state: the lock's writers take over */
 };
 
 /* fp put into (ADD) or removed from bucket i1, else bucket i2, of the first sub-filter,
  * each bucket under its own stripe alone, taken in turn (half the lock words a pair takes,
- * and they are what writers of other buckets share most). Each checks the state once it
- * holds its stripe. The slot is the one the plain filter's put or delete chooses. A
- * removal that finds fp in neither bucket proves nothing: fp may have moved from i2 to i1
- * between the two. */
+ * and they are what writers of other buckets share most). A stripe taken says the state
+ * is the simple one (every stripe is held in any other: cf__cc_stripe_lock), so the
+ * first form, which only tries, checks nothing more. The slot is the one the plain
+ * filter's put or delete chooses. A removal that finds fp in neither bucket proves
+ * nothing: fp may have moved from i2 to i1 between the two. */
 static CF__INLINE enum cf__cc_done cf__cc_each_t(const struct cf__cc *cc, uint32_t fp, uint64_t i1,
                                                  uint64_t i2, bool ADD, bool WAIT, unsigned F,
                                                  unsigned B)
@@ -447,12 +446,10 @@ static CF__INLINE enum cf__cc_done cf__cc_each_t(const struct cf__cc *cc, uint32
     /* the bucket by value, i1 then i2 (over an array of the two, gcc kept it in memory) */
     for (uint64_t i = i1;; i = i2) {
         uint64_t stripe = i >> CF__SYNC_STRIPE_SHIFT;
-        if (!cf__stripe_take(locks, stripe, WAIT))
+        if (!WAIT && !cf__sync_trylock(locks, stripe))
             return CF__CC_BUSY;
-        if (CF__UNLIKELY(!cf__cc_par(cc))) {
-            cf__sync_unlock(locks, stripe);
+        if (WAIT && !cf__cc_stripe_lock(cc, stripe))
             return CF__CC_LOCK;
-        }
         atomic_uint *seq = &cc->stripes0[stripe];
         bool done =
             ADD ? cf__sync_put_t(&t, seq, i, fp, F, B) : cf__sync_remove_t(&t, seq, i, fp, F, B);
@@ -465,8 +462,7 @@ static CF__INLINE enum cf__cc_done cf__cc_each_t(const struct cf__cc *cc, uint32
 }
 
 /* The add of key h, whose fingerprint is fp and whose buckets in the first sub-filter are
- * i1 and i2, while cf__cc_par held when it began: a put (cf__cc_each_t), then an
- * eviction, else the lock (locked.c). */
+ * i1 and i2: a put (cf__cc_each_t), then an eviction, else the lock (locked.c). */
 static CF__INLINE cf_status cf__cc_add_at_t(cf_filter *f, const struct cf__cc *cc, uint64_t h,
                                             uint32_t fp, uint64_t i1, uint64_t i2, bool WAIT,
                                             cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
@@ -489,7 +485,7 @@ static CF__INLINE cf_status cf__cc_add_t(cf_filter *f, uint64_t h, bool WAIT,
                                          unsigned B)
 {
     const struct cf__cc *cc = cf__cc_of(f);
-    if (!F || !cf__cc_par(cc))
+    if (!F)
         return cf__cc_add_locked(f, h, false);
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
@@ -506,24 +502,23 @@ static CF__INLINE cf_status cf__cc_add_unique_at_t(cf_filter *f, const struct cf
     cf__table t = cf__cc_table0(cc);
     atomic_uint *locks = cc->locks0;
     uint64_t st[2], pair[2] = {i1, i2};
-    cf__pair_lock(locks, i1, i2, st);
+    if (!cf__pair_lock(cc, i1, i2, st))
+        return cf__cc_add_locked(f, h, true);
     unsigned n = 1u + (st[0] != st[1]);
     int r = -1; /* -1: the lock's */
-    if (cf__cc_par(cc)) {
-        uint64_t w1 = cf__sync_fast_word(&t, i1, cf__bucket_bytes_t(F, B));
-        uint64_t w2 = cf__sync_fast_word(&t, i2, cf__bucket_bytes_t(F, B));
-        if (cf__word_match_t(w1, fp, F, B) | cf__word_match_t(w2, fp, F, B))
-            r = CF_EXISTS;
-        for (unsigned w = 0; w < 2 && r < 0; w++) {
-            uint64_t stripe = pair[w] >> CF__SYNC_STRIPE_SHIFT;
-            if (cf__sync_put_t(&t, &cc->stripes0[stripe], pair[w], fp, F, B)) {
-                cf__sync_count(locks, stripe, +1);
-                r = CF_OK;
-            }
-        }
-        if (r < 0 && cf__cc_evict(f, &t, pair, fp, st, n))
+    uint64_t w1 = cf__sync_fast_word(&t, i1, cf__bucket_bytes_t(F, B));
+    uint64_t w2 = cf__sync_fast_word(&t, i2, cf__bucket_bytes_t(F, B));
+    if (cf__word_match_t(w1, fp, F, B) | cf__word_match_t(w2, fp, F, B))
+        r = CF_EXISTS;
+    for (unsigned w = 0; w < 2 && r < 0; w++) {
+        uint64_t stripe = pair[w] >> CF__SYNC_STRIPE_SHIFT;
+        if (cf__sync_put_t(&t, &cc->stripes0[stripe], pair[w], fp, F, B)) {
+            cf__sync_count(locks, stripe, +1);
             r = CF_OK;
+        }
     }
+    if (r < 0 && cf__cc_evict(f, &t, pair, fp, st, n))
+        r = CF_OK;
     for (unsigned k = n; k-- > 0;)
         cf__sync_unlock(locks, st[k]);
     return r >= 0 ? (cf_status)r : cf__cc_add_locked(f, h, true);
@@ -540,27 +535,20 @@ static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
                                             unsigned B)
 {
     const struct cf__cc *cc = cf__cc_of(f);
-    if (!F || !cf__cc_par(cc))
+    if (!F)
         return cf__cc_del_locked(f, h);
     cf__table t = cf__cc_table0(cc);
     atomic_uint *locks = cc->locks0;
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(&t, &k, &i1, &i2);
-    if (!WAIT) {
-        switch (cf__cc_each_t(cc, k.fp, i1, i2, false, false, F, B)) {
-        case CF__CC_DONE:
-            return CF_OK;
-        case CF__CC_LOCK:
-            return cf__cc_del_locked(f, h);
-        default:
-            return wait(f, h);
-        }
-    }
+    if (!WAIT) /* (the form that only tries: never CF__CC_LOCK) */
+        return cf__cc_each_t(cc, k.fp, i1, i2, false, false, F, B) == CF__CC_DONE ? CF_OK
+                                                                                  : wait(f, h);
     uint64_t st[2];
-    cf__pair_lock(locks, i1, i2, st);
-    bool simple = cf__cc_par(cc);
-    unsigned from = simple ? cf__sync_pair_remove_t(&t, cc->stripes0, i1, i2, k.fp, F, B) : 0;
+    if (!cf__pair_lock(cc, i1, i2, st))
+        return cf__cc_del_locked(f, h);
+    unsigned from = cf__sync_pair_remove_t(&t, cc->stripes0, i1, i2, k.fp, F, B);
     /* the item removed is counted in its bucket's stripe, with that stripe's unlock */
     uint64_t s1 = i1 >> CF__SYNC_STRIPE_SHIFT, s2 = i2 >> CF__SYNC_STRIPE_SHIFT;
     int d1 = -(from == 1), d2 = -(from == 2);
@@ -569,8 +557,6 @@ static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
     else
         d1 += d2;
     cf__sync_unlock_n(locks, s1, d1);
-    if (CF__UNLIKELY(!simple))
-        return cf__cc_del_locked(f, h);
     return from ? CF_OK : CF_NOT_FOUND;
 }
 

@@ -582,12 +582,9 @@ CF__HIDDEN void cf__cc_free_retired(cf_filter *f);
 CF__HIDDEN size_t cf__cc_fixed_bytes(const cf__shape *s, uint64_t buckets);
 
 /* The writers' lock: every call that changes a concurrent filter holds it, but the
- * writers of stripes of the simple state (locked.c), from which it holds every stripe.
- * cf__cc_hold_stripes takes them for a holder of the lock in another state too (before a
- * change of state). */
+ * writers of stripes of the simple state (locked.c), from whom it holds every stripe. */
 CF__HIDDEN void cf__cc_lock(const cf_filter *f);
 CF__HIDDEN void cf__cc_unlock(const cf_filter *f);
-CF__HIDDEN void cf__cc_hold_stripes(const cf_filter *f);
 
 /* The writers' lock of f if it is concurrent, else nothing: for the calls that read or
  * change a whole filter of either kind. */

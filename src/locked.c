@@ -19,10 +19,11 @@
  * Everything else takes the filter's lock (cf__cc_lock): growth, the stash, a path past
  * the planning search's memory or that keeps changing under it, any write of a filter in
  * another state or of another shape, and the calls that read or change the whole filter.
- * In the simple state the lock holds every stripe of the first sub-filter too, and a
- * change of state is made holding them, so that a writer of stripes, which checks the
- * state once it holds its own (cf__cc_par), stands aside until the filter is simple
- * again. Under the lock the writes are filter.c's, as for one writer.
+ * The lock's holder holds every stripe of the first sub-filter too, and so does any
+ * other state between holders (concurrent.c, cf__cc_settle): a writer of stripes that
+ * gets one knows the filter is simple, with no check, and one that waits for one gives
+ * up and takes the lock once `meta` says the state is another. Under the lock the writes
+ * are filter.c's, as for one writer.
  */
 #include "concurrent.h"
 
@@ -53,19 +54,19 @@ static unsigned cf__stripes_of(const uint64_t *buckets, unsigned n, uint64_t *ou
 /* The stripes of n distinct ascending `want` taken, those of `held` (nh of them) being
  * held already: in order if none is held, else each without waiting (a writer that
  * holds a stripe and waits for another might wait on one that waits for it); false, with
- * none of them taken, if one is busy. */
-static bool cf__take(atomic_uint *locks, const uint64_t *want, unsigned n, const uint64_t *held,
-                     unsigned nh)
+ * none of them taken, if one is busy, or with none held, if the filter is in a state
+ * writers of stripes may not write (cf__cc_stripe_lock). */
+static bool cf__take(const struct cf__cc *cc, const uint64_t *want, unsigned n,
+                     const uint64_t *held, unsigned nh)
 {
+    atomic_uint *locks = cc->locks0;
     for (unsigned i = 0; i < n; i++) {
         bool have = false;
         for (unsigned j = 0; j < nh; j++)
             have |= held[j] == want[i];
         if (have)
             continue;
-        if (nh == 0) {
-            cf__sync_lock(locks, want[i]);
-        } else if (!cf__sync_trylock(locks, want[i])) {
+        if (nh ? !cf__sync_trylock(locks, want[i]) : !cf__cc_stripe_lock(cc, want[i])) {
             while (i-- > 0) {
                 have = false;
                 for (unsigned j = 0; j < nh; j++)
@@ -122,13 +123,15 @@ bool cf__cc_evict(const cf_filter *f, cf__table *t, const uint64_t pair[2], uint
             (len = cf__path_buckets(z, path, CF__PATH_MAX)) == 0)
             break;
         unsigned n = cf__stripes_of(path, len, stripes);
-        if (!cf__take(cc->locks0, stripes, n, held, nh))
+        if (!cf__take(cc, stripes, n, held, nh)) {
+            if (nh == 0) /* (waiting, it gives up only in another state) */
+                break;
             continue;
-        bool simple = cf__cc_par(cc);
-        if (simple && (done = cf__path_commit(t, cc->kind0, z, fp))) /* fp went into its root */
+        }
+        if ((done = cf__path_commit(t, cc->kind0, z, fp))) /* fp went into its root */
             cf__sync_count(cc->locks0, path[len - 1u] >> CF__SYNC_STRIPE_SHIFT, +1);
         cf__give(cc->locks0, stripes, n, held, nh);
-        if (done || !simple)
+        if (done)
             break;
     }
     if (own)

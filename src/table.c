@@ -560,18 +560,26 @@ void cf__sync_slot_set(cf__table *t, uint64_t bucket, unsigned slot, uint32_t fp
  * system call, and one that is not (more threads than cores) gets the processor. */
 #define CF__SYNC_SPINS 64u
 
-void cf__sync_wait(atomic_uint *lock)
+bool cf__sync_wait_unless(atomic_uint *lock, const atomic_uint *gate, unsigned shut)
 {
     for (unsigned spins = 0;; spins++) {
         /* read until free, then taken as cf__sync_trylock takes it */
         if (!(atomic_load_explicit(lock, memory_order_relaxed) & CF__SYNC_HELD) &&
             cf__sync_trylock(lock, 0))
-            return;
+            return true;
+        if (gate &&
+            (atomic_load_explicit((atomic_uint *)(uintptr_t)gate, memory_order_relaxed) & shut))
+            return false;
         if (spins >= CF__SYNC_SPINS) {
             sched_yield();
             spins = 0;
         }
     }
+}
+
+void cf__sync_wait(atomic_uint *lock)
+{
+    (void)cf__sync_wait_unless(lock, NULL, 0);
 }
 
 void cf__sync_lock_all(cf__table *t)

@@ -584,6 +584,11 @@ static inline atomic_uint *cf__sync_pair_seq(const cf__table *t, uint64_t a, uin
  * yielding: cf__sync_wait). */
 CF__HIDDEN void cf__sync_wait(atomic_uint *lock);
 
+/* cf__sync_wait, but false (the lock not taken) once a bit of `shut` is set in `gate`:
+ * the word by which the stripes' owner says that it holds every stripe for good (for a
+ * concurrent filter, `meta`: concurrent.h), so that waiting would never end. */
+CF__HIDDEN bool cf__sync_wait_unless(atomic_uint *lock, const atomic_uint *gate, unsigned shut);
+
 /* The lock of stripe `stripe` if no one holds it; false if someone does. One atomic or
  * of the held bit (x86: lock bts): on a held lock it changes nothing, so the holder's own
  * stores to its word (the count, the release) lose nothing to it. */
@@ -597,6 +602,12 @@ static inline void cf__sync_lock(atomic_uint *locks, uint64_t stripe)
 {
     if (CF__UNLIKELY(!cf__sync_trylock(locks, stripe)))
         cf__sync_wait(&locks[stripe]);
+}
+
+static inline bool cf__sync_lock_unless(atomic_uint *locks, uint64_t stripe,
+                                        const atomic_uint *gate, unsigned shut)
+{
+    return cf__sync_trylock(locks, stripe) || cf__sync_wait_unless(&locks[stripe], gate, shut);
 }
 
 /* The lock of stripe `stripe` given up, its holder having added d items to the stripe
