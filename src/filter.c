@@ -14,9 +14,6 @@
  * bucket sizes that are used (up to 8); larger buckets fetch the first 8. */
 #define CF__PREFETCH_SLOTS 8u
 
-/* Parent of the two root nodes of an eviction search. */
-#define CF__ROOT UINT32_MAX
-
 /* The largest first sub-filter of RedisBloom's layout that cf_new makes (a power of two
  * that cf__table_bytes then checks against the memory limits). */
 #define CF__RB_MAX_BUCKETS (UINT64_C(1) << 62)
@@ -1119,19 +1116,6 @@ cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, u
         r = cf__bfs_plan(t->shape, t, z, i1, i2, fp);
     }
     return r;
-}
-
-unsigned cf__path_buckets(const cf__search *z, uint64_t *out, unsigned cap)
-{
-    const cf__node *q = z->queue;
-    unsigned n = 0;
-    for (uint32_t cur = z->end;; cur = q[cur].parent) {
-        if (n == cap)
-            return 0;
-        out[n++] = q[cur].bucket;
-        if (q[cur].parent == CF__ROOT)
-            return n;
-    }
 }
 
 /* cf__path_commit for a plain fast shape (constant widths F, B): each slot read from its

@@ -346,6 +346,7 @@ CF__HIDDEN cf_status cf__copy_plain(const cf_filter *f, cf_filter **out);
 CF__HIDDEN void cf__truncate(cf_filter *f, unsigned n, unsigned stash_n);
 
 /* One node of the breadth-first search for an eviction path (see filter.c). */
+#define CF__ROOT UINT32_MAX /* parent of the two root nodes */
 typedef struct cf__node {
     uint64_t bucket;
     uint32_t parent; /* index of the node whose slot `slot` moves here; CF__ROOT for roots */
@@ -392,9 +393,9 @@ typedef struct cf__search {
  * in z->marks): on the stack, whose visited set it clears as it needs it, or kept (own:
  * z->shift is the marks', whose entries are stale unless of generation z->gen, the last
  * search's). CF__MOVED with the path in z, CF__NO_PATH, or CF__OUT_OF_NODES when the
- * filter's budget needs more memory or the shape cannot be read so. cf__path_buckets puts
- * the path's buckets into out (cap of room), free end first, and returns how many (0 if
- * more than cap). With the locks of their stripes held, cf__path_commit (given
+ * filter's budget needs more memory or the shape cannot be read so: the path runs from
+ * node z->end up its parents to a root. With the locks of its buckets' stripes held,
+ * cf__path_commit (given
  * cf__kind_of(t->shape)) checks that the path still holds and makes its moves, fp into its
  * root; false if it changed (nothing written). */
 #define CF__PLAN_NODES 512u /* the default budget (CF_DEFAULT_MAX_KICKS + 2) and more */
@@ -402,7 +403,6 @@ typedef struct cf__search {
 typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
 CF__HIDDEN cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2,
                               uint32_t fp, cf__search *z, bool own);
-CF__HIDDEN unsigned cf__path_buckets(const cf__search *z, uint64_t *out, unsigned cap);
 CF__HIDDEN bool cf__path_commit(cf__table *t, enum cf__kind kind, const cf__search *z, uint32_t fp);
 
 /* A filter loading chunk by chunk (cf_load_chunk): the file position of the next chunk,

@@ -31,65 +31,98 @@
  * its planner only when another writer moved or filled one of its buckets meanwhile. */
 #define CF__PLAN_TRIES 4u
 
-/* The distinct stripes of n buckets, ascending, into out (n entries of room): an
- * insertion sort, as n is a pair or a short path. */
-static unsigned cf__stripes_of(const uint64_t *buckets, unsigned n, uint64_t *out)
+/* The distinct stripes of the buckets of the path planned in z, ascending, into out, and
+ * in *root the stripe of its root (which fp goes into), for a writer that waits for them
+ * (cf__take); the path has at most CF__PATH_MAX buckets (cf__path_try saw them). Each put
+ * in its place as the walk meets it: a path is short. */
+static unsigned cf__path_stripes(const cf__search *z, uint64_t out[CF__PATH_MAX], uint64_t *root)
 {
-    unsigned m = 0;
-    for (unsigned i = 0; i < n; i++) {
-        uint64_t x = buckets[i] >> CF__SYNC_STRIPE_SHIFT;
-        unsigned j = m;
+    const cf__node *q = z->queue;
+    unsigned n = 0;
+    for (uint32_t cur = z->end;; cur = q[cur].parent) {
+        uint64_t x = q[cur].bucket >> CF__SYNC_STRIPE_SHIFT;
+        unsigned j = n;
         while (j > 0 && out[j - 1] > x)
             j--;
-        if (j > 0 && out[j - 1] == x)
-            continue;
-        for (unsigned k = m; k > j; k--)
-            out[k] = out[k - 1];
-        out[j] = x;
-        m++;
-    }
-    return m;
-}
-
-/* The stripes of n distinct ascending `want` taken, those of `held` (nh of them) being
- * held already: in order if none is held, else each without waiting (a writer that
- * holds a stripe and waits for another might wait on one that waits for it); false, with
- * none of them taken, if one is busy, or with none held, if the filter is in a state
- * writers of stripes may not write (cf__cc_stripe_lock). */
-static bool cf__take(const struct cf__cc *cc, const uint64_t *want, unsigned n,
-                     const uint64_t *held, unsigned nh)
-{
-    atomic_uint *locks = cc->locks0;
-    for (unsigned i = 0; i < n; i++) {
-        bool have = false;
-        for (unsigned j = 0; j < nh; j++)
-            have |= held[j] == want[i];
-        if (have)
-            continue;
-        if (nh ? !cf__sync_trylock(locks, want[i]) : !cf__cc_stripe_lock(cc, want[i])) {
-            while (i-- > 0) {
-                have = false;
-                for (unsigned j = 0; j < nh; j++)
-                    have |= held[j] == want[i];
-                if (!have)
-                    cf__sync_unlock(locks, want[i]);
-            }
-            return false;
+        if (j == 0 || out[j - 1] != x) {
+            for (unsigned k = n; k > j; k--)
+                out[k] = out[k - 1];
+            out[j] = x;
+            n++;
+        }
+        if (q[cur].parent == CF__ROOT) {
+            *root = x;
+            return n;
         }
     }
-    return true;
 }
 
-static void cf__give(atomic_uint *locks, const uint64_t *stripes, unsigned n, const uint64_t *held,
-                     unsigned nh)
+static bool cf__has(const uint64_t *stripes, unsigned n, uint64_t x)
 {
-    for (unsigned i = n; i-- > 0;) {
-        bool have = false;
-        for (unsigned j = 0; j < nh; j++)
-            have |= held[j] == stripes[i];
-        if (!have)
-            cf__sync_unlock(locks, stripes[i]);
+    bool have = false;
+    for (unsigned j = 0; j < n; j++)
+        have |= stripes[j] == x;
+    return have;
+}
+
+static void cf__give(atomic_uint *locks, const uint64_t *stripes, unsigned n)
+{
+    for (unsigned i = n; i-- > 0;)
+        cf__sync_unlock(locks, stripes[i]);
+}
+
+/* How cf__path_try went. */
+enum cf__took {
+    CF__TOOK,      /* every stripe held */
+    CF__TOOK_BUSY, /* one was busy: none taken */
+    CF__TOOK_LONG  /* the path has more than CF__PATH_MAX buckets: none taken */
+};
+
+/* The stripes of the path planned in z taken without waiting, in the path's order, into
+ * out (*n of them: the distinct ones but those of `held`, nh of them, the caller's
+ * already), with the root's stripe (which fp goes into) in *root. No sort: with no other
+ * writer on them, the common case, their order cannot matter. */
+static enum cf__took cf__path_try(const struct cf__cc *cc, const cf__search *z,
+                                  const uint64_t *held, unsigned nh, uint64_t out[CF__PATH_MAX],
+                                  unsigned *n, uint64_t *root)
+{
+    const cf__node *q = z->queue;
+    atomic_uint *locks = cc->locks0;
+    unsigned m = 0, len = 0;
+    for (uint32_t cur = z->end;; cur = q[cur].parent) {
+        uint64_t x = q[cur].bucket >> CF__SYNC_STRIPE_SHIFT;
+        if (len++ == CF__PATH_MAX) {
+            cf__give(locks, out, m);
+            return CF__TOOK_LONG;
+        }
+        if (!cf__has(held, nh, x)) {
+            /* (a trylock of a stripe it took changes nothing, and fails) */
+            if (cf__sync_trylock(locks, x))
+                out[m++] = x;
+            else if (!cf__has(out, m, x)) {
+                cf__give(locks, out, m);
+                return CF__TOOK_BUSY;
+            }
+        }
+        if (q[cur].parent == CF__ROOT) {
+            *n = m;
+            *root = x;
+            return CF__TOOK;
+        }
     }
+}
+
+/* The stripes of n distinct ascending `want` taken, waiting, in order (as every writer
+ * that waits for several takes them); false, with none held, if the filter is in a state
+ * writers of stripes may not write (cf__cc_stripe_lock). */
+static bool cf__take(const struct cf__cc *cc, const uint64_t *want, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (!cf__cc_stripe_lock(cc, want[i])) {
+            cf__give(cc->locks0, want, i);
+            return false;
+        }
+    return true;
 }
 
 /* One of the filter's planning memories that no other writer holds, taken; NULL if each
@@ -115,22 +148,25 @@ bool cf__cc_evict(const cf_filter *f, cf__table *t, const uint64_t pair[2], uint
     cf__search stack, *z = own ? &own->z : &stack;
     bool done = false;
     for (unsigned tries = 0; tries < CF__PLAN_TRIES; tries++) {
-        uint64_t path[CF__PATH_MAX], stripes[CF__PATH_MAX];
+        uint64_t stripes[CF__PATH_MAX], root = 0;
         stack = (cf__search){.queue = queue, .marks = marks}; /* cf__plan reuses its fields */
-        unsigned len = 0;
+        unsigned n = 0;
         /* no path, or one the lock's holder finds (growth, the stash): the lock */
-        if (cf__plan(f, t, pair[0], pair[1], fp, z, own != NULL) != CF__MOVED ||
-            (len = cf__path_buckets(z, path, CF__PATH_MAX)) == 0)
+        if (cf__plan(f, t, pair[0], pair[1], fp, z, own != NULL) != CF__MOVED)
             break;
-        unsigned n = cf__stripes_of(path, len, stripes);
-        if (!cf__take(cc, stripes, n, held, nh)) {
-            if (nh == 0) /* (waiting, it gives up only in another state) */
+        enum cf__took took = cf__path_try(cc, z, held, nh, stripes, &n, &root);
+        if (took == CF__TOOK_LONG)
+            break;
+        if (took == CF__TOOK_BUSY) {
+            if (nh) /* one that holds stripes waits for none: it plans again */
+                continue;
+            n = cf__path_stripes(z, stripes, &root);
+            if (!cf__take(cc, stripes, n)) /* (it gives up only in another state) */
                 break;
-            continue;
         }
         if ((done = cf__path_commit(t, cc->kind0, z, fp))) /* fp went into its root */
-            cf__sync_count(cc->locks0, path[len - 1u] >> CF__SYNC_STRIPE_SHIFT, +1);
-        cf__give(cc->locks0, stripes, n, held, nh);
+            cf__sync_count(cc->locks0, root, +1);
+        cf__give(cc->locks0, stripes, n);
         if (done)
             break;
     }
