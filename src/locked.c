@@ -125,11 +125,23 @@ static bool cf__take(const struct cf__cc *cc, const uint64_t *want, unsigned n)
     return true;
 }
 
+/* Stack addresses of threads fall in distinct runs of this size: glibc's default stack
+ * is 8 MiB. */
+#define CF__STACK_SHIFT 23u
+
 /* One of the filter's planning memories that no other writer holds, taken; NULL if each
- * is busy. */
+ * is busy. A thread tries first the one its stack's address picks: evicting again, it
+ * finds the memory it used last in its own cache, where threads that took turns on one
+ * would move its lines between their cores at every eviction. */
 static cf__cc_plan *cf__plan_take(struct cf__cc *cc)
 {
-    for (unsigned k = 0; k < cc->nplans; k++) {
+    unsigned n = cc->nplans, first = 0;
+    if (n > 1) {
+        uintptr_t here = (uintptr_t)&first;
+        first = (unsigned)((here >> CF__STACK_SHIFT) % n);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        unsigned k = first + i < n ? first + i : first + i - n;
         cf__cc_plan *p = &cc->plans[k];
         if (!atomic_load_explicit(&p->busy, memory_order_relaxed) &&
             !atomic_exchange_explicit(&p->busy, 1u, memory_order_acquire))
