@@ -527,7 +527,7 @@ static inline void cf__bucket_prefetch(const cf__table *t, const cf__shape *s, u
 /* The low bits of two counters held in one 64-bit value: either odd is a section open. */
 #define CF__SYNC_ODD_PAIR UINT64_C(0x100000001)
 
-/* Bytes after the stripe counters: the second aligned word cf__sync_word_at loads for the
+/* Bytes after the stripe counters: the second aligned word cf__sync_word_bit loads for the
  * last bucket may reach past the counters. */
 #define CF__SYNC_TAIL_PAD 8u
 
@@ -706,14 +706,15 @@ static inline bool cf__seq_same(atomic_uint *c, unsigned seen)
     return !(seen & 1u) && atomic_load_explicit(c, memory_order_relaxed) == seen;
 }
 
-/* The 8 bytes of t from byte `at` on, as cf__load_le64 would read them, through the two
- * aligned words that hold them (relaxed atomic loads), with no branch. The block's
- * counters and tail pad keep the second word inside it. */
-static inline uint64_t cf__sync_word_at(const cf__table *t, uint64_t at)
+/* The 64 bits of t from bit `bit` on, as cf__load_le64 would read them, through the two
+ * aligned words that hold them (relaxed atomic loads), with no branch. By bit, not byte:
+ * the word's index and the shift are then one value's (bit / 64, bit mod 64). The
+ * block's counters and tail pad keep the second word inside it. */
+static inline uint64_t cf__sync_word_bit(const cf__table *t, uint64_t bit)
 {
-    _Atomic uint64_t *w = cf__sync_words(t) + (at >> 3);
+    _Atomic uint64_t *w = cf__sync_words(t) + (bit >> 6);
     uint64_t lo = cf__sync_get(&w[0]), hi = cf__sync_get(&w[1]);
-    return cf__shr128(lo, hi, (unsigned)at * 8u); /* (at mod 8) bytes */
+    return cf__shr128(lo, hi, (unsigned)bit);
 }
 
 /* Bucket i of a fast shape of `bytes`-byte buckets in the low bits; the bits above it,
@@ -722,7 +723,7 @@ static inline uint64_t cf__sync_word_at(const cf__table *t, uint64_t at)
 static inline uint64_t cf__sync_fast_word(const cf__table *t, uint64_t i, unsigned bytes)
 {
     if (8u % bytes != 0)
-        return cf__sync_word_at(t, i * bytes);
+        return cf__sync_word_bit(t, i * bytes * 8u);
     /* by the bucket's index, not its byte (i * bytes / 8): no multiply and shift back */
     const unsigned per = 8u / bytes;
     return cf__sync_get(cf__sync_words(t) + i / per) >> ((unsigned)(i % per) * bytes * 8u);
@@ -734,7 +735,7 @@ static inline uint64_t cf__sync_fast_word(const cf__table *t, uint64_t i, unsign
  * buckets computes both positions first, then reads them. */
 static inline uint64_t cf__sync_bucket_word(const cf__table *t, uint64_t bit, uint64_t mask)
 {
-    return (cf__sync_word_at(t, bit >> 3) >> (bit & 7u)) & mask;
+    return cf__sync_word_bit(t, bit) & mask;
 }
 
 /* cf__bucket_find of a synchronized table whose bucket is one load (s->bucket_mask, as
