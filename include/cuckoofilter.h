@@ -197,10 +197,10 @@ typedef struct cf_config {
  * cf_deserialize give a filter without it, cf_load_flags and cf_deserialize_flags one
  * with it. The cost: a lookup reads a sequence counter besides its two buckets, and
  * again after them (semi-sorted buckets: two), each bucket through the aligned 64-bit
- * words that hold it (b = 4: 2.0 times the instructions with 12-bit fingerprints, whose
- * 6-byte buckets straddle words; 1.45 times with 16-bit ones, read with one load each, the
+ * words that hold it (b = 4: 1.7 times the instructions with 12-bit fingerprints, whose
+ * 6-byte buckets straddle words; 1.4 times with 16-bit ones, read with one load each, the
  * fastest beside writers); writes take stripe locks and store whole aligned words (12/4
- * at 95 % load: adds about 1.7 times the instructions, deletes 2.1); the counters and
+ * at 95 % load: adds and deletes about 1.4 times the instructions); the counters and
  * locks take 8 bytes per 256 buckets, and a first table of a MiB or more gets 16 KiB of
  * planning memory per MiB, up to 4 (64 KiB), for writers evicting at once
  * (cf_bytes_needed counts it). A count beside writers counts every copy whose add
