@@ -462,7 +462,9 @@ static CF__INLINE enum cf__cc_done cf__cc_each_t(const struct cf__cc *cc, uint32
 }
 
 /* The add of key h, whose fingerprint is fp and whose buckets in the first sub-filter are
- * i1 and i2: a put (cf__cc_each_t), then an eviction, else the lock (locked.c). */
+ * i1 and i2: a put (cf__cc_each_t), then an eviction, else the lock (locked.c). A busy
+ * stripe is one another writer holds, or one every stripe of a state writers of stripes
+ * may not write (cf__cc_stripe_lock): `meta`, read only then, says which. */
 static CF__INLINE cf_status cf__cc_add_at_t(cf_filter *f, const struct cf__cc *cc, uint64_t h,
                                             uint32_t fp, uint64_t i1, uint64_t i2, bool WAIT,
                                             cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
@@ -474,7 +476,9 @@ static CF__INLINE cf_status cf__cc_add_at_t(cf_filter *f, const struct cf__cc *c
     case CF__CC_NEITHER:
         return cf__cc_add_full(f, h, fp, i1, i2);
     case CF__CC_BUSY:
-        return wait(f, h);
+        if (cf__cc_par(cf__cc_of(f)))
+            return wait(f, h);
+        return cf__cc_add_locked(f, h, false);
     default:
         return cf__cc_add_locked(f, h, false);
     }
@@ -542,9 +546,15 @@ static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(&t, &k, &i1, &i2);
-    if (!WAIT) /* (the form that only tries: never CF__CC_LOCK) */
-        return cf__cc_each_t(cc, k.fp, i1, i2, false, false, F, B) == CF__CC_DONE ? CF_OK
-                                                                                  : wait(f, h);
+    if (!WAIT) { /* (the form that only tries: never CF__CC_LOCK) */
+        enum cf__cc_done r = cf__cc_each_t(cc, k.fp, i1, i2, false, false, F, B);
+        if (r == CF__CC_DONE)
+            return CF_OK;
+        /* a busy stripe: as in cf__cc_add_at_t */
+        if (r == CF__CC_BUSY && !cf__cc_par(cf__cc_of(f)))
+            return cf__cc_del_locked(f, h);
+        return wait(f, h);
+    }
     uint64_t st[2];
     if (!cf__pair_lock(cc, i1, i2, st))
         return cf__cc_del_locked(f, h);
