@@ -68,9 +68,12 @@ static inline unsigned cf__clz64(uint64_t x)
 #endif
 }
 
+/* Set bits of x, which every caller has few of (a bucket's matching lanes): x86-64 code
+ * built for processors without the popcount instruction would call the compiler's
+ * general routine, where a loop over the few bits is shorter. */
 static inline unsigned cf__popcount64(uint64_t x)
 {
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__POPCNT__) || !defined(__x86_64__))
     return (unsigned)__builtin_popcountll(x);
 #else
     unsigned n = 0;

@@ -626,8 +626,9 @@ void cf__sync_clear(cf__table *t)
 }
 
 /* Copies of fp in bucket `bucket` of synchronized table t, read in one piece: a bucket
- * that fits the 8 bytes from its first byte (s->bucket_mask) as one word, any other
- * through a window. */
+ * that fits the 8 bytes from its first byte (s->bucket_mask) as one word, matched in it
+ * at once; plain slots of 64 bits or fewer (a widened sub-filter's 15/4, say) as one
+ * word too, taken from it one by one; any other through a window. */
 static unsigned cf__sync_bucket_count(const cf__table *t, uint64_t bucket, uint32_t fp)
 {
     const cf__shape *s = t->shape;
@@ -635,6 +636,13 @@ static unsigned cf__sync_bucket_count(const cf__table *t, uint64_t bucket, uint3
         uint64_t word = cf__sync_bucket_word(t, bucket * s->bucket_bits, s->bucket_mask);
         return cf__popcount64(s->semi ? cf__semi_match1_word(s, word, fp)
                                       : cf__lanes_equal(s, word, fp));
+    }
+    if (!s->semi && s->bucket_bits <= 64u) {
+        uint64_t word = cf__sync_word_bit(t, bucket * s->bucket_bits);
+        unsigned n = 0;
+        for (unsigned j = 0; j < s->b; j++)
+            n += ((word >> (j * s->f)) & s->fp_mask) == fp;
+        return n;
     }
     cf__sync_window w;
     cf__sync_open(t, bucket, &w);
