@@ -427,27 +427,29 @@ enum cf__cc_done {
     CF__CC_DONE,    /* fp put or removed */
     CF__CC_NEITHER, /* neither bucket had room for fp (a put) or held it (a removal) */
     CF__CC_BUSY,    /* a stripe was busy, and WAIT was not given */
-    CF__CC_LOCK     /* (WAIT) the filter is in another state: the lock's writers take over */
+    CF__CC_LOCK     /* the filter is in another state: the lock's writers take over */
 };
 
 /* fp put into (ADD) or removed from bucket i1, else bucket i2, of the first sub-filter,
  * each bucket under its own stripe alone, taken in turn (half the lock words a pair takes,
  * and they are what writers of other buckets share most). A stripe taken says the state
  * is the simple one (every stripe is held in any other: cf__cc_stripe_lock), so the
- * first form, which only tries, checks nothing more. The slot is the one the plain
+ * first form, which only tries, checks nothing more; `meta`, read only for a busy stripe,
+ * says whether another writer holds it or the state does. The slot is the one the plain
  * filter's put or delete chooses. A removal that finds fp in neither bucket proves
  * nothing: fp may have moved from i2 to i1 between the two. */
-static CF__INLINE enum cf__cc_done cf__cc_each_t(const struct cf__cc *cc, uint32_t fp, uint64_t i1,
-                                                 uint64_t i2, bool ADD, bool WAIT, unsigned F,
-                                                 unsigned B)
+static CF__INLINE enum cf__cc_done cf__cc_each_t(const cf_filter *f, const struct cf__cc *cc,
+                                                 uint32_t fp, uint64_t i1, uint64_t i2, bool ADD,
+                                                 bool WAIT, unsigned F, unsigned B)
 {
     cf__table t = cf__cc_table0(cc);
     atomic_uint *locks = cc->locks0;
     /* the bucket by value, i1 then i2 (over an array of the two, gcc kept it in memory) */
     for (uint64_t i = i1;; i = i2) {
         uint64_t stripe = i >> CF__SYNC_STRIPE_SHIFT;
+        /* (a busy stripe's cc taken from f anew: the hot path keeps no register for it) */
         if (!WAIT && !cf__sync_trylock(locks, stripe))
-            return CF__CC_BUSY;
+            return cf__cc_par(cf__cc_of(f)) ? CF__CC_BUSY : CF__CC_LOCK;
         if (WAIT && !cf__cc_stripe_lock(cc, stripe))
             return CF__CC_LOCK;
         atomic_uint *seq = &cc->stripes0[stripe];
@@ -462,23 +464,19 @@ static CF__INLINE enum cf__cc_done cf__cc_each_t(const struct cf__cc *cc, uint32
 }
 
 /* The add of key h, whose fingerprint is fp and whose buckets in the first sub-filter are
- * i1 and i2: a put (cf__cc_each_t), then an eviction, else the lock (locked.c). A busy
- * stripe is one another writer holds, or one every stripe of a state writers of stripes
- * may not write (cf__cc_stripe_lock): `meta`, read only then, says which. */
+ * i1 and i2: a put (cf__cc_each_t), then an eviction, else the lock (locked.c). */
 static CF__INLINE cf_status cf__cc_add_at_t(cf_filter *f, const struct cf__cc *cc, uint64_t h,
                                             uint32_t fp, uint64_t i1, uint64_t i2, bool WAIT,
                                             cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
                                             unsigned B)
 {
-    switch (cf__cc_each_t(cc, fp, i1, i2, true, WAIT, F, B)) {
+    switch (cf__cc_each_t(f, cc, fp, i1, i2, true, WAIT, F, B)) {
     case CF__CC_DONE:
         return CF_OK;
     case CF__CC_NEITHER:
         return cf__cc_add_full(f, h, fp, i1, i2);
     case CF__CC_BUSY:
-        if (cf__cc_par(cf__cc_of(f)))
-            return wait(f, h);
-        return cf__cc_add_locked(f, h, false);
+        return wait(f, h);
     default:
         return cf__cc_add_locked(f, h, false);
     }
@@ -546,14 +544,15 @@ static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(&t, &k, &i1, &i2);
-    if (!WAIT) { /* (the form that only tries: never CF__CC_LOCK) */
-        enum cf__cc_done r = cf__cc_each_t(cc, k.fp, i1, i2, false, false, F, B);
-        if (r == CF__CC_DONE)
+    if (!WAIT) {
+        switch (cf__cc_each_t(f, cc, k.fp, i1, i2, false, false, F, B)) {
+        case CF__CC_DONE:
             return CF_OK;
-        /* a busy stripe: as in cf__cc_add_at_t */
-        if (r == CF__CC_BUSY && !cf__cc_par(cf__cc_of(f)))
+        case CF__CC_LOCK:
             return cf__cc_del_locked(f, h);
-        return wait(f, h);
+        default:
+            return wait(f, h);
+        }
     }
     uint64_t st[2];
     if (!cf__pair_lock(cc, i1, i2, st))

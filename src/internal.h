@@ -395,9 +395,8 @@ typedef struct cf__search {
  * search's). CF__MOVED with the path in z, CF__NO_PATH, or CF__OUT_OF_NODES when the
  * filter's budget needs more memory or the shape cannot be read so: the path runs from
  * node z->end up its parents to a root. With the locks of its buckets' stripes held,
- * cf__path_commit (given
- * cf__kind_of(t->shape)) checks that the path still holds and makes its moves, fp into its
- * root; false if it changed (nothing written). */
+ * cf__path_commit (given cf__kind_of(t->shape)) checks that the path still holds and makes
+ * its moves, fp into its root; false if it changed (nothing written). */
 #define CF__PLAN_NODES 512u /* the default budget (CF_DEFAULT_MAX_KICKS + 2) and more */
 #define CF__PATH_MAX   32u  /* the longest path a writer beside others makes */
 typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
