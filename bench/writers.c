@@ -4,15 +4,21 @@
  *
  * For each size: N pre-hashed keys into a fixed filter of capacity N (12-bit fingerprints,
  * b = 4, which the library sizes for 95 % of its slots: inserts evict more and more as it
- * fills), with cf_add_many in batches of BATCH, each thread its own share of the keys,
- * ROUNDS times in turn (the median printed):
+ * fills), with cf_add_many in batches of BATCH, ROUNDS times in turn (the median printed):
  *   - plain, 1 thread: the filter without the flag (the baseline);
- *   - concurrent, T threads for T = 1 .. --threads: keys per second, and T threads over
- *     one (the goal on 2 cores: 2 threads >= 1.6 x one);
- *   - apart, T threads: each thread its share into a filter of its own (capacity N / T),
+ *   - concurrent, T threads for T = 1 .. --threads, each taking the next BATCH keys from
+ *     a shared cursor (an atomic add) until none are left: keys per second, and T threads
+ *     over one (the goal on 2 cores: 2 threads >= 1.6 x one). This is how a program
+ *     should feed writers: a thread that runs slower for a while (on this VM, one of two
+ *     often does, for most of a run) takes fewer batches, and no thread finishes alone;
+ *   - slices, T threads: each thread a fixed slice of N / T keys, as a program that splits
+ *     its input beforehand does: the slower thread then finishes alone, putting the last,
+ *     most crowded keys in with one core;
+ *   - apart, T threads: each thread its slice into a filter of its own (capacity N / T),
  *     nothing shared: what the machine allows T busy threads (caches, memory, and on a VM
  *     perhaps fewer physical cores).
- * Wall-clock time (the threads' work together), every key checked present at the end.
+ * Wall-clock time (the threads' work together), every key checked present at the end and
+ * the count checked exact.
  *
  * Usage: cf-bench-writers [--keys N[,N...]] [--threads T] [--seed S]
  */
@@ -20,6 +26,7 @@
 #include "common.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define DEFAULT_KEYS "1000000,20000000" /* in cache, and far out of it */
@@ -28,21 +35,28 @@
 #define MAX_THREADS  8
 #define BATCH        256u /* keys per cf_add_many call */
 
+/* How the keys are split among the threads (see the top of the file). */
+enum split { CURSOR, SLICES, APART };
+
 typedef struct share {
     cf_filter *f;
-    const uint64_t *h;
+    const uint64_t *h; /* the thread's slice, or (CURSOR) every key */
     size_t n;
+    atomic_size_t *next; /* CURSOR: the first key no thread has taken; else NULL */
     size_t added;
 } share;
 
 static void *fill_share(void *p)
 {
     share *s = p;
-    for (size_t i = 0; i < s->n; i += BATCH) {
+    for (size_t i = 0;; i += BATCH) {
+        if (s->next)
+            i = atomic_fetch_add_explicit(s->next, BATCH, memory_order_relaxed);
+        if (i >= s->n)
+            return NULL;
         size_t m = s->n - i < BATCH ? s->n - i : BATCH;
         s->added += cf_add_many(s->f, s->h + i, m, 0, NULL);
     }
-    return NULL;
 }
 
 static cf_filter *make(size_t capacity, unsigned flags)
@@ -56,46 +70,52 @@ static cf_filter *make(size_t capacity, unsigned flags)
     return f;
 }
 
-/* Every key of each share found, the counts right; the filters freed. */
-static void check(share *s, unsigned threads, bool apart)
+/* Every one of the n keys found in its filter (its slice's, apart) and added once, the
+ * count right; the filters freed. */
+static void check(share *s, unsigned threads, enum split how, size_t n)
 {
+    size_t added = 0, missing = 0;
     for (unsigned i = 0; i < threads; i++) {
+        added += s[i].added;
+        if (how == CURSOR && i > 0)
+            continue; /* one filter, one array: checked once */
         bool *out = bench_xmalloc(s[i].n * sizeof *out);
         cf_contains_many(s[i].f, s[i].h, s[i].n, out);
-        size_t missing = 0;
         for (size_t j = 0; j < s[i].n; j++)
             missing += !out[j];
         free(out);
-        if (missing || s[i].added != s[i].n) {
-            fprintf(stderr, "cf-bench-writers: %zu of %zu keys added, %zu missing\n", s[i].added,
-                    s[i].n, missing);
-            exit(1);
-        }
     }
-    size_t n = 0;
-    for (unsigned i = 0; i < threads; i++)
-        n += s[i].n;
+    if (missing || added != n) {
+        fprintf(stderr, "cf-bench-writers: %zu of %zu keys added, %zu missing\n", added, n,
+                missing);
+        exit(1);
+    }
     cf_stats st;
     cf_get_stats(s[0].f, &st);
-    if (!apart && st.items != n) {
+    if (how != APART && st.items != n) {
         fprintf(stderr, "cf-bench-writers: %llu items, not %zu\n", (unsigned long long)st.items, n);
         exit(1);
     }
-    for (unsigned i = 0; i < (apart ? threads : 1u); i++)
+    for (unsigned i = 0; i < (how == APART ? threads : 1u); i++)
         cf_free(s[i].f);
 }
 
-/* Seconds to add h[0, n) from `threads` threads to a new filter with `flags`, or (apart)
- * each thread its share to a filter of its own. */
-static double fill(const uint64_t *h, size_t n, unsigned flags, unsigned threads, bool apart)
+/* Seconds to add h[0, n) from `threads` threads to a new filter with `flags`, the keys
+ * split among them as `how` says. */
+static double fill(const uint64_t *h, size_t n, unsigned flags, unsigned threads, enum split how)
 {
     share s[MAX_THREADS];
     pthread_t t[MAX_THREADS];
     size_t per = n / threads;
-    cf_filter *shared = apart ? NULL : make(n, flags);
+    atomic_size_t next;
+    atomic_init(&next, 0);
+    cf_filter *shared = how == APART ? NULL : make(n, flags);
     for (unsigned i = 0; i < threads; i++) {
         size_t m = i + 1 == threads ? n - i * per : per;
-        s[i] = (share){apart ? make(m, flags) : shared, h + i * per, m, 0};
+        if (how == CURSOR)
+            s[i] = (share){shared, h, n, &next, 0};
+        else
+            s[i] = (share){how == APART ? make(m, flags) : shared, h + i * per, m, NULL, 0};
     }
     double t0 = bench_now();
     for (unsigned i = 0; i < threads; i++) {
@@ -107,7 +127,7 @@ static double fill(const uint64_t *h, size_t n, unsigned flags, unsigned threads
     for (unsigned i = 0; i < threads; i++)
         pthread_join(t[i], NULL);
     double secs = bench_now() - t0;
-    check(s, threads, apart);
+    check(s, threads, how, n);
     return secs;
 }
 
@@ -148,12 +168,15 @@ int main(int argc, char **argv)
         uint64_t *h = bench_xmalloc(n * sizeof *h);
         for (size_t i = 0; i < n; i++)
             h[i] = bench_gen(seed, i);
-        double plain[ROUNDS], cc[MAX_THREADS][ROUNDS], apart[MAX_THREADS][ROUNDS];
+        double plain[ROUNDS], cc[MAX_THREADS][ROUNDS], slices[MAX_THREADS][ROUNDS],
+            apart[MAX_THREADS][ROUNDS];
         for (int r = 0; r < ROUNDS; r++) {
-            plain[r] = fill(h, n, 0, 1, false);
+            plain[r] = fill(h, n, 0, 1, SLICES);
             for (unsigned t = 1; t <= threads; t++) {
-                cc[t - 1][r] = fill(h, n, CF_CONCURRENT, t, false);
-                apart[t - 1][r] = fill(h, n, CF_CONCURRENT, t, true);
+                cc[t - 1][r] = fill(h, n, CF_CONCURRENT, t, CURSOR);
+                if (t > 1) /* (one thread's slice is every key: the cursor's run) */
+                    slices[t - 1][r] = fill(h, n, CF_CONCURRENT, t, SLICES);
+                apart[t - 1][r] = fill(h, n, CF_CONCURRENT, t, APART);
             }
         }
         double base = bench_median(plain, ROUNDS), one = bench_median(cc[0], ROUNDS);
@@ -161,10 +184,13 @@ int main(int argc, char **argv)
         for (unsigned t = 1; t <= threads; t++) {
             double secs = bench_median(cc[t - 1], ROUNDS);
             double alone = bench_median(apart[t - 1], ROUNDS);
-            printf("  concurrent, %u thread%s   %8.2f M/s  (%.2f x plain, %.2f x 1 thread; "
-                   "apart %.2f M/s)\n",
-                   t, t == 1 ? " " : "s", (double)n / secs / 1e6, base / secs, one / secs,
-                   (double)n / alone / 1e6);
+            printf("  concurrent, %u thread%s   %8.2f M/s  (%.2f x plain, %.2f x 1 thread", t,
+                   t == 1 ? " " : "s", (double)n / secs / 1e6, base / secs, one / secs);
+            if (t > 1) {
+                double sl = bench_median(slices[t - 1], ROUNDS);
+                printf("; in fixed slices %.2f M/s, %.2f x", (double)n / sl / 1e6, one / sl);
+            }
+            printf("; apart %.2f M/s)\n", (double)n / alone / 1e6);
         }
         free(h);
     }
