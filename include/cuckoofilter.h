@@ -446,9 +446,8 @@ CF_API cf_status cf_new_like(const cf_filter *model, const cf_allocator *allocat
  * above): a free slot of its pair, then an eviction, then growth where the new sub-filter
  * can hold it, then the stash of a fixed filter.
  * Atomic: on any failure dst is exactly as it was. The merge copies dst's tables first,
- * so it needs memory for a second copy of them while it runs. (One exception: a
- * CF_CONCURRENT dst that grows, and whose memory runs out between the trial and the
- * merge itself (see Cost), is left with part of src merged and every key it held.)
+ * so it needs memory for a second copy of them while it runs (a CF_CONCURRENT dst that
+ * grows also gets its new sub-filters' memory before anything changes).
  * Deterministic: the same two filters always merge to the same filter.
  * reason: if not NULL, receives NULL on CF_OK, else a static one-line English description
  * of what was wrong ("seeds differ", "the merged fingerprints do not fit", ...).

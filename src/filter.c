@@ -443,7 +443,7 @@ void cf__more_trim(cf_filter *f)
 {
     const cf__more *m = f->more;
     if (m && !m->tables && !m->wide_shapes && !m->stash && !m->search && !m->map && !m->load &&
-        !m->cc) {
+        !m->cc && !m->spare) {
         cf__mfree(f, f->more);
         f->more = NULL;
     }
@@ -1197,25 +1197,48 @@ bool cf__path_commit(cf__table *t, enum cf__kind kind, const cf__search *z, uint
     }
 }
 
+/* Sub-filter n of f (n >= 1), `expansion` times sub-filter n - 1 of `*buckets` buckets:
+ * its bucket count into *buckets, its width beyond the first's into *ext and its block's
+ * bytes into *bytes; false if it cannot be made (a fixed filter, the limit, a size
+ * overflowing). */
+static bool cf__append_size(const cf_filter *f, unsigned n, uint64_t *buckets, unsigned *ext,
+                            size_t *bytes)
+{
+    if (f->expansion == 0 || n >= cf__max_tables(f))
+        return false;
+    *ext = cf__ext_of(f->fp_bits, f->widen, n);
+    cf__shape want;
+    cf__shape_init(&want, f->fp_bits + *ext, cf__shape0(f)->b, cf__shape0(f)->semi);
+    want.sync = cf__shape0(f)->sync;
+    return cf__mul_u64(*buckets, f->expansion, buckets) &&
+           cf__table_bytes(&want, *buckets, bytes) && cf__table_block(&want, *buckets, bytes);
+}
+
+/* The block reserved for sub-filter n (cf__reserve_like), taken; else NULL. */
+static uint8_t *cf__spare_take(cf__more *m, unsigned n)
+{
+    cf__spare *sp = m->spare;
+    if (!sp || n < sp->first || n - sp->first >= sp->n)
+        return NULL;
+    uint8_t *block = sp->block[n - sp->first];
+    sp->block[n - sp->first] = NULL;
+    return block;
+}
+
 cf_status cf__table_append(cf_filter *f, cf__table **out)
 {
-    uint64_t buckets;
+    unsigned n = f->ntables, ext;
+    uint64_t buckets = f->tables[n - 1].buckets;
     size_t bytes;
-    unsigned n = f->ntables;
-    if (f->expansion == 0 || n >= cf__max_tables(f))
-        return CF_FULL;
-    unsigned ext = cf__ext_of(f->fp_bits, f->widen, n);
-    cf__shape want;
-    cf__shape_init(&want, f->fp_bits + ext, cf__shape0(f)->b, cf__shape0(f)->semi);
-    want.sync = cf__shape0(f)->sync;
-    if (!cf__mul_u64(f->tables[n - 1].buckets, f->expansion, &buckets) ||
-        !cf__table_bytes(&want, buckets, &bytes) || !cf__table_block(&want, buckets, &bytes))
+    if (!cf__append_size(f, n, &buckets, &ext, &bytes))
         return CF_FULL;
     /* Every allocation first (`more`, the table, the first wide shapes, a bigger
      * sub-filter array), so that a failure of any leaves the filter as it was. */
     cf__more *m = cf__more_of(f);
     bool new_shapes = ext > 0 && m && !m->wide_shapes;
-    uint8_t *data = m ? cf__malloc(f, bytes) : NULL;
+    uint8_t *data = m ? cf__spare_take(m, n) : NULL;
+    if (m && !data)
+        data = cf__malloc(f, bytes);
     const cf__shape *s = data ? cf__shape_at(f, ext) : NULL;
     unsigned cap = cf__tables_cap(cf__max_tables(f), n + 1, cf__is_cc(f));
     if (!s || (cap > m->tables_cap && !cf__resize_tables(f, n, cap))) {
@@ -1232,6 +1255,52 @@ cf_status cf__table_append(cf_filter *f, cf__table **out)
     cf__table_init(t, data, buckets, s, cf__grown_at(f, n, buckets));
     *out = t;
     return CF_OK;
+}
+
+cf_status cf__reserve_like(cf_filter *f, unsigned ntables, unsigned stash_n)
+{
+    cf__more *m = cf__more_of(f);
+    unsigned n0 = f->ntables, extra = ntables > n0 ? ntables - n0 : 0;
+    if (!m || (stash_n > f->stash_n && !cf__stash_room(f)))
+        return CF_ENOMEM;
+    if (extra) {
+        /* at most CF_MAX_SUB_FILTERS entries: no overflow */
+        cf__spare *sp = cf__malloc(f, sizeof *sp + extra * sizeof sp->block[0]);
+        if (!sp)
+            return CF_ENOMEM;
+        *sp = (cf__spare){.first = n0, .n = 0};
+        m->spare = sp;
+        uint64_t buckets = f->tables[n0 - 1].buckets;
+        unsigned cap = cf__tables_cap(cf__max_tables(f), ntables, cf__is_cc(f)), ext = 0;
+        for (unsigned k = n0; k < ntables; k++) {
+            size_t bytes;
+            /* (the sizes the trial's growth took: they fit) */
+            if (!cf__append_size(f, k, &buckets, &ext, &bytes) ||
+                !(sp->block[sp->n] = cf__malloc(f, bytes)))
+                goto fail;
+            sp->n++;
+        }
+        if ((ext > 0 && !cf__shape_at(f, ext)) ||
+            (cap > m->tables_cap && !cf__resize_tables(f, n0, cap)))
+            goto fail;
+    }
+    return CF_OK;
+fail:
+    cf__reserve_drop(f);
+    return CF_ENOMEM;
+}
+
+void cf__reserve_drop(cf_filter *f)
+{
+    cf__more *m = f->more;
+    if (!m || !m->spare)
+        return;
+    for (unsigned k = 0; k < m->spare->n; k++)
+        if (m->spare->block[k])
+            cf__mfree(f, m->spare->block[k]);
+    cf__mfree(f, m->spare);
+    m->spare = NULL;
+    cf__more_trim(f);
 }
 
 void cf__table_publish(cf_filter *f)

@@ -341,6 +341,14 @@ CF__HIDDEN cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, 
 /* A filter of f's contents, not concurrent, made with f's allocator (persist.c); the
  * caller holds f still (a concurrent f's lock). */
 CF__HIDDEN cf_status cf__copy_plain(const cf_filter *f, cf_filter **out);
+/* Every allocation f needs to become a filter of `ntables` sub-filters (as many as it has
+ * or more) and `stash_n` stash entries, made now, so that the inserts that take it there
+ * (those a trial on a copy of f made) allocate nothing: the stash, the wider shapes, a
+ * sub-filter array with room for them all, and the blocks of the sub-filters it will
+ * append (in f's layout, concurrent or not). CF_OK; CF_ENOMEM with f's contents as they
+ * were. cf__reserve_drop frees what was not used. */
+CF__HIDDEN cf_status cf__reserve_like(cf_filter *f, unsigned ntables, unsigned stash_n);
+CF__HIDDEN void cf__reserve_drop(cf_filter *f);
 /* Drop f's sub-filters from the n-th on (n >= 1) with what only they needed, as a copy of
  * the rest would hold, and its stash entries from the stash_n-th on. */
 CF__HIDDEN void cf__truncate(cf_filter *f, unsigned n, unsigned stash_n);
@@ -450,7 +458,16 @@ typedef struct cf__more {
     cf__loading *load; /* loading chunk by chunk (cf_load_chunk), else NULL: see cf__loading */
     struct cf__cc *cc; /* CF_CONCURRENT: the writers' lock and what readers check (concurrent.c) */
     struct cf__window *window; /* a windowed filter's generations (window.c) */
+    struct cf__spare *spare;   /* blocks a merge reserved for the sub-filters it appends
+                                  (cf__reserve_like), else NULL */
 } cf__more;
+
+/* The tables' blocks of sub-filters first .. first + n - 1, allocated before they are
+ * appended (cf__table_append takes each, NULL once taken). */
+typedef struct cf__spare {
+    unsigned first, n;
+    uint8_t *block[];
+} cf__spare;
 
 /* cf_filter.bits */
 #define CF__B_V3         1u   /* its hot paths are the x86-64-v3 variant's */

@@ -13,9 +13,10 @@
  * cannot be put back under its lock-free readers (they would see the tables mid-copy), so
  * the merge first runs on a private plain copy of it, and only if that succeeds on the
  * filter itself, with concurrent writes: inserts are deterministic, and the same
- * fingerprints into the same state take the same paths, so the second run succeeds too,
- * unless an allocation the trial made (a new sub-filter) fails the second time: then
- * what was merged stays, which loses no key.
+ * fingerprints into the same state take the same paths, so the second run succeeds too.
+ * It allocates nothing: before it begins, the filter gets every block the trial's growth
+ * took (cf__reserve_like), so that running out of memory stops the merge while the
+ * destination is still as it was.
  * Both filters' writers' locks are held throughout (taken in address order, so that two
  * merges of the same pair the other way round cannot deadlock).
  */
@@ -189,8 +190,15 @@ static cf_status cf__merge_held(cf_filter *dst, const cf_filter *src)
         st = cf__copy_plain(dst, &trial);
         if (st == CF_OK) /* the very path the second run takes: cf__place's */
             st = cf__merge_all(trial, src, false);
+        unsigned ntables = trial ? trial->ntables : 0, stash_n = trial ? trial->stash_n : 0;
         cf_free(trial);
-        return st == CF_OK ? cf__merge_all(dst, src, false) : st;
+        if (st == CF_OK) /* what the trial allocated, allocated on dst before it changes */
+            st = cf__reserve_like(dst, ntables, stash_n);
+        if (st == CF_OK) {
+            st = cf__merge_all(dst, src, false);
+            cf__reserve_drop(dst);
+        }
+        return st;
     }
     cf__merge_undo u;
     if ((st = cf__undo_save(dst, &u)) != CF_OK)

@@ -21,7 +21,8 @@
  *    before any work) and from one whose first sub-filter is full (refused midway,
  *    undone).
  * 5. Allocation failures: every allocation of the merge failing in turn gives CF_ENOMEM
- *    or CF_OK; after CF_ENOMEM the destination is byte for byte as it was.
+ *    or CF_OK; after CF_ENOMEM the destination is byte for byte as it was, a concurrent
+ *    one too.
  * 6. Determinism, cf_new_like (settings, seed, allocator, emptiness), and a merged filter
  *    saved and loaded keeps every key.
  * 7. Concurrent filters (also under ThreadSanitizer): see test_concurrent below.
@@ -334,10 +335,12 @@ static void test_refusals(const char *dir)
     unlink(path);
 }
 
-/* 5. Every allocation of the merge failing in turn: its copy, growth, the stash. */
-static void test_alloc_failures(void)
+/* 5. Every allocation of the merge failing in turn: its copy, growth, the stash; into a
+ * plain destination and a concurrent one (whose merge runs on a trial copy first, then
+ * allocates before it changes the destination). */
+static void test_alloc_failures(unsigned flags)
 {
-    cft_context("allocation failures");
+    cft_context("allocation failures, flags %u", flags);
     cft_alloc t;
     cft_alloc_init(&t);
     cf_config c = {.capacity = 500, .seed = 5, .expansion = 2};
@@ -347,8 +350,11 @@ static void test_alloc_failures(void)
         size_t len = cft_key(key, 6, id);
         CHECK_ST(cf_add(src, key, len), CF_OK);
     }
-    CHECK(src && CHECK_ST(cf_new_like(src, &t.a, &dst), CF_OK));
+    c.flags = flags;
+    c.allocator = &t.a;
+    CHECK(src && CHECK_ST(cf_new(&c, &dst), CF_OK));
     bool done = false;
+    unsigned failed = 0;
     for (uint64_t nth = 1; dst && src && !done && nth < 100; nth++) {
         cf_filter *before = copy_of(dst);
         cft_alloc_arm(&t, nth, false);
@@ -356,11 +362,14 @@ static void test_alloc_failures(void)
         cft_alloc_disarm(&t);
         CHECK(st == CF_OK || st == CF_ENOMEM);
         if (st == CF_ENOMEM)
-            CHECK(before && cft_same_bytes(dst, before));
+            CHECK_MSG(before && cft_same_bytes(dst, before),
+                      "changed after allocation %llu of the merge failed", (unsigned long long)nth);
+        failed += st == CF_ENOMEM;
         done = st == CF_OK;
         cf_free(before);
     }
     CHECK(done);
+    CHECK(failed > 2); /* the copy, a new sub-filter's block and its array at least */
     for (uint64_t id = 0; done && id < 1500; id++) {
         size_t len = cft_key(key, 6, id);
         CHECK(cf_contains(dst, key, len));
@@ -563,7 +572,8 @@ int main(void)
     test_grown(CF_GROW_SAME_WIDTH, 210);
     test_self_copy(300);
     test_refusals(dir);
-    test_alloc_failures();
+    test_alloc_failures(0);
+    test_alloc_failures(CF_CONCURRENT);
     test_like_and_files(dir);
     test_concurrent();
     test_walk();
