@@ -629,7 +629,7 @@ void cf__sync_clear(cf__table *t)
  * that fits the 8 bytes from its first byte (s->bucket_mask) as one word, matched in it
  * at once; plain slots of 64 bits or fewer (a widened sub-filter's 15/4, say) as one
  * word too, taken from it one by one; any other through a window. */
-static unsigned cf__sync_bucket_count(const cf__table *t, uint64_t bucket, uint32_t fp)
+static CF__INLINE unsigned cf__sync_bucket_count(const cf__table *t, uint64_t bucket, uint32_t fp)
 {
     const cf__shape *s = t->shape;
     if (s->bucket_mask) {
@@ -657,7 +657,7 @@ unsigned cf__sync_pair_count(const cf__table *t, uint64_t i1, uint64_t i2, uint3
     atomic_uint *c2 = semi ? cf__sync_stripe(t, i2) : c1;
     for (;;) {
         unsigned v1 = atomic_load_explicit(c1, memory_order_acquire);
-        unsigned v2 = atomic_load_explicit(c2, memory_order_acquire);
+        unsigned v2 = semi ? atomic_load_explicit(c2, memory_order_acquire) : v1;
         unsigned n = cf__sync_bucket_count(t, i1, fp);
         if (n && stop_at_one)
             return n;
@@ -665,7 +665,7 @@ unsigned cf__sync_pair_count(const cf__table *t, uint64_t i1, uint64_t i2, uint3
             n += cf__sync_bucket_count(t, i2, fp);
         if (n && stop_at_one)
             return n;
-        if (cf__seq_same(c1, v1) && cf__seq_same(c2, v2))
+        if (cf__seq_same(c1, v1) && (!semi || cf__seq_same(c2, v2)))
             return n;
     }
 }
