@@ -38,12 +38,13 @@
 
 /* A search on the stack first tries with this many nodes, checking for a visited bucket by
  * scanning its queue, which needs no visited set to clear; most evictions need fewer
- * nodes. If that is not enough it starts over with the whole budget and a visited set,
- * which finds the same path a single search would. */
+ * nodes. If that is not enough it starts over with more nodes and a visited set
+ * (cf__bfs_steps), which finds the same path a single search would. */
 #define CF__FIRST_NODES 16u
 
-/* A planning search (cf__plan) that needs more tries this many nodes next, with a visited
- * set of a few hundred bytes to clear, then four times as many, and so on. */
+/* A search on the stack (cf__evict, cf__plan) that needs more tries this many nodes next,
+ * with a visited set of a few hundred bytes to clear, then four times as many, and so on
+ * (cf__bfs_steps). */
 #define CF__PLAN_MID_NODES 64u
 
 /* ------------------------------------------------------------------------------------ */
@@ -1048,6 +1049,34 @@ static cf__search *cf__own_search(cf_filter *f, uint32_t budget)
     return m->search = cf__search_at(block, budget, bits);
 }
 
+static CF__NOINLINE cf__found cf__bfs_plan(const cf__shape *s, cf__table *t, cf__search *z,
+                                           uint64_t i1, uint64_t i2, uint32_t fp);
+
+/* The rest of a search on the stack whose first CF__FIRST_NODES nodes (z, no visited set)
+ * found no path: CF__PLAN_MID_NODES nodes, then four times as many, and so on up to
+ * `budget`, each step starting over with a visited set of its size (in `marks`) to clear
+ * (a cleared set for the whole budget, 8 KiB for the default, cost as many instructions
+ * as the search); CF__OUT_OF_NODES past `most`, the memory's room. Breadth-first in the
+ * same order, each step finds the path one search of the whole budget would. PLAN: a
+ * planning search (cf__bfs_plan), else cf__bfs. */
+static cf__found cf__bfs_steps(cf__table *t, cf__search *z, cf__mark *marks, uint32_t budget,
+                               uint32_t most, bool plan, uint64_t i1, uint64_t i2, uint32_t fp)
+{
+    cf__node *queue = z->queue;
+    cf__found r = CF__OUT_OF_NODES;
+    for (uint32_t cap = CF__PLAN_MID_NODES; r == CF__OUT_OF_NODES && z->cap < budget; cap *= 4u) {
+        if (cap >= budget)
+            cap = budget;
+        if (cap > most)
+            return CF__OUT_OF_NODES;
+        unsigned bits = cf__mark_bits(cap);
+        memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
+        *z = (cf__search){queue, marks, cap, 64u - bits, 1, 0, 0, 0};
+        r = plan ? cf__bfs_plan(t->shape, t, z, i1, i2, fp) : cf__bfs(t->shape, t, z, i1, i2, fp);
+    }
+    return r;
+}
+
 /* Find room for fp in the full buckets i1 and i2 of t within the filter's budget
  * (max_kicks buckets examined beyond the two), moving residents if a path exists. */
 static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
@@ -1068,10 +1097,7 @@ static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64
     if (cf__table_size(t->shape, t->buckets) >= CF__OWN_SEARCH_MIN_TABLE &&
         (own = cf__own_search(f, budget)) != NULL)
         return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
-    unsigned bits = cf__mark_bits(budget);
-    memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
-    z = (cf__search){queue, marks, budget, 64u - bits, 1, 0, 0, 0};
-    return cf__bfs(t->shape, t, &z, i1, i2, fp) == CF__MOVED;
+    return cf__bfs_steps(t, &z, marks, budget, CF__STACK_NODES, false, i1, i2, fp) == CF__MOVED;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1100,22 +1126,13 @@ cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, u
     }
     /* On the stack: cf__evict's steps, whose visited set must be cleared for each search;
      * a middle step clears a small one. */
-    cf__node *queue = z->queue;
     cf__mark *marks = z->marks;
-    *z = (cf__search){queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0,
-                      0,     0};
+    *z = (cf__search){z->queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0,
+                      0,        0};
     cf__found r = cf__bfs_plan(t->shape, t, z, i1, i2, fp);
-    for (uint32_t cap = CF__PLAN_MID_NODES; r == CF__OUT_OF_NODES && z->cap < budget; cap *= 4u) {
-        if (cap >= budget)
-            cap = budget;
-        if (cap > CF__PLAN_NODES)
-            return CF__OUT_OF_NODES;
-        unsigned bits = cf__mark_bits(cap);
-        memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
-        *z = (cf__search){queue, marks, cap, 64u - bits, 1, 0, 0, 0};
-        r = cf__bfs_plan(t->shape, t, z, i1, i2, fp);
-    }
-    return r;
+    if (r != CF__OUT_OF_NODES || z->cap == budget)
+        return r;
+    return cf__bfs_steps(t, z, marks, budget, CF__PLAN_NODES, true, i1, i2, fp);
 }
 
 /* cf__path_commit for a plain fast shape (constant widths F, B): each slot read from its
