@@ -20,9 +20,14 @@
  * - Deletes beside moves: a small filter near full, one thread adding and deleting so that
  *   evictions keep moving fingerprints, another deleting and adding back keys of its own:
  *   every delete of a key held succeeds, every key held is found, the count is exact.
+ * - Planning steps: a writer's planning search on the stack, which tries 16 nodes, then
+ *   64, 256 and the budget, each with a visited set of its own size (cf__bfs_steps), and
+ *   the same search in kept memory with the whole budget at once give the same answer
+ *   and the same path for every key of a full 12/4 filter's probes.
  */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
 
+#include "internal.h"
 #include "testutil.h"
 
 #include <limits.h>
@@ -809,6 +814,68 @@ static void test_deletes_beside_moves(void)
     cf_free(f);
 }
 
+/* The path a planning search found, from its free end up to its root, equal in a and b. */
+static bool same_path(const cf__search *a, const cf__search *b)
+{
+    if (a->end != b->end || a->free != b->free)
+        return false;
+    for (uint32_t x = a->end, y = b->end;; x = a->queue[x].parent, y = b->queue[y].parent) {
+        if (a->queue[x].bucket != b->queue[y].bucket || a->queue[x].slot != b->queue[y].slot ||
+            (a->queue[x].parent == CF__ROOT) != (b->queue[y].parent == CF__ROOT))
+            return false;
+        if (a->queue[x].parent == CF__ROOT)
+            return true;
+    }
+}
+
+static void test_plan_steps(void)
+{
+    cft_context("planning steps");
+    cf_config c = {.capacity = 40000, .seed = 11, .flags = CF_CONCURRENT};
+    cf_filter *f = cft_new(c);
+    uint8_t key[CFT_KEY_MAX];
+    /* filled until an add finds no room (its stash full too): some pairs then have no path */
+    cf_status st = CF_OK;
+    for (uint64_t id = 0; f && st == CF_OK && id < 2 * c.capacity; id++) {
+        size_t len = cft_key(key, 21, id);
+        st = cf_add(f, key, len);
+    }
+    CHECK_ST(st, CF_FULL);
+    static cf__node q_own[CF__PLAN_NODES], q_stack[CF__PLAN_NODES];
+    static cf__mark m_own[2 * CF__PLAN_NODES], m_stack[2 * CF__PLAN_NODES];
+    const unsigned mark_bits = 10; /* log2 of 2 * CF__PLAN_NODES */
+    cf__search own = {q_own, m_own, 0, 64u - mark_bits, 0, 0, 0, 0};
+    uint64_t moved = 0, deep = 0, deepest = 0, other = 0, differ = 0;
+    cft_rng r = cft_rng_make(cft_subseed(7));
+    for (uint64_t probe = 0; f && probe < cft_scaled(20000); probe++) {
+        cf__table *t = &f->tables[0];
+        cf__key k = cf__key_bits(f->fp_bits, cft_next(&r));
+        uint64_t i1, i2;
+        cf__buckets(t, &k, &i1, &i2);
+        uint32_t fp = cf__fp_in(&k, t);
+        cf__search stack = {q_stack, m_stack, 0, 0, 0, 0, 0, 0};
+        cf__found a = cf__plan(f, t, i1, i2, fp, &own, true);
+        cf__found b = cf__plan(f, t, i1, i2, fp, &stack, false);
+        bool same = a == b && (a != CF__MOVED || same_path(&own, &stack));
+        differ += !same;
+        if (!same && differ <= 3)
+            CHECK_MSG(same, "probe %llu: %d in kept memory (%u nodes), %d on the stack",
+                      (unsigned long long)probe, (int)a, own.n, (int)b);
+        moved += a == CF__MOVED;
+        other += a != CF__MOVED;
+        deep += own.n > 64u; /* (the stack's third step or later) */
+        deepest += own.n > 256u;
+    }
+    CHECK_EQ_U(differ, 0);
+    /* the steps were all taken: paths found past 64 and 256 nodes, and searches that ran
+     * out of budget */
+    CHECK(moved > 0 && deep > 0 && deepest > 0 && other > 0);
+    printf("  planning steps: %llu paths, %llu past 64 nodes, %llu past 256, %llu none\n",
+           (unsigned long long)moved, (unsigned long long)deep, (unsigned long long)deepest,
+           (unsigned long long)other);
+    cf_free(f);
+}
+
 int main(void)
 {
     cft_init("test_concurrent");
@@ -817,5 +884,6 @@ int main(void)
     test_growth_beside_readers();
     test_writers_together();
     test_deletes_beside_moves();
+    test_plan_steps();
     return cft_finish();
 }
