@@ -1126,9 +1126,10 @@ cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, u
     }
     /* On the stack: cf__evict's steps, whose visited set must be cleared for each search;
      * a middle step clears a small one. */
+    cf__node *queue = z->queue;
     cf__mark *marks = z->marks;
-    *z = (cf__search){z->queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0,
-                      0,        0};
+    *z = (cf__search){queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0,
+                      0,     0};
     cf__found r = cf__bfs_plan(t->shape, t, z, i1, i2, fp);
     if (r != CF__OUT_OF_NODES || z->cap == budget)
         return r;

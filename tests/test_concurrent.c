@@ -27,7 +27,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
 
-#include "internal.h"
+#include "concurrent.h"
 #include "testutil.h"
 
 #include <limits.h>
@@ -843,8 +843,7 @@ static void test_plan_steps(void)
     CHECK_ST(st, CF_FULL);
     static cf__node q_own[CF__PLAN_NODES], q_stack[CF__PLAN_NODES];
     static cf__mark m_own[2 * CF__PLAN_NODES], m_stack[2 * CF__PLAN_NODES];
-    const unsigned mark_bits = 10; /* log2 of 2 * CF__PLAN_NODES */
-    cf__search own = {q_own, m_own, 0, 64u - mark_bits, 0, 0, 0, 0};
+    cf__search own = {q_own, m_own, 0, 64u - CF__CC_PLAN_MARK_BITS, 0, 0, 0, 0}; /* as a plan's */
     uint64_t moved = 0, deep = 0, deepest = 0, other = 0, differ = 0;
     cft_rng r = cft_rng_make(cft_subseed(7));
     for (uint64_t probe = 0; f && probe < cft_scaled(20000); probe++) {
