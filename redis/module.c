@@ -209,6 +209,10 @@ typedef struct cfm_value {
     /* What this filter adds to cfm_total's items and sub-filters (cfm_account). */
     unsigned counted_sub_filters;
     uint64_t counted_items;
+    /* A window loading by chunks: the check its header chunk's prefix gave, made once the
+     * window is complete (its seed comes with its first generation, not its header). */
+    uint64_t pending_check;
+    bool check_pending;
 } cfm_value;
 
 /* The memory the machine has available now (MemAvailable in /proc/meminfo), in bytes;
@@ -1427,6 +1431,14 @@ static cf_status cfm_take_chunk(cfm_value *v, uint64_t cursor, const void *data,
     return cf_load_chunk(&v->f, cursor, data, len, &alloc);
 }
 
+/* Is v's filter a window? Its fields' check waits until it is complete. */
+static bool cfm_is_window(const cfm_value *v)
+{
+    cf_config c;
+    cf_get_config(v->f, &c);
+    return c.generations != 0;
+}
+
 /* Start a value from a prefixed header chunk: CF_OK and *out, or the library's status
  * (CF_ECORRUPT for a bad prefix). */
 static cf_status cfm_load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned char *data,
@@ -1443,15 +1455,32 @@ static cf_status cfm_load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned
         return CF_ENOMEM;
     v->deletes = cfm_get_u64(data);
     cf_status st = cfm_take_chunk(v, cursor, data + CFM_PREFIX_BYTES, len - CFM_PREFIX_BYTES);
-    if (st == CF_OK && cfm_get_u64(data + CFM_PREFIX_FIELDS) !=
-                           cfm_fields_check(v->f, v->deletes, v->max_iterations))
+    if (st == CF_OK && cfm_is_window(v)) {
+        v->pending_check = cfm_get_u64(data + CFM_PREFIX_FIELDS);
+        v->check_pending = true;
+    } else if (st == CF_OK && cfm_get_u64(data + CFM_PREFIX_FIELDS) !=
+                                  cfm_fields_check(v->f, v->deletes, v->max_iterations)) {
         st = CF_ECORRUPT; /* the fields do not belong with this header */
+    }
     if (st != CF_OK) {
         cfm_value_free(v);
         return st;
     }
     *out = v;
     return CF_OK;
+}
+
+/* The next data chunk of a value loading by chunks; once the filter is complete, a
+ * window's pending check of its fields (CF_ECORRUPT if they do not belong with it). */
+static cf_status cfm_load_data(cfm_value *v, uint64_t cursor, const void *data, size_t len)
+{
+    cf_status st = cfm_take_chunk(v, cursor, data, len);
+    if (st != CF_OK || cf_is_loading(v->f) || !v->check_pending)
+        return st;
+    v->check_pending = false;
+    return v->pending_check == cfm_fields_check(v->f, v->deletes, v->max_iterations)
+               ? CF_OK
+               : CF_ECORRUPT;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1736,7 +1765,7 @@ static int cfm_cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         }
         if (!cf_is_loading(v->f))
             return cfm_fail(ctx, key, v, "ERR item exists");
-        st = cfm_take_chunk(v, (uint64_t)it, data, len);
+        st = cfm_load_data(v, (uint64_t)it, data, len);
         if (st == CF_ENOMEM) /* the filter is as it was: the chunk can come again */
             return cfm_fail(ctx, key, v, "ERR Insufficient memory");
         if (st != CF_OK) {
@@ -1983,8 +2012,7 @@ static void *cfm_copy(cf_rm_string *from, cf_rm_string *to, const void *value)
     uint64_t cursor = 0;
     cf_status st = buf ? CF_OK : CF_ENOMEM;
     while (st == CF_OK && (st = cfm_dump(v, &cursor, buf, cap, &len)) == CF_OK && len)
-        st = c ? cf_load_chunk(&c->f, cursor, buf, len, NULL)
-               : cfm_load_header(NULL, cursor, buf, len, &c);
+        st = c ? cfm_load_data(c, cursor, buf, len) : cfm_load_header(NULL, cursor, buf, len, &c);
     cf_rm.Free(buf);
     if (st != CF_OK) {
         cfm_value_free(c);

@@ -433,18 +433,31 @@ static uint64_t cf__file_sum(const cf_filter *f)
  * (its size, its bytes, its chunks), so that what they read is one state of it. */
 static void cf__hold(const cf_filter *f)
 {
-    if (cf__is_window(f)) /* every write of its generations takes the window's lock */
-        cf__window_lock(f);
-    else
+    if (!cf__is_window(f)) {
         cf__lock_writers(f);
+        return;
+    }
+    /* Every write of its generations takes the window's lock; each concurrent generation's
+     * own lock is taken too, because that is what brings its stripes' counts into its
+     * tables' item counts, which its image's descriptors carry. */
+    cf__window_lock(f);
+    const struct cf__window *w = cf__window_of(f);
+    for (unsigned i = 0; i < w->n; i++)
+        if (w->gen[i])
+            cf__lock_writers(w->gen[i]);
 }
 
 static void cf__release_hold(const cf_filter *f)
 {
-    if (cf__is_window(f))
-        cf__window_unlock(f);
-    else
+    if (!cf__is_window(f)) {
         cf__unlock_writers(f);
+        return;
+    }
+    const struct cf__window *w = cf__window_of(f);
+    for (unsigned i = w->n; i-- > 0;)
+        if (w->gen[i])
+            cf__unlock_writers(w->gen[i]);
+    cf__window_unlock(f);
 }
 
 /* Still loading by chunks: a plain filter, or a window some of whose images have not all

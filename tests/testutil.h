@@ -398,6 +398,87 @@ static inline bool cft_same_bytes(const cf_filter *a, const cf_filter *b)
     return same;
 }
 
+/* f's chunks (cf_dump_chunk), loaded into a new filter (cf_load_chunk): NULL after a
+ * failed check. */
+static inline cf_filter *cft_chunk_copy(const cf_filter *f)
+{
+    size_t cap = cf_dump_chunk_max(f), len = 0;
+    uint8_t *p = malloc(cap ? cap : 1u);
+    cf_filter *g = NULL;
+    uint64_t cursor = 0, at;
+    bool ok = CHECK(p != NULL);
+    do {
+        at = cursor;
+        ok = ok && CHECK_ST(cf_dump_chunk(f, &cursor, p, cap, &len), CF_OK);
+        if (ok && len)
+            ok = CHECK_MSG(cf_load_chunk(&g, cursor, p, len, NULL) == CF_OK,
+                           "the chunk at %llu (%zu bytes) is refused",
+                           (unsigned long long)at, len);
+    } while (ok && len && cursor != 0);
+    free(p);
+    if (!ok || !CHECK(g && !cf_is_loading(g))) {
+        cf_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* The property every accepted filter keeps: its bytes validate, and every way back in
+ * (cf_deserialize plain and CF_CONCURRENT, cf_load of its cf_save, a mapped open, its
+ * chunks) gives a filter of the same bytes, which again takes a write (an add and the
+ * delete of the same key, or the write's refusal) and still saves and loads alike.
+ * `path`: a scratch file. False after a failed check. */
+static inline bool cft_round_trips(const cf_filter *f, const char *path)
+{
+    size_t n = cf_serialized_size(f);
+    uint8_t *b = n ? malloc(n) : NULL;
+    const char *why = NULL;
+    if (!CHECK(b) || !CHECK_ST(cf_serialize(f, b, n, NULL), CF_OK)) {
+        free(b);
+        return false;
+    }
+    cf_status valid = cf_validate(b, n, &why); /* before the check reads why */
+    if (!CHECK_MSG(valid == CF_OK, "its own bytes fail validation: %s", why ? why : "?")) {
+        free(b);
+        return false;
+    }
+    uint64_t failed = cft.failed;
+    cf_filter *copies[5] = {NULL, NULL, NULL, NULL, NULL};
+    CHECK_ST(cf_deserialize(b, n, NULL, &copies[0]), CF_OK);
+    CHECK_ST(cf_deserialize_flags(b, n, CF_CONCURRENT, NULL, &copies[1]), CF_OK);
+    if (CHECK_ST(cf_save(f, path), CF_OK)) {
+        CHECK_ST(cf_load(path, NULL, &copies[2]), CF_OK);
+        CHECK_ST(cf_load_flags(path, CF_CONCURRENT, NULL, &copies[3]), CF_OK);
+        cf_filter *m = NULL;
+        if (CHECK_ST(cf_open_mapped(path, CF_MAP_VERIFY, NULL, &m), CF_OK))
+            CHECK_MSG(cft_same_bytes(f, m), "the mapped file serializes differently");
+        cf_free(m);
+    }
+    copies[4] = cft_chunk_copy(f);
+    for (unsigned i = 0; i < 5; i++) {
+        if (!copies[i])
+            continue;
+        CHECK_MSG(cft_same_bytes(f, copies[i]), "copy %u serializes differently", i);
+        /* a write and its undoing: the copy still saves what loads */
+        static const char key[] = "cft-round-trip";
+        cf_status st = cf_add(copies[i], key, sizeof key);
+        if (st == CF_OK)
+            CHECK_ST(cf_delete(copies[i], key, sizeof key), CF_OK);
+        size_t m = cf_serialized_size(copies[i]);
+        uint8_t *c = m ? malloc(m) : NULL;
+        why = NULL;
+        if (CHECK(c) && CHECK_ST(cf_serialize(copies[i], c, m, NULL), CF_OK)) {
+            valid = cf_validate(c, m, &why);
+            CHECK_MSG(valid == CF_OK, "copy %u, written after a write, fails validation: %s", i,
+                      why ? why : "?");
+        }
+        free(c);
+        cf_free(copies[i]);
+    }
+    free(b);
+    return cft.failed == failed;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Stats helpers                                                                        */
 /* ------------------------------------------------------------------------------------ */

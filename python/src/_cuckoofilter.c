@@ -1314,10 +1314,19 @@ static void pycf_chunk_iter_dealloc(pycf_chunk_iter *it)
     Py_DECREF(tp);
 }
 
+/* Do the module's fields in `prefix` belong with the complete filter f? */
+static bool pycf_check_prefix(const cf_filter *f, const unsigned char prefix[PYCF_REDIS_PREFIX])
+{
+    return cf_hash(f, prefix, PYCF_REDIS_FIELDS) == pycf_get_le64(prefix + PYCF_REDIS_FIELDS);
+}
+
 /* The header chunk into *f: as CF.SCANDUMP gives it (the module's fields in front, whose
- * check must then match the header), or bare, as cf_dump_chunk gives it. */
+ * check must then match the header), or bare, as cf_dump_chunk gives it. A window's
+ * seed comes with its first generation, not its header: its prefix is copied to `prefix`
+ * (*pending set) for pycf_check_prefix once it is complete. */
 static cf_status pycf_take_header(cf_filter **f, uint64_t cursor, const unsigned char *data,
-                                  size_t len)
+                                  size_t len, unsigned char prefix[PYCF_REDIS_PREFIX],
+                                  bool *pending)
 {
     cf_status st = cf_load_chunk(f, cursor, data, len, NULL);
     if (st != CF_ECORRUPT || len < PYCF_REDIS_PREFIX)
@@ -1326,8 +1335,13 @@ static cf_status pycf_take_header(cf_filter **f, uint64_t cursor, const unsigned
     if (deletes > PYCF_MAX_DELETES || kicks < 1 || kicks > CF_MAX_MAX_KICKS)
         return CF_ECORRUPT;
     st = cf_load_chunk(f, cursor, data + PYCF_REDIS_PREFIX, len - PYCF_REDIS_PREFIX, NULL);
-    if (st == CF_OK &&
-        cf_hash(*f, data, PYCF_REDIS_FIELDS) != pycf_get_le64(data + PYCF_REDIS_FIELDS)) {
+    if (st != CF_OK)
+        return st;
+    cf_config c;
+    cf_get_config(*f, &c);
+    memcpy(prefix, data, PYCF_REDIS_PREFIX);
+    *pending = c.generations != 0;
+    if (!*pending && !pycf_check_prefix(*f, prefix)) {
         cf_free(*f); /* the fields do not belong with this header */
         *f = NULL;
         st = CF_ECORRUPT;
@@ -1365,6 +1379,8 @@ static PyObject *pycf_from_chunks(PyTypeObject *type, PyObject *args, PyObject *
     if (!it)
         return NULL;
     cf_filter *f = NULL;
+    unsigned char prefix[PYCF_REDIS_PREFIX];
+    bool pending = false;
     PyObject *item;
     while ((item = PyIter_Next(it)) != NULL) {
         /* A pair as chunks() gives it, or a list as a Redis client gives CF.SCANDUMP's reply. */
@@ -1390,7 +1406,8 @@ static PyObject *pycf_from_chunks(PyTypeObject *type, PyObject *args, PyObject *
             break;
         }
         cf_status st = f ? cf_load_chunk(&f, cursor, data.buf, (size_t)data.len, NULL)
-                         : pycf_take_header(&f, cursor, data.buf, (size_t)data.len);
+                         : pycf_take_header(&f, cursor, data.buf, (size_t)data.len, prefix,
+                                            &pending);
         PyBuffer_Release(&data);
         Py_DECREF(pair);
         if (st != CF_OK) {
@@ -1403,10 +1420,12 @@ static PyObject *pycf_from_chunks(PyTypeObject *type, PyObject *args, PyObject *
         cf_free(f);
         return NULL;
     }
-    if (!f || cf_is_loading(f)) {
-        cf_free(f);
+    if (!f || cf_is_loading(f) || (pending && !pycf_check_prefix(f, prefix))) {
         PyErr_SetString(pycf_state_of_type(type)->corrupt,
-                        f ? "the chunks end before the filter is complete" : "no chunks");
+                        !f                ? "no chunks"
+                        : cf_is_loading(f) ? "the chunks end before the filter is complete"
+                                           : "the module's fields do not belong with the filter");
+        cf_free(f);
         return NULL;
     }
     return concurrent ? pycf_wrap_concurrent(type, f) : pycf_wrap(type, f, false, false);
