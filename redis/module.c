@@ -97,6 +97,9 @@
  * (the filter's own seeded hash of them), each a little-endian u64. */
 #define CFM_PREFIX_FIELDS 16u
 #define CFM_PREFIX_BYTES  24u
+/* The most deletes a filter counts and every loader (chunks, RDB, RedisBloom's header and
+ * record) accepts: CF.INFO replies with them as a signed 64-bit integer. */
+#define CFM_MAX_DELETES ((uint64_t)INT64_MAX)
 
 /* CF.MEXISTS, CF.INSERT and CF.INSERTNX pass this many items per batched call of the
  * library (on the stack: 2 KiB of pointers and lengths, plus their answers). */
@@ -678,7 +681,10 @@ static void cfm_wrote(cf_rm_ctx *ctx, cf_rm_string *name, cfm_value *v, const ch
 static void cfm_after_delete(cfm_value *v)
 {
     cf_stats s;
-    v->deletes++;
+    /* Held at the bound every loader accepts (CF.INFO's signed reply), never past it: a
+     * count taken past it would make the key's own DUMP, RDB and chunks unloadable. */
+    if (v->deletes < CFM_MAX_DELETES)
+        v->deletes++;
     cf_get_stats(v->f, &s);
     if (s.sub_filters > 1 && v->deletes > s.items / 10) {
         cf_compact(v->f);
@@ -1166,6 +1172,16 @@ static int cfm_cmd_advance(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         return cfm_fail(ctx, key, v, "ERR not a filter with a window (CF.RESERVE ... WINDOW)");
     if ((uint64_t)generation < s.generation)
         return cfm_fail(ctx, key, v, "ERR the filter is at a later generation already");
+    /* A client may move a window ahead of the clock, but no further than a jump that
+     * drops every generation: past that the clock would move nothing until it caught up,
+     * and a window sent to the last generation would never forget again. The primary's
+     * own moves (replicated, or in the AOF) are taken as they come. */
+    uint64_t due = cf_generation_at(v->f, (uint64_t)cf_rm.Milliseconds());
+    if (!(cf_rm.GetContextFlags(ctx) & (CF_RM_CTX_FLAGS_LOADING | CF_RM_CTX_FLAGS_REPLICATED)) &&
+        (uint64_t)generation > due && (uint64_t)generation - due > s.generations)
+        return cfm_fail(ctx, key, v,
+                        "ERR generation is more than the window's generations ahead of the "
+                        "clock's");
     bool moved = (uint64_t)generation > s.generation;
     cf_advance_to(v->f, (uint64_t)generation); /* checked above: cannot fail */
     cfm_wrote(ctx, argv[1], v, "cf.advance", moved);
@@ -1210,6 +1226,11 @@ static int cfm_cmd_merge(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         err = kind == CFM_OTHER                            ? CFM_ERR_WRONGTYPE
               : kind == CFM_OURS && cf_is_loading(dest->f) ? CFM_ERR_LOADING
                                                            : NULL;
+        /* destkey's items are in the merge already: as a source too they would count
+         * twice (the library refuses a filter merged with itself for the same reason). */
+        for (int i = 0; i < nsrc && !err && dest; i++)
+            if (src[i] == dest)
+                err = "ERR a source is the destination key, whose items the merge holds already";
     }
     if (!err && !dest) { /* an empty filter like the first source, in the server's memory */
         work = cfm_value_alloc(ctx, src[0]->max_iterations);
@@ -1448,7 +1469,7 @@ static cf_status cfm_load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned
         return CF_ECORRUPT;
     uint64_t iterations = cfm_get_u64(data + 8);
     /* CF.INFO replies with the deletes as a signed 64-bit integer; no filter gets near. */
-    if (iterations < 1 || iterations > CF_MAX_MAX_KICKS || cfm_get_u64(data) > INT64_MAX)
+    if (iterations < 1 || iterations > CF_MAX_MAX_KICKS || cfm_get_u64(data) > CFM_MAX_DELETES)
         return CF_ECORRUPT;
     cfm_value *v = cfm_value_alloc(ctx, (unsigned)iterations);
     if (!v)
@@ -1627,7 +1648,7 @@ static const char *cfm_rb_from_header(cf_rm_ctx *ctx, const unsigned char *h, si
     uint64_t total = 0;
     bool ok = n >= 1 && n <= CF_MAX_SUB_FILTERS && m >= 2 && (m & (m - 1)) == 0 && b >= 1 &&
               b <= CF_MAX_BUCKET_SIZE && iterations >= 1 && e <= CF_MAX_EXPANSION &&
-              (e & (e - 1)) == 0 && (e != 0 || n == 1) && deletes <= INT64_MAX;
+              (e & (e - 1)) == 0 && (e != 0 || n == 1) && deletes <= CFM_MAX_DELETES;
     for (unsigned k = 0; ok && k < n; k++) {
         uint64_t size = cfm_rb_table_bytes(m, e, k, b);
         ok = size != 0 && total <= UINT64_MAX - size;
@@ -1840,7 +1861,7 @@ static void *cfm_rdb_load(cf_rm_io *io, int encver)
         return NULL;
     const char *why = NULL;
     cfm_value *v = NULL;
-    if (iterations < 1 || iterations > CF_MAX_MAX_KICKS || loading > 1 || deletes > INT64_MAX)
+    if (iterations < 1 || iterations > CF_MAX_MAX_KICKS || loading > 1 || deletes > CFM_MAX_DELETES)
         why = "bad module fields";
     else if (!(v = cfm_value_alloc(cf_rm.GetContextFromIO(io), (unsigned)iterations)))
         why = "out of memory";
@@ -1904,7 +1925,7 @@ static void *cfm_rb_rdb_load(cf_rm_io *io, int encver)
     cfm_value *v = NULL;
     if (n < 1 || n > CF_MAX_SUB_FILTERS || m < 2 || (m & (m - 1)) || b < 1 ||
         b > CF_MAX_BUCKET_SIZE || iterations < 1 || iterations > CF_MAX_MAX_KICKS ||
-        e > CF_MAX_EXPANSION || (e & (e - 1)) || (e == 0 && n > 1) || deletes > INT64_MAX)
+        e > CF_MAX_EXPANSION || (e & (e - 1)) || (e == 0 && n > 1) || deletes > CFM_MAX_DELETES)
         why = "bad RedisBloom filter fields";
     else if (!(v = cfm_value_alloc(cf_rm.GetContextFromIO(io), (unsigned)iterations)))
         why = "out of memory";

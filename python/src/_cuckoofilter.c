@@ -473,15 +473,19 @@ static Py_ssize_t pycf_batch_chunk(pycf_batch *b, const cf_filter *f, Py_ssize_t
 /* Generations of a window given without them (as the `cuckoo` tool's default). */
 #define PYCF_GENERATIONS 8u
 
-/* A window in seconds (an int or a float) as milliseconds, at least 1 ms; 0, or -1 with
- * ValueError/TypeError. */
+/* The longest window taken: 100 years, as the tool and the module take (far past any
+ * use: past it a number of seconds is more likely a timestamp or a typo). */
+#define PYCF_MAX_WINDOW_MS (100.0 * 365 * 24 * 3600 * 1000)
+
+/* A window in seconds (an int or a float) as milliseconds, 1 ms to 100 years; 0, or -1
+ * with ValueError/TypeError. */
 static int pycf_window_arg(PyObject *o, uint64_t *ms)
 {
     double sec = PyFloat_AsDouble(o);
     if (sec == -1.0 && PyErr_Occurred())
         return -1;
-    if (!(sec * 1000.0 >= 1.0 && sec < 1e12)) {
-        PyErr_SetString(PyExc_ValueError, "window must be seconds, at least 0.001");
+    if (!(sec * 1000.0 >= 1.0 && sec * 1000.0 <= PYCF_MAX_WINDOW_MS)) {
+        PyErr_SetString(PyExc_ValueError, "window must be seconds, from 0.001 to 100 years");
         return -1;
     }
     *ms = (uint64_t)(sec * 1000.0 + 0.5);
