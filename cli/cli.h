@@ -9,16 +9,20 @@
 
 #include <cuckoofilter.h>
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 /* Exit statuses, documented in cuckoo(1). */
-#define CLI_EXIT_OK    0
-#define CLI_EXIT_USAGE 1 /* bad command line: no file was read or written */
-#define CLI_EXIT_FILE  2 /* missing, corrupt or unwritable file, read error, out of memory */
-#define CLI_EXIT_FULL  3 /* some keys did not fit; the ones that did were saved */
+#define CLI_EXIT_OK     0
+#define CLI_EXIT_USAGE  1 /* bad command line: no file was read or written */
+#define CLI_EXIT_FILE   2 /* missing, corrupt or unwritable file, read error, out of memory */
+#define CLI_EXIT_FULL   3 /* some keys did not fit; the ones that did were saved */
+/* A command stopped by a signal dies of it; where that signal's default is to go on, it
+ * exits with this plus the signal's number, as a shell reports one. */
+#define CLI_EXIT_SIGNAL 128
 
 #if defined(__GNUC__) || defined(__clang__)
 #define CLI_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -139,6 +143,7 @@ enum cli_opt_id {
     OPT_GENERATIONS,
     OPT_AT,
     OPT_NOW,
+    OPT_SAVE_EVERY,
 };
 
 typedef struct cli_opt {
@@ -213,6 +218,11 @@ typedef struct key_reader {
     char **args; /* keys from the command line, when fd is -1 */
     size_t nargs;
     size_t next_arg;
+    /* key_reader_catch: the signals it catches are blocked but while a read waits, and
+     * unblocked is the mask that waits with them open; prev, their former handlers. */
+    bool catching;
+    sigset_t unblocked;
+    struct sigaction prev[4];
 } key_reader;
 
 /* Keys from `fd` (not closed by the reader). Returns false with errno ENOMEM. */
@@ -222,9 +232,25 @@ bool key_reader_open(key_reader *r, int fd, const char *name, bool nul_separated
 void key_reader_args(key_reader *r, char **args, size_t n);
 
 /* 1 and the next key in *key, *len; 0 at the end; -1 on a read error or when a key does
- * not fit in memory (errno says which). */
+ * not fit in memory (errno says which); KEY_READER_CAUGHT when a signal that
+ * key_reader_catch catches came (key_reader_caught says which), before the read that
+ * would wait for more. */
 int key_reader_next(key_reader *r, const char **key, size_t *len);
+#define KEY_READER_CAUGHT (-2)
 
+/* Catch SIGINT, SIGTERM and SIGHUP while reading from a descriptor (stdin fed by `tail
+ * -f` never ends: a command stopped so must still save what it added), and with
+ * save_every_ms > 0 raise SIGALRM that often, for periodic saves. Every later read waits
+ * with them open and returns KEY_READER_CAUGHT once one came; they are blocked otherwise,
+ * so a save is never cut short. Nothing for keys from the command line. False with errno
+ * if the signals could not be set up. */
+bool key_reader_catch(key_reader *r, uint64_t save_every_ms);
+
+/* The signal caught since the last call (SIGALRM: a save is due; another: stop), 0 if
+ * none; a stop signal is never hidden by a later SIGALRM. */
+int key_reader_caught(key_reader *r);
+
+/* Frees the buffer and puts back the signals' handlers and mask as they were. */
 void key_reader_close(key_reader *r);
 
 /* ------------------------------------------------------------------------------------ */

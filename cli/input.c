@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,20 +40,101 @@ void key_reader_args(key_reader *r, char **args, size_t n)
     *r = (key_reader){.name = "arguments", .fd = -1, .args = args, .nargs = n};
 }
 
+/* The signals key_reader_catch catches, in the order of key_reader.prev. */
+static const int caught_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGALRM};
+
+/* The last signal caught (a handler can reach nothing else): written by on_signal only,
+ * read and cleared by key_reader_caught. */
+static volatile sig_atomic_t caught;
+
+static void on_signal(int sig)
+{
+    if (sig != SIGALRM || caught == 0)
+        caught = sig;
+}
+
+bool key_reader_catch(key_reader *r, uint64_t save_every_ms)
+{
+    if (r->fd < 0)
+        return true;
+    sigset_t block;
+    sigemptyset(&block);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal; /* no SA_RESTART: the wait in read_some returns */
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++) {
+        sigaddset(&block, caught_signals[i]);
+        sigaddset(&sa.sa_mask, caught_signals[i]);
+    }
+    if (sigprocmask(SIG_BLOCK, &block, &r->unblocked) != 0)
+        return false;
+    caught = 0;
+    r->catching = true;
+    for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++)
+        if (sigaction(caught_signals[i], &sa, &r->prev[i]) != 0)
+            return false;
+    for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++)
+        sigdelset(&r->unblocked, caught_signals[i]);
+    if (save_every_ms == 0)
+        return true;
+    struct itimerval every = {
+        .it_interval = {(time_t)(save_every_ms / 1000), (suseconds_t)(save_every_ms % 1000 * 1000)},
+    };
+    every.it_value = every.it_interval;
+    return setitimer(ITIMER_REAL, &every, NULL) == 0;
+}
+
+int key_reader_caught(key_reader *r)
+{
+    (void)r;
+    int sig = caught;
+    caught = 0;
+    return sig;
+}
+
 void key_reader_close(key_reader *r)
 {
     free(r->buf);
     r->buf = NULL;
+    if (!r->catching)
+        return;
+    static const struct itimerval off;
+    setitimer(ITIMER_REAL, &off, NULL);
+    for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++)
+        sigaction(caught_signals[i], &r->prev[i], NULL);
+    sigset_t all;
+    sigemptyset(&all);
+    for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++)
+        sigaddset(&all, caught_signals[i]);
+    sigprocmask(SIG_UNBLOCK, &all, NULL); /* what was pending then acts as before */
+    r->catching = false;
 }
 
-/* read() that retries when a signal interrupts it. */
-static ssize_t read_some(int fd, char *buf, size_t len)
+/* read() that retries when a signal interrupts it; with key_reader_catch, one that waits
+ * for data with the caught signals open (pselect: none can come between the check and
+ * the wait) and fails with EINTR once one came. */
+static ssize_t read_some(key_reader *r, char *buf, size_t len)
 {
-    ssize_t got;
-    do
-        got = read(fd, buf, len);
-    while (got < 0 && errno == EINTR);
-    return got;
+    for (;;) {
+        if (r->catching) {
+            if (caught) {
+                errno = EINTR;
+                return -1;
+            }
+            fd_set in;
+            FD_ZERO(&in);
+            FD_SET(r->fd, &in);
+            if (pselect(r->fd + 1, &in, NULL, NULL, NULL, &r->unblocked) < 0) {
+                if (errno == EINTR)
+                    continue; /* the check above says whether to stop */
+                return -1;
+            }
+        }
+        ssize_t got = read(r->fd, buf, len);
+        if (got >= 0 || errno != EINTR)
+            return got;
+    }
 }
 
 /* Makes room after the data for another read(): drops the keys already returned and,
@@ -117,9 +200,9 @@ int key_reader_next(key_reader *r, const char **key, size_t *len)
         r->scanned = avail;
         if (!make_room(r))
             return -1;
-        ssize_t got = read_some(r->fd, r->buf + r->end, r->cap - r->end);
+        ssize_t got = read_some(r, r->buf + r->end, r->cap - r->end);
         if (got < 0)
-            return -1;
+            return r->catching && errno == EINTR ? KEY_READER_CAUGHT : -1;
         if (got == 0)
             r->eof = true;
         r->end += (size_t)got;

@@ -46,9 +46,10 @@ typedef struct key_cmd {
     bool absent;
     bool no_verify;
     bool no_wait;
-    unsigned threads; /* query: 1, or more to read and answer on two threads */
-    cli_clock clock;  /* a windowed filter: the time its window is brought to */
-    uint64_t at;      /* query, count: the generation they answer as at (cf_contains_at) */
+    unsigned threads;       /* query: 1, or more to read and answer on two threads */
+    cli_clock clock;        /* a windowed filter: the time its window is brought to */
+    uint64_t at;            /* query, count: the generation they answer as at (cf_contains_at) */
+    uint64_t save_every_ms; /* add, delete from stdin: save this often (0: at the end) */
 } key_cmd;
 
 /* Returned by parse_key_cmd when the command should go on. */
@@ -93,6 +94,10 @@ static int parse_key_cmd(key_cmd *c, const char *sub, const cli_opt *opts, size_
         case OPT_AT:
         case OPT_NOW:
             if (!cli_clock_option(sub, id, value, &c->clock))
+                return CLI_EXIT_USAGE;
+            break;
+        case OPT_SAVE_EVERY:
+            if (!cli_parse_duration(sub, "save-every", value, &c->save_every_ms))
                 return CLI_EXIT_USAGE;
             break;
         case OPT_THREADS: {
@@ -150,6 +155,8 @@ static const char add_help[] =
     "  --now           windowed filters: the time is the clock's (the default)\n"
     "  -0, --null      keys on stdin are terminated by NUL bytes, not newlines\n"
     "  --no-wait       fail at once if another command is changing FILE\n"
+    "  --save-every D  keys from stdin: also save every D (such as 30s or 5m) while\n"
+    "                  reading, when keys were added since the last save\n"
     "  --progress      show progress even when stderr is not a terminal\n"
     "  -q, --quiet     no progress, no summary\n"
     "  -h, --help      show this help\n"
@@ -158,7 +165,9 @@ static const char add_help[] =
     "sub-filters, or the key was added too often) is counted and skipped; the keys that\n"
     "fit are saved, and the exit status is 3. FILE is replaced atomically: whatever\n"
     "happens, it holds the old filter or the new one. Commands that change the same FILE\n"
-    "take turns (a lock on FILE), so none loses another's keys.\n";
+    "take turns (a lock on FILE), so none loses another's keys.\n"
+    "Stopped by SIGINT (Ctrl-C), SIGTERM or SIGHUP while reading stdin (`tail -f log |\n"
+    "cuckoo add seen.cf`), it saves the keys added so far, then dies of that signal.\n";
 
 static const char delete_help[] =
     "Usage: cuckoo delete FILE [OPTION...] [KEY...]\n"
@@ -171,12 +180,16 @@ static const char delete_help[] =
     "  --now           windowed filters: the time is the clock's (the default)\n"
     "  -0, --null      keys on stdin are terminated by NUL bytes, not newlines\n"
     "  --no-wait       fail at once if another command is changing FILE\n"
+    "  --save-every D  keys from stdin: also save every D (such as 30s or 5m) while\n"
+    "                  reading, when keys were deleted since the last save\n"
     "  --progress      show progress even when stderr is not a terminal\n"
     "  -q, --quiet     no progress, no summary\n"
     "  -h, --help      show this help\n"
     "\n"
     "FILE is replaced atomically: whatever happens, it holds the old filter or the new one.\n"
-    "Commands that change the same FILE take turns (a lock on FILE).\n";
+    "Commands that change the same FILE take turns (a lock on FILE). Stopped by SIGINT,\n"
+    "SIGTERM or SIGHUP while reading stdin, it saves the deletes so far, then dies of that\n"
+    "signal.\n";
 
 /* Adds the keys of `in` to f, CLI_ADD_BATCH at a time (with --unique, CF_ADD_UNIQUE):
  * what one cf_add (cf_add_unique) per key in order would do. Stops after the batch whose
@@ -208,10 +221,32 @@ static int add_keys(const key_cmd *c, cf_filter *f, key_reader *in, progress *pr
     return got;
 }
 
-/* Load, apply every key, save (the caller holds the file's lock): add (is_delete false)
- * or delete. */
-static int change_locked(const key_cmd *c, bool is_delete)
+/* Deletes the keys of `in` from f, as add_keys adds them. */
+static int delete_keys(cf_filter *f, key_reader *in, progress *pr, uint64_t *deleted,
+                       uint64_t *not_found, uint64_t *done, cf_status *st, int *err)
 {
+    const char *key;
+    size_t len;
+    int got;
+    while ((got = key_reader_next(in, &key, &len)) > 0) {
+        *st = cf_delete(f, key, len);
+        if (*st == CF_OK)
+            (*deleted)++;
+        else if (*st == CF_NOT_FOUND)
+            (*not_found)++;
+        else
+            return 1;
+        progress_tick(pr, ++*done);
+    }
+    *err = errno;
+    return got;
+}
+
+/* Load, apply every key, save (the caller holds the file's lock): add (is_delete false)
+ * or delete. *stopped_by: the signal that ended the keys from stdin, 0 if their end did. */
+static int change_locked(const key_cmd *c, bool is_delete, int *stopped_by)
+{
+    *stopped_by = 0;
     cf_filter *f;
     cf_status st = cf_load(c->path, NULL, &f);
     if (st != CF_OK)
@@ -220,51 +255,65 @@ static int change_locked(const key_cmd *c, bool is_delete)
     int status = cli_window_due(c->path, f, &c->clock);
     if (status == CLI_EXIT_OK)
         status = open_keys(c, &in);
+    if (status == CLI_EXIT_OK && !key_reader_catch(&in, c->save_every_ms)) {
+        status = cli_fail(c->path, "cannot catch signals", CF_EIO, errno);
+        key_reader_close(&in);
+    }
     if (status != CLI_EXIT_OK) {
         cf_free(f);
         return status;
     }
 
     add_counts added = {0};
-    uint64_t deleted = 0, not_found = 0, done = 0;
+    uint64_t deleted = 0, not_found = 0, done = 0, changed_at_save = 0;
     progress pr;
     progress_start(&pr, c->label, c->quiet, c->progress, false, c->nkeys);
-    const char *key;
-    size_t len;
     int got, err = 0;
     st = CF_OK;
-    if (is_delete) {
-        while ((got = key_reader_next(&in, &key, &len)) > 0) {
-            st = cf_delete(f, key, len);
-            if (st == CF_OK)
-                deleted++;
-            else if (st == CF_NOT_FOUND)
-                not_found++;
-            else
-                break;
-            progress_tick(&pr, ++done);
+    /* The keys, in runs that a caught signal ends: a save that is due, then more; a stop
+     * ends the keys as their end would (what came before it is saved). */
+    for (;;) {
+        got = is_delete ? delete_keys(f, &in, &pr, &deleted, &not_found, &done, &st, &err)
+                        : add_keys(c, f, &in, &pr, &added, &done, &st, &err);
+        if (got != KEY_READER_CAUGHT)
+            break;
+        int sig = key_reader_caught(&in);
+        uint64_t changed = is_delete ? deleted : added.added;
+        if (sig != SIGALRM) {
+            *stopped_by = sig;
+            got = 0;
+            break;
         }
-        err = errno;
-    } else {
-        got = add_keys(c, f, &in, &pr, &added, &done, &st, &err);
+        if (changed != changed_at_save && (st = cf_save(f, c->path)) != CF_OK) {
+            status = cli_fail(c->path, "cannot save", st, errno);
+            break;
+        }
+        changed_at_save = changed;
     }
     progress_finish(&pr, done);
-    key_reader_close(&in);
 
-    /* A read error or a failed add leaves the file as it was, so that running the same
-     * command again gives what one successful run would have. */
-    if (got < 0) {
+    /* A read error or a failed add leaves the file as it was (or as the last periodic save
+     * left it), so that running the same command again gives what one successful run
+     * would have. */
+    if (status != CLI_EXIT_OK) {
+        /* the failed periodic save said why */
+    } else if (got < 0) {
         cli_error("%s: %s (nothing saved)", in.name, strerror(err));
         status = CLI_EXIT_FILE;
     } else if (got > 0) {
         cli_error("%s: %s after %" PRIu64 " keys (nothing saved)", c->path, cf_strerror(st), done);
         status = CLI_EXIT_FILE;
-    } else if (is_delete ? deleted > 0 : added.added > 0) {
+    } else if ((is_delete ? deleted : added.added) != changed_at_save) {
         st = cf_save(f, c->path);
         if (st != CF_OK)
             status = cli_fail(c->path, "cannot save", st, errno);
     }
     cf_free(f);
+    /* Only now may a signal that came since act as it would have (key_reader_close). */
+    key_reader_close(&in);
+    if (status == CLI_EXIT_OK && *stopped_by && !c->quiet)
+        fprintf(stderr, "%s: stopped by signal %d (%s): what came before it is saved\n", c->path,
+                *stopped_by, strsignal(*stopped_by));
     if (status != CLI_EXIT_OK)
         return status;
     if (!is_delete)
@@ -275,25 +324,38 @@ static int change_locked(const key_cmd *c, bool is_delete)
     return CLI_EXIT_OK;
 }
 
-/* Lock, load, apply every key, save, unlock: add (is_delete false) or delete. */
+/* Lock, load, apply every key, save, unlock: add (is_delete false) or delete. Stopped by
+ * a signal, it then dies of it, as the shell and a supervisor expect of a stopped
+ * command. */
 static int change_filter(const key_cmd *c, bool is_delete)
 {
-    int lock;
+    int lock, stopped_by;
     int status = cli_lock_file(c->path, !c->no_wait, &lock);
     if (status != CLI_EXIT_OK)
         return status;
-    status = change_locked(c, is_delete);
+    status = change_locked(c, is_delete, &stopped_by);
     close(lock);
+    if (stopped_by) {
+        fflush(NULL);
+        signal(stopped_by, SIG_DFL);
+        raise(stopped_by);
+        return CLI_EXIT_SIGNAL + stopped_by; /* if the default was to ignore it */
+    }
     return status;
 }
 
 int cmd_add(int argc, char **argv)
 {
     static const cli_opt opts[] = {
-        {"unique", 0, false, OPT_UNIQUE},   {"null", '0', false, OPT_NULL},
-        {"no-wait", 0, false, OPT_NO_WAIT}, {"progress", 0, false, OPT_PROGRESS},
-        {"quiet", 'q', false, OPT_QUIET},   {"at", 0, true, OPT_AT},
-        {"now", 0, false, OPT_NOW},         {"help", 'h', false, OPT_HELP},
+        {"unique", 0, false, OPT_UNIQUE},
+        {"null", '0', false, OPT_NULL},
+        {"no-wait", 0, false, OPT_NO_WAIT},
+        {"progress", 0, false, OPT_PROGRESS},
+        {"quiet", 'q', false, OPT_QUIET},
+        {"at", 0, true, OPT_AT},
+        {"now", 0, false, OPT_NOW},
+        {"help", 'h', false, OPT_HELP},
+        {"save-every", 0, true, OPT_SAVE_EVERY},
     };
     key_cmd c;
     int status = parse_key_cmd(&c, "add", opts, sizeof opts / sizeof opts[0], add_help, argc, argv);

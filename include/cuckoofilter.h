@@ -901,11 +901,32 @@ CF_API cf_status cf_table_read(const cf_filter *f, unsigned k, uint64_t offset, 
                                size_t len);
 
 /* Overwrite len bytes of sub-filter k's table, from byte `offset`, with data; the
- * filter's item count follows (the non-zero bytes replaced go, the new ones count).
+ * filter's item count follows (the non-zero bytes replaced go, the new ones count). On a
+ * filter begun by cf_table_load_begin, the bytes must be the next ones it expects.
  * Returns CF_OK; CF_EINVAL for NULL arguments, another layout, a range past the table;
- * CF_EREADONLY for a mapped filter. */
+ * CF_ECORRUPT for bytes of a loading filter that are not the next ones (nothing changed);
+ * CF_ENOMEM (nothing changed); CF_EREADONLY for a mapped filter or one loading chunks. */
 CF_API cf_status cf_table_write(cf_filter *f, unsigned k, uint64_t offset, const void *data,
                                 size_t len);
+
+/* A filter of RedisBloom's layout to be filled from its raw tables as they arrive (its
+ * CF.SCANDUMP chunks): the filter cf_new(config) makes, with n sub-filters as growth sizes
+ * them (sub-filter k has expansion^k times the first one's buckets), and no table memory
+ * yet. It is loading (cf_is_loading; read-only, and its lookups see only the sub-filters
+ * whose bytes have all arrived) until cf_table_write has given it every byte of every
+ * sub-filter, in order: sub-filter 0 from byte 0 to its end, then sub-filter 1, and so
+ * on. Each sub-filter's memory is taken at its first bytes, so a header that claims a
+ * large filter costs nothing until the bytes come; cf_table_read reads bytes that have
+ * not arrived as 0 (empty slots). A loading filter takes no cf_dump_chunk.
+ * Returns CF_OK; CF_EINVAL for a config without CF_REDISBLOOM or that cf_new refuses, a
+ * window, CF_CONCURRENT, n = 0, n past max_sub_filters, n > 1 without expansion, or a
+ * sub-filter past the size limits; CF_ENOMEM. */
+CF_API cf_status cf_table_load_begin(const cf_config *config, unsigned n, cf_filter **out);
+
+/* The bytes of the sub-filters' run (sub-filter 0's table, then 1's, ...) that a filter
+ * begun by cf_table_load_begin has received; the whole run once it is complete, and for
+ * any other filter of RedisBloom's layout; 0 for another layout or NULL. */
+CF_API uint64_t cf_table_loaded(const cf_filter *f);
 
 /* Append an empty sub-filter, expansion times the newest, as growth would (for a filter
  * whose saved form says it had more sub-filters than cf_new makes). Returns CF_OK;

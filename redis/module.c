@@ -99,7 +99,7 @@
 #define CFM_PREFIX_BYTES  24u
 /* The most deletes a filter counts and every loader (chunks, RDB, RedisBloom's header and
  * record) accepts: CF.INFO replies with them as a signed 64-bit integer. */
-#define CFM_MAX_DELETES ((uint64_t)INT64_MAX)
+#define CFM_MAX_DELETES   ((uint64_t)INT64_MAX)
 
 /* CF.MEXISTS, CF.INSERT and CF.INSERTNX pass this many items per batched call of the
  * library (on the stack: 2 KiB of pointers and lengths, plus their answers). */
@@ -118,6 +118,10 @@
  * of this library's own options. */
 #define CFM_ERR_RB_OPTIONS                                                                         \
     "ERR the redisbloom layout takes FPBITS 8 only, no SEMISORT and no SEED (LAYOUT native does)"
+/* ... or with MAXFILTERS: RedisBloom's limit is the server's. */
+#define CFM_ERR_RB_MAXFILTERS                                                                      \
+    "ERR the redisbloom layout takes its sub-filter limit from cf-max-expansions, as "             \
+    "RedisBloom does: no MAXFILTERS (LAYOUT native has it)"
 /* ... or with a window, which only this library's layout has. */
 #define CFM_ERR_RB_WINDOW "ERR the redisbloom layout has no WINDOW (LAYOUT native does)"
 /* Room for "ERR " and the longest reason the library gives for a merge it refuses. */
@@ -365,8 +369,11 @@ static cf_status cfm_filter_new(cfm_value *v, const cfm_spec *s, uint64_t seed)
     };
     if (s->layout == CFM_LAYOUT_REDISBLOOM) {
         /* RedisBloom's walk moves one fingerprint an iteration: MAXITERATIONS as it is.
-         * Its hash has no seed, its fingerprints one width. */
+         * Its hash has no seed, its fingerprints one width. Its sub-filter limit is not
+         * the filter's (RedisBloom's formats have no room for one) but the server's
+         * cf-max-expansions, checked as each add command starts (cfm_open_for_add). */
         c.max_kicks = (unsigned)s->max_iterations;
+        c.max_sub_filters = CF_MAX_SUB_FILTERS;
         c.flags = CF_REDISBLOOM;
     } else {
         c.fingerprint_bits = (unsigned)s->fpbits;
@@ -490,10 +497,9 @@ static void cfm_replicate_reserve(cf_rm_ctx *ctx, cf_rm_string *key, const cfm_v
     cf_config c;
     cf_get_config(v->f, &c);
     if (c.flags & CF_REDISBLOOM) { /* no seed, one fingerprint width */
-        cf_rm.Replicate(ctx, "CF.RESERVE", "slclclclclcc", key, (long long)c.capacity, "BUCKETSIZE",
+        cf_rm.Replicate(ctx, "CF.RESERVE", "slclclclcc", key, (long long)c.capacity, "BUCKETSIZE",
                         (long long)c.bucket_size, "MAXITERATIONS", (long long)v->max_iterations,
-                        "EXPANSION", (long long)c.expansion, "MAXFILTERS",
-                        (long long)c.max_sub_filters, "LAYOUT",
+                        "EXPANSION", (long long)c.expansion, "LAYOUT",
                         cfm_layout_names[CFM_LAYOUT_REDISBLOOM]);
         return;
     }
@@ -583,6 +589,45 @@ static const char *cfm_create(cf_rm_ctx *ctx, cf_rm_key *key, const cfm_spec *sp
     return NULL;
 }
 
+/* Why an add was refused, and what the client is told. */
+typedef enum cfm_refusal {
+    CFM_NO_MEMORY, /* growing failed; the filter is unchanged */
+    CFM_AT_LIMIT,  /* a growing filter that would need a sub-filter beyond its limit */
+    CFM_NO_ROOM,   /* a fixed filter with no room left */
+    CFM_HOT,       /* the item's copies fill both of its buckets */
+} cfm_refusal;
+
+static const char *const cfm_refusal_error[] = {
+    [CFM_NO_MEMORY] = "ERR Insufficient memory",
+    [CFM_AT_LIMIT] = "Maximum expansions reached",
+    [CFM_NO_ROOM] = "Filter is full",
+    [CFM_HOT] = ("Filter is full for this item: its copies fill both of its buckets "
+                 "(CF.ADDNX adds an item once)"), /* one string: clang asks for the () */
+};
+
+/* Did the command come from the primary or the AOF? Its outcome there was decided by the
+ * primary (a refused command is not propagated), whatever this server's settings. */
+static bool cfm_replaying(cf_rm_ctx *ctx)
+{
+    return (cf_rm.GetContextFlags(ctx) & (CF_RM_CTX_FLAGS_LOADING | CF_RM_CTX_FLAGS_REPLICATED)) !=
+           0;
+}
+
+/* Is v a filter of RedisBloom's layout with as many sub-filters as the server allows
+ * (cf-max-expansions)? RedisBloom refuses a whole add command then, even if it has room.
+ * The limit is the server's, not the filter's, so that a filter has the same one after a
+ * restart, RESTORE or full sync; a replica follows its primary's outcome. */
+static bool cfm_rb_at_limit(cf_rm_ctx *ctx, const cfm_value *v)
+{
+    cf_config c;
+    cf_stats s;
+    cf_get_config(v->f, &c);
+    if (!(c.flags & CF_REDISBLOOM) || cfm_replaying(ctx))
+        return false;
+    cf_get_stats(v->f, &s);
+    return s.sub_filters >= cfm_defaults.max_filters;
+}
+
 /* Open `name` for adds: its complete filter, or a new one of `spec` (NULL: the defaults;
  * *created) unless nocreate. Returns NULL, or the error to reply with (cfm_fail). */
 static const char *cfm_open_for_add(cf_rm_ctx *ctx, cf_rm_string *name, const cfm_spec *spec,
@@ -600,7 +645,9 @@ static const char *cfm_open_for_add(cf_rm_ctx *ctx, cf_rm_string *name, const cf
         *created = !err;
         return err;
     case CFM_OURS:
-        return cf_is_loading((*v)->f) ? CFM_ERR_LOADING : NULL;
+        if (cf_is_loading((*v)->f))
+            return CFM_ERR_LOADING;
+        return cfm_rb_at_limit(ctx, *v) ? cfm_refusal_error[CFM_AT_LIMIT] : NULL;
     }
     return NULL;
 }
@@ -623,22 +670,6 @@ static void cfm_items(cf_rm_string **args, size_t n, const void **keys, size_t *
     for (size_t i = 0; i < n; i++)
         keys[i] = cf_rm.StringPtrLen(args[i], &lens[i]);
 }
-
-/* Why an add was refused, and what the client is told. */
-typedef enum cfm_refusal {
-    CFM_NO_MEMORY, /* growing failed; the filter is unchanged */
-    CFM_AT_LIMIT,  /* a growing filter that would need a sub-filter beyond its limit */
-    CFM_NO_ROOM,   /* a fixed filter with no room left */
-    CFM_HOT,       /* the item's copies fill both of its buckets */
-} cfm_refusal;
-
-static const char *const cfm_refusal_error[] = {
-    [CFM_NO_MEMORY] = "ERR Insufficient memory",
-    [CFM_AT_LIMIT] = "Maximum expansions reached",
-    [CFM_NO_ROOM] = "Filter is full",
-    [CFM_HOT] = ("Filter is full for this item: its copies fill both of its buckets "
-                 "(CF.ADDNX adds an item once)"), /* one string: clang asks for the () */
-};
 
 /* Why the add of `item` (status st, not CF_OK nor CF_EXISTS) was refused; counted in the
  * totals of INFO cuckoo. The library refuses an item whose copies fill both of its buckets
@@ -840,6 +871,10 @@ static int cfm_cmd_reserve(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         return cf_rm.ReplyWithError(ctx, CFM_ERR_RB_OPTIONS);
     if (s.layout == CFM_LAYOUT_REDISBLOOM && s.window)
         return cf_rm.ReplyWithError(ctx, CFM_ERR_RB_WINDOW);
+    /* (Earlier versions replicated and logged it for this layout: taken there, unused.) */
+    for (int i = 3; i < argc && s.layout == CFM_LAYOUT_REDISBLOOM && !cfm_replaying(ctx); i += 2)
+        if (cfm_is(argv[i], "MAXFILTERS"))
+            return cf_rm.ReplyWithError(ctx, CFM_ERR_RB_MAXFILTERS);
     const char *werr = cfm_window_check(&s, argv + 3, argc - 3);
     if (werr)
         return cf_rm.ReplyWithError(ctx, werr);
@@ -1177,8 +1212,8 @@ static int cfm_cmd_advance(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
      * and a window sent to the last generation would never forget again. The primary's
      * own moves (replicated, or in the AOF) are taken as they come. */
     uint64_t due = cf_generation_at(v->f, (uint64_t)cf_rm.Milliseconds());
-    if (!(cf_rm.GetContextFlags(ctx) & (CF_RM_CTX_FLAGS_LOADING | CF_RM_CTX_FLAGS_REPLICATED)) &&
-        (uint64_t)generation > due && (uint64_t)generation - due > s.generations)
+    if (!cfm_replaying(ctx) && (uint64_t)generation > due &&
+        (uint64_t)generation - due > s.generations)
         return cfm_fail(ctx, key, v,
                         "ERR generation is more than the window's generations ahead of the "
                         "clock's");
@@ -1230,7 +1265,9 @@ static int cfm_cmd_merge(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
          * twice (the library refuses a filter merged with itself for the same reason). */
         for (int i = 0; i < nsrc && !err && dest; i++)
             if (src[i] == dest)
-                err = "ERR a source is the destination key, whose items the merge holds already";
+                err = "ERR a filter cannot merge with itself: a source is the destination key, "
+                      "whose items "
+                      "the merge holds already";
     }
     if (!err && !dest) { /* an empty filter like the first source, in the server's memory */
         work = cfm_value_alloc(ctx, src[0]->max_iterations);
@@ -1499,9 +1536,8 @@ static cf_status cfm_load_data(cfm_value *v, uint64_t cursor, const void *data, 
     if (st != CF_OK || cf_is_loading(v->f) || !v->check_pending)
         return st;
     v->check_pending = false;
-    return v->pending_check == cfm_fields_check(v->f, v->deletes, v->max_iterations)
-               ? CF_OK
-               : CF_ECORRUPT;
+    return v->pending_check == cfm_fields_check(v->f, v->deletes, v->max_iterations) ? CF_OK
+                                                                                     : CF_ECORRUPT;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1528,20 +1564,29 @@ static cf_status cfm_load_data(cfm_value *v, uint64_t cursor, const void *data, 
 /* RedisBloom's own limit on a sub-filter's buckets. */
 #define CFM_RB_MAX_BUCKETS (UINT64_C(1) << 56)
 
-/* v's filter of RedisBloom's layout (checked fields of a record or a header): its first
- * sub-filter of m buckets of b slots, MAXITERATIONS as v says (RedisBloom's walk takes it
- * as it is), growing by e, for n sub-filters or as many as any filter here. */
-static cf_status cfm_rb_new(cfm_value *v, uint64_t m, unsigned b, unsigned e, unsigned n)
+/* The config of v's filter of RedisBloom's layout (checked fields of a record or a
+ * header): its first sub-filter of m buckets of b slots, MAXITERATIONS as v says
+ * (RedisBloom's walk takes it as it is), growing by e. */
+static cf_config cfm_rb_config(cfm_value *v, cf_allocator *alloc, uint64_t m, unsigned b,
+                               unsigned e)
 {
-    long long most = cfm_defaults.max_filters;
-    cfm_spec s = {.capacity = (long long)(m * b), /* m buckets: RedisBloom's sizing; in range,
-                                                     as the callers saw its bytes or room */
-                  .bucket_size = b,
-                  .max_iterations = v->max_iterations,
-                  .expansion = e,
-                  .max_filters = n > most ? n : most,
-                  .layout = CFM_LAYOUT_REDISBLOOM};
-    return cfm_filter_new(v, &s, 0);
+    *alloc = cfm_allocator(v);
+    return (cf_config){.capacity = m * b, /* m buckets: RedisBloom's sizing; in range, as
+                                             the callers saw its bytes or room */
+                       .bucket_size = b,
+                       .max_kicks = v->max_iterations,
+                       .expansion = e,
+                       .max_sub_filters = CF_MAX_SUB_FILTERS, /* the server's: cfm_rb_at_limit */
+                       .allocator = alloc,
+                       .flags = CF_REDISBLOOM};
+}
+
+/* v's filter of RedisBloom's layout with its first sub-filter (a record's). */
+static cf_status cfm_rb_new(cfm_value *v, uint64_t m, unsigned b, unsigned e)
+{
+    cf_allocator alloc;
+    cf_config c = cfm_rb_config(v, &alloc, m, b, e);
+    return cf_new(&c, &v->f);
 }
 
 /* The bytes of sub-filter k of a record, m * e^k buckets of b slots (b <= 255); 0 past
@@ -1555,15 +1600,6 @@ static uint64_t cfm_rb_table_bytes(uint64_t m, uint64_t e, unsigned k, uint64_t 
         buckets *= e;
     }
     return buckets > CFM_RB_MAX_BUCKETS ? 0 : buckets * b;
-}
-
-/* After a CF.LOADCHUNK of RedisBloom's chunks: no expiry (its chunks carry nothing that
- * tells the last one; the filter is whole from its header on), replicated as it came. */
-static void cfm_replicate_and_close(cf_rm_ctx *ctx, cf_rm_string *name, cf_rm_key *key,
-                                    cfm_value *v)
-{
-    cfm_wrote(ctx, name, v, "cf.loadchunk", true);
-    cfm_close(key, v);
 }
 
 static bool cfm_looks_decoded(const unsigned char *p, size_t len)
@@ -1600,24 +1636,27 @@ static void cfm_rb_header(const cfm_value *v, unsigned char h[CFM_RB_HEADER])
     }
 }
 
-/* The data chunk that starts at byte `at` of the sub-filters' run: its sub-filter *k,
- * offset *off there and length *len; false if no chunk starts there (or past the end,
+/* The data chunk that starts at byte `at` of the sub-filters' run, among the bytes the
+ * filter has (cf_table_loaded: all of them, or a loading filter's so far): its sub-filter
+ * *k, offset *off there and length *len; false if no chunk starts there (or past the end,
  * then *len = 0). */
 static bool cfm_rb_chunk_at(const cf_filter *f, uint64_t at, unsigned *k, uint64_t *off,
                             uint64_t *len)
 {
     *len = 0;
-    uint64_t pos = 0, size;
-    for (*k = 0; (size = cf_table_size(f, *k)) != 0; (*k)++, pos += size) {
+    uint64_t pos = 0, size, have = cf_table_loaded(f);
+    for (*k = 0; (size = cf_table_size(f, *k)) != 0 && pos < have; (*k)++, pos += size) {
         if (at >= pos + size)
             continue;
         *off = at - pos;
         if (*off % CFM_RB_SLICE != 0)
             return false;
         *len = size - *off < CFM_RB_SLICE ? size - *off : CFM_RB_SLICE;
+        if (*len > have - at) /* a loading filter's last bytes: what came */
+            *len = have - at;
         return true;
     }
-    return at == pos; /* the end */
+    return at >= have; /* the end (of what has come) */
 }
 
 /* The sub-filter and offset that a chunk of `len` bytes ending at byte `end` fills; false
@@ -1634,9 +1673,9 @@ static bool cfm_rb_chunk_place(const cf_filter *f, uint64_t end, uint64_t len, u
     return false;
 }
 
-/* A filter of RedisBloom's layout and type under `key` from its 38-byte header, every
- * sub-filter allocated and empty (the chunks fill them), once the server has room for
- * all of it: NULL and the error's text otherwise. */
+/* A filter of RedisBloom's layout and type under `key` from its 38-byte header: loading
+ * (cf_table_load_begin), each sub-filter's memory taken as its first chunk comes, so a
+ * forged header costs nothing. NULL and the error's text otherwise. */
 static const char *cfm_rb_from_header(cf_rm_ctx *ctx, const unsigned char *h, size_t len,
                                       cfm_value **out)
 {
@@ -1656,12 +1695,22 @@ static const char *cfm_rb_from_header(cf_rm_ctx *ctx, const unsigned char *h, si
     }
     if (!ok)
         return CFM_CHUNK_ERROR("Couldn't create filter!", h, len);
+    /* More sub-filters than this server lets a filter have (RedisBloom's own cannot make
+     * them, and each costs every lookup a probe): refused, unless the primary or the AOF
+     * sends it (a setting lowered since). */
+    if (n > (uint64_t)cfm_defaults.max_filters && !cfm_replaying(ctx)) {
+        cf_rm.Log(ctx, "warning",
+                  "CF.LOADCHUNK refused a RedisBloom header of %llu sub-filters: cf-max-expansions "
+                  "is %lld",
+                  (unsigned long long)n, cfm_defaults.max_filters);
+        return "Couldn't create filter!";
+    }
     if (total > SIZE_MAX || !cfm_room_for(ctx, (size_t)total))
         return "ERR Insufficient memory to create filter";
     cfm_value *v = cfm_value_alloc(ctx, iterations);
-    cf_status st = v ? cfm_rb_new(v, m, b, e, (unsigned)n) : CF_ENOMEM;
-    for (uint64_t k = 1; st == CF_OK && k < n; k++)
-        st = cf_append_sub_filter(v->f);
+    cf_allocator alloc;
+    cf_config c = v ? cfm_rb_config(v, &alloc, m, b, e) : (cf_config){0};
+    cf_status st = v ? cf_table_load_begin(&c, (unsigned)n, &v->f) : CF_ENOMEM;
     if (st != CF_OK) {
         cfm_value_free(v);
         return st == CF_ENOMEM ? "ERR Insufficient memory to create filter"
@@ -1749,6 +1798,9 @@ static int cfm_cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     cf_rm_key *key;
     cfm_value *v;
     cf_status st;
+    /* Whether the key was a filter still loading (a new one is): a complete filter of
+     * RedisBloom's layout takes chunks too, and keeps whatever expiry it has. */
+    bool loading = true;
     switch (cfm_open(ctx, argv[1], CF_RM_READ | CF_RM_WRITE, &key, &v)) {
     case CFM_OTHER:
         return cfm_fail(ctx, key, v, CFM_ERR_WRONGTYPE);
@@ -1759,8 +1811,7 @@ static int cfm_cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
             if (err)
                 return cfm_fail(ctx, key, NULL, err);
             cf_rm.ModuleTypeSetValue(key, cfm_rb_type, v);
-            cfm_replicate_and_close(ctx, argv[1], key, v);
-            return cf_rm.ReplyWithSimpleString(ctx, "OK");
+            break;
         }
         if (len < CFM_PREFIX_BYTES)
             return cfm_fail(ctx, key, NULL, CFM_CHUNK_ERROR("Invalid header", data, len));
@@ -1773,16 +1824,23 @@ static int cfm_cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         cf_rm.ModuleTypeSetValue(key, cfm_type, v);
         break;
     case CFM_OURS:
+        loading = cf_is_loading(v->f);
         if (cfm_is_rb(key)) { /* RedisBloom's data chunk: the bytes before `it` - 1 */
             unsigned k;
             uint64_t off;
             if (it == 1)
                 return cfm_fail(ctx, key, v, "ERR item exists");
-            if (!cfm_rb_chunk_place(v->f, (uint64_t)it - 1, len, &k, &off) ||
-                cf_table_write(v->f, k, off, data, len) != CF_OK)
+            if (!cfm_rb_chunk_place(v->f, (uint64_t)it - 1, len, &k, &off))
                 return cfm_fail(ctx, key, v, CFM_CHUNK_ERROR("Couldn't load chunk!", data, len));
-            cfm_replicate_and_close(ctx, argv[1], key, v);
-            return cf_rm.ReplyWithSimpleString(ctx, "OK");
+            /* A loading filter's sub-filter takes its memory with its first chunk. */
+            if (cf_is_loading(v->f) && off == 0 && !cfm_room_for(ctx, cf_table_size(v->f, k)))
+                return cfm_fail(ctx, key, v, "ERR Insufficient memory");
+            st = cf_table_write(v->f, k, off, data, len);
+            if (st == CF_ENOMEM)
+                return cfm_fail(ctx, key, v, "ERR Insufficient memory");
+            if (st != CF_OK) /* out of order: the filter is as it was, it waits for the next */
+                return cfm_fail(ctx, key, v, CFM_CHUNK_ERROR("Couldn't load chunk!", data, len));
+            break;
         }
         if (!cf_is_loading(v->f))
             return cfm_fail(ctx, key, v, "ERR item exists");
@@ -1805,7 +1863,8 @@ static int cfm_cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     /* An incomplete filter expires unless its next chunk comes in time; the last chunk
      * makes the filter persistent. A replica and an AOF replay run the same command and
      * set the same rule (the primary's expiry reaches a replica as a DEL). */
-    cf_rm.SetExpire(key, cf_is_loading(v->f) ? cfm_load_timeout * 1000 : CF_RM_NO_EXPIRE);
+    if (loading)
+        cf_rm.SetExpire(key, cf_is_loading(v->f) ? cfm_load_timeout * 1000 : CF_RM_NO_EXPIRE);
     cfm_wrote(ctx, argv[1], v, "cf.loadchunk", true);
     cfm_close(key, v);
     return cf_rm.ReplyWithSimpleString(ctx, "OK");
@@ -1941,7 +2000,7 @@ static void *cfm_rb_rdb_load(cf_rm_io *io, int encver)
          * memory than it carries. */
         cf_status st = want == 0 || len != want ? CF_ECORRUPT : CF_OK;
         if (st == CF_OK && k == 0) {
-            st = cfm_rb_new(v, m, (unsigned)b, (unsigned)e, (unsigned)n);
+            st = cfm_rb_new(v, m, (unsigned)b, (unsigned)e);
         } else if (st == CF_OK) {
             st = cf_append_sub_filter(v->f);
         }

@@ -372,7 +372,8 @@ static void cf__head_layout(const cf__params *p, const cf_allocator *a, unsigned
     /* Everything here is bounded by max_kicks <= 65535 and max_tables <= 65536, so these
      * sums cannot overflow even a 32-bit size_t. */
     size_t budget = (size_t)p->max_kicks + 2;
-    h->queue_len = budget > CF__STACK_NODES ? budget : 0;
+    /* RedisBloom's layout evicts by its own walk (redisbloom.c), which never searches. */
+    h->queue_len = budget > CF__STACK_NODES && !p->redisbloom ? budget : 0;
     h->mark_bits = h->queue_len ? cf__mark_bits(h->queue_len) : 0;
     h->bits = (a ? CF__B_OWN_ALLOC : 0u) |
               (cf__shape_static(p->shape.f, p->shape.b, p->shape.semi) && !p->concurrent
@@ -693,6 +694,27 @@ cf_status cf_new_sized(const cf_config *config, size_t config_size, cf_filter **
     if (c.generations)
         return cf__window_new(&c, &p, out);
     return cf__filter_make(&p, c.allocator, 1, buckets, true, out);
+}
+
+cf_status cf__new_without_tables(const cf_config *config, unsigned n, cf_filter **out)
+{
+    cf_config c;
+    cf__params p;
+    uint64_t buckets;
+    size_t bytes;
+    cf_status st = cf__config_sized(config, sizeof *config, &c, &p, &buckets, &bytes, NULL);
+    if (st != CF_OK)
+        return st;
+    if (n == 0 || n > p.max_tables || (n > 1 && p.expansion == 0) || c.generations ||
+        p.concurrent) /* a loader makes plain filters (its caller may copy them) */
+        return CF_EINVAL;
+    /* Every sub-filter's size within the limits before anything is made (cf__filter_make
+     * takes them as checked). */
+    uint64_t b = buckets;
+    for (unsigned k = 1; k < n; k++)
+        if (!cf__mul_u64(b, p.expansion, &b) || !cf__table_bytes(&p.shape, b, &bytes))
+            return CF_EINVAL;
+    return cf__filter_make(&p, c.allocator, n, buckets, false, out);
 }
 
 cf_status cf_config_resolve_sized(const cf_config *config, size_t config_size, cf_config *out,

@@ -430,6 +430,10 @@ typedef struct cf__loading {
     uint64_t items;
     uint64_t bucket;
     unsigned ntables;
+    /* Loading RedisBloom's raw tables by cf_table_write (redisbloom.c), not chunks: pos is
+     * then the next byte of table `table`, the first one not complete. */
+    bool raw;
+    unsigned table;
 } cf__loading;
 
 /* What a filter holds beyond its first sub-filter and its settings, allocated the first
@@ -542,6 +546,11 @@ static inline unsigned cf__max_tables(const cf_filter *f)
 CF__HIDDEN cf__more *cf__more_of(cf_filter *f);
 /* Free f's `more` if it holds nothing (filter.c). */
 CF__HIDDEN void cf__more_trim(cf_filter *f);
+
+/* The filter config makes, with n sub-filters (growth's sizes) and no table memory yet:
+ * for a loader that gives each table its memory as its bytes arrive. CF_EINVAL for a
+ * window, n = 0, n past max_sub_filters, or a size past the limits. */
+CF__HIDDEN cf_status cf__new_without_tables(const cf_config *config, unsigned n, cf_filter **out);
 
 static inline cf__stash *cf__stash_of(const cf_filter *f)
 {

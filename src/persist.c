@@ -1603,8 +1603,8 @@ static cf_status cf__window_dump(const cf_filter *f, uint64_t *cursor, void *buf
 
 cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap, size_t *len)
 {
-    if (!f || !cursor || !len)
-        return CF_EINVAL;
+    if (!f || !cursor || !len || (cf__load_of(f) && cf__load_of(f)->raw))
+        return CF_EINVAL; /* raw tables loading: no file position is theirs yet */
     cf__hold(f);
     cf_status st = cf__is_window(f) ? cf__window_dump(f, cursor, buf, cap, len)
                                     : cf__dump_chunk(f, cursor, buf, cap, len);
@@ -1861,7 +1861,7 @@ cf_status cf_load_chunk(cf_filter **fp, uint64_t cursor, const void *data, size_
     if (cf__is_window(f))
         return cf__window_load(f, cursor, d, len);
     cf__loading *load = cf__load_of(f);
-    if (!load)
+    if (!load || load->raw) /* raw tables load by cf_table_write */
         return CF_EINVAL;
     unsigned k;
     uint64_t pos = load->pos, start, n, next;

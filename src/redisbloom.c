@@ -347,9 +347,16 @@ const cf__ops cf__rb_ops_cc = {cf__rb_contains_cc,      cf__rb_contains_key_cc, 
 /* Raw tables                                                                           */
 /* ------------------------------------------------------------------------------------ */
 
+/* f's loading state if it is loading raw tables (cf_table_load_begin), else NULL. */
+static cf__loading *cf__rb_raw_load(const cf_filter *f)
+{
+    cf__loading *load = cf__load_of(f);
+    return load && load->raw ? load : NULL;
+}
+
 uint64_t cf_table_size(const cf_filter *f, unsigned k)
 {
-    if (!f || !cf__is_rb(f) || k >= f->ntables)
+    if (!f || !cf__is_rb(f) || k >= cf__ntables_all(f))
         return 0;
     return f->tables[k].buckets * cf__shape0(f)->b; /* a byte a slot: checked when made */
 }
@@ -370,7 +377,10 @@ cf_status cf_table_read(const cf_filter *f, unsigned k, uint64_t offset, void *b
     if (len == 0)
         return CF_OK;
     cf__lock_writers(f);
-    memcpy(buf, f->tables[k].data + offset, len);
+    if (f->tables[k].data)
+        memcpy(buf, f->tables[k].data + offset, len);
+    else /* loading, and none of its bytes arrived yet */
+        memset(buf, 0, len);
     cf__unlock_writers(f);
     return CF_OK;
 }
@@ -384,12 +394,75 @@ static uint64_t cf__rb_used(const uint8_t *p, size_t len)
     return n;
 }
 
+cf_status cf_table_load_begin(const cf_config *config, unsigned n, cf_filter **out)
+{
+    if (!config || !out || !(config->flags & CF_REDISBLOOM))
+        return CF_EINVAL;
+    cf_filter *f;
+    cf_status st = cf__new_without_tables(config, n, &f);
+    if (st != CF_OK)
+        return st;
+    cf__more *m = cf__more_of(f);
+    cf__loading *load = m ? cf__malloc(f, sizeof *load) : NULL;
+    if (!load) {
+        cf_free(f);
+        return CF_ENOMEM;
+    }
+    memset(load, 0, sizeof *load);
+    load->raw = true;
+    load->ntables = n;
+    m->load = load;
+    f->bits |= CF__B_READ_ONLY;
+    cf__state_begin(f); /* none of its sub-filters can be read yet */
+    cf__publish_ntables(f, 0);
+    cf__state_end(f);
+    *out = f;
+    return CF_OK;
+}
+
+/* The next bytes of a filter loading raw tables: table k's memory at its first bytes,
+ * zeroed, so that what has not arrived reads as empty slots; published once whole; the
+ * filter complete and writable after the last table's last byte. */
+static cf_status cf__rb_load_write(cf_filter *f, cf__loading *load, unsigned k, uint64_t offset,
+                                   const uint8_t *data, size_t len)
+{
+    if (k != load->table || offset != load->pos)
+        return CF_ECORRUPT; /* not the next bytes */
+    cf__table *t = &f->tables[k];
+    if (!t->data) {
+        size_t bytes = cf__table_size(t->shape, t->buckets); /* checked when made */
+        if (!(t->data = cf__malloc(f, bytes)))
+            return CF_ENOMEM;
+        memset(t->data, 0, bytes);
+    }
+    memcpy(t->data + offset, data, len);
+    t->items += cf__rb_used(data, len);
+    load->pos += len;
+    if (load->pos < cf_table_size(f, k))
+        return CF_OK;
+    load->pos = 0;
+    load->table++;
+    cf__state_begin(f);
+    cf__publish_ntables(f, load->table);
+    cf__state_end(f);
+    if (load->table == load->ntables) {
+        cf__mfree(f, load);
+        f->more->load = NULL;
+        f->bits &= (uint8_t)~CF__B_READ_ONLY;
+        cf__more_trim(f);
+    }
+    return CF_OK;
+}
+
 cf_status cf_table_write(cf_filter *f, unsigned k, uint64_t offset, const void *data, size_t len)
 {
     if (!data && len)
         return CF_EINVAL;
     if (!cf__rb_range(f, k, offset, len))
         return CF_EINVAL;
+    cf__loading *load = cf__rb_raw_load(f);
+    if (load)
+        return len ? cf__rb_load_write(f, load, k, offset, data, len) : CF_OK;
     if (cf__read_only(f))
         return CF_EREADONLY;
     if (len == 0)
@@ -401,6 +474,16 @@ cf_status cf_table_write(cf_filter *f, unsigned k, uint64_t offset, const void *
     memcpy(at, data, len);
     cf__unlock_writers(f);
     return CF_OK;
+}
+
+uint64_t cf_table_loaded(const cf_filter *f)
+{
+    uint64_t total = 0;
+    const cf__loading *load = f ? cf__rb_raw_load(f) : NULL;
+    unsigned done = load ? load->table : f ? cf__ntables_all(f) : 0;
+    for (unsigned k = 0; k < done; k++)
+        total += cf_table_size(f, k);
+    return total + (load ? load->pos : 0);
 }
 
 cf_status cf_append_sub_filter(cf_filter *f)

@@ -12,6 +12,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -590,6 +591,136 @@ static void test_raw_tables(void)
     cf_free(g);
 }
 
+/* A filter begun by cf_table_load_begin takes no table memory until its bytes come,
+ * takes them only in order (any other refused, nothing changed), reads what has not come
+ * as empty, is loading and read-only until the last byte, and is then the filter whose
+ * bytes it took: the same bytes, writable, and every way back in gives it again. Each
+ * allocation that fails on the way leaves it as it was. */
+static void test_raw_load(void)
+{
+    cft_context("loading raw tables");
+    cf_config c = {.capacity = 64,
+                   .bucket_size = 4,
+                   .expansion = 2,
+                   .max_kicks = 10,
+                   .max_sub_filters = 8,
+                   .flags = CF_REDISBLOOM};
+    cf_filter *f = cft_new(c);
+    if (!f)
+        return;
+    uint8_t key[CFT_KEY_MAX];
+    for (uint64_t i = 0; cft_stats(f).sub_filters < 3; i++)
+        CHECK_ST(cf_add(f, key, cft_key(key, 12, i)), CF_OK);
+    unsigned n = cft_stats(f).sub_filters;
+    uint64_t total = cf_table_loaded(f);
+    CHECK_EQ_U(total, 16u * 4u * (1u + 2u + 4u));
+    uint8_t *run = malloc(total);
+    for (unsigned k = 0, at = 0; run && k < n; at += (unsigned)cf_table_size(f, k), k++)
+        CHECK_ST(cf_table_read(f, k, 0, run + at, cf_table_size(f, k)), CF_OK);
+
+    cft_alloc t;
+    cft_alloc_init(&t);
+    cf_config lc = c;
+    lc.allocator = &t.a;
+    cf_filter *g = NULL;
+    CHECK_ST(cf_table_load_begin(&lc, 0, &g), CF_EINVAL);
+    CHECK_ST(cf_table_load_begin(&lc, 9, &g), CF_EINVAL); /* past max_sub_filters */
+    cf_config plain = lc;
+    plain.flags = 0;
+    CHECK_ST(cf_table_load_begin(&plain, 1, &g), CF_EINVAL);
+    cf_config fixed = lc;
+    fixed.expansion = 0;
+    CHECK_ST(cf_table_load_begin(&fixed, 2, &g), CF_EINVAL);
+    if (!run || !CHECK_ST(cf_table_load_begin(&lc, n, &g), CF_OK)) {
+        free(run);
+        cf_free(f);
+        return;
+    }
+    CHECK(t.live_bytes < 1024); /* no table yet */
+    CHECK(cf_is_loading(g));
+    CHECK_EQ_U(cft_stats(g).sub_filters, n);
+    CHECK_EQ_U(cf_table_loaded(g), 0);
+    CHECK_ST(cf_add(g, "x", 1), CF_EREADONLY);
+    CHECK(!cf_contains(g, "x", 1));
+    CHECK_EQ_U(cf_serialized_size(g), 0);
+    uint64_t cursor = 0;
+    size_t len;
+    uint8_t chunk[256];
+    CHECK_ST(cf_dump_chunk(g, &cursor, chunk, sizeof chunk, &len), CF_EINVAL);
+    CHECK_ST(cf_load_chunk(&g, 64, chunk, 16, NULL), CF_EINVAL);
+    uint8_t zeros[8], got8[8];
+    memset(zeros, 0, sizeof zeros);
+    CHECK_ST(cf_table_read(g, 2, 8, got8, 8), CF_OK); /* not arrived: empty slots */
+    CHECK(memcmp(got8, zeros, 8) == 0);
+    /* In slices of 24 bytes (a slice never crosses a sub-filter), each allocation failing
+     * once first, and the wrong slices refused on the way. */
+    uint64_t at = 0;
+    for (unsigned k = 0; k < n; k++) {
+        uint64_t size = cf_table_size(f, k);
+        for (uint64_t off = 0; off < size;) {
+            size_t step = size - off < 24 ? (size_t)(size - off) : 24u;
+            if (off + step < size)
+                CHECK_ST(cf_table_write(g, k, off + step, run + at + step, 1), CF_ECORRUPT);
+            if (k + 1 < n)
+                CHECK_ST(cf_table_write(g, k + 1, 0, run, 1), CF_ECORRUPT);
+            if (off == 0) {
+                cft_alloc_arm(&t, 1, false);
+                CHECK_ST(cf_table_write(g, k, off, run + at, step), CF_ENOMEM);
+                cft_alloc_disarm(&t);
+                CHECK_EQ_U(cf_table_loaded(g), at);
+            }
+            CHECK_ST(cf_table_write(g, k, off, run + at, step), CF_OK);
+            off += step;
+            at += step;
+            CHECK_EQ_U(cf_table_loaded(g), at);
+            CHECK(cf_is_loading(g) == (at < total));
+        }
+    }
+    CHECK(!cf_is_loading(g));
+    CHECK(cft_same_bytes(f, g));
+    CHECK_EQ_U(cft_stats(g).items, cft_stats(f).items);
+    for (uint64_t i = 0; i < 40; i++)
+        CHECK(cf_contains(g, key, cft_key(key, 12, i)));
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/cf-test-rb-%ld.cf", (long)getpid());
+    cft_round_trips(g, path);
+    CHECK_ST(cf_add(g, key, cft_key(key, 12, 1000000)), CF_OK); /* writable */
+    unlink(path);
+    cf_free(g);
+    CHECK_ALLOC_CLEAN(&t);
+    free(run);
+    cf_free(f);
+}
+
+/* Every filter of this layout saves and loads again byte for byte, by every path. */
+static void test_round_trips(void)
+{
+    cft_context("round trips of RedisBloom's layout");
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/cf-test-rb-rt-%ld.cf", (long)getpid());
+    static const unsigned sizes[] = {1, 2, 4, 8};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        cf_config c = {.capacity = 200,
+                       .bucket_size = sizes[i],
+                       .expansion = 2,
+                       .max_kicks = 20,
+                       .flags = CF_REDISBLOOM};
+        cf_filter *f = cft_new(c);
+        uint8_t key[CFT_KEY_MAX];
+        for (uint64_t k = 0; f && k < 700; k++) {
+            cf_add(f, key, cft_key(key, 13, k));
+            if (k % 5 == 0)
+                cf_delete(f, key, cft_key(key, 13, k / 2));
+            if (k % 250 == 0)
+                cft_round_trips(f, path);
+        }
+        if (f)
+            cft_round_trips(f, path);
+        cf_free(f);
+    }
+    unlink(path);
+}
+
 int main(void)
 {
     cft_init("test_redisbloom");
@@ -598,5 +729,7 @@ int main(void)
     test_files();
     test_against_model();
     test_raw_tables();
+    test_raw_load();
+    test_round_trips();
     return cft_finish();
 }

@@ -412,8 +412,7 @@ static inline cf_filter *cft_chunk_copy(const cf_filter *f)
         ok = ok && CHECK_ST(cf_dump_chunk(f, &cursor, p, cap, &len), CF_OK);
         if (ok && len)
             ok = CHECK_MSG(cf_load_chunk(&g, cursor, p, len, NULL) == CF_OK,
-                           "the chunk at %llu (%zu bytes) is refused",
-                           (unsigned long long)at, len);
+                           "the chunk at %llu (%zu bytes) is refused", (unsigned long long)at, len);
     } while (ok && len && cursor != 0);
     free(p);
     if (!ok || !CHECK(g && !cf_is_loading(g))) {

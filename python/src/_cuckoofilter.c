@@ -1409,9 +1409,9 @@ static PyObject *pycf_from_chunks(PyTypeObject *type, PyObject *args, PyObject *
                                              "[0, 2**64) and a bytes-like object");
             break;
         }
-        cf_status st = f ? cf_load_chunk(&f, cursor, data.buf, (size_t)data.len, NULL)
-                         : pycf_take_header(&f, cursor, data.buf, (size_t)data.len, prefix,
-                                            &pending);
+        cf_status st =
+            f ? cf_load_chunk(&f, cursor, data.buf, (size_t)data.len, NULL)
+              : pycf_take_header(&f, cursor, data.buf, (size_t)data.len, prefix, &pending);
         PyBuffer_Release(&data);
         Py_DECREF(pair);
         if (st != CF_OK) {
@@ -1426,7 +1426,7 @@ static PyObject *pycf_from_chunks(PyTypeObject *type, PyObject *args, PyObject *
     }
     if (!f || cf_is_loading(f) || (pending && !pycf_check_prefix(f, prefix))) {
         PyErr_SetString(pycf_state_of_type(type)->corrupt,
-                        !f                ? "no chunks"
+                        !f                 ? "no chunks"
                         : cf_is_loading(f) ? "the chunks end before the filter is complete"
                                            : "the module's fields do not belong with the filter");
         cf_free(f);

@@ -1536,9 +1536,80 @@ def test_special_files(t):
                     f"{cmd[0]} --force replaced {os.path.basename(node)}")
 
 
+def waiting_for_input(pid, tool):
+    """Is process pid the tool (not yet the parent's fork before exec), has it set its
+    handlers of SIGINT, SIGTERM and SIGHUP, and is it asleep in a wait for input (its
+    pipe empty)?"""
+    if os.readlink(f"/proc/{pid}/exe") != os.path.realpath(tool):
+        return False
+    with open(f"/proc/{pid}/status") as st:
+        caught = int(re.search(r"SigCgt:\s*([0-9a-f]+)", st.read()).group(1), 16)
+    want = sum(1 << (s - 1) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+    with open(f"/proc/{pid}/wchan") as w:
+        where = w.read()
+    return caught & want == want and any(x in where for x in ("poll", "select", "pipe_read"))
+
+
+def test_stopped_by_signals(t):
+    """`tail -f log | cuckoo add seen.cf` never sees the end of its input: stopped by
+    SIGINT, SIGTERM or SIGHUP it saves every key it read before the signal, then dies of
+    it; --save-every saves while it waits for more."""
+    t.section("add and delete stopped by a signal, --save-every")
+    f = t.path("stream.cf")
+    t.ok(t.run(["create", f, "--capacity", 10000, "--quiet"]), "create stream.cf")
+    for n, (sig, cmd) in enumerate(((signal.SIGINT, "add"), (signal.SIGTERM, "add"),
+                                    (signal.SIGHUP, "add"), (signal.SIGTERM, "delete"))):
+        keys = [b"s%d-%d" % (n if cmd == "add" else 1, i) for i in range(300)]
+        p = subprocess.Popen([t.tool, cmd, f], cwd=t.dir, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdin.write(b"".join(k + b"\n" for k in keys))
+        p.stdin.flush()  # and the pipe stays open: the command waits for more
+        # until every key is read: the command then waits in the kernel for more
+        deadline = time.time() + CALL_TIMEOUT
+        while time.time() < deadline and not waiting_for_input(p.pid, t.tool):
+            time.sleep(0.02)
+        p.send_signal(sig)
+        p.wait(timeout=CALL_TIMEOUT)  # stdin still open: no end of input can come first
+        err = p.stderr.read()
+        p.stdin.close()
+        p.stdout.close()
+        p.stderr.close()
+        t.check(p.returncode == -sig, f"{cmd} stopped by {sig.name}: exit {p.returncode}, not "
+                f"death by the signal ({err!r})")
+        t.check(b"stopped by signal" in err, f"{cmd} stopped by {sig.name}: says nothing "
+                f"({err!r})")
+        answers = t.lib_answers(f, keys)
+        want = [cmd == "add"] * len(keys)
+        if cmd == "delete":  # the keys of round 1, deleted: found no more (or a rare FP)
+            t.check(sum(answers) <= 3, f"delete stopped by {sig.name}: {sum(answers)} of "
+                    f"{len(keys)} keys still found")
+        else:
+            t.check(answers == want, f"add stopped by {sig.name}: "
+                    f"{answers.count(False)} of {len(keys)} keys lost")
+    t.check(tmp_leftovers(t.dir, "stream.cf") == [], "temporary files left")
+    # --save-every: the keys are in the file while the command still waits for more, and
+    # a kill -9 then loses none of them.
+    keys = [b"periodic-%d" % i for i in range(200)]
+    p = subprocess.Popen([t.tool, "add", f, "--save-every", "200ms", "--quiet"], cwd=t.dir,
+                         stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write(b"".join(k + b"\n" for k in keys))
+    p.stdin.flush()
+    deadline = time.time() + CALL_TIMEOUT
+    while time.time() < deadline and t.lib_answers(f, keys[-1:]) != [True]:
+        time.sleep(0.05)
+    p.kill()
+    p.communicate(timeout=CALL_TIMEOUT)
+    p.stdin.close()
+    t.check(t.lib_answers(f, keys) == [True] * len(keys),
+            "--save-every: keys added before a kill -9 were lost")
+    res = t.run(["add", f, "--save-every", "0s", "k"])
+    t.check(res.rc == 1, "--save-every 0s is a usage error", res)
+
+
 def group_writers(t):
     test_two_writers(t)
     test_lock_wait(t)
+    test_stopped_by_signals(t)
     test_links_and_owners(t)
     test_special_files(t)
 

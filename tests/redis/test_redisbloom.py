@@ -27,6 +27,7 @@ Environment: CF_REDIS_MODULE, CF_REDIS_SERVER, CF_TEST_SEED. Exit 0 = pass.
 import glob
 import os
 import struct
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -265,6 +266,8 @@ def body(seed):
         check(isinstance(r, RespError) and str(r) == "ERR item exists", f"a second header: {r!r}")
         print(f"    restored a 3-sub-filter filter of {len(items)} items; "
               f"{fps} false positives of {len(absent)}, all as RedisBloom's")
+        c.call("DEL", "partial")
+        header_loads(c, header, want)
 
         # Adds after the move: inserts, evictions and growth as RedisBloom does them.
         more = [b"after-%d" % i for i in range(harness.scaled(6000))]
@@ -339,6 +342,132 @@ def body(seed):
         same_as_model(c, "moved", md, items, absent, "after a restart")
         c.close()
     aof_rewrite(seed)
+
+
+def used_memory(c):
+    return int(re.search(rb"used_memory:(\d+)", c.call("INFO", "memory")).group(1))
+
+
+def header_loads(c, header, want):
+    """A RedisBloom header takes no table memory: the filter is incomplete (it expires
+    unless its chunks come, its reads are refused) and each sub-filter takes its memory
+    with its first chunk, in order; the last one completes it. Headers of more sub-filters
+    than cf-max-expansions, and the deletes counter at its bound, are held to the rules
+    every other path holds them to."""
+    fields = dict(zip(("items", "m", "deletes", "n", "b", "kicks", "e"),
+                      struct.unpack("<QQQQHHH", header)))
+
+    def forged(**kw):
+        v = dict(fields)
+        v.update(kw)
+        return struct.pack("<QQQQHHH", *v.values())
+    # A header of 1 GiB (2^28 buckets of 4): no memory taken, an expiry, reads refused.
+    before = used_memory(c)
+    ok(c.call_raw("CF.LOADCHUNK", "big", 1, forged(m=1 << 28, b=4, n=1, e=1)), "a 1 GiB header")
+    grew = used_memory(c) - before
+    check(grew < (1 << 20), f"a 38-byte header took {grew} bytes")
+    check(0 < c.call("TTL", "big") <= 600, f"the incomplete filter has no expiry: "
+                                           f"{c.call('TTL', 'big')}")
+    r = c.call_raw("CF.EXISTS", "big", "x")
+    check(isinstance(r, RespError) and "incomplete" in str(r), f"CF.EXISTS of a header: {r!r}")
+    c.call("DEL", "big")
+    # In order only, each chunk once; the last removes the expiry; an incomplete one dumps
+    # what it has.
+    if len(want) > 2:
+        ok(c.call_raw("CF.LOADCHUNK", "inorder", *want[0]), "the header")
+        r = c.call_raw("CF.LOADCHUNK", "inorder", *want[2])
+        check(isinstance(r, RespError) and str(r) == "Couldn't load chunk!",
+              f"a chunk before its turn: {r!r}")
+        ok(c.call_raw("CF.LOADCHUNK", "inorder", *want[1]), "the first data chunk")
+        got = S.scandump(c, "inorder")  # its header counts the items so far
+        check(got[1:] == want[1:2] and got[0][1][8:] == want[0][1][8:],
+              "an incomplete filter dumps what it has")
+        for it, data in want[2:]:
+            ok(c.call_raw("CF.LOADCHUNK", "inorder", it, data), f"chunk {it}")
+        check(c.call("TTL", "inorder") == -1, "the complete filter still expires")
+        check(S.scandump(c, "inorder") == want, "the chunks loaded in order differ")
+        c.call("DEL", "inorder")
+    # More sub-filters than the server allows: refused (each would cost a probe per lookup).
+    limit = int(c.call("CONFIG", "GET", "cuckoo.cf-max-expansions")[1])
+    r = c.call_raw("CF.LOADCHUNK", "many", 1, forged(n=limit + 1, e=1, m=2, b=1))
+    check(isinstance(r, RespError) and str(r) == "Couldn't create filter!",
+          f"a header of {limit + 1} sub-filters: {r!r}")
+    check(c.call("EXISTS", "many") == 0, "a header past the limit left a key")
+    # The deletes counter at its bound stays there: the key's DUMP and chunks still load.
+    top = (1 << 63) - 1
+    ok(c.call_raw("CF.LOADCHUNK", "deletes", 1, forged(deletes=top, n=1, m=2, b=1, e=1,
+                                                      items=0)), "deletes 2^63-1")
+    ok(c.call_raw("CF.LOADCHUNK", "deletes", 3, b"\0\0"), "its one chunk")
+    check(c.call("CF.ADD", "deletes", "x") == 1 and c.call("CF.DEL", "deletes", "x") == 1,
+          "CF.ADD and CF.DEL at the bound of deletes")
+    check(S.info_dict(c, "deletes")["Number of items deleted"] == top,
+          "the deletes counter went past its bound")
+    dump = c.call("DUMP", "deletes")
+    ok(c.call_raw("RESTORE", "deletes2", 0, dump), "RESTORE of the key at the bound")
+    chunks_top = S.scandump(c, "deletes")
+    S.loadchunks(c, "deletes3", chunks_top)
+    check(S.scandump(c, "deletes3") == chunks_top, "its chunks load back")
+    c.call("DEL", "deletes", "deletes2", "deletes3")
+    # Its walk keeps no search memory: MAXITERATIONS 65535 costs what 20 does.
+    ok(c.call_raw("CF.RESERVE", "walk", 1000, "MAXITERATIONS", 65535, "LAYOUT", "redisbloom"),
+       "MAXITERATIONS 65535")
+    ok(c.call_raw("CF.RESERVE", "walk20", 1000, "LAYOUT", "redisbloom"), "MAXITERATIONS 20")
+    check(c.call("MEMORY", "USAGE", "walk") == c.call("MEMORY", "USAGE", "walk20"),
+          f"MAXITERATIONS 65535 holds {c.call('MEMORY', 'USAGE', 'walk')} bytes, 20 holds "
+          f"{c.call('MEMORY', 'USAGE', 'walk20')}")
+    c.call("DEL", "walk", "walk20")
+
+
+def limits(seed):
+    """A filter of RedisBloom's layout has no sub-filter limit of its own (RedisBloom's
+    formats have no room for one): the server's cf-max-expansions refuses a whole add
+    command once the filter has that many, as RedisBloom does, so a restart, a RESTORE and
+    a replica's full sync keep it. MAXFILTERS is refused in this layout."""
+    del seed
+    servers = []
+    try:
+        primary, replica = S.primary_and_replica(servers)
+        c = primary.client()
+        r = c.call_raw("CF.RESERVE", "rb", 4, "LAYOUT", "redisbloom", "MAXFILTERS", 2)
+        check(isinstance(r, RespError) and "cf-max-expansions" in str(r),
+              f"CF.RESERVE ... LAYOUT redisbloom MAXFILTERS 2: {r!r}")
+        for s in (primary, replica):
+            with s.client() as cs:
+                ok(cs.call_raw("CONFIG", "SET", "cuckoo.cf-max-expansions", 2), "limit 2")
+        ok(c.call_raw("CF.RESERVE", "rb", 4, "BUCKETSIZE", 1, "LAYOUT", "redisbloom"),
+           "CF.RESERVE rb")
+        added = 0
+        while True:
+            r = c.call_raw("CF.ADD", "rb", f"item{added}")
+            if isinstance(r, RespError):
+                check(str(r) == "Maximum expansions reached", f"CF.ADD at the limit: {r!r}")
+                break
+            added += 1
+            check(added < 100, "the filter never reached its limit")
+        check(S.info_dict(c, "rb")["Number of filters"] >= 2, "stopped before the limit")
+        # A full sync of a new replica, a RESTORE and a restart: the same filter, the same
+        # refusal.
+        with servers[1].client() as cr:
+            ok(cr.call_raw("REPLICAOF", "NO", "ONE"), "REPLICAOF NO ONE")
+            ok(cr.call_raw("FLUSHALL"), "FLUSHALL")
+            ok(cr.call_raw("REPLICAOF", "127.0.0.1", primary.port), "REPLICAOF again")
+        harness.wait_for(lambda: S.link_up(replica), 20, "the replica's full sync")
+        harness.wait_for(lambda: replica.client().call("EXISTS", "rb") == 1, 10, "rb")
+        ok(c.call_raw("RESTORE", "rb2", 0, c.call("DUMP", "rb")), "RESTORE rb2")
+        ok(c.call_raw("DEBUG", "RELOAD"), "DEBUG RELOAD")
+        for key in ("rb", "rb2"):
+            r = c.call_raw("CF.INSERT", key, "ITEMS", "more1", "more2")
+            check(isinstance(r, RespError) and str(r) == "Maximum expansions reached",
+                  f"CF.INSERT {key} after a reload: {r!r}")
+        c.call("CF.DEL", "rb", "item0")  # replicated, so that both hold the same
+        harness.wait_for(lambda: S.scandump(replica.client(), "rb") == S.scandump(c, "rb"),
+                         10, "the replica to hold rb as the primary does")
+        print(f"    RedisBloom's limit: {added} items in 2 sub-filters, kept by a reload, a "
+              "RESTORE and a full sync")
+        c.close()
+    finally:
+        for s in servers:
+            s.stop()
 
 
 def aof_rewrite(seed):
@@ -458,7 +587,7 @@ def new_filters(seed):
 
 def main():
     S.require_tools()
-    S.run("test_redisbloom", lambda seed: (body(seed), new_filters(seed)), [])
+    S.run("test_redisbloom", lambda seed: (body(seed), new_filters(seed), limits(seed)), [])
 
 
 if __name__ == "__main__":

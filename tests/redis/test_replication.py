@@ -49,6 +49,9 @@ ALLOWED_ERRORS = (
     "ERR the filter is incomplete: CF.LOADCHUNK has not received all of its chunks",
     # FPBITS other than 8 once the primary's cf-layout is redisbloom
     "ERR the redisbloom layout takes FPBITS 8 only, no SEMISORT and no SEED (LAYOUT native does)",
+    # ... and MAXFILTERS (RedisBloom's limit is the server's cf-max-expansions)
+    "ERR the redisbloom layout takes its sub-filter limit from cf-max-expansions, as "
+    "RedisBloom does: no MAXFILTERS (LAYOUT native has it)",
 )
 
 
@@ -158,9 +161,11 @@ class Stream:
             opts += ["FPBITS", rng.choice([4, 6, 8, 12, 16, 20, 32])]
         if rng.random() < 0.4:
             opts += ["MAXFILTERS", rng.choice([1, 2, 5, 32])]
-        if rng.random() < 0.2:  # RedisBloom's layout: 8-bit fingerprints only
+        if rng.random() < 0.2:  # RedisBloom's layout: 8-bit fingerprints only, and the
+            # server's cf-max-expansions, no MAXFILTERS
             opts = [x for i, x in enumerate(opts)
-                    if opts[i - i % 2] != "FPBITS" or opts[i - i % 2 + 1] == 8]
+                    if (opts[i - i % 2] != "FPBITS" or opts[i - i % 2 + 1] == 8) and
+                    opts[i - i % 2] != "MAXFILTERS"]
             opts += ["LAYOUT", "redisbloom"]
         pairs = [opts[i:i + 2] for i in range(0, len(opts), 2)]
         rng.shuffle(pairs)
