@@ -368,6 +368,106 @@ static void module_rb_chunks_seed(const char *name, const blob *b)
     free(out);
 }
 
+/* fuzz_module's CF.LOADCHUNK records (mode 0: cursor u64, length u16, bytes) of f's
+ * chunks as CF.SCANDUMP gives them: the module's fields (deletes, MAXITERATIONS, and their
+ * check, the filter's own hash of them) in front of the header chunk. A window's check
+ * can only be made once its first generation brings the seed. */
+static void module_chunks_seed(const char *name, const cf_filter *f, uint64_t deletes)
+{
+    size_t cap = cf_dump_chunk_max(f), len, n = 0;
+    uint8_t *chunk = xmalloc(cap), *out = xmalloc(cf_serialized_size(f) * 2 + 4096), fields[16];
+    put(fields, deletes, 8);
+    put(fields + 8, 20, 8); /* MAXITERATIONS */
+    uint64_t cursor = 0;
+    do {
+        bool header = cursor == 0;
+        if (cf_dump_chunk(f, &cursor, chunk, cap, &len) != CF_OK)
+            die(name, "cf_dump_chunk failed");
+        if (len == 0)
+            break;
+        size_t extra = header ? 24u : 0u;
+        if (len + extra > UINT16_MAX)
+            die(name, "a chunk too big for a fuzz_module record");
+        put(out + n, cursor, 8);
+        put(out + n + 8, len + extra, 2);
+        n += 10;
+        if (header) {
+            memcpy(out + n, fields, sizeof fields);
+            put(out + n + 16, cf_hash(f, fields, sizeof fields), 8);
+            n += 24;
+        }
+        memcpy(out + n, chunk, len);
+        n += len;
+    } while (cursor != 0);
+    uint8_t mode = 0;
+    write_seed(module_dir, name, &mode, 1, out, n);
+    free(out);
+    free(chunk);
+}
+
+/* fuzz_module's CF.LOADCHUNK record of a RedisBloom header alone (38 bytes at iterator 1),
+ * then `data` bytes of its first sub-filter's chunk, if any. */
+static void module_rb_header_seed(const char *name, uint64_t m, uint64_t deletes, uint64_t n,
+                                  unsigned b, unsigned e, size_t data)
+{
+    uint8_t out[10 + 38 + 10 + 64] = {0}, mode = 0;
+    put(out, 1, 8);
+    put(out + 8, 38, 2);
+    put(out + 10 + 8, m, 8);
+    put(out + 10 + 16, deletes, 8);
+    put(out + 10 + 24, n, 8);
+    put(out + 10 + 32, b, 2);
+    put(out + 10 + 34, 20, 2);
+    put(out + 10 + 36, e, 2);
+    size_t len = 10 + 38;
+    if (data) {
+        if (data > 64)
+            die(name, "a first chunk past the seed's room");
+        put(out + len, 1 + data, 8);
+        put(out + len + 8, data, 2);
+        out[len + 10] = 7; /* a fingerprint */
+        len += 10 + data;
+    }
+    write_seed(module_dir, name, &mode, 1, out, len);
+}
+
+/* The cases of "Nothing accepted is ever lost": each once refused or lost, kept as seeds.
+ * A concurrent window's file at each fast width (its images once carried stale item
+ * counts); windows' chunks in the module (once refused at the first chunk); RedisBloom
+ * headers with deletes at their bound (once taken past it by one CF.DEL), claiming a
+ * gigabyte (once allocated at once) and 65,536 sub-filters. */
+static void lost_seeds(void)
+{
+    static const unsigned widths[] = {8, 12, 16};
+    for (unsigned i = 0; i < 3; i++) {
+        cf_config c = {.capacity = 40,
+                       .fingerprint_bits = widths[i],
+                       .seed = 51u + i,
+                       .flags = CF_FIXED_SEED | CF_CONCURRENT,
+                       .generations = 3,
+                       .window = 3600};
+        cf_filter *f;
+        cf_status st = cf_new(&c, &f);
+        if (st != CF_OK)
+            die("cf_new", cf_strerror(st));
+        fill(f, 30, 60u + i, 0);
+        if ((st = cf_advance(f)) != CF_OK)
+            die("cf_advance", cf_strerror(st));
+        fill(f, 12, 63u + i, 0);
+        blob b = serialize(f);
+        char name[64];
+        snprintf(name, sizeof name, "window-concurrent-f%u", widths[i]);
+        deser(name, 0u, b.p, b.n);
+        snprintf(name, sizeof name, "window-chunks-f%u", widths[i]);
+        module_chunks_seed(name, f, i == 0 ? (uint64_t)INT64_MAX : 3u);
+        free(b.p);
+        cf_free(f);
+    }
+    module_rb_header_seed("rb-deletes-max", 2, (uint64_t)INT64_MAX, 1, 1, 1, 2);
+    module_rb_header_seed("rb-header-1gib", (uint64_t)1 << 28, 0, 1, 4, 1, 0);
+    module_rb_header_seed("rb-header-65536", 2, 0, 65536, 1, 1, 2);
+}
+
 static void deserialize_seeds(void)
 {
     /* Every fingerprint width with two of the fast bucket sizes (each size three or more
@@ -1018,6 +1118,7 @@ int main(int argc, char **argv)
     deser_dir = d1;
     module_dir = d3;
     deserialize_seeds();
+    lost_seeds();
     chunks_dir = d2;
     chunks_seeds();
     printf("%s: wrote %u seeds under %s (%lu bytes)\n", prog, written_files, argv[1],
