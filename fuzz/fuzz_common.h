@@ -215,6 +215,24 @@ static inline void fz_check_round_trip(const cf_filter *f)
     free(out);
 }
 
+/* Adds of `n` hashes from `seed` with nothing between them (no call that reads the
+ * whole filter, which would settle a concurrent filter's counts first), then f saves
+ * what loads (fz_check_round_trip); then the hashes added are deleted again. A concurrent
+ * window once saved its generations' item counts without their stripes' adds. */
+static inline void fz_check_adds_round_trip(cf_filter *f, uint64_t seed, unsigned n)
+{
+    uint64_t added[64];
+    unsigned k = 0;
+    for (unsigned i = 0; i < n && i < 64; i++) {
+        uint64_t h = fz_mix64(seed ^ (UINT64_C(0xadd5) + i));
+        if (cf_add_hash(f, h) == CF_OK)
+            added[k++] = h;
+    }
+    fz_check_round_trip(f);
+    while (k > 0)
+        FZ_REQUIRE(cf_delete_hash(f, added[--k]) == CF_OK);
+}
+
 /* A filter a loader accepted (forged or not) through the operations that rewrite its
  * tables: adds until it grows (or refuses one), compaction, deletes of half of those keys,
  * compaction, deletes of the rest, cf_clear. After each it saves to a file that validates

@@ -36,7 +36,8 @@
  *   and round-trips. So does every state fz_check_mutations leads it through (growth,
  *   deletes, compaction, cf_clear). The same holds for the file loaded with
  *   cf_deserialize_flags(CF_CONCURRENT), which serializes to the same bytes and answers
- *   the same lookups.
+ *   the same lookups, and saves what loads after adds with nothing between them (which
+ *   would settle its stripes' counts first).
  * - With mode bit 3, on Linux (the file is a memfd, named by its /proc/self/fd path):
  *   cf_validate_file gives cf_validate's status and reason; cf_load loads what
  *   cf_deserialize does, to the same bytes; cf_open_mapped with CF_MAP_VERIFY returns
@@ -692,6 +693,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_REQUIRE(cf_deserialize_flags(b, n, CF_CONCURRENT, &ta.a, &g) == CF_OK && g);
         fz_check_serializes_to(g, b, n);
         fz_check_lookups(g, &p);
+        fz_check_adds_round_trip(g, fz_get64(b + 24) ^ n, FZ_ADDS);
         fz_check_updates(g, &ta, fz_get64(b + 24) ^ n);
         cf_free(g);
     }
