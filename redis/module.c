@@ -357,21 +357,23 @@ static unsigned cfm_kicks(long long iterations)
 }
 
 /* v's filter as s says; the seed is for this library's layout (RedisBloom's has none). */
-static cf_status cfm_filter_new(cfm_value *v, const cfm_spec *s, uint64_t seed)
+/* The config of v's filter as s says (*alloc: its allocator, which the config points
+ * to); the seed is for this library's layout (RedisBloom's has none). */
+static cf_config cfm_config_of(cfm_value *v, const cfm_spec *s, uint64_t seed, cf_allocator *alloc)
 {
-    cf_allocator alloc = cfm_allocator(v);
+    *alloc = cfm_allocator(v);
     cf_config c = {
         .capacity = (uint64_t)s->capacity,
         .bucket_size = (unsigned)s->bucket_size,
         .expansion = (unsigned)s->expansion,
-        .allocator = &alloc,
+        .allocator = alloc,
         .max_sub_filters = (unsigned)s->max_filters,
     };
     if (s->layout == CFM_LAYOUT_REDISBLOOM) {
         /* RedisBloom's walk moves one fingerprint an iteration: MAXITERATIONS as it is.
          * Its hash has no seed, its fingerprints one width. Its sub-filter limit is not
          * the filter's (RedisBloom's formats have no room for one) but the server's
-         * cf-max-expansions, checked as each add command starts (cfm_open_for_add). */
+         * cf-max-expansions, checked as each add command starts (cfm_rb_at_limit). */
         c.max_kicks = (unsigned)s->max_iterations;
         c.max_sub_filters = CF_MAX_SUB_FILTERS;
         c.flags = CF_REDISBLOOM;
@@ -389,6 +391,14 @@ static cf_status cfm_filter_new(cfm_value *v, const cfm_spec *s, uint64_t seed)
             c.expansion = 0;
         }
     }
+    return c;
+}
+
+/* v's filter as s says. */
+static cf_status cfm_filter_new(cfm_value *v, const cfm_spec *s, uint64_t seed)
+{
+    cf_allocator alloc;
+    cf_config c = cfm_config_of(v, s, seed, &alloc);
     /* A window is g allocations of a table each: the whole is checked first, so that a
      * window too big for the memory left takes none of it on the way to its refusal. */
     size_t need;
@@ -1265,9 +1275,8 @@ static int cfm_cmd_merge(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
          * twice (the library refuses a filter merged with itself for the same reason). */
         for (int i = 0; i < nsrc && !err && dest; i++)
             if (src[i] == dest)
-                err = "ERR a filter cannot merge with itself: a source is the destination key, "
-                      "whose items "
-                      "the merge holds already";
+                err = "ERR a filter cannot merge with itself: a source is the destination "
+                      "key, whose items the merge holds already";
     }
     if (!err && !dest) { /* an empty filter like the first source, in the server's memory */
         work = cfm_value_alloc(ctx, src[0]->max_iterations);
@@ -1564,29 +1573,25 @@ static cf_status cfm_load_data(cfm_value *v, uint64_t cursor, const void *data, 
 /* RedisBloom's own limit on a sub-filter's buckets. */
 #define CFM_RB_MAX_BUCKETS (UINT64_C(1) << 56)
 
-/* The config of v's filter of RedisBloom's layout (checked fields of a record or a
- * header): its first sub-filter of m buckets of b slots, MAXITERATIONS as v says
- * (RedisBloom's walk takes it as it is), growing by e. */
-static cf_config cfm_rb_config(cfm_value *v, cf_allocator *alloc, uint64_t m, unsigned b,
-                               unsigned e)
+/* The spec of a filter of RedisBloom's layout (checked fields of a record or a header):
+ * its first sub-filter of m buckets of b slots, MAXITERATIONS as v says (RedisBloom's
+ * walk takes it as it is), growing by e. */
+static cfm_spec cfm_rb_spec(const cfm_value *v, uint64_t m, unsigned b, unsigned e)
 {
-    *alloc = cfm_allocator(v);
-    return (cf_config){.capacity = m * b, /* m buckets: RedisBloom's sizing; in range, as
-                                             the callers saw its bytes or room */
-                       .bucket_size = b,
-                       .max_kicks = v->max_iterations,
-                       .expansion = e,
-                       .max_sub_filters = CF_MAX_SUB_FILTERS, /* the server's: cfm_rb_at_limit */
-                       .allocator = alloc,
-                       .flags = CF_REDISBLOOM};
+    return (cfm_spec){.capacity = (long long)(m * b), /* m buckets: RedisBloom's sizing; in
+                                                         range, as the callers saw its bytes
+                                                         or room */
+                      .bucket_size = b,
+                      .max_iterations = v->max_iterations,
+                      .expansion = e,
+                      .layout = CFM_LAYOUT_REDISBLOOM};
 }
 
 /* v's filter of RedisBloom's layout with its first sub-filter (a record's). */
 static cf_status cfm_rb_new(cfm_value *v, uint64_t m, unsigned b, unsigned e)
 {
-    cf_allocator alloc;
-    cf_config c = cfm_rb_config(v, &alloc, m, b, e);
-    return cf_new(&c, &v->f);
+    cfm_spec s = cfm_rb_spec(v, m, b, e);
+    return cfm_filter_new(v, &s, 0);
 }
 
 /* The bytes of sub-filter k of a record, m * e^k buckets of b slots (b <= 255); 0 past
@@ -1709,7 +1714,8 @@ static const char *cfm_rb_from_header(cf_rm_ctx *ctx, const unsigned char *h, si
         return "ERR Insufficient memory to create filter";
     cfm_value *v = cfm_value_alloc(ctx, iterations);
     cf_allocator alloc;
-    cf_config c = v ? cfm_rb_config(v, &alloc, m, b, e) : (cf_config){0};
+    cfm_spec spec = v ? cfm_rb_spec(v, m, b, e) : (cfm_spec){0};
+    cf_config c = v ? cfm_config_of(v, &spec, 0, &alloc) : (cf_config){0};
     cf_status st = v ? cf_table_load_begin(&c, (unsigned)n, &v->f) : CF_ENOMEM;
     if (st != CF_OK) {
         cfm_value_free(v);

@@ -549,7 +549,7 @@ CF__HIDDEN void cf__more_trim(cf_filter *f);
 
 /* The filter config makes, with n sub-filters (growth's sizes) and no table memory yet:
  * for a loader that gives each table its memory as its bytes arrive. CF_EINVAL for a
- * window, n = 0, n past max_sub_filters, or a size past the limits. */
+ * window, a concurrent filter, n = 0, n past max_sub_filters, or a size past the limits. */
 CF__HIDDEN cf_status cf__new_without_tables(const cf_config *config, unsigned n, cf_filter **out);
 
 static inline cf__stash *cf__stash_of(const cf_filter *f)

@@ -430,7 +430,8 @@ static cf_status cf__rb_load_write(cf_filter *f, cf__loading *load, unsigned k, 
         return CF_ECORRUPT; /* not the next bytes */
     cf__table *t = &f->tables[k];
     if (!t->data) {
-        size_t bytes = cf__table_size(t->shape, t->buckets); /* checked when made */
+        size_t bytes = 0;
+        (void)cf__table_block(t->shape, t->buckets, &bytes); /* checked when made */
         if (!(t->data = cf__malloc(f, bytes)))
             return CF_ENOMEM;
         memset(t->data, 0, bytes);
