@@ -21,6 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 from harness import RespError, wait_for  # noqa: E402
 import cf_state as S  # noqa: E402
 from cf_state import check, ok  # noqa: E402
@@ -182,6 +183,14 @@ def main():
         for k in keys:
             check(S.scandump(c, k) == before[k], f"{k}: lost or changed by the AOF rewrite")
         ok(c.call_raw("CONFIG", "SET", "aof-use-rdb-preamble", "yes"), "the preamble again")
+        # A replica that joins now gets every window by a full sync: the same bytes.
+        late = harness.Server(extra=[("replicaof", "127.0.0.1", primary.port)])
+        servers.append(late)
+        late.start()
+        wait_for(lambda: S.link_up(late), 20, "the late replica's full sync")
+        with late.client() as cl:
+            for k in keys:
+                check(S.scandump(cl, k) == before[k], f"{k}: differs after a full sync")
 
         # An AOF reload gives the same bytes (the long window: the clock moves nothing).
         before = S.scandump(c, "long")
