@@ -372,6 +372,7 @@ int cmd_delete(int argc, char **argv)
         {"at", 0, true, OPT_AT},
         {"now", 0, false, OPT_NOW},
         {"help", 'h', false, OPT_HELP},
+        {"save-every", 0, true, OPT_SAVE_EVERY},
     };
     key_cmd c;
     int status =

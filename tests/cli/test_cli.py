@@ -1602,6 +1602,20 @@ def test_stopped_by_signals(t):
     p.stdin.close()
     t.check(t.lib_answers(f, keys) == [True] * len(keys),
             "--save-every: keys added before a kill -9 were lost")
+    # ... and delete's: the deletes are in the file while it waits.
+    p = subprocess.Popen([t.tool, "delete", f, "--save-every", "200ms", "--quiet"], cwd=t.dir,
+                         stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write(b"".join(k + b"\n" for k in keys[:100]))
+    p.stdin.flush()
+    deadline = time.time() + CALL_TIMEOUT
+    while time.time() < deadline and sum(t.lib_answers(f, keys[:100])) > 3:
+        time.sleep(0.05)
+    p.kill()
+    p.communicate(timeout=CALL_TIMEOUT)
+    p.stdin.close()
+    t.check(sum(t.lib_answers(f, keys[:100])) <= 3 and
+            t.lib_answers(f, keys[100:]) == [True] * 100,
+            "--save-every: deletes before a kill -9 were not saved, or took other keys")
     res = t.run(["add", f, "--save-every", "0s", "k"])
     t.check(res.rc == 1, "--save-every 0s is a usage error", res)
 
