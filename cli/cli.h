@@ -205,6 +205,9 @@ bool cli_parse_probability(const char *sub, const char *opt, const char *text, d
  * command-line arguments, without copying them: a key stays valid until the next call.
  * A line's trailing "\n" or "\r\n" is not part of the key; an empty line is the empty key;
  * a last line without "\n" is a key; nothing follows a final "\n". */
+/* The signals key_reader_catch catches: SIGINT, SIGTERM, SIGHUP and SIGALRM. */
+#define KEY_READER_SIGNALS 4
+
 typedef struct key_reader {
     const char *name; /* for messages: the input file's name or "stdin" */
     int fd;           /* -1 when reading `args` */
@@ -222,7 +225,7 @@ typedef struct key_reader {
      * unblocked is the mask that waits with them open; prev, their former handlers. */
     bool catching;
     sigset_t unblocked;
-    struct sigaction prev[4];
+    struct sigaction prev[KEY_READER_SIGNALS];
 } key_reader;
 
 /* Keys from `fd` (not closed by the reader). Returns false with errno ENOMEM. */
@@ -248,7 +251,7 @@ bool key_reader_catch(key_reader *r, uint64_t save_every_ms);
 
 /* The signal caught since the last call (SIGALRM: a save is due; another: stop), 0 if
  * none; a stop signal is never hidden by a later SIGALRM. */
-int key_reader_caught(key_reader *r);
+int key_reader_caught(void);
 
 /* Frees the buffer and puts back the signals' handlers and mask as they were. */
 void key_reader_close(key_reader *r);

@@ -41,7 +41,7 @@ void key_reader_args(key_reader *r, char **args, size_t n)
 }
 
 /* The signals key_reader_catch catches, in the order of key_reader.prev. */
-static const int caught_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGALRM};
+static const int caught_signals[KEY_READER_SIGNALS] = {SIGINT, SIGTERM, SIGHUP, SIGALRM};
 
 /* The last signal caught (a handler can reach nothing else): written by on_signal only,
  * read and cleared by key_reader_caught. */
@@ -67,12 +67,17 @@ bool key_reader_catch(key_reader *r, uint64_t save_every_ms)
         sigaddset(&block, caught_signals[i]);
         sigaddset(&sa.sa_mask, caught_signals[i]);
     }
+    /* Every former handler first, so that key_reader_close puts back each one whatever
+     * fails below. */
+    for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++)
+        if (sigaction(caught_signals[i], NULL, &r->prev[i]) != 0)
+            return false;
     if (sigprocmask(SIG_BLOCK, &block, &r->unblocked) != 0)
         return false;
     caught = 0;
     r->catching = true;
     for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++)
-        if (sigaction(caught_signals[i], &sa, &r->prev[i]) != 0)
+        if (sigaction(caught_signals[i], &sa, NULL) != 0)
             return false;
     for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++)
         sigdelset(&r->unblocked, caught_signals[i]);
@@ -85,9 +90,8 @@ bool key_reader_catch(key_reader *r, uint64_t save_every_ms)
     return setitimer(ITIMER_REAL, &every, NULL) == 0;
 }
 
-int key_reader_caught(key_reader *r)
+int key_reader_caught(void)
 {
-    (void)r;
     int sig = caught;
     caught = 0;
     return sig;

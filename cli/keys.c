@@ -277,7 +277,7 @@ static int change_locked(const key_cmd *c, bool is_delete, int *stopped_by)
                         : add_keys(c, f, &in, &pr, &added, &done, &st, &err);
         if (got != KEY_READER_CAUGHT)
             break;
-        int sig = key_reader_caught(&in);
+        int sig = key_reader_caught();
         uint64_t changed = is_delete ? deleted : added.added;
         if (sig != SIGALRM) {
             *stopped_by = sig;
@@ -295,13 +295,14 @@ static int change_locked(const key_cmd *c, bool is_delete, int *stopped_by)
     /* A read error or a failed add leaves the file as it was (or as the last periodic save
      * left it), so that running the same command again gives what one successful run
      * would have. */
+    const char *unsaved = changed_at_save ? "nothing saved since the last save" : "nothing saved";
     if (status != CLI_EXIT_OK) {
         /* the failed periodic save said why */
     } else if (got < 0) {
-        cli_error("%s: %s (nothing saved)", in.name, strerror(err));
+        cli_error("%s: %s (%s)", in.name, strerror(err), unsaved);
         status = CLI_EXIT_FILE;
     } else if (got > 0) {
-        cli_error("%s: %s after %" PRIu64 " keys (nothing saved)", c->path, cf_strerror(st), done);
+        cli_error("%s: %s after %" PRIu64 " keys (%s)", c->path, cf_strerror(st), done, unsaved);
         status = CLI_EXIT_FILE;
     } else if ((is_delete ? deleted : added.added) != changed_at_save) {
         st = cf_save(f, c->path);
@@ -335,7 +336,8 @@ static int change_filter(const key_cmd *c, bool is_delete)
         return status;
     status = change_locked(c, is_delete, &stopped_by);
     close(lock);
-    if (stopped_by) {
+    /* (A save that failed then exits with its own status: what was read is not saved.) */
+    if (stopped_by && (status == CLI_EXIT_OK || status == CLI_EXIT_FULL)) {
         fflush(NULL);
         signal(stopped_by, SIG_DFL);
         raise(stopped_by);

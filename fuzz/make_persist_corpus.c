@@ -368,6 +368,22 @@ static void module_rb_chunks_seed(const char *name, const blob *b)
     free(out);
 }
 
+/* The window c makes, with n1 keys from salt1 in a generation and n2 from salt2 in the
+ * next. */
+static cf_filter *make_window(const cf_config *c, unsigned n1, uint64_t salt1, unsigned n2,
+                              uint64_t salt2)
+{
+    cf_filter *f;
+    cf_status st = cf_new(c, &f);
+    if (st != CF_OK)
+        die("cf_new", cf_strerror(st));
+    fill(f, n1, salt1, 0);
+    if ((st = cf_advance(f)) != CF_OK)
+        die("cf_advance", cf_strerror(st));
+    fill(f, n2, salt2, 0);
+    return f;
+}
+
 /* fuzz_module's CF.LOADCHUNK records (mode 0: cursor u64, length u16, bytes) of f's
  * chunks as CF.SCANDUMP gives them: the module's fields (deletes, MAXITERATIONS, and their
  * check, the filter's own hash of them) in front of the header chunk. A window's check
@@ -446,14 +462,7 @@ static void lost_seeds(void)
                        .flags = CF_FIXED_SEED | CF_CONCURRENT,
                        .generations = 3,
                        .window = 3600};
-        cf_filter *f;
-        cf_status st = cf_new(&c, &f);
-        if (st != CF_OK)
-            die("cf_new", cf_strerror(st));
-        fill(f, 30, 60u + i, 0);
-        if ((st = cf_advance(f)) != CF_OK)
-            die("cf_advance", cf_strerror(st));
-        fill(f, 12, 63u + i, 0);
+        cf_filter *f = make_window(&c, 30, 60u + i, 12, 63u + i);
         blob b = serialize(f);
         char name[64];
         snprintf(name, sizeof name, "window-concurrent-f%u", widths[i]);
@@ -497,14 +506,7 @@ static void deserialize_seeds(void)
                        .flags = CF_FIXED_SEED | (semi ? CF_SEMI_SORT : 0u),
                        .generations = 3,
                        .window = 3600};
-        cf_filter *f;
-        cf_status st = cf_new(&c, &f);
-        if (st != CF_OK)
-            die("cf_new", cf_strerror(st));
-        fill(f, 20, 40u + semi, 0);
-        if ((st = cf_advance(f)) != CF_OK)
-            die("cf_advance", cf_strerror(st));
-        fill(f, 10, 42u + semi, 0);
+        cf_filter *f = make_window(&c, 20, 40u + semi, 10, 42u + semi);
         blob b = serialize(f);
         deser(semi ? "window-semi" : "window", semi ? M_MAPPED : 0u, b.p, b.n);
         free(b.p);

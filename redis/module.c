@@ -240,6 +240,14 @@ static bool cfm_mem_available(unsigned long long *bytes)
     return found;
 }
 
+/* Did the command come from the primary or the AOF? Its outcome there was decided by the
+ * primary (a refused command is not propagated), whatever this server's settings. */
+static bool cfm_replaying(cf_rm_ctx *ctx)
+{
+    return (cf_rm.GetContextFlags(ctx) & (CF_RM_CTX_FLAGS_LOADING | CF_RM_CTX_FLAGS_REPLICATED)) !=
+           0;
+}
+
 /* Is there room for `size` more bytes: under the machine's memory less a margin (the
  * lower of what it has available and its RAM less what the server holds) and, for a
  * client's command, under maxmemory (if set)? Loading (RDB, AOF, a full sync) and the
@@ -250,8 +258,7 @@ static bool cfm_room_for(cf_rm_ctx *ctx, size_t size)
 {
     if (!ctx)
         return true;
-    bool replaying =
-        cf_rm.GetContextFlags(ctx) & (CF_RM_CTX_FLAGS_LOADING | CF_RM_CTX_FLAGS_REPLICATED);
+    bool replaying = cfm_replaying(ctx);
     cf_rm_info *info = cf_rm.GetServerInfo(ctx, "memory");
     if (!info)
         return true;
@@ -486,6 +493,12 @@ static cfm_kind cfm_open(cf_rm_ctx *ctx, cf_rm_string *name, int mode, cf_rm_key
     return CFM_OURS;
 }
 
+/* Does an open key of ours hold a filter of RedisBloom's type? */
+static bool cfm_is_rb(cf_rm_key *key)
+{
+    return cf_rm.ModuleTypeGetType(key) == cfm_rb_type;
+}
+
 static void cfm_close(cf_rm_key *key, cfm_value *v)
 {
     if (v)
@@ -615,25 +628,15 @@ static const char *const cfm_refusal_error[] = {
                  "(CF.ADDNX adds an item once)"), /* one string: clang asks for the () */
 };
 
-/* Did the command come from the primary or the AOF? Its outcome there was decided by the
- * primary (a refused command is not propagated), whatever this server's settings. */
-static bool cfm_replaying(cf_rm_ctx *ctx)
-{
-    return (cf_rm.GetContextFlags(ctx) & (CF_RM_CTX_FLAGS_LOADING | CF_RM_CTX_FLAGS_REPLICATED)) !=
-           0;
-}
-
 /* Is v a filter of RedisBloom's layout with as many sub-filters as the server allows
  * (cf-max-expansions)? RedisBloom refuses a whole add command then, even if it has room.
  * The limit is the server's, not the filter's, so that a filter has the same one after a
  * restart, RESTORE or full sync; a replica follows its primary's outcome. */
-static bool cfm_rb_at_limit(cf_rm_ctx *ctx, const cfm_value *v)
+static bool cfm_rb_at_limit(cf_rm_ctx *ctx, cf_rm_key *key, const cfm_value *v)
 {
-    cf_config c;
-    cf_stats s;
-    cf_get_config(v->f, &c);
-    if (!(c.flags & CF_REDISBLOOM) || cfm_replaying(ctx))
+    if (!cfm_is_rb(key) || cfm_replaying(ctx))
         return false;
+    cf_stats s;
     cf_get_stats(v->f, &s);
     return s.sub_filters >= cfm_defaults.max_filters;
 }
@@ -657,7 +660,7 @@ static const char *cfm_open_for_add(cf_rm_ctx *ctx, cf_rm_string *name, const cf
     case CFM_OURS:
         if (cf_is_loading((*v)->f))
             return CFM_ERR_LOADING;
-        return cfm_rb_at_limit(ctx, *v) ? cfm_refusal_error[CFM_AT_LIMIT] : NULL;
+        return cfm_rb_at_limit(ctx, *key, *v) ? cfm_refusal_error[CFM_AT_LIMIT] : NULL;
     }
     return NULL;
 }
@@ -799,8 +802,7 @@ static bool cfm_reserve_option(cf_rm_ctx *ctx, const cf_rm_string *name, const c
     }
     if (cfm_is(name, "SEED")) {
         /* Only the primary (through replication) and AOF replay choose a seed. */
-        int flags = cf_rm.GetContextFlags(ctx);
-        if (!(flags & (CF_RM_CTX_FLAGS_REPLICATED | CF_RM_CTX_FLAGS_LOADING)))
+        if (!cfm_replaying(ctx))
             return cfm_error(err, "Unknown argument received");
         if (!cfm_ll(value, &n))
             return cfm_error(err, "Couldn't parse SEED");
@@ -1002,9 +1004,7 @@ static int cfm_insert_command(cf_rm_ctx *ctx, cf_rm_string **argv, int argc, boo
      * AOF was checked when it ran there, and the filter it may create arrives as an explicit
      * CF.RESERVE first: refusing it here, under other module arguments, would drop its
      * items on this side only. */
-    bool replayed =
-        cf_rm.GetContextFlags(ctx) & (CF_RM_CTX_FLAGS_REPLICATED | CF_RM_CTX_FLAGS_LOADING);
-    if (has_capacity && !replayed &&
+    if (has_capacity && !cfm_replaying(ctx) &&
         (capacity < 2 * cfm_defaults.bucket_size || capacity > CFM_MAX_CAPACITY))
         return cfm_capacity_error(ctx, "cf-bucket-size * 2");
 
@@ -1617,11 +1617,6 @@ static bool cfm_looks_decoded(const unsigned char *p, size_t len)
 
 /* The error for a refused chunk: `plain`, or `decoded` when the chunk looks decoded. */
 #define CFM_CHUNK_ERROR(plain, p, len) (cfm_looks_decoded(p, len) ? plain CFM_DECODED_HINT : plain)
-
-static bool cfm_is_rb(cf_rm_key *key)
-{
-    return cf_rm.ModuleTypeGetType(key) == cfm_rb_type;
-}
 
 static void cfm_rb_header(const cfm_value *v, unsigned char h[CFM_RB_HEADER])
 {

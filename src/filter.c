@@ -372,8 +372,9 @@ static void cf__head_layout(const cf__params *p, const cf_allocator *a, unsigned
     /* Everything here is bounded by max_kicks <= 65535 and max_tables <= 65536, so these
      * sums cannot overflow even a 32-bit size_t. */
     size_t budget = (size_t)p->max_kicks + 2;
-    /* RedisBloom's layout evicts by its own walk (redisbloom.c), which never searches. */
-    h->queue_len = budget > CF__STACK_NODES && !p->redisbloom ? budget : 0;
+    h->queue_len = budget > CF__STACK_NODES ? budget : 0;
+    if (h->queue_len && p->redisbloom) /* its walk (redisbloom.c) never searches */
+        h->queue_len = 0;
     h->mark_bits = h->queue_len ? cf__mark_bits(h->queue_len) : 0;
     h->bits = (a ? CF__B_OWN_ALLOC : 0u) |
               (cf__shape_static(p->shape.f, p->shape.b, p->shape.semi) && !p->concurrent
