@@ -2,9 +2,6 @@
  * filter.c - the cuckoo filter: hashing keys, inserting with eviction, growth across
  * sub-filters, lookups, deletes and the public API around them.
  */
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "internal.h"
 
 #include <math.h>
@@ -1693,11 +1690,6 @@ cf_status cf__delete_all(cf_filter *f, uint64_t h)
         }
     }
     return CF_NOT_FOUND;
-}
-
-uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len)
-{
-    return XXH3_64bits_withSeed(key, len, seed);
 }
 
 static uint64_t cf__count_key(const cf_filter *f, const cf__key *k)

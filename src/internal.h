@@ -9,6 +9,8 @@
 #define CF_INTERNAL_H
 
 #include "cuckoofilter.h"
+#include "hash.h"
+#include "mapping.h"
 #include "table.h"
 
 #include <pthread.h>
@@ -17,263 +19,6 @@
 #ifndef CF__HAVE_V3
 #define CF__HAVE_V3 0
 #endif
-
-/* ------------------------------------------------------------------------------------ */
-/* Hashing scheme (the bucket mapping of format version 2, docs/FORMAT.md)              */
-/* ------------------------------------------------------------------------------------ */
-/* One 64-bit hash h per key. Its top f bits are the fingerprint (0 is the empty slot, so
- * a zero fingerprint becomes 1); its other 64 - f bits, as the fraction x = (h << f) / 2^64,
- * choose the first bucket: floor(x * m) in a table of m buckets, one multiply-high, no
- * modulo. The two never share a bit.
- *
- * The second bucket: in a table of m buckets (m even) a fingerprint fp has the odd offset
- * off = floor(frac(fp^2 * C) * m) | 1 (cf__fp_mix), and alt(i) = (off - i) mod m. That is an
- * involution (alt(alt(i)) = i) with no fixed point (2 i = off mod m has no solution: m even, off
- * odd).
- *
- * Growth nests: sub-filter k has m_k = m_0 * e^k buckets (e = expansion), so its first
- * bucket floor(x * m_k) is p * e^k + r with p = floor(x * m_0), the first bucket in
- * sub-filter 0, and 0 <= r < e^k. Its second bucket moves only that "prefix" p, with
- * sub-filter 0's involution: alt_k(p * e^k + r) = alt_0(p) * e^k + r. Then reducing a pair
- * of sub-filter k to sub-filter j < k (floor division by e^(k - j)) gives the key's pair
- * there, for every key: two keys whose fingerprint and pair coincide in a sub-filter
- * coincide in every older one. That is what makes deletes safe in a grown filter (see
- * filter.c). In sub-filter k, the keys with the same r form e^k independent copies of a
- * table of m_0 buckets, each at the whole table's load. */
-typedef struct cf__key {
-    uint64_t x;   /* the index bits, h << f: a fraction of 2^64 */
-    uint64_t mix; /* cf__fp_mix(fp) */
-    uint64_t h;   /* the hash, for the fingerprints of wider sub-filters (cf__fp_in) */
-    uint32_t fp;  /* the f-bit fingerprint, never 0 */
-} cf__key;
-
-/* Growth that keeps the false-positive rate gives each new sub-filter fingerprints `ext`
- * bits wider than the first's: the f-bit fingerprint in the low bits, and above it the
- * low ext bits of a second mix of the hash, (h * CF__EXT_MULT) >> 32. Mapping stays the
- * first sub-filter's: the index bits (h << f) and the alternate (from the f-bit
- * fingerprint, the low f bits of any wider one) are the same in every sub-filter, so pairs
- * nest as above. And the fingerprints nest too: a narrower one is a wider one's low bits,
- * so two keys whose fingerprint and pair coincide in a sub-filter coincide in every older
- * one, which is what keeps deletes safe. A wider fingerprint is never 0 (its low bits are
- * not). The mix's bits depend on every bit of h, also on those below the index bits that
- * choose the bucket, so within a bucket the extra bits are as good as independent. */
-#define CF__EXT_MULT UINT64_C(0xd6e8feb86659fd93)
-
-/* 2^64 / golden ratio: multiples of it, as fractions, spread evenly over [0, 1). */
-#define CF__ALT_MULT UINT64_C(0x9e3779b97f4a7c15)
-
-/* The fraction whose multiple of m is fp's alternate offset: fp^2 * C. The square matters:
- * with fp * C alone, offsets would be additive (off(a) + off(b) = off(a + b), give or take
- * one), so chains of moves would return to their start far more often than at random, and
- * short fingerprints filled up early (f = 4, b = 4 failed at 92 % load instead of 96 %).
- * Squared, the offsets measured the same loads as a full 64-bit mixer for every shape
- * tested, at two multiplies. */
-static inline uint64_t cf__fp_mix(uint32_t fp)
-{
-    return (uint64_t)fp * fp * CF__ALT_MULT;
-}
-
-/* The key of hash h for f-bit fingerprints. */
-static inline cf__key cf__key_bits(unsigned f, uint64_t h)
-{
-    cf__key k;
-    uint32_t fp = (uint32_t)(h >> (64u - f));
-    k.fp = fp + (fp < 1u); /* compare-and-add-carry: two instructions */
-    k.x = h << f;
-    k.mix = cf__fp_mix(k.fp);
-    k.h = h;
-    return k;
-}
-
-/* Hashes for fingerprints whose keys are not known (a merge re-inserts them): a walk over
- * the buckets of a first sub-filter of m buckets in order, giving in each the least index
- * fraction that maps to it and is a multiple of 2^f (h << f always is). The hash
- * fp << (64 - f) | fraction >> f is then, for cf__key_bits, a key with fingerprint fp and
- * first bucket that bucket: the same pair as the key whose fingerprint sits there, so
- * inserting it is inserting that key, in a filter that does not grow (the finer bits a
- * new sub-filter would take are not the key's). 2^64 = q * m + r steps the fraction
- * exactly, with no division per bucket. */
-typedef struct cf__walk {
-    uint64_t q, r, m;
-    uint64_t base, rem; /* floor and remainder of bucket * 2^64 / m */
-    unsigned f;
-} cf__walk;
-
-/* False where m is too large for f-bit fingerprints to leave a whole multiple of 2^f in
- * every bucket's share of the fractions (m >= 2^(64 - f)). */
-static inline bool cf__walk_init(cf__walk *w, unsigned f, uint64_t m)
-{
-    if (m == 0 || m > (UINT64_MAX >> f))
-        return false;
-    w->q = UINT64_MAX / m;
-    w->r = UINT64_MAX % m + 1u;
-    if (w->r == m) {
-        w->q++;
-        w->r = 0;
-    }
-    w->m = m;
-    w->base = w->rem = 0;
-    w->f = f;
-    return true;
-}
-
-static inline uint64_t cf__walk_hash(const cf__walk *w, uint32_t fp)
-{
-    uint64_t unit = UINT64_C(1) << w->f;
-    uint64_t least = w->base + (w->rem != 0); /* ceil(bucket * 2^64 / m) */
-    uint64_t fraction = (least + unit - 1u) & ~(unit - 1u);
-    return (uint64_t)fp << (64u - w->f) | fraction >> w->f;
-}
-
-static inline void cf__walk_next(cf__walk *w)
-{
-    uint64_t rem = w->rem + w->r; /* both below m < 2^63: no overflow */
-    w->base += w->q + (rem >= w->m);
-    w->rem = rem >= w->m ? rem - w->m : rem;
-}
-
-/* The fingerprint the key has in sub-filter t: k->fp, and for a wider one the low ext bits
- * of (h * CF__EXT_MULT) >> 32 above it. */
-static inline uint32_t cf__fp_in(const cf__key *k, const cf__table *t)
-{
-    unsigned ext = t->shape->ext;
-    if (CF__LIKELY(ext == 0))
-        return k->fp;
-    uint32_t more = (uint32_t)((k->h * CF__EXT_MULT) >> 32) & ((UINT32_C(1) << ext) - 1u);
-    return k->fp | more << (t->shape->f - ext);
-}
-
-/* A stored fingerprint of sub-filter t narrowed to `ext` extra bits (ext <= t's): the
- * fingerprint the same key has in a sub-filter of that width, its low bits. */
-static inline uint32_t cf__fp_narrow(uint32_t fp, const cf__table *t, unsigned ext)
-{
-    unsigned width = t->shape->f - t->shape->ext + ext;
-    return fp & (uint32_t)((UINT64_C(1) << width) - 1u);
-}
-
-/* The odd offset of a fingerprint whose mix is `mix` in a table of m buckets (m even):
- * in [1, m - 1]. */
-static inline uint64_t cf__alt_offset(uint64_t mix, uint64_t m)
-{
-    return cf__mulhi(mix, m) | 1u;
-}
-
-/* (off - bucket) mod m, for bucket < m and off < m (both below 2^63). */
-static inline uint64_t cf__alt(uint64_t bucket, uint64_t off, uint64_t m)
-{
-    /* Both values computed, then chosen: gcc 12 makes this a conditional move, 2
-     * instructions fewer than the mask of the sign that clang 14 makes of it; neither a
-     * branch, which would go either way at random and discard the lookups in flight at
-     * each misprediction. */
-    uint64_t d = off - bucket, w = d + m;
-    return (int64_t)d < 0 ? w : d;
-}
-
-/* The key's two buckets in the first sub-filter (base == buckets, scale 1): the hot path. */
-static inline void cf__buckets0(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
-{
-    *i1 = cf__mulhi(k->x, t->buckets);
-    *i2 = cf__alt(*i1, cf__alt_offset(k->mix, t->buckets), t->buckets);
-}
-
-/* Sub-filter t's buckets over the first's: expansion^k for sub-filter k (1 when 1). */
-static inline uint64_t cf__scale_of(const cf__table *t)
-{
-    return t->grown ? t->grown->scale : 1u;
-}
-
-/* The key's two buckets in any sub-filter. */
-static inline void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
-{
-    const cf__grown *g = t->grown;
-    if (CF__LIKELY(!g)) {
-        cf__buckets0(t, k, i1, i2);
-        return;
-    }
-    uint64_t p = cf__mulhi(k->x, g->base); /* = floor(i1 / scale) */
-    uint64_t a = cf__alt(p, cf__alt_offset(k->mix, g->base), g->base);
-    *i1 = cf__mulhi(k->x, t->buckets);
-    *i2 = *i1 + (a - p) * g->scale; /* modulo 2^64: a < p wraps and comes back */
-}
-
-/* The other bucket in table t of bucket `bucket` for a key whose fingerprint in the first
- * sub-filter is fp0. */
-static inline uint64_t cf__alt_of0(const cf__table *t, uint64_t bucket, uint32_t fp0)
-{
-    const cf__grown *g = t->grown;
-    if (CF__LIKELY(!g))
-        return cf__alt(bucket, cf__alt_offset(cf__fp_mix(fp0), t->buckets), t->buckets);
-    uint64_t p = cf__div63(bucket, &g->per_scale);
-    return bucket + (cf__alt(p, cf__alt_offset(cf__fp_mix(fp0), g->base), g->base) - p) * g->scale;
-}
-
-/* The other bucket of fingerprint fp (of t's width) in bucket `bucket` of table t. */
-static inline uint64_t cf__alt_of(const cf__table *t, uint64_t bucket, uint32_t fp)
-{
-    return cf__alt_of0(t, bucket, cf__fp_narrow(fp, t, 0));
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* Hashing 8- and 16-byte keys                                                          */
-/* ------------------------------------------------------------------------------------ */
-/* XXH3-64 with a seed (xxHash 0.8), for the two key lengths that are most common (integer
- * ids, UUIDs and hash digests), written from XXH3's specification: for these lengths it
- * is a few operations on the key and words derived from the seed. With the length a
- * constant, an 8-byte key hashes in 13 instructions where the general XXH3 call takes
- * about 50. tests/test_internal.c holds both to XXH3_64bits_withSeed. */
-#define CF__XXH3_MX 0x9FB21C651E98DF25u /* XXH3's rrmxmx multiplier (4 to 8 bytes) */
-#define CF__XXH3_AV 0x165667919E3779F9u /* XXH3's avalanche multiplier (9 to 16 bytes) */
-
-/* Words of XXH3's default secret, xored in pairs as its specification says for 8- and
- * 16-byte keys (little-endian bytes 8..15 ^ 16..23, 24..31 ^ 32..39, 40..47 ^ 48..55). */
-#define CF__XXH3_S8    UINT64_C(0xc73ab174c5ecd5a2)
-#define CF__XXH3_S16LO UINT64_C(0x6782737bea4239b9)
-#define CF__XXH3_S16HI UINT64_C(0xaf56bc3b0996523a)
-
-/* x with its low half's bytes, reversed, xored into its high half: the form the seed takes
- * in the 8-byte case. Its own inverse (the low half does not change). */
-static inline uint64_t cf__seed_swap(uint64_t x)
-{
-    return x ^ (cf__bswap64(x) & ~(uint64_t)UINT32_MAX);
-}
-
-/* The 8-byte case's bitflip for seed. A filter keeps it in place of the seed, which it
- * gives back exactly (cf__seed_of): the 8-byte hash, the hottest, then reads one word. */
-static inline uint64_t cf__k8_of(uint64_t seed)
-{
-    return CF__XXH3_S8 - cf__seed_swap(seed);
-}
-
-static inline uint64_t cf__seed_of(uint64_t k8)
-{
-    return cf__seed_swap(CF__XXH3_S8 - k8);
-}
-
-/* XXH3 of the 8 bytes at p for the seed of bitflip k8: its 4-to-8-byte case, where the
- * input word is the key's two little-endian halves swapped, xored with the bitflip and
- * mixed by rrmxmx. */
-static inline uint64_t cf__xxh3_8(const void *p, uint64_t k8)
-{
-    uint64_t x = cf__rotl64(cf__load_le64((const uint8_t *)p), 32) ^ k8;
-    x ^= cf__rotl64(x, 49) ^ cf__rotl64(x, 24);
-    x *= CF__XXH3_MX;
-    x ^= (x >> 35) + 8u;
-    x *= CF__XXH3_MX;
-    return x ^ (x >> 28);
-}
-
-/* XXH3 of the 16 bytes at p for the seed of bitflip k8: its 9-to-16-byte case (the
- * 128-bit product folded by xor). */
-static inline uint64_t cf__xxh3_16(const void *p, uint64_t k8)
-{
-    uint64_t seed = cf__seed_of(k8);
-    uint64_t lo = cf__load_le64((const uint8_t *)p) ^ (CF__XXH3_S16LO + seed);
-    uint64_t hi = cf__load_le64((const uint8_t *)p + 8) ^ (CF__XXH3_S16HI - seed);
-    uint64_t acc = 16u + cf__bswap64(lo) + hi + ((lo * hi) ^ cf__mulhi(lo, hi));
-    acc ^= acc >> 37;
-    acc *= CF__XXH3_AV;
-    return acc ^ (acc >> 32);
-}
 
 /* ------------------------------------------------------------------------------------ */
 /* The filter                                                                           */
@@ -323,14 +68,13 @@ CF__HIDDEN const cf__variant *cf__variant_of(const cf_filter *f);
 
 /* The slow paths the per-shape code falls back to (filter.c): a lookup in every sub-filter
  * and the stash; an insert whose buckets n1 and n2 in the newest sub-filter are full; a
- * delete from any sub-filter or the stash; the hash of a key of any length. */
+ * delete from any sub-filter or the stash. */
 CF__HIDDEN bool cf__contains_all(const cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2);
 /* The whole insert of key h for a filter of any shape and state: its newest sub-filter's
  * two buckets, then cf__insert_rest_h. */
 CF__HIDDEN cf_status cf__insert_any(cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__delete_all(cf_filter *f, uint64_t h);
-CF__HIDDEN uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len);
 
 /* Merging (merge.c; filter.c): put fingerprint fp, which sits in bucket x of sub-filter
  * `from` of another filter with f's seed and first size, into f as an insert would: a
@@ -696,8 +440,6 @@ static inline bool cf__is_rb(const cf_filter *f)
 #define CF__RB_BUCKET  2u
 #define CF__RB_KICKS   20u
 
-/* MurmurHash64A (64-bit MurmurHash2) of the key; with seed 0, the layout's hash. */
-CF__HIDDEN uint64_t cf__murmur64a(const void *key, size_t len, uint64_t seed);
 CF__HIDDEN uint64_t cf__rb_hash(const void *key, size_t len);
 /* Its operations, without and with CF_CONCURRENT (every call under the writers' lock). */
 CF__HIDDEN extern const cf__ops cf__rb_ops, cf__rb_ops_cc;

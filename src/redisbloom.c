@@ -18,35 +18,11 @@
  */
 #include "internal.h"
 
-/* MurmurHash64A's multiplier and shift (Austin Appleby's published constants). */
-#define CF__RB_MURMUR_M UINT64_C(0xc6a4a7935bd1e995)
-#define CF__RB_MURMUR_R 47u
-
 /* RedisBloom's multiplier for the alternate bucket: fp * this, XORed into the bucket. */
 #define CF__RB_ALT_MULT UINT64_C(0x5bd1e995)
 
 /* Fingerprints are h % 255 + 1: 1 to 255, a byte that is never 0 (the empty slot). */
 #define CF__RB_FP_VALUES 255u
-
-uint64_t cf__murmur64a(const void *key, size_t len, uint64_t seed)
-{
-    const uint8_t *p = (const uint8_t *)key;
-    uint64_t h = seed ^ (uint64_t)len * CF__RB_MURMUR_M;
-    for (; len >= 8; len -= 8, p += 8) {
-        uint64_t k = cf__load_le64(p) * CF__RB_MURMUR_M;
-        k ^= k >> CF__RB_MURMUR_R;
-        h = (h ^ k * CF__RB_MURMUR_M) * CF__RB_MURMUR_M;
-    }
-    if (len > 0) { /* the last 1 to 7 bytes, little-endian, then one multiply */
-        uint64_t tail = 0;
-        for (size_t i = len; i-- > 0;)
-            tail = tail << 8 | p[i];
-        h = (h ^ tail) * CF__RB_MURMUR_M;
-    }
-    h ^= h >> CF__RB_MURMUR_R;
-    h *= CF__RB_MURMUR_M;
-    return h ^ (h >> CF__RB_MURMUR_R);
-}
 
 /* ------------------------------------------------------------------------------------ */
 /* Keys and buckets                                                                     */

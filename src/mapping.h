@@ -1,0 +1,204 @@
+/*
+ * mapping.h - which buckets a key may occupy: the bucket mapping of format version 2
+ * (docs/FORMAT.md), from a key's 64-bit hash to its fingerprint and its two buckets in any
+ * sub-filter, and back from a stored fingerprint to its other bucket. The tables it
+ * indexes are table.h's.
+ */
+#ifndef CF_MAPPING_H
+#define CF_MAPPING_H
+
+#include "table.h"
+
+/* One 64-bit hash h per key. Its top f bits are the fingerprint (0 is the empty slot, so
+ * a zero fingerprint becomes 1); its other 64 - f bits, as the fraction x = (h << f) / 2^64,
+ * choose the first bucket: floor(x * m) in a table of m buckets, one multiply-high, no
+ * modulo. The two never share a bit.
+ *
+ * The second bucket: in a table of m buckets (m even) a fingerprint fp has the odd offset
+ * off = floor(frac(fp^2 * C) * m) | 1 (cf__fp_mix), and alt(i) = (off - i) mod m. That is an
+ * involution (alt(alt(i)) = i) with no fixed point (2 i = off mod m has no solution: m even, off
+ * odd).
+ *
+ * Growth nests: sub-filter k has m_k = m_0 * e^k buckets (e = expansion), so its first
+ * bucket floor(x * m_k) is p * e^k + r with p = floor(x * m_0), the first bucket in
+ * sub-filter 0, and 0 <= r < e^k. Its second bucket moves only that "prefix" p, with
+ * sub-filter 0's involution: alt_k(p * e^k + r) = alt_0(p) * e^k + r. Then reducing a pair
+ * of sub-filter k to sub-filter j < k (floor division by e^(k - j)) gives the key's pair
+ * there, for every key: two keys whose fingerprint and pair coincide in a sub-filter
+ * coincide in every older one. That is what makes deletes safe in a grown filter (see
+ * filter.c). In sub-filter k, the keys with the same r form e^k independent copies of a
+ * table of m_0 buckets, each at the whole table's load. */
+typedef struct cf__key {
+    uint64_t x;   /* the index bits, h << f: a fraction of 2^64 */
+    uint64_t mix; /* cf__fp_mix(fp) */
+    uint64_t h;   /* the hash, for the fingerprints of wider sub-filters (cf__fp_in) */
+    uint32_t fp;  /* the f-bit fingerprint, never 0 */
+} cf__key;
+
+/* Growth that keeps the false-positive rate gives each new sub-filter fingerprints `ext`
+ * bits wider than the first's: the f-bit fingerprint in the low bits, and above it the
+ * low ext bits of a second mix of the hash, (h * CF__EXT_MULT) >> 32. Mapping stays the
+ * first sub-filter's: the index bits (h << f) and the alternate (from the f-bit
+ * fingerprint, the low f bits of any wider one) are the same in every sub-filter, so pairs
+ * nest as above. And the fingerprints nest too: a narrower one is a wider one's low bits,
+ * so two keys whose fingerprint and pair coincide in a sub-filter coincide in every older
+ * one, which is what keeps deletes safe. A wider fingerprint is never 0 (its low bits are
+ * not). The mix's bits depend on every bit of h, also on those below the index bits that
+ * choose the bucket, so within a bucket the extra bits are as good as independent. */
+#define CF__EXT_MULT UINT64_C(0xd6e8feb86659fd93)
+
+/* 2^64 / golden ratio: multiples of it, as fractions, spread evenly over [0, 1). */
+#define CF__ALT_MULT UINT64_C(0x9e3779b97f4a7c15)
+
+/* The fraction whose multiple of m is fp's alternate offset: fp^2 * C. The square matters:
+ * with fp * C alone, offsets would be additive (off(a) + off(b) = off(a + b), give or take
+ * one), so chains of moves would return to their start far more often than at random, and
+ * short fingerprints filled up early (f = 4, b = 4 failed at 92 % load instead of 96 %).
+ * Squared, the offsets measured the same loads as a full 64-bit mixer for every shape
+ * tested, at two multiplies. */
+static inline uint64_t cf__fp_mix(uint32_t fp)
+{
+    return (uint64_t)fp * fp * CF__ALT_MULT;
+}
+
+/* The key of hash h for f-bit fingerprints. */
+static inline cf__key cf__key_bits(unsigned f, uint64_t h)
+{
+    cf__key k;
+    uint32_t fp = (uint32_t)(h >> (64u - f));
+    k.fp = fp + (fp < 1u); /* compare-and-add-carry: two instructions */
+    k.x = h << f;
+    k.mix = cf__fp_mix(k.fp);
+    k.h = h;
+    return k;
+}
+
+/* Hashes for fingerprints whose keys are not known (a merge re-inserts them): a walk over
+ * the buckets of a first sub-filter of m buckets in order, giving in each the least index
+ * fraction that maps to it and is a multiple of 2^f (h << f always is). The hash
+ * fp << (64 - f) | fraction >> f is then, for cf__key_bits, a key with fingerprint fp and
+ * first bucket that bucket: the same pair as the key whose fingerprint sits there, so
+ * inserting it is inserting that key, in a filter that does not grow (the finer bits a
+ * new sub-filter would take are not the key's). 2^64 = q * m + r steps the fraction
+ * exactly, with no division per bucket. */
+typedef struct cf__walk {
+    uint64_t q, r, m;
+    uint64_t base, rem; /* floor and remainder of bucket * 2^64 / m */
+    unsigned f;
+} cf__walk;
+
+/* False where m is too large for f-bit fingerprints to leave a whole multiple of 2^f in
+ * every bucket's share of the fractions (m >= 2^(64 - f)). */
+static inline bool cf__walk_init(cf__walk *w, unsigned f, uint64_t m)
+{
+    if (m == 0 || m > (UINT64_MAX >> f))
+        return false;
+    w->q = UINT64_MAX / m;
+    w->r = UINT64_MAX % m + 1u;
+    if (w->r == m) {
+        w->q++;
+        w->r = 0;
+    }
+    w->m = m;
+    w->base = w->rem = 0;
+    w->f = f;
+    return true;
+}
+
+static inline uint64_t cf__walk_hash(const cf__walk *w, uint32_t fp)
+{
+    uint64_t unit = UINT64_C(1) << w->f;
+    uint64_t least = w->base + (w->rem != 0); /* ceil(bucket * 2^64 / m) */
+    uint64_t fraction = (least + unit - 1u) & ~(unit - 1u);
+    return (uint64_t)fp << (64u - w->f) | fraction >> w->f;
+}
+
+static inline void cf__walk_next(cf__walk *w)
+{
+    uint64_t rem = w->rem + w->r; /* both below m < 2^63: no overflow */
+    w->base += w->q + (rem >= w->m);
+    w->rem = rem >= w->m ? rem - w->m : rem;
+}
+
+/* The fingerprint the key has in sub-filter t: k->fp, and for a wider one the low ext bits
+ * of (h * CF__EXT_MULT) >> 32 above it. */
+static inline uint32_t cf__fp_in(const cf__key *k, const cf__table *t)
+{
+    unsigned ext = t->shape->ext;
+    if (CF__LIKELY(ext == 0))
+        return k->fp;
+    uint32_t more = (uint32_t)((k->h * CF__EXT_MULT) >> 32) & ((UINT32_C(1) << ext) - 1u);
+    return k->fp | more << (t->shape->f - ext);
+}
+
+/* A stored fingerprint of sub-filter t narrowed to `ext` extra bits (ext <= t's): the
+ * fingerprint the same key has in a sub-filter of that width, its low bits. */
+static inline uint32_t cf__fp_narrow(uint32_t fp, const cf__table *t, unsigned ext)
+{
+    unsigned width = t->shape->f - t->shape->ext + ext;
+    return fp & (uint32_t)((UINT64_C(1) << width) - 1u);
+}
+
+/* The odd offset of a fingerprint whose mix is `mix` in a table of m buckets (m even):
+ * in [1, m - 1]. */
+static inline uint64_t cf__alt_offset(uint64_t mix, uint64_t m)
+{
+    return cf__mulhi(mix, m) | 1u;
+}
+
+/* (off - bucket) mod m, for bucket < m and off < m (both below 2^63). */
+static inline uint64_t cf__alt(uint64_t bucket, uint64_t off, uint64_t m)
+{
+    /* Both values computed, then chosen: gcc 12 makes this a conditional move, 2
+     * instructions fewer than the mask of the sign that clang 14 makes of it; neither a
+     * branch, which would go either way at random and discard the lookups in flight at
+     * each misprediction. */
+    uint64_t d = off - bucket, w = d + m;
+    return (int64_t)d < 0 ? w : d;
+}
+
+/* The key's two buckets in the first sub-filter (base == buckets, scale 1): the hot path. */
+static inline void cf__buckets0(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
+{
+    *i1 = cf__mulhi(k->x, t->buckets);
+    *i2 = cf__alt(*i1, cf__alt_offset(k->mix, t->buckets), t->buckets);
+}
+
+/* Sub-filter t's buckets over the first's: expansion^k for sub-filter k (1 when 1). */
+static inline uint64_t cf__scale_of(const cf__table *t)
+{
+    return t->grown ? t->grown->scale : 1u;
+}
+
+/* The key's two buckets in any sub-filter. */
+static inline void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
+{
+    const cf__grown *g = t->grown;
+    if (CF__LIKELY(!g)) {
+        cf__buckets0(t, k, i1, i2);
+        return;
+    }
+    uint64_t p = cf__mulhi(k->x, g->base); /* = floor(i1 / scale) */
+    uint64_t a = cf__alt(p, cf__alt_offset(k->mix, g->base), g->base);
+    *i1 = cf__mulhi(k->x, t->buckets);
+    *i2 = *i1 + (a - p) * g->scale; /* modulo 2^64: a < p wraps and comes back */
+}
+
+/* The other bucket in table t of bucket `bucket` for a key whose fingerprint in the first
+ * sub-filter is fp0. */
+static inline uint64_t cf__alt_of0(const cf__table *t, uint64_t bucket, uint32_t fp0)
+{
+    const cf__grown *g = t->grown;
+    if (CF__LIKELY(!g))
+        return cf__alt(bucket, cf__alt_offset(cf__fp_mix(fp0), t->buckets), t->buckets);
+    uint64_t p = cf__div63(bucket, &g->per_scale);
+    return bucket + (cf__alt(p, cf__alt_offset(cf__fp_mix(fp0), g->base), g->base) - p) * g->scale;
+}
+
+/* The other bucket of fingerprint fp (of t's width) in bucket `bucket` of table t. */
+static inline uint64_t cf__alt_of(const cf__table *t, uint64_t bucket, uint32_t fp)
+{
+    return cf__alt_of0(t, bucket, cf__fp_narrow(fp, t, 0));
+}
+
+#endif /* CF_MAPPING_H */
