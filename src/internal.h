@@ -286,9 +286,9 @@ static inline unsigned cf__max_tables(const cf_filter *f)
     return f->last_table + 1u;
 }
 
-/* f's `more`, allocated if it has none yet (filter.c); NULL if that fails. */
+/* f's `more`, allocated if it has none yet (head.c); NULL if that fails. */
 CF__HIDDEN cf__more *cf__more_of(cf_filter *f);
-/* Free f's `more` if it holds nothing (filter.c). */
+/* Free f's `more` if it holds nothing (head.c). */
 CF__HIDDEN void cf__more_trim(cf_filter *f);
 
 /* The filter config makes, with n sub-filters (growth's sizes) and no table memory yet:
@@ -384,7 +384,7 @@ CF__HIDDEN uint64_t cf__cc_count(const cf_filter *f, uint64_t h);
 /* Changes of state                                                                     */
 /* ------------------------------------------------------------------------------------ */
 /* Every change to what lookups find outside the tables (the sub-filter count and array,
- * the stash) happens between cf__state_begin and cf__state_end (filter.c). The pair is
+ * the stash) happens between cf__state_begin and cf__state_end (head.c). The pair is
  * where a filter's kind matters: a concurrent filter's readers learn of the change from
  * its `meta` counter, and every filter's operations follow its new state (cf__sync_ops).
  * The fields it changes are stored through the calls below, as atomics of their size for
@@ -447,12 +447,6 @@ CF__HIDDEN uint64_t cf__rb_count(const cf_filter *f, uint64_t h);
 /* cf_compact's moves: every fingerprint of a newer sub-filter into the oldest one whose
  * buckets for it have room. */
 CF__HIDDEN void cf__rb_compact_moves(cf_filter *f);
-
-/* Shared with filter.c's growth: a new, empty sub-filter `expansion` times the newest,
- * at tables[ntables] but not yet counted (CF_FULL at the limit, CF_ENOMEM with nothing
- * changed); then, once the caller has put its key there, the count that publishes it. */
-CF__HIDDEN cf_status cf__table_append(cf_filter *f, cf__table **out);
-CF__HIDDEN void cf__table_publish(cf_filter *f);
 
 /* ------------------------------------------------------------------------------------ */
 /* Windowed filters (cf_config.generations, window.c)                                   */
@@ -608,6 +602,57 @@ CF__HIDDEN void cf__window_config(const cf_filter *f, cf_config *out);
 /* The writers' lock of a concurrent windowed filter (nothing for others). */
 CF__HIDDEN void cf__window_lock(const cf_filter *f);
 CF__HIDDEN void cf__window_unlock(const cf_filter *f);
+
+/* ------------------------------------------------------------------------------------ */
+/* The object (head.c)                                                                  */
+/* ------------------------------------------------------------------------------------ */
+/* Eviction searches of up to this many nodes can run in memory on the stack (16 KB), so a
+ * filter with the default budget (500 kicks) needs no search memory of its own: many
+ * small filters (one per key in Redis) stay small. Larger budgets get a block with the
+ * filter. */
+#define CF__STACK_NODES 512u
+
+/* Free what the filter holds: the first `ntables` tables that have data (unless mapped),
+ * `more` and what it points to, the head. */
+CF__HIDDEN void cf__filter_free(cf_filter *f, unsigned ntables);
+
+/* log2 of the visited-set entries for a search of `nodes` nodes: at least twice as many. */
+CF__HIDDEN unsigned cf__mark_bits(size_t nodes);
+/* The offset in a filter's head block of what bit `which` (CF__B_OWN_*) says follows the
+ * struct, for a head with `bits`: after the struct and what the lower bits add. */
+static inline size_t cf__head_at(unsigned bits, unsigned which)
+{
+    size_t at = sizeof(cf_filter);
+    if (which > CF__B_OWN_ALLOC && (bits & CF__B_OWN_ALLOC))
+        at += sizeof(cf_allocator);
+    if (which > CF__B_OWN_SHAPE && (bits & CF__B_OWN_SHAPE))
+        at += sizeof(cf__shape);
+    return at;
+}
+
+/* f's search memory: its head's, or one made later in `more`; NULL if it has none. */
+static inline cf__search *cf__search_of(cf_filter *f)
+{
+    if (f->bits & CF__B_OWN_SEARCH)
+        return (cf__search *)(void *)((uint8_t *)f + cf__head_at(f->bits, CF__B_OWN_SEARCH));
+    return f->more ? f->more->search : NULL;
+}
+
+/* Give f search memory of its own for `budget` nodes, in a block of its own; NULL if
+ * the allocation failed (the search then runs on the stack, as before). */
+CF__HIDDEN cf__search *cf__own_search(cf_filter *f, uint32_t budget);
+
+/* A new stash entry, in a stash with room. */
+CF__HIDDEN void cf__stash_push(cf_filter *f, cf__stash x);
+/* An empty stash's memory goes (but a concurrent filter's, which readers may be reading:
+ * it has its stash from the start). Inside a change of state. */
+CF__HIDDEN void cf__stash_release(cf_filter *f);
+
+/* Growth (head.c), for every kind: a new, empty sub-filter `expansion` times the newest,
+ * at tables[ntables] but not yet counted (CF_FULL at the limit, CF_ENOMEM with nothing
+ * changed); then, once the caller has put its key there, the count that publishes it. */
+CF__HIDDEN cf_status cf__table_append(cf_filter *f, cf__table **out);
+CF__HIDDEN void cf__table_publish(cf_filter *f);
 
 /* ------------------------------------------------------------------------------------ */
 /* The operating system (platform.c)                                                    */
