@@ -97,7 +97,7 @@ CF__HIDDEN void cf__reserve_drop(cf_filter *f);
  * the rest would hold, and its stash entries from the stash_n-th on. */
 CF__HIDDEN void cf__truncate(cf_filter *f, unsigned n, unsigned stash_n);
 
-/* One node of the breadth-first search for an eviction path (see filter.c). */
+/* One node of the breadth-first search for an eviction path (evict.c). */
 #define CF__ROOT UINT32_MAX /* parent of the two root nodes */
 typedef struct cf__node {
     uint64_t bucket;
@@ -138,23 +138,8 @@ typedef struct cf__search {
     unsigned free; /* and its free slot */
 } cf__search;
 
-/* Evictions beside other writers (filter.c, for locked.c), in a synchronized first
- * sub-filter t of a fast shape whose stripes other writers hold meanwhile. cf__plan finds
- * a path for fp, whose buckets i1 and i2 are full, reading t through atomic words and
- * moving nothing, with z's memory (CF__PLAN_NODES nodes in z->queue, twice as many marks
- * in z->marks): on the stack, whose visited set it clears as it needs it, or kept (own:
- * z->shift is the marks', whose entries are stale unless of generation z->gen, the last
- * search's). CF__MOVED with the path in z, CF__NO_PATH, or CF__OUT_OF_NODES when the
- * filter's budget needs more memory or the shape cannot be read so: the path runs from
- * node z->end up its parents to a root. With the locks of its buckets' stripes held,
- * cf__path_commit (given cf__kind_of(t->shape)) checks that the path still holds and makes
- * its moves, fp into its root; false if it changed (nothing written). */
+/* Nodes of a planning search's memory (evict.h, cf__plan). */
 #define CF__PLAN_NODES 512u /* the default budget (CF_DEFAULT_MAX_KICKS + 2) and more */
-#define CF__PATH_MAX   32u  /* the longest path a writer beside others makes */
-typedef enum cf__found { CF__MOVED, CF__NO_PATH, CF__OUT_OF_NODES } cf__found;
-CF__HIDDEN cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2,
-                              uint32_t fp, cf__search *z, bool own);
-CF__HIDDEN bool cf__path_commit(cf__table *t, enum cf__kind kind, const cf__search *z, uint32_t fp);
 
 /* A filter loading chunk by chunk (cf_load_chunk): the file position of the next chunk,
  * the hash of the 64-byte header that each chunk's tag is bound to, and the whole file's

@@ -26,6 +26,7 @@
  * are filter.c's, as for one writer.
  */
 #include "concurrent.h"
+#include "evict.h"
 
 /* Plans of one eviction before the writer takes the lock instead: a path changes under
  * its planner only when another writer moved or filled one of its buckets meanwhile. */

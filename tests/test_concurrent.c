@@ -28,6 +28,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
 
 #include "concurrent.h"
+#include "evict.h"
 #include "testutil.h"
 
 #include <limits.h>

@@ -1,0 +1,402 @@
+/*
+ * evict.c - the eviction search: a breadth-first search for a path of moves that frees a
+ * slot of a key's two full buckets, compiled per fast shape (plain, synchronized, or
+ * planning beside other writers), and the commit of a planned path under its stripes.
+ * Deterministic: the same table and key give the same path, whatever memory it runs in.
+ */
+#include "evict.h"
+
+/* Slots of a bucket whose moves an eviction search fetches ahead: all of them for the
+ * bucket sizes that are used (up to 8); larger buckets fetch the first 8. */
+#define CF__PREFETCH_SLOTS 8u
+
+/* Multiplier that spreads bucket numbers over the visited-set (2^64 / golden ratio). */
+#define CF__MARK_MULT UINT64_C(0x9e3779b97f4a7c15)
+
+/* A search on the stack (cf__evict, cf__plan) that needs more tries this many nodes next,
+ * with a visited set of a few hundred bytes to clear, then four times as many, and so on
+ * (cf__bfs_steps). */
+#define CF__PLAN_MID_NODES 64u
+
+/* Add `bucket` to the visited set of search z; false if it was there. */
+static CF__INLINE bool cf__visit(cf__search *z, uint64_t bucket)
+{
+    if (!z->marks) { /* a small search: the visited buckets are the n queued ones */
+        for (uint32_t i = 0; i < z->n; i++)
+            if (z->queue[i].bucket == bucket)
+                return false;
+        return true;
+    }
+    uint32_t tag = (uint32_t)(bucket ^ (bucket >> 32));
+    uint64_t i = (bucket * CF__MARK_MULT) >> z->shift;
+    for (;;) {
+        cf__mark *m = &z->marks[i];
+        if (m->gen != z->gen) {
+            m->gen = z->gen;
+            m->tag = tag;
+            return true;
+        }
+        if (m->tag == tag)
+            return false;
+        i = (i + 1) & (UINT64_MAX >> z->shift);
+    }
+}
+
+/* cf__apply_path for a synchronized table, apart from the plain tables' searches (which
+ * it would otherwise crowd): a plain bucket's moves inside their sections
+ * (cf__path_seq_before), a semi-sorted bucket's writes each a section of its own
+ * (cf__sync_slot_set). */
+static CF__NOINLINE void cf__apply_path_sync(const cf__shape *s, const cf__node *q, cf__table *t,
+                                             uint32_t end, unsigned slot, uint32_t fp)
+{
+    uint32_t cur = end;
+    atomic_uint *open = NULL;
+    while (q[cur].parent != CF__ROOT) {
+        const cf__node *parent = &q[q[cur].parent];
+        uint32_t moved = cf__slot_get(t, s, parent->bucket, q[cur].slot);
+        atomic_uint *next = s->semi ? NULL : cf__sync_pair_seq(t, parent->bucket, q[cur].bucket);
+        cf__path_seq_before(open, next);
+        cf__sync_slot_set(t, q[cur].bucket, slot, moved);
+        open = cf__path_seq_after(open, next);
+        slot = q[cur].slot;
+        cur = q[cur].parent;
+    }
+    cf__sync_slot_set(t, q[cur].bucket, slot, fp);
+    cf__path_seq_after(open, NULL);
+}
+
+/* Make the moves of a found path, from its free end back to a root: each fingerprint
+ * steps into the slot its successor just left, and `fp` takes the root's slot. Each is
+ * copied before its old slot is overwritten, so that every fingerprint is in one of its
+ * buckets at every moment: what the readers of a synchronized table rely on. */
+static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf__table *t,
+                                      uint32_t end, unsigned slot, uint32_t fp, bool SYNC)
+{
+    if (SYNC) {
+        cf__apply_path_sync(s, q, t, end, slot, fp);
+        return;
+    }
+    uint32_t cur = end;
+    while (q[cur].parent != CF__ROOT) {
+        const cf__node *parent = &q[q[cur].parent];
+        uint32_t moved = cf__slot_get(t, s, parent->bucket, q[cur].slot);
+        cf__slot_set(t, s, q[cur].bucket, slot, moved);
+        slot = q[cur].slot;
+        cur = q[cur].parent;
+    }
+    cf__slot_set(t, s, q[cur].bucket, slot, fp);
+}
+
+/* Search for room for fp in the full buckets i1 and i2 of t by moving residents to their
+ * other buckets, with z->cap nodes. Breadth-first: every resident of a bucket on the
+ * frontier is a candidate, so the path found is the shortest within the budget, and it
+ * is planned completely before anything moves. A failed search therefore changes
+ * nothing, and the result depends only on the table's contents: replaying the same
+ * operations gives the same table. Each bucket enters the search once, so a path never
+ * passes through a bucket twice. */
+/* Slot j of the bucket whose first bytes are `word` (constant widths F, B). */
+static CF__INLINE uint32_t cf__word_slot_t(uint64_t word, unsigned j, unsigned F)
+{
+    return (uint32_t)(word >> (F * j)) & (uint32_t)((UINT64_C(1) << F) - 1u);
+}
+
+/* Slot j (in ascending order) of the semi-sorted bucket whose first bytes are `word`
+ * (constant width F), whose code's prefixes are `pre`. */
+static CF__INLINE uint32_t cf__semi_word_slot_t(uint64_t word, unsigned pre, unsigned j, unsigned F)
+{
+    const unsigned W = F - CF__SEMI_PREFIX_BITS;
+    return (uint32_t)((pre >> (CF__SEMI_PREFIX_BITS * j)) & CF__SEMI_PREFIX_MASK) << W |
+           (uint32_t)((word >> (CF__SEMI_CODE_BITS + W * j)) & ((UINT64_C(1) << W) - 1u));
+}
+
+/* Slot j of bucket `bucket`: with constant widths (F) from its loaded word (and for a
+ * semi-sorted bucket its prefixes), which the caller passes, else from the table. */
+static CF__INLINE uint32_t cf__resident_t(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                          uint64_t word, unsigned pre, unsigned j, unsigned F,
+                                          unsigned B)
+{
+    if (F && CF__SEMI_T(F, B))
+        return cf__semi_word_slot_t(word, pre, j, F);
+    return F ? cf__word_slot_t(word, j, F) : cf__slot_get_plain(t, s, bucket, j);
+}
+
+/* Bucket i's word, as cf__load_t reads it (the bits above the bucket aside), for a search
+ * that plans only (PLAN: through atomic words, beside other writers) or moves too. */
+static CF__INLINE uint64_t cf__search_load_t(const cf__table *t, const cf__shape *s, uint64_t i,
+                                             bool PLAN, unsigned F, unsigned B)
+{
+    if (PLAN)
+        return cf__sync_fast_word(t, i, cf__bucket_bytes_t(F, B));
+    return cf__load_t(cf__bucket_at_t(t, s, i, F, B), F, B);
+}
+
+/* The first free slot of bucket `next` (constant widths F, B): the lowest zero lane, or
+ * for a semi-sorted bucket slot 0 when it is empty (empty slots sort first); -1 if none. */
+static CF__INLINE int cf__free_slot_t(const cf__table *t, const cf__shape *s, uint64_t next,
+                                      bool PLAN, unsigned F, unsigned B)
+{
+    uint64_t w = cf__search_load_t(t, s, next, PLAN, F, B);
+    if (CF__SEMI_T(F, B)) {
+        const unsigned W = F - CF__SEMI_PREFIX_BITS;
+        unsigned pre = cf__semi_prefixes[w & CF__SEMI_CODE_MASK];
+        bool empty = !(pre & CF__SEMI_PREFIX_MASK) &&
+                     !((w >> CF__SEMI_CODE_BITS) & ((UINT64_C(1) << W) - 1u));
+        return empty ? 0 : -1;
+    }
+    uint64_t empty = cf__zero_lanes_t(w, F, B);
+    return empty ? (int)(cf__ctz64(empty) / F) : -1;
+}
+
+/* The breadth-first search for a path of moves that frees a slot of bucket i1 or i2,
+ * which then takes fp. F and B: constant widths for the fast shapes, plain and
+ * semi-sorted (a bucket read with one load, its residents taken from the word, a free
+ * slot found in it), 0 for every other shape. SYNC: the table is synchronized (its moves
+ * are sections). PLAN (fast shapes only): the search reads the table through atomic
+ * words, beside writers of other stripes, and moves nothing: the path ends at node
+ * z->end, whose slot z->free is free (cf__path_commit makes it). */
+static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
+                                      uint64_t i2, uint32_t fp, bool semi, bool SYNC, bool PLAN,
+                                      unsigned F, unsigned B)
+{
+    /* The residents' fingerprints in the first sub-filter's width, which chooses their
+     * alternates: their low bits (all of them but in a wider sub-filter). */
+    uint32_t mask0 = (uint32_t)((UINT64_C(1) << (s->f - s->ext)) - 1u);
+    unsigned b = F ? (CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B) : s->b;
+    cf__node *q = z->queue;
+    z->n = 0;
+    cf__visit(z, i1);
+    q[z->n++] = (cf__node){i1, CF__ROOT, 0};
+    cf__visit(z, i2);
+    q[z->n++] = (cf__node){i2, CF__ROOT, 0};
+    for (uint32_t head = 0; head < z->n; head++) {
+        uint64_t bucket = q[head].bucket;
+        /* Every resident's other bucket is fetched at once before any is examined: how
+         * each check goes is a coin toss at high load, and a mispredicted branch would
+         * otherwise wait for one read after another. */
+        /* A semi-sorted bucket is decoded once, its 4 slots at a time. */
+        uint64_t nexts[CF__PREFETCH_SLOTS];
+        uint32_t semi_fps[CF__SEMI_BUCKET];
+        unsigned ahead = b < CF__PREFETCH_SLOTS ? b : CF__PREFETCH_SLOTS;
+        uint64_t word = F ? cf__search_load_t(t, s, bucket, PLAN, F, B) : 0;
+        unsigned pre = F && semi ? cf__semi_prefixes[word & CF__SEMI_CODE_MASK] : 0;
+        if (semi && !F)
+            cf__semi_get(t, s, bucket, semi_fps);
+        for (unsigned j = 0; j < ahead; j++) {
+            uint32_t resident =
+                semi && !F ? semi_fps[j] : cf__resident_t(t, s, bucket, word, pre, j, F, B);
+            nexts[j] = cf__alt_of0(t, bucket, resident & mask0);
+            if (F)
+                cf__prefetch_t(t, s, nexts[j], true, F, B);
+            else
+                cf__bucket_prefetch(t, s, nexts[j], true);
+        }
+        for (unsigned j = 0; j < b; j++) {
+            uint64_t next =
+                j < ahead ? nexts[j]
+                          : cf__alt_of0(t, bucket,
+                                        cf__resident_t(t, s, bucket, word, pre, j, F, B) & mask0);
+            if (!cf__visit(z, next))
+                continue;
+            if (z->n == z->cap)
+                return CF__OUT_OF_NODES;
+            q[z->n] = (cf__node){next, head, j};
+            int free_slot =
+                F ? cf__free_slot_t(t, s, next, PLAN, F, B) : cf__bucket_find(t, s, next, 0);
+            if (free_slot >= 0) {
+                if (PLAN) {
+                    z->end = z->n;
+                    z->free = (unsigned)free_slot;
+                } else {
+                    cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp, SYNC);
+                }
+                return CF__MOVED;
+            }
+            z->n++;
+        }
+    }
+    return CF__NO_PATH;
+}
+
+/* The search compiled for the table's kind, plain or synchronized (SYNC), or planning
+ * only (PLAN: fast shapes). */
+static CF__INLINE cf__found cf__bfs_kind(const cf__shape *s, cf__table *t, cf__search *z,
+                                         uint64_t i1, uint64_t i2, uint32_t fp, bool SYNC,
+                                         bool PLAN)
+{
+    switch (cf__kind_of(s)) {
+#define CF__BFS_CASE(F, B)                                                                         \
+    case CF__KIND_##F##_##B:                                                                       \
+        return cf__bfs_t(s, t, z, i1, i2, fp, false, SYNC, PLAN, F, B);
+        CF__FAST_SHAPES(CF__BFS_CASE)
+#undef CF__BFS_CASE
+#define CF__BFS_SEMI_CASE(F)                                                                       \
+    case CF__KIND_SEMI_##F:                                                                        \
+        return cf__bfs_t(s, t, z, i1, i2, fp, true, SYNC, PLAN, F, CF__SEMI_B);
+        CF__SEMI_FAST_SHAPES(CF__BFS_SEMI_CASE)
+#undef CF__BFS_SEMI_CASE
+    default:
+        if (PLAN) /* widths read at run time read the table plainly: the caller's lock */
+            return CF__OUT_OF_NODES;
+        return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true, SYNC, false, 0, 0)
+                       : cf__bfs_t(s, t, z, i1, i2, fp, false, SYNC, false, 0, 0);
+    }
+}
+
+/* A synchronized table's search: compiled apart, so that a plain table's does not test
+ * for its writes. */
+static CF__NOINLINE cf__found cf__bfs_sync(const cf__shape *s, cf__table *t, cf__search *z,
+                                           uint64_t i1, uint64_t i2, uint32_t fp)
+{
+    return cf__bfs_kind(s, t, z, i1, i2, fp, true, false);
+}
+
+cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
+                  uint32_t fp)
+{
+    if (CF__UNLIKELY(s->sync))
+        return cf__bfs_sync(s, t, z, i1, i2, fp);
+    return cf__bfs_kind(s, t, z, i1, i2, fp, false, false);
+}
+
+static CF__NOINLINE cf__found cf__bfs_plan(const cf__shape *s, cf__table *t, cf__search *z,
+                                           uint64_t i1, uint64_t i2, uint32_t fp);
+
+/* The rest of a search on the stack whose first CF__FIRST_NODES nodes (z, no visited set)
+ * found no path: CF__PLAN_MID_NODES nodes, then four times as many, and so on up to
+ * `budget`, each step starting over with a visited set of its size (in `marks`) to clear
+ * (a cleared set for the whole budget, 8 KiB for the default, cost as many instructions
+ * as the search); CF__OUT_OF_NODES past `most`, the memory's room. Breadth-first in the
+ * same order, each step finds the path one search of the whole budget would. PLAN: a
+ * planning search (cf__bfs_plan), else cf__bfs. */
+cf__found cf__bfs_steps(cf__table *t, cf__search *z, cf__mark *marks, uint32_t budget,
+                        uint32_t most, bool plan, uint64_t i1, uint64_t i2, uint32_t fp)
+{
+    cf__node *queue = z->queue;
+    cf__found r = CF__OUT_OF_NODES;
+    for (uint32_t cap = CF__PLAN_MID_NODES; r == CF__OUT_OF_NODES && z->cap < budget; cap *= 4u) {
+        if (cap >= budget)
+            cap = budget;
+        if (cap > most)
+            return CF__OUT_OF_NODES;
+        unsigned bits = cf__mark_bits(cap);
+        memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
+        *z = (cf__search){queue, marks, cap, 64u - bits, 1, 0, 0, 0};
+        r = plan ? cf__bfs_plan(t->shape, t, z, i1, i2, fp) : cf__bfs(t->shape, t, z, i1, i2, fp);
+    }
+    return r;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Evictions beside other writers (locked.c)                                            */
+/* ------------------------------------------------------------------------------------ */
+
+static CF__NOINLINE cf__found cf__bfs_plan(const cf__shape *s, cf__table *t, cf__search *z,
+                                           uint64_t i1, uint64_t i2, uint32_t fp)
+{
+    return cf__bfs_kind(s, t, z, i1, i2, fp, true, true);
+}
+
+cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
+                   cf__search *z, bool own)
+{
+    /* A budget past the memory is searched by the caller under the writers' lock, where
+     * the same search finds the same path. */
+    uint32_t budget = f->max_kicks + 2u;
+    if (own) {               /* as cf__bfs_own: the whole budget at once */
+        if (++z->gen == 0) { /* wrapped: stale entries could look current */
+            memset(z->marks, 0, ((size_t)1 << (64u - z->shift)) * sizeof(cf__mark));
+            z->gen = 1;
+        }
+        z->cap = budget < CF__PLAN_NODES ? budget : CF__PLAN_NODES;
+        return cf__bfs_plan(t->shape, t, z, i1, i2, fp);
+    }
+    /* On the stack: cf__evict's steps, whose visited set must be cleared for each search;
+     * a middle step clears a small one. */
+    cf__node *queue = z->queue;
+    cf__mark *marks = z->marks;
+    *z = (cf__search){queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0,
+                      0,     0};
+    cf__found r = cf__bfs_plan(t->shape, t, z, i1, i2, fp);
+    if (r != CF__OUT_OF_NODES || z->cap == budget)
+        return r;
+    return cf__bfs_steps(t, z, marks, budget, CF__PLAN_NODES, true, i1, i2, fp);
+}
+
+/* cf__path_commit for a plain fast shape (constant widths F, B): each slot read from its
+ * bucket's word, and each step's write the exclusive or of the slot's old and new
+ * fingerprint, inside the sections of the moves it makes and ends (cf__path_seq_before). */
+static CF__INLINE bool cf__path_commit_t(cf__table *t, const cf__search *z, uint32_t fp, unsigned F,
+                                         unsigned B)
+{
+    const cf__node *q = z->queue;
+    const unsigned bytes = cf__bucket_bytes_t(F, B);
+    const uint32_t mask = (uint32_t)((UINT64_C(1) << F) - 1u);
+    uint32_t moved[CF__PATH_MAX + 1u];
+    unsigned n = 0;
+    /* Still a path: its free end free, and every step's slot holding a fingerprint whose
+     * other bucket is the step's (which one need not matter: any such moves as well). */
+    if ((cf__sync_fast_word(t, q[z->end].bucket, bytes) >> (z->free * F)) & mask)
+        return false;
+    for (uint32_t cur = z->end; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
+        uint64_t from = q[q[cur].parent].bucket;
+        uint32_t v = (uint32_t)(cf__sync_fast_word(t, from, bytes) >> (q[cur].slot * F)) & mask;
+        if (v == 0 || cf__alt_of0(t, from, v) != q[cur].bucket || n == CF__PATH_MAX)
+            return false;
+        moved[n++] = v;
+    }
+    moved[n] = fp; /* what the root's slot takes */
+    /* cf__apply_path's order: each copied before its old slot is overwritten. */
+    unsigned slot = z->free;
+    uint32_t was = 0, cur = z->end;
+    atomic_uint *open = NULL;
+    for (unsigned k = 0; k <= n; k++) {
+        uint64_t bucket = q[cur].bucket;
+        atomic_uint *next = k < n ? cf__sync_pair_seq(t, q[q[cur].parent].bucket, bucket) : NULL;
+        cf__path_seq_before(open, next);
+        cf__sync_xor_t(t, bucket * bytes * 8u + slot * F, was ^ moved[k], F, B);
+        open = cf__path_seq_after(open, next);
+        was = moved[k];
+        slot = q[cur].slot;
+        cur = q[cur].parent;
+    }
+    return true;
+}
+
+/* Any other shape a writer of stripes plans for (the semi-sorted fast shapes, whose
+ * buckets a write encodes anew). */
+static bool cf__path_commit_any(cf__table *t, const cf__search *z, uint32_t fp)
+{
+    const cf__node *q = z->queue;
+    uint32_t moved[CF__PATH_MAX];
+    unsigned n = 0;
+    if (cf__sync_slot_get(t, q[z->end].bucket, z->free) != 0)
+        return false;
+    for (uint32_t cur = z->end; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
+        uint64_t from = q[q[cur].parent].bucket;
+        uint32_t v = cf__sync_slot_get(t, from, q[cur].slot);
+        if (v == 0 || cf__alt_of0(t, from, v) != q[cur].bucket || n == CF__PATH_MAX)
+            return false;
+        moved[n++] = v;
+    }
+    unsigned slot = z->free, k = 0;
+    uint32_t cur = z->end;
+    for (; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
+        cf__sync_slot_set(t, q[cur].bucket, slot, moved[k++]);
+        slot = q[cur].slot;
+    }
+    cf__sync_slot_set(t, q[cur].bucket, slot, fp);
+    return true;
+}
+
+bool cf__path_commit(cf__table *t, enum cf__kind kind, const cf__search *z, uint32_t fp)
+{
+    switch (kind) {
+#define CF__COMMIT_CASE(F, B)                                                                      \
+    case CF__KIND_##F##_##B:                                                                       \
+        return cf__path_commit_t(t, z, fp, F, B);
+        CF__FAST_SHAPES(CF__COMMIT_CASE)
+#undef CF__COMMIT_CASE
+    default:
+        return cf__path_commit_any(t, z, fp);
+    }
+}
