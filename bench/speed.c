@@ -62,7 +62,7 @@
 #define REPEATS        3
 
 /* The library's default allocator asks for transparent huge pages on blocks of at least
- * 4 MiB (src/filter.c); the limit arrays get the same, so that both pay the same TLB
+ * 4 MiB (src/platform.c); the limit arrays get the same, so that both pay the same TLB
  * misses. */
 #define HUGE_PAGE     ((size_t)2 << 20)
 #define HUGE_MIN_SIZE ((size_t)4 << 20)

@@ -7,12 +7,12 @@
  * and why a reader that found nothing while the counter of its pair was still saw every
  * fingerprint of its two buckets that could answer it). This file has what lies above the
  * tables: the shared state, the writers' lock, `meta`, and the lookups of every state.
- * The writers (fast.c's of stripes, locked.c's under the lock around filter.c's insert
- * and delete) write through the table layer; filter.c marks each change of state
+ * The writers (fast.c's of stripes, locked.c's under the lock around slow.c's insert
+ * and delete) write through the table layer; head.c marks each change of state
  * (cf__state_begin, cf__state_end).
  *
  * A key moves only between its own two buckets (an eviction), and a path of moves is made
- * from its free end back (filter.c, cf__apply_path), so every fingerprint is in one of its
+ * from its free end back (evict.c, cf__apply_path), so every fingerprint is in one of its
  * buckets at every instant. What lies outside the tables (the sub-filter count and array,
  * the stash) has one more sequence counter, `meta`, which a reader checks once it has
  * found nothing anywhere.
@@ -61,7 +61,7 @@ struct cf__cc *cf__cc_new(cf_filter *f)
     cc->buckets0 = 0;
     cc->shape0 = NULL;
     cc->par = false;
-    cc->kind0 = CF__KIND_GENERIC;
+    cc->code0 = CF__CODE_GENERIC;
     cc->nplans = nplans;
     cc->plans = (cf__cc_plan *)(void *)(cc + 1);
     for (unsigned k = 0; k < nplans; k++) {
@@ -179,9 +179,9 @@ void cf__cc_ready(cf_filter *f)
     cc->shape0 = f->tables[0].shape;
     cc->stripes0 = cf__sync_stripe(&f->tables[0], 0);
     cc->locks0 = cf__sync_locks(&f->tables[0]);
-    enum cf__kind kind = cf__kind_of(cc->shape0);
-    cc->kind0 = kind;
-    cc->par = !cf__is_rb(f) && kind != CF__KIND_GENERIC && kind != CF__KIND_SEMI;
+    enum cf__code code = cf__code_of(cc->shape0);
+    cc->code0 = code;
+    cc->par = !cf__is_rb(f) && code != CF__CODE_GENERIC && code != CF__CODE_SEMI;
     if (!cc->par) /* before any other thread has the filter */
         atomic_fetch_or_explicit(&cc->meta, CF__CC_META_NOT_PAR, memory_order_relaxed);
     cf__cc_settle(f, false);

@@ -72,7 +72,7 @@ struct cf__cc {
      * (locked.c): a shape the planning search reads through atomic words (cf__plan), in
      * the library's own layout. Else every writer takes the lock. */
     bool par;
-    enum cf__kind kind0; /* cf__kind_of(shape0), which an eviction's commit dispatches on */
+    enum cf__code code0; /* cf__code_of(shape0), which an eviction's commit dispatches on */
     unsigned nplans;     /* planning memory, in this struct's block */
     cf__cc_plan *plans;
     /* The writers' lock: a mutex, which puts a waiting writer to sleep (a spin lock that

@@ -1,9 +1,10 @@
 /*
- * cpu.c - which compiled variant of the hot paths (fast.c) a filter runs: the x86-64-v3
- * one where the CPU and the operating system support everything that level allows the
- * compiler to use, else the baseline. Chosen once per filter, when it is made; the
- * environment variable CUCKOOFILTER_CPU=baseline forces the baseline (the tests use it to
- * hold both variants to the same bytes and answers).
+ * cpu.c - which hot paths a filter made from settings runs, chosen once, when it is made:
+ * its kind's (RedisBloom's layout, or the plain kinds' per-shape code of fast.c), and of
+ * those the variant compiled for x86-64-v3 where the CPU and the operating system support
+ * everything that level allows the compiler to use, else the baseline. The environment
+ * variable CUCKOOFILTER_CPU=baseline forces the baseline (the tests use it to hold both
+ * variants to the same bytes and answers).
  */
 #include "internal.h"
 
@@ -40,20 +41,23 @@ static bool cf__use_v3(void)
 #endif
 }
 
-unsigned cf__variant_here(void)
-{
-    return cf__use_v3() ? CF__B_V3 : 0u;
-}
-
-const cf__variant *cf__variant_of(const cf_filter *f)
+/* The table of ops of the variant this CPU runs. */
+static const cf__ops_table *cf__ops_here(void)
 {
 #if CF__HAVE_V3
-    if (f->bits & CF__B_V3)
+    if (cf__use_v3())
         return &cf__ops_v3;
-#else
-    (void)f;
 #endif
     return &cf__ops_base;
+}
+
+cf_status cf__make(const cf__params *p, const cf_allocator *a, unsigned ntables, uint64_t buckets0,
+                   bool with_data, cf_filter **out)
+{
+    const cf__ops *ops =
+        p->redisbloom ? cf__rb_ops_for(p->concurrent)
+                      : &(*cf__ops_here())[p->concurrent ? CF__ROW_CONCURRENT : CF__ROW_GENERAL][0];
+    return cf__filter_make(p, a, ntables, buckets0, with_data, ops, out);
 }
 
 const char *cf_cpu_variant(void)

@@ -217,20 +217,20 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
     return CF__NO_PATH;
 }
 
-/* The search compiled for the table's kind, plain or synchronized (SYNC), or planning
+/* The search compiled for the table's code, plain or synchronized (SYNC), or planning
  * only (PLAN: fast shapes). */
-static CF__INLINE cf__found cf__bfs_kind(const cf__shape *s, cf__table *t, cf__search *z,
+static CF__INLINE cf__found cf__bfs_code(const cf__shape *s, cf__table *t, cf__search *z,
                                          uint64_t i1, uint64_t i2, uint32_t fp, bool SYNC,
                                          bool PLAN)
 {
-    switch (cf__kind_of(s)) {
+    switch (cf__code_of(s)) {
 #define CF__BFS_CASE(F, B)                                                                         \
-    case CF__KIND_##F##_##B:                                                                       \
+    case CF__CODE_##F##_##B:                                                                       \
         return cf__bfs_t(s, t, z, i1, i2, fp, false, SYNC, PLAN, F, B);
         CF__FAST_SHAPES(CF__BFS_CASE)
 #undef CF__BFS_CASE
 #define CF__BFS_SEMI_CASE(F)                                                                       \
-    case CF__KIND_SEMI_##F:                                                                        \
+    case CF__CODE_SEMI_##F:                                                                        \
         return cf__bfs_t(s, t, z, i1, i2, fp, true, SYNC, PLAN, F, CF__SEMI_B);
         CF__SEMI_FAST_SHAPES(CF__BFS_SEMI_CASE)
 #undef CF__BFS_SEMI_CASE
@@ -247,7 +247,7 @@ static CF__INLINE cf__found cf__bfs_kind(const cf__shape *s, cf__table *t, cf__s
 static CF__NOINLINE cf__found cf__bfs_sync(const cf__shape *s, cf__table *t, cf__search *z,
                                            uint64_t i1, uint64_t i2, uint32_t fp)
 {
-    return cf__bfs_kind(s, t, z, i1, i2, fp, true, false);
+    return cf__bfs_code(s, t, z, i1, i2, fp, true, false);
 }
 
 cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
@@ -255,7 +255,7 @@ cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, 
 {
     if (CF__UNLIKELY(s->sync))
         return cf__bfs_sync(s, t, z, i1, i2, fp);
-    return cf__bfs_kind(s, t, z, i1, i2, fp, false, false);
+    return cf__bfs_code(s, t, z, i1, i2, fp, false, false);
 }
 
 static CF__NOINLINE cf__found cf__bfs_plan(const cf__shape *s, cf__table *t, cf__search *z,
@@ -293,7 +293,7 @@ cf__found cf__bfs_steps(cf__table *t, cf__search *z, cf__mark *marks, uint32_t b
 static CF__NOINLINE cf__found cf__bfs_plan(const cf__shape *s, cf__table *t, cf__search *z,
                                            uint64_t i1, uint64_t i2, uint32_t fp)
 {
-    return cf__bfs_kind(s, t, z, i1, i2, fp, true, true);
+    return cf__bfs_code(s, t, z, i1, i2, fp, true, true);
 }
 
 cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
@@ -388,11 +388,11 @@ static bool cf__path_commit_any(cf__table *t, const cf__search *z, uint32_t fp)
     return true;
 }
 
-bool cf__path_commit(cf__table *t, enum cf__kind kind, const cf__search *z, uint32_t fp)
+bool cf__path_commit(cf__table *t, enum cf__code code, const cf__search *z, uint32_t fp)
 {
-    switch (kind) {
+    switch (code) {
 #define CF__COMMIT_CASE(F, B)                                                                      \
-    case CF__KIND_##F##_##B:                                                                       \
+    case CF__CODE_##F##_##B:                                                                       \
         return cf__path_commit_t(t, z, fp, F, B);
         CF__FAST_SHAPES(CF__COMMIT_CASE)
 #undef CF__COMMIT_CASE

@@ -74,11 +74,11 @@ static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64
  * search's). CF__MOVED with the path in z, CF__NO_PATH, or CF__OUT_OF_NODES when the
  * filter's budget needs more memory or the shape cannot be read so: the path runs from
  * node z->end up its parents to a root. With the locks of its buckets' stripes held,
- * cf__path_commit (given cf__kind_of(t->shape)) checks that the path still holds and makes
+ * cf__path_commit (given cf__code_of(t->shape)) checks that the path still holds and makes
  * its moves, fp into its root; false if it changed (nothing written). */
 #define CF__PATH_MAX 32u /* the longest path a writer beside others makes */
 CF__HIDDEN cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2,
                               uint32_t fp, cf__search *z, bool own);
-CF__HIDDEN bool cf__path_commit(cf__table *t, enum cf__kind kind, const cf__search *z, uint32_t fp);
+CF__HIDDEN bool cf__path_commit(cf__table *t, enum cf__code code, const cf__search *z, uint32_t fp);
 
 #endif /* CF_EVICT_H */

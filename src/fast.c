@@ -19,11 +19,15 @@
  */
 #include "concurrent.h"
 
-#ifndef CF__VARIANT
-#define CF__VARIANT base
+/* The table this compilation defines: CMakeLists.txt sets CF__FAST_V3 for the x86-64-v3
+ * one. */
+#if defined(CF__FAST_V3) && CF__FAST_V3
+#define CF__OPS_TABLE cf__ops_v3
+#else
+#define CF__OPS_TABLE cf__ops_base
 #endif
-#define CF__PASTE2(a, b) a##_##b
-#define CF__PASTE(a, b)  CF__PASTE2(a, b)
+/* Every entry's kind and table: the plain kinds (plain.c), this table's first entry. */
+#define CF__OPS_COLD(kind) &kind, &CF__OPS_TABLE[0][0]
 
 /* Keys whose buckets the batched calls keep in flight ahead of the one being probed:
  * enough to cover a memory latency (~160 ns on the VM measured) at 10 to 25 ns per key;
@@ -47,10 +51,10 @@ static CF__INLINE cf__key cf__key_t(const cf_filter *f, const cf__table *t, uint
     return k;
 }
 
-/* A lookup in a filter of one sub-filter and an empty stash (CF__SIMPLE): two buckets. */
+/* A lookup in a filter of one sub-filter and an empty stash (CF__ROW_SIMPLE): two buckets. */
 static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
-    const cf__table *t = &f->t0; /* the simple state's one sub-filter (cf__sync_ops) */
+    const cf__table *t = &f->t0; /* the simple state's one sub-filter (cf__pick_ops) */
     cf__key k = cf__key0_t(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
@@ -639,7 +643,7 @@ static CF__INLINE size_t cf__cc_add_many_t(cf_filter *f, const uint64_t *hashes,
     }
 
 /* Each template compiled for each fast shape, and once for all other shapes, into tables
- * of operations per state and shape (indexed by cf__kind_of), one per variant. */
+ * of operations per state and shape (indexed by cf__code_of), one per variant. */
 #define CF__FNS(F, B)                                                                              \
     static bool cf__contains_##F##_##B(const cf_filter *f, uint64_t h)                             \
     {                                                                                              \
@@ -713,8 +717,8 @@ static CF__INLINE size_t cf__cc_add_many_t(cf_filter *f, const uint64_t *hashes,
             return cf__cc_add_many_t(f, hashes, n, true, status, cf__cc_add_wait_##F##_##B, F, B); \
         return cf__cc_add_many_t(f, hashes, n, false, status, cf__cc_add_wait_##F##_##B, F, B);    \
     }
-CF__FNS(0, 0)          /* CF__KIND_GENERIC: widths from the shape */
-CF__FNS(0, CF__SEMI_B) /* CF__KIND_SEMI: semi-sorted, widths from the shape */
+CF__FNS(0, 0)          /* CF__CODE_GENERIC: widths from the shape */
+CF__FNS(0, CF__SEMI_B) /* CF__CODE_SEMI: semi-sorted, widths from the shape */
 #define CF__SEMI_FNS(F) CF__FNS(F, CF__SEMI_B)
 CF__SEMI_FAST_SHAPES(CF__SEMI_FNS)
 #undef CF__SEMI_FNS
@@ -736,7 +740,7 @@ static cf_status cf__delete_key_all(cf_filter *f, const void *key, size_t len)
 #define CF__OPS_SIMPLE(F, B)                                                                       \
     {cf__contains_##F##_##B,      cf__contains_key_##F##_##B, cf__add_##F##_##B,                   \
      cf__add_key_##F##_##B,       cf__delete_##F##_##B,       cf__delete_key_##F##_##B,            \
-     cf__contains_many_##F##_##B, cf__add_many_##F##_##B},
+     cf__contains_many_##F##_##B, cf__add_many_##F##_##B,     CF__OPS_COLD(cf__kind_plain)},
 #define CF__OPS_GENERAL(F, B)                                                                      \
     {cf__contains_all,                                                                             \
      cf__contains_key_all,                                                                         \
@@ -745,23 +749,25 @@ static cf_status cf__delete_key_all(cf_filter *f, const void *key, size_t len)
      cf__delete_all,                                                                               \
      cf__delete_key_all,                                                                           \
      cf__contains_many_all_##F##_##B,                                                              \
-     cf__add_many_##F##_##B},
+     cf__add_many_##F##_##B,                                                                       \
+     CF__OPS_COLD(cf__kind_plain)},
 #define CF__OPS_CONCURRENT(F, B)                                                                   \
-    {cf__cc_contains_##F##_##B,      cf__cc_contains_key_##F##_##B, cf__cc_add_##F##_##B,          \
-     cf__cc_add_key_##F##_##B,       cf__cc_delete_##F##_##B,       cf__cc_delete_key_##F##_##B,   \
-     cf__cc_contains_many_##F##_##B, cf__cc_add_many_##F##_##B},
+    {cf__cc_contains_##F##_##B,      cf__cc_contains_key_##F##_##B,                                \
+     cf__cc_add_##F##_##B,           cf__cc_add_key_##F##_##B,                                     \
+     cf__cc_delete_##F##_##B,        cf__cc_delete_key_##F##_##B,                                  \
+     cf__cc_contains_many_##F##_##B, cf__cc_add_many_##F##_##B,                                    \
+     CF__OPS_COLD(cf__kind_plain_cc)},
 #define CF__OPS_SEMI_SIMPLE(F)     CF__OPS_SIMPLE(F, CF__SEMI_B)
 #define CF__OPS_SEMI_GENERAL(F)    CF__OPS_GENERAL(F, CF__SEMI_B)
 #define CF__OPS_SEMI_CONCURRENT(F) CF__OPS_CONCURRENT(F, CF__SEMI_B)
-cf__variant CF__PASTE(cf__ops, CF__VARIANT) = {
-    [CF__GENERAL] = {CF__OPS_GENERAL(0, 0) CF__OPS_GENERAL(0, CF__SEMI_B)
-                         CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_GENERAL)
-                             CF__FAST_SHAPES(CF__OPS_GENERAL)},
-    [CF__SIMPLE] = {CF__OPS_SIMPLE(0, 0) CF__OPS_SIMPLE(0, CF__SEMI_B)
-                        CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_SIMPLE) CF__FAST_SHAPES(CF__OPS_SIMPLE)},
-    [CF__CONCURRENT] = {CF__OPS_CONCURRENT(0, 0) CF__OPS_CONCURRENT(0, CF__SEMI_B)
-                            CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_CONCURRENT)
-                                CF__FAST_SHAPES(CF__OPS_CONCURRENT)},
+cf__ops_table CF__OPS_TABLE = {
+    [CF__ROW_GENERAL] = {CF__OPS_GENERAL(0, 0) CF__OPS_GENERAL(0, CF__SEMI_B) CF__SEMI_FAST_SHAPES(
+        CF__OPS_SEMI_GENERAL) CF__FAST_SHAPES(CF__OPS_GENERAL)},
+    [CF__ROW_SIMPLE] = {CF__OPS_SIMPLE(0, 0) CF__OPS_SIMPLE(0, CF__SEMI_B) CF__SEMI_FAST_SHAPES(
+        CF__OPS_SEMI_SIMPLE) CF__FAST_SHAPES(CF__OPS_SIMPLE)},
+    [CF__ROW_CONCURRENT] = {CF__OPS_CONCURRENT(0, 0) CF__OPS_CONCURRENT(0, CF__SEMI_B)
+                                CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_CONCURRENT)
+                                    CF__FAST_SHAPES(CF__OPS_CONCURRENT)},
 };
 #undef CF__OPS_SIMPLE
 #undef CF__OPS_GENERAL
@@ -769,3 +775,4 @@ cf__variant CF__PASTE(cf__ops, CF__VARIANT) = {
 #undef CF__OPS_SEMI_SIMPLE
 #undef CF__OPS_SEMI_GENERAL
 #undef CF__OPS_SEMI_CONCURRENT
+#undef CF__OPS_COLD

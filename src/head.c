@@ -152,15 +152,17 @@ bool cf__stash_room(cf_filter *f)
 
 void cf__state_begin(cf_filter *f)
 {
-    if (cf__is_cc(f))
-        cf__cc_meta_begin(f);
+    const cf__kind *k = cf__kind_of(f);
+    if (k->state_begin)
+        k->state_begin(f);
 }
 
 void cf__state_end(cf_filter *f)
 {
-    if (cf__is_cc(f))
-        cf__cc_meta_end(f);
-    cf__sync_ops(f);
+    const cf__kind *k = cf__kind_of(f);
+    if (k->state_end)
+        k->state_end(f);
+    cf__pick_ops(f);
 }
 
 /* Move f's first n sub-filters into an array of `cap` entries in f->more (which exists),
@@ -246,8 +248,6 @@ void cf__filter_free(cf_filter *f, unsigned ntables)
     if (m) {
         if (m->cc)
             cf__cc_free(f, m->cc);
-        if (m->window)
-            cf__window_free(f, m->window);
         void *held[] = {m->load, m->search, m->wide_shapes, m->stash, m->tables};
         for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
             if (held[i])
@@ -258,7 +258,7 @@ void cf__filter_free(cf_filter *f, unsigned ntables)
 }
 
 cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned ntables,
-                          uint64_t buckets0, bool with_data, cf_filter **out)
+                          uint64_t buckets0, bool with_data, const cf__ops *ops, cf_filter **out)
 {
     cf__head h;
     cf__head_layout(p, a, ntables, &h);
@@ -268,7 +268,8 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
         return CF_ENOMEM;
     cf_filter *f = (cf_filter *)(void *)head;
     memset(f, 0, sizeof *f);
-    f->bits = (uint8_t)(h.bits | cf__variant_here() | (p->redisbloom ? CF__B_REDISBLOOM : 0u));
+    f->bits = (uint8_t)(h.bits | (p->redisbloom ? CF__B_REDISBLOOM : 0u));
+    f->ops = ops;
     if (a)
         memcpy(head + cf__head_at(h.bits, CF__B_OWN_ALLOC), a, sizeof *a);
     /* A concurrent filter's shape is its own: its tables are synchronized (table.h). */
@@ -326,7 +327,7 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
     f->ntables = ntables;
     if (p->concurrent)
         cf__cc_ready(f);
-    cf__sync_ops(f);
+    cf__pick_ops(f);
     *out = f;
     return CF_OK;
 }
@@ -499,4 +500,33 @@ void cf__truncate(cf_filter *f, unsigned n, unsigned stash_n)
         cf__resize_tables(f, f->ntables, cap);
     cf__state_end(f);
     cf__more_trim(f);
+}
+
+void cf__stash_remove(cf_filter *f, unsigned e)
+{
+    cf__state_begin(f);
+    cf__stash_store(f, e, &f->more->stash[f->stash_n - 1u]);
+    cf__stash_count(f, f->stash_n - 1u);
+    if (f->stash_n == 0)
+        cf__stash_release(f);
+    cf__state_end(f);
+}
+
+cf_status cf__bytes_of(const cf__params *p, const cf_allocator *a, uint64_t buckets,
+                       size_t table_bytes, size_t *bytes)
+{
+    size_t fixed = cf__fixed_bytes(p, a, 1);
+    if (p->concurrent) {
+        cf__shape synced = p->shape;
+        synced.sync = true;
+        size_t block;
+        if (!cf__table_block(&synced, buckets, &block))
+            return CF_EINVAL;
+        table_bytes = block;
+        fixed += cf__cc_fixed_bytes(&synced, buckets);
+    }
+    if (table_bytes > SIZE_MAX - fixed)
+        return CF_EINVAL;
+    *bytes = fixed + table_bytes;
+    return CF_OK;
 }

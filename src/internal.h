@@ -11,6 +11,7 @@
 #include "cuckoofilter.h"
 #include "hash.h"
 #include "mapping.h"
+#include "platform.h"
 #include "table.h"
 
 #include <pthread.h>
@@ -31,8 +32,10 @@ typedef struct cf__source {
     const size_t *lens;
 } cf__source;
 
-/* The hot paths of one shape, compiled for one CPU variant (fast.c). Keyed calls take
- * checked arguments: key is not NULL unless len is 0. */
+/* The hot paths of one shape, compiled for one CPU variant (fast.c), or of a kind with
+ * paths of its own (RedisBloom's layout, a window). Keyed calls take checked arguments:
+ * key is not NULL unless len is 0. The hot entries come first; after them, what no hot
+ * path reads: the filter's kind, and the table the entry belongs to. */
 typedef struct cf__ops {
     bool (*contains)(const cf_filter *f, uint64_t h);
     bool (*contains_key)(const cf_filter *f, const void *key, size_t len);
@@ -43,30 +46,31 @@ typedef struct cf__ops {
     void (*contains_many)(const cf_filter *f, const cf__source *src, size_t n, bool *out);
     size_t (*add_many)(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
                        cf_status *status);
+    const struct cf__kind *kind;
+    const struct cf__ops *table; /* entry [0][0] of its variant's table; NULL for a kind of
+                                    one entry */
 } cf__ops;
 
-/* Each variant's operations, indexed by [state][cf__kind_of(shape)]: state CF__SIMPLE for a
- * filter of one sub-filter and an empty stash, whose lookups and deletes touch two buckets
- * and nothing else, CF__GENERAL for any other (grown, stashed, loading). A filter's `ops`
- * follows its state (cf__sync_ops), so the hot paths never test it. A concurrent filter
- * has the operations of CF__CONCURRENT in every state: lookups that check it themselves,
- * writers that take the lock. */
-enum cf__state { CF__GENERAL = 0, CF__SIMPLE = 1, CF__CONCURRENT = 2, CF__STATES };
-typedef const cf__ops cf__variant[CF__STATES][CF__KINDS];
-CF__HIDDEN extern cf__variant cf__ops_base;
+/* Each variant's operations, indexed by [row][cf__code_of(shape)]: row CF__ROW_SIMPLE for
+ * a plain filter of one sub-filter and an empty stash, whose lookups and deletes touch two
+ * buckets and nothing else, CF__ROW_GENERAL for any other plain filter (grown, stashed,
+ * loading). A plain filter's `ops` follows its state (cf__pick_ops), so the hot paths
+ * never test it. A concurrent filter has the operations of row CF__ROW_CONCURRENT in
+ * every state: lookups that check it themselves, writers that take the lock. */
+enum cf__row { CF__ROW_GENERAL = 0, CF__ROW_SIMPLE, CF__ROW_CONCURRENT, CF__ROWS };
+typedef const cf__ops cf__ops_table[CF__ROWS][CF__CODES];
+CF__HIDDEN extern cf__ops_table cf__ops_base;
 #if CF__HAVE_V3
-CF__HIDDEN extern cf__variant cf__ops_v3;
+CF__HIDDEN extern cf__ops_table cf__ops_v3;
 #endif
 
-/* The variant this CPU runs (cpu.c), as cf_filter.bits: CF__B_V3 where the CPU and the
- * OS support x86-64-v3 (and the build has it), unless the environment asks for the
- * baseline; else 0. */
-CF__HIDDEN unsigned cf__variant_here(void);
+/* The entry of row `row` and code `code` in the table of entry o (o->table not NULL). */
+static inline const cf__ops *cf__ops_at(const cf__ops *o, enum cf__row row, enum cf__code code)
+{
+    return o->table + (size_t)row * CF__CODES + code;
+}
 
-/* The variant filter f runs, which its bits say (cpu.c). */
-CF__HIDDEN const cf__variant *cf__variant_of(const cf_filter *f);
-
-/* The slow paths the per-shape code falls back to (filter.c): a lookup in every sub-filter
+/* The slow paths the per-shape code falls back to (slow.c): a lookup in every sub-filter
  * and the stash; an insert whose buckets n1 and n2 in the newest sub-filter are full; a
  * delete from any sub-filter or the stash. */
 CF__HIDDEN bool cf__contains_all(const cf_filter *f, uint64_t h);
@@ -75,13 +79,15 @@ CF__HIDDEN cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, ui
  * two buckets, then cf__insert_rest_h. */
 CF__HIDDEN cf_status cf__insert_any(cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__delete_all(cf_filter *f, uint64_t h);
+/* The copies of key h in every sub-filter and the stash, as cf_count_hash counts them. */
+CF__HIDDEN uint64_t cf__count_all(const cf_filter *f, uint64_t h);
 
-/* Merging (merge.c; filter.c): put fingerprint fp, which sits in bucket x of sub-filter
+/* Merging (merge.c; slow.c): put fingerprint fp, which sits in bucket x of sub-filter
  * `from` of another filter with f's seed and first size, into f as an insert would: a
  * free slot of its pair in a sub-filter that can hold it (cf__takes), then an eviction,
  * growth, the stash (a concurrent filter's lock held). CF_OK; CF_FULL or CF_ENOMEM
  * with f as it was. Not for windowed or RedisBloom-layout filters. */
-CF__HIDDEN cf_status cf__place(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp);
+CF__HIDDEN cf_status cf__place_fp(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp);
 /* A filter of f's contents, not concurrent, made with f's allocator (persist.c); the
  * caller holds f still (a concurrent f's lock). */
 CF__HIDDEN cf_status cf__copy_plain(const cf_filter *f, cf_filter **out);
@@ -203,7 +209,6 @@ typedef struct cf__spare {
 } cf__spare;
 
 /* cf_filter.bits */
-#define CF__B_V3         1u   /* its hot paths are the x86-64-v3 variant's */
 #define CF__B_OWN_ALLOC  2u   /* a copy of a caller's allocator follows the struct */
 #define CF__B_OWN_SHAPE  4u   /* then a copy of its shape (b > CF__STATIC_SHAPE_B) */
 #define CF__B_OWN_SEARCH 8u   /* then search memory: its budget is too big for the stack */
@@ -232,10 +237,6 @@ struct cf_filter {
     uint8_t fp_bits; /* the first sub-filter's fingerprint width (the key's bits) */
     uint8_t bits;    /* CF__B_* */
 };
-
-/* malloc and free, with huge pages asked for on large blocks: for filters made without
- * an allocator (platform.c). */
-CF__HIDDEN extern const cf_allocator cf__default_allocator;
 
 static inline const cf_allocator *cf__alloc_of(const cf_filter *f)
 {
@@ -275,11 +276,6 @@ static inline unsigned cf__max_tables(const cf_filter *f)
 CF__HIDDEN cf__more *cf__more_of(cf_filter *f);
 /* Free f's `more` if it holds nothing (head.c). */
 CF__HIDDEN void cf__more_trim(cf_filter *f);
-
-/* The filter config makes, with n sub-filters (growth's sizes) and no table memory yet:
- * for a loader that gives each table its memory as its bytes arrive. CF_EINVAL for a
- * window, a concurrent filter, n = 0, n past max_sub_filters, or a size past the limits. */
-CF__HIDDEN cf_status cf__new_without_tables(const cf_config *config, unsigned n, cf_filter **out);
 
 static inline cf__stash *cf__stash_of(const cf_filter *f)
 {
@@ -340,20 +336,6 @@ CF__HIDDEN size_t cf__cc_fixed_bytes(const cf__shape *s, uint64_t buckets);
 CF__HIDDEN void cf__cc_lock(const cf_filter *f);
 CF__HIDDEN void cf__cc_unlock(const cf_filter *f);
 
-/* The writers' lock of f if it is concurrent, else nothing: for the calls that read or
- * change a whole filter of either kind. */
-static inline void cf__lock_writers(const cf_filter *f)
-{
-    if (cf__is_cc(f))
-        cf__cc_lock(f);
-}
-
-static inline void cf__unlock_writers(const cf_filter *f)
-{
-    if (cf__is_cc(f))
-        cf__cc_unlock(f);
-}
-
 /* A concurrent filter's `meta` section (see cf__state_begin, its one caller). */
 CF__HIDDEN void cf__cc_meta_begin(cf_filter *f);
 CF__HIDDEN void cf__cc_meta_end(cf_filter *f);
@@ -371,7 +353,7 @@ CF__HIDDEN uint64_t cf__cc_count(const cf_filter *f, uint64_t h);
 /* Every change to what lookups find outside the tables (the sub-filter count and array,
  * the stash) happens between cf__state_begin and cf__state_end (head.c). The pair is
  * where a filter's kind matters: a concurrent filter's readers learn of the change from
- * its `meta` counter, and every filter's operations follow its new state (cf__sync_ops).
+ * its `meta` counter, and every filter's operations follow its new state (cf__pick_ops).
  * The fields it changes are stored through the calls below, as atomics of their size for
  * every filter (a plain store where the processor needs no more), so that the writers
  * need not know whether lookups run beside them. */
@@ -394,6 +376,13 @@ static inline void cf__publish_tables(cf_filter *f, cf__table *tables)
 static inline void cf__publish_ntables(cf_filter *f, unsigned n)
 {
     atomic_store_explicit((_Atomic uint32_t *)(void *)&f->ntables, n, memory_order_release);
+}
+
+/* The sub-filter count as a reader beside the writers reads it (acquire). */
+static inline unsigned cf__ntables_now(const cf_filter *f)
+{
+    return atomic_load_explicit((_Atomic uint32_t *)(void *)(uintptr_t)&f->ntables,
+                                memory_order_acquire);
 }
 
 /* Stash entry e, and the stash's count. */
@@ -425,13 +414,12 @@ static inline bool cf__is_rb(const cf_filter *f)
 #define CF__RB_BUCKET  2u
 #define CF__RB_KICKS   20u
 
-CF__HIDDEN uint64_t cf__rb_hash(const void *key, size_t len);
-/* Its operations, without and with CF_CONCURRENT (every call under the writers' lock). */
-CF__HIDDEN extern const cf__ops cf__rb_ops, cf__rb_ops_cc;
-CF__HIDDEN uint64_t cf__rb_count(const cf_filter *f, uint64_t h);
-/* cf_compact's moves: every fingerprint of a newer sub-filter into the oldest one whose
- * buckets for it have room. */
-CF__HIDDEN void cf__rb_compact_moves(cf_filter *f);
+/* The first ops of a filter of the layout, without and with CF_CONCURRENT (every call
+ * under the writers' lock): its kind's. */
+CF__HIDDEN const cf__ops *cf__rb_ops_for(bool concurrent);
+/* Make f (of the layout, n sub-filters, no table memory: cf_table_load_begin) a filter
+ * that loads its raw tables by cf_table_write; CF_ENOMEM with f as it was. */
+CF__HIDDEN cf_status cf__rb_raw_begin(cf_filter *f, unsigned n);
 
 /* ------------------------------------------------------------------------------------ */
 /* Windowed filters (cf_config.generations, window.c)                                   */
@@ -468,8 +456,6 @@ static inline bool cf__gen_ready(const cf_filter *g)
     return g && !(g->more && g->more->load);
 }
 
-CF__HIDDEN extern const cf__ops cf__window_ops;
-
 /* The generation `age` advances old (0 the newest). */
 static inline cf_filter *cf__gen_at(const struct cf__window *w, unsigned age)
 {
@@ -482,35 +468,81 @@ static inline struct cf__window *cf__window_of(const cf_filter *f)
     return f->more->window;
 }
 
-/* Point f->ops at the operations for f's state: to be called whenever the number of
- * complete sub-filters or of stash entries changes. A concurrent filter's never change
- * (readers load them with no ordering): those of its first sub-filter's shape, set once. */
-static inline void cf__sync_ops(cf_filter *f)
+/* ------------------------------------------------------------------------------------ */
+/* Kinds                                                                                */
+/* ------------------------------------------------------------------------------------ */
+/* A filter's kind is fixed when it is made or loaded, by the ops it starts with
+ * (cf__filter_make): plain and plain concurrent (plain.c), RedisBloom's layout without and
+ * with CF_CONCURRENT (redisbloom.c), windowed (window.c). Its hot calls go through
+ * f->ops; its cold calls, those in which kinds differ, through the kind's table,
+ * f->ops->kind. A NULL entry means the plain filter's: the dispatch below, and plain.h's
+ * for the calls above the kinds, calls that. DESIGN.md, "Adding a kind", lists what a new
+ * kind touches. */
+typedef struct cf__kind {
+    const char *name;
+    unsigned flags; /* the CF_* flags cf_get_config reports for the kind */
+    bool composite; /* a head whose parts hold the tables (none of its own) */
+    /* Free the filter and what the kind holds beyond the plain object (cf_free). */
+    void (*release)(cf_filter *f);
+    void (*clear)(cf_filter *f);
+    cf_status (*compact)(cf_filter *f);
+    uint64_t (*count)(const cf_filter *f, uint64_t h);
+    uint64_t (*hash)(const cf_filter *f, const void *key, size_t len);
+    void (*stats)(const cf_filter *f, cf_stats *out);
+    void (*config)(const cf_filter *f, cf_config *out);
+    /* Hold the writers still, for a call that reads or changes the whole filter; NULL:
+     * nothing to hold (a plain filter's callers give such calls exclusive access). */
+    void (*hold)(const cf_filter *f);
+    void (*unhold)(const cf_filter *f);
+    /* Around a change of state (cf__state_begin, cf__state_end); NULL: nothing. */
+    void (*state_begin)(cf_filter *f);
+    void (*state_end)(cf_filter *f);
+    /* The ops f's state takes; NULL: the plain filter's (cf__plain_pick). */
+    const cf__ops *(*pick)(const cf_filter *f);
+} cf__kind;
+
+/* The plain kinds (plain.c): fast.c's tables point at them. */
+CF__HIDDEN extern const cf__kind cf__kind_plain, cf__kind_plain_cc;
+
+static inline const cf__kind *cf__kind_of(const cf_filter *f)
 {
-    if (CF__UNLIKELY(cf__is_window(f))) { /* its generations have their own states */
-        f->ops = &cf__window_ops;
-        return;
-    }
-    if (CF__UNLIKELY(cf__is_rb(f))) { /* one table for every state, set once (as below) */
-        const cf__ops *ops = cf__is_cc(f) ? &cf__rb_ops_cc : &cf__rb_ops;
-        if (f->ops != ops)
-            f->ops = ops;
-        return;
-    }
-    const cf__variant *v = cf__variant_of(f);
-    if (cf__is_cc(f)) {
-        const cf__ops *ops = &(*v)[CF__CONCURRENT][cf__kind_of(cf__shape0(f))];
-        if (f->ops != ops)
-            f->ops = ops;
-        return;
-    }
-    /* The shape is the newest sub-filter's, where inserts go (lookups of the general
-     * state go through every sub-filter, each with its own). */
+    return f->ops->kind;
+}
+
+static inline void cf__hold(const cf_filter *f)
+{
+    const cf__kind *k = cf__kind_of(f);
+    if (k->hold)
+        k->hold(f);
+}
+
+static inline void cf__unhold(const cf_filter *f)
+{
+    const cf__kind *k = cf__kind_of(f);
+    if (k->unhold)
+        k->unhold(f);
+}
+
+/* A plain filter's ops for its state: those of its newest sub-filter's shape, where
+ * inserts go (lookups of the general state go through every sub-filter, each with its
+ * own); the simple state's read the struct's own sub-filter (f->t0), saving the load of
+ * f->tables, so the one sub-filter must be there. */
+static inline const cf__ops *cf__plain_pick(const cf_filter *f)
+{
     const cf__shape *s = f->tables[f->ntables ? f->ntables - 1 : 0].shape;
-    /* The simple state's operations read the struct's own sub-filter (f->t0), saving the
-     * load of f->tables: the one sub-filter must be there. */
     bool simple = cf__is_simple(f) && f->tables == &f->t0;
-    f->ops = &(*v)[simple ? CF__SIMPLE : CF__GENERAL][cf__kind_of(s)];
+    return cf__ops_at(f->ops, simple ? CF__ROW_SIMPLE : CF__ROW_GENERAL, cf__code_of(s));
+}
+
+/* Point f->ops at the operations for f's state: whenever the number of complete
+ * sub-filters or of stash entries changes (cf__state_end). Stored only if they differ: a
+ * concurrent filter's readers load them with no ordering (and its never change). */
+static inline void cf__pick_ops(cf_filter *f)
+{
+    const cf__kind *k = cf__kind_of(f);
+    const cf__ops *to = k->pick ? k->pick(f) : cf__plain_pick(f);
+    if (f->ops != to)
+        f->ops = to;
 }
 
 /* The filter's hash of a key (XXH3-64 with its seed): 8- and 16-byte keys inline, others
@@ -541,6 +573,33 @@ typedef struct cf__params {
     bool redisbloom; /* CF_REDISBLOOM (a file's hash id 2) */
 } cf__params;
 
+/* Settings (config.c). */
+/* The end of the last field of each struct this library knows: a caller's struct may be
+ * larger (a later header's), and then the bytes past these must be 0. */
+#define CF__CONFIG_END (offsetof(cf_config, window) + sizeof(uint64_t))
+
+#define CF__STATS_END (offsetof(cf_stats, generations_used) + sizeof(unsigned))
+
+_Static_assert(CF__CONFIG_END == sizeof(cf_config),
+               "a field appended to cf_config: move CF__CONFIG_END");
+
+_Static_assert(CF__STATS_END == sizeof(cf_stats),
+               "a field appended to cf_stats: move CF__STATS_END");
+
+/* A caller's config of `size` bytes copied into *c (the fields it lacks read 0, their
+ * defaults; bytes past the fields this library knows must be 0, since ignoring a field the
+ * caller set would give a filter other than the one asked for), resolved into *p and
+ * sized: the first sub-filter's buckets and table bytes. CF_EINVAL with *why (if not NULL)
+ * the reason. What cf_new, cf_bytes_needed and cf_config_resolve start from. */
+CF__HIDDEN cf_status cf__config_sized(const cf_config *config, size_t size, cf_config *c,
+                                      cf__params *p, uint64_t *buckets, size_t *table_bytes,
+                                      const char **why);
+/* cf_expected_fpr; log(1 - p) of f-bit fingerprints (see cf__expected_fpr); the rate of
+ * `tables` sub-filters at full load that widen by `widen` (cf_stats.fpr_bound). */
+CF__HIDDEN double cf__expected_fpr(unsigned fingerprint_bits, unsigned bucket_size, double loads);
+CF__HIDDEN double cf__log_miss(unsigned f);
+CF__HIDDEN double cf__fpr_bound(unsigned f, unsigned b, unsigned widen, unsigned tables);
+
 /* Fingerprint bits that sub-filter k adds to the first's f: ceil(k * widen / 256), up to
  * 32 bits in all. */
 static inline unsigned cf__ext_of(unsigned f, unsigned widen, unsigned k)
@@ -551,14 +610,26 @@ static inline unsigned cf__ext_of(unsigned f, unsigned widen, unsigned k)
 
 /* A filter with `ntables` sub-filters, the first of buckets0 buckets, each next one
  * `expansion` times larger, all empty. Without with_data, the tables get no memory (data
- * NULL) and the caller points them somewhere. Every size must have been checked. */
+ * NULL) and the caller points them somewhere. Every size must have been checked. `ops`
+ * is an entry of the kind's ops (cpu.c's cf__make chooses; a window's head its own): the
+ * filter then takes those of its state (cf__pick_ops). */
 CF__HIDDEN cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned ntables,
-                                     uint64_t buckets0, bool with_data, cf_filter **out);
+                                     uint64_t buckets0, bool with_data, const cf__ops *ops,
+                                     cf_filter **out);
+
+/* cf__filter_make with the ops of the kind p describes (cpu.c): RedisBloom's layout or
+ * a plain kind, concurrent or not, in the variant this CPU runs. */
+CF__HIDDEN cf_status cf__make(const cf__params *p, const cf_allocator *a, unsigned ntables,
+                              uint64_t buckets0, bool with_data, cf_filter **out);
 
 /* The bytes of a filter with `ntables` sub-filters besides its tables, made with
  * allocator a (NULL: the default): the head (the struct and what follows it), `more`
  * and the sub-filter array, as cf__filter_make allocates them. */
 CF__HIDDEN size_t cf__fixed_bytes(const cf__params *p, const cf_allocator *a, unsigned ntables);
+/* The bytes cf_new takes for a filter of settings p whose first sub-filter has `buckets`
+ * buckets in `table_bytes` (head.c); CF_EINVAL past SIZE_MAX. */
+CF__HIDDEN cf_status cf__bytes_of(const cf__params *p, const cf_allocator *a, uint64_t buckets,
+                                  size_t table_bytes, size_t *bytes);
 
 /* Room for a full stash in f's `more` (false if an allocation fails: nothing changed). */
 CF__HIDDEN bool cf__stash_room(cf_filter *f);
@@ -577,16 +648,16 @@ CF__HIDDEN cf_status cf__window_bytes(const cf_config *c, const cf__params *p, s
  * generations, none made yet (gen[i] NULL); then the caller fills gen[]. */
 CF__HIDDEN cf_status cf__window_head(const cf__params *p, const cf_allocator *a, unsigned n,
                                      uint64_t window, uint64_t generation, cf_filter **out);
-/* Free the generations and the window struct (by cf_free, through cf__release). */
-CF__HIDDEN void cf__window_free(cf_filter *f, struct cf__window *w);
-CF__HIDDEN void cf__window_clear(cf_filter *f);
-CF__HIDDEN cf_status cf__window_compact(cf_filter *f);
-CF__HIDDEN uint64_t cf__window_count(const cf_filter *f, uint64_t h);
-CF__HIDDEN void cf__window_stats(const cf_filter *f, cf_stats *out);
-CF__HIDDEN void cf__window_config(const cf_filter *f, cf_config *out);
-/* The writers' lock of a concurrent windowed filter (nothing for others). */
-CF__HIDDEN void cf__window_lock(const cf_filter *f);
-CF__HIDDEN void cf__window_unlock(const cf_filter *f);
+/* The window's own calls (the public ones in api.c): an advance by one generation or to
+ * `generation` (to); the generation of time `now`; lookups, counts and batched lookups as
+ * at a generation; the stats of the generation `age` advances old (there). */
+CF__HIDDEN cf_status cf__window_step(cf_filter *f, bool to, uint64_t generation);
+CF__HIDDEN uint64_t cf__window_generation_at(const cf_filter *f, uint64_t now);
+CF__HIDDEN bool cf__window_contains_at(const cf_filter *f, uint64_t h, uint64_t generation);
+CF__HIDDEN uint64_t cf__window_count_at(const cf_filter *f, uint64_t h, uint64_t generation);
+CF__HIDDEN void cf__window_many_at(const cf_filter *f, const cf__source *src, size_t n,
+                                   uint64_t generation, bool *out);
+CF__HIDDEN void cf__window_gen_stats(const cf_filter *f, unsigned age, cf_stats *out);
 
 /* ------------------------------------------------------------------------------------ */
 /* The object (head.c)                                                                  */
@@ -627,8 +698,10 @@ static inline cf__search *cf__search_of(cf_filter *f)
  * the allocation failed (the search then runs on the stack, as before). */
 CF__HIDDEN cf__search *cf__own_search(cf_filter *f, uint32_t budget);
 
-/* A new stash entry, in a stash with room. */
+/* A new stash entry, in a stash with room; stash entry e dropped (the stash's memory goes
+ * with its last entry, but a concurrent filter's, which readers may be reading). */
 CF__HIDDEN void cf__stash_push(cf_filter *f, cf__stash x);
+CF__HIDDEN void cf__stash_remove(cf_filter *f, unsigned e);
 /* An empty stash's memory goes (but a concurrent filter's, which readers may be reading:
  * it has its stash from the start). Inside a change of state. */
 CF__HIDDEN void cf__stash_release(cf_filter *f);
@@ -638,16 +711,5 @@ CF__HIDDEN void cf__stash_release(cf_filter *f);
  * changed); then, once the caller has put its key there, the count that publishes it. */
 CF__HIDDEN cf_status cf__table_append(cf_filter *f, cf__table **out);
 CF__HIDDEN void cf__table_publish(cf_filter *f);
-
-/* ------------------------------------------------------------------------------------ */
-/* The operating system (platform.c)                                                    */
-/* ------------------------------------------------------------------------------------ */
-
-/* Map `len` > 0 bytes of the open file fd, read-only and shared; NULL on failure (errno
- * says why). */
-CF__HIDDEN void *cf__map_file(int fd, size_t len);
-
-/* Release a mapping made by cf__map_file. */
-CF__HIDDEN void cf__unmap(void *map, size_t len);
 
 #endif /* CF_INTERNAL_H */

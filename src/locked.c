@@ -23,7 +23,7 @@
  * other state between holders (concurrent.c, cf__cc_settle): a writer of stripes that
  * gets one knows the filter is simple, with no check, and one that waits for one gives
  * up and takes the lock once `meta` says the state is another. Under the lock the writes
- * are filter.c's, as for one writer.
+ * are evict.c's, as for one writer.
  */
 #include "concurrent.h"
 #include "evict.h"
@@ -34,7 +34,7 @@
 
 /* The distinct stripes of the buckets of the path planned in z, ascending, into out, and
  * in *root the stripe of its root (which fp goes into), for a writer that waits for them
- * (cf__take); the path has at most CF__PATH_MAX buckets (cf__path_try saw them). Each put
+ * (cf__stripes_take); the path has at most CF__PATH_MAX buckets (cf__path_try saw them). Each put
  * in its place as the walk meets it: a path is short. */
 static unsigned cf__path_stripes(const cf__search *z, uint64_t out[CF__PATH_MAX], uint64_t *root)
 {
@@ -58,7 +58,7 @@ static unsigned cf__path_stripes(const cf__search *z, uint64_t out[CF__PATH_MAX]
     }
 }
 
-static bool cf__has(const uint64_t *stripes, unsigned n, uint64_t x)
+static bool cf__stripes_has(const uint64_t *stripes, unsigned n, uint64_t x)
 {
     bool have = false;
     for (unsigned j = 0; j < n; j++)
@@ -66,7 +66,7 @@ static bool cf__has(const uint64_t *stripes, unsigned n, uint64_t x)
     return have;
 }
 
-static void cf__give(atomic_uint *locks, const uint64_t *stripes, unsigned n)
+static void cf__stripes_give(atomic_uint *locks, const uint64_t *stripes, unsigned n)
 {
     for (unsigned i = n; i-- > 0;)
         cf__sync_unlock(locks, stripes[i]);
@@ -93,15 +93,15 @@ static enum cf__took cf__path_try(const struct cf__cc *cc, const cf__search *z,
     for (uint32_t cur = z->end;; cur = q[cur].parent) {
         uint64_t x = q[cur].bucket >> CF__SYNC_STRIPE_SHIFT;
         if (len++ == CF__PATH_MAX) {
-            cf__give(locks, out, m);
+            cf__stripes_give(locks, out, m);
             return CF__TOOK_LONG;
         }
-        if (!cf__has(held, nh, x)) {
+        if (!cf__stripes_has(held, nh, x)) {
             /* (a trylock of a stripe it took changes nothing, and fails) */
             if (cf__sync_trylock(locks, x))
                 out[m++] = x;
-            else if (!cf__has(out, m, x)) {
-                cf__give(locks, out, m);
+            else if (!cf__stripes_has(out, m, x)) {
+                cf__stripes_give(locks, out, m);
                 return CF__TOOK_BUSY;
             }
         }
@@ -116,11 +116,11 @@ static enum cf__took cf__path_try(const struct cf__cc *cc, const cf__search *z,
 /* The stripes of n distinct ascending `want` taken, waiting, in order (as every writer
  * that waits for several takes them); false, with none held, if the filter is in a state
  * writers of stripes may not write (cf__cc_stripe_lock). */
-static bool cf__take(const struct cf__cc *cc, const uint64_t *want, unsigned n)
+static bool cf__stripes_take(const struct cf__cc *cc, const uint64_t *want, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)
         if (!cf__cc_stripe_lock(cc, want[i])) {
-            cf__give(cc->locks0, want, i);
+            cf__stripes_give(cc->locks0, want, i);
             return false;
         }
     return true;
@@ -174,12 +174,12 @@ bool cf__cc_evict(const cf_filter *f, cf__table *t, const uint64_t pair[2], uint
             if (nh) /* one that holds stripes waits for none: it plans again */
                 continue;
             n = cf__path_stripes(z, stripes, &root);
-            if (!cf__take(cc, stripes, n)) /* (it gives up only in another state) */
+            if (!cf__stripes_take(cc, stripes, n)) /* (it gives up only in another state) */
                 break;
         }
-        if ((done = cf__path_commit(t, cc->kind0, z, fp))) /* fp went into its root */
+        if ((done = cf__path_commit(t, cc->code0, z, fp))) /* fp went into its root */
             cf__sync_count(cc->locks0, root, +1);
-        cf__give(cc->locks0, stripes, n);
+        cf__stripes_give(cc->locks0, stripes, n);
         if (done)
             break;
     }

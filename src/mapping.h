@@ -26,7 +26,7 @@
  * of sub-filter k to sub-filter j < k (floor division by e^(k - j)) gives the key's pair
  * there, for every key: two keys whose fingerprint and pair coincide in a sub-filter
  * coincide in every older one. That is what makes deletes safe in a grown filter (see
- * filter.c). In sub-filter k, the keys with the same r form e^k independent copies of a
+ * slow.c). In sub-filter k, the keys with the same r form e^k independent copies of a
  * table of m_0 buckets, each at the whole table's load. */
 typedef struct cf__key {
     uint64_t x;   /* the index bits, h << f: a fraction of 2^64 */

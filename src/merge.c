@@ -1,9 +1,9 @@
 /*
- * merge.c - cf_merge and cf_new_like: one filter from filters built apart.
+ * merge.c - cf_merge: one filter from filters built apart.
  *
  * Every fingerprint of the source is re-inserted into the destination from where it sits:
  * its bucket there and its fingerprint give its pair in any sub-filter of the same scale
- * or smaller (cf__place), without its key. So two filters merge exactly when the keys map
+ * or smaller (cf__place_fp), without its key. So two filters merge exactly when the keys map
  * the same way in both: same seed, fingerprint width, bucket shape and first size.
  *
  * Atomicity by copy: the destination's tables are copied before the first insert and put
@@ -20,7 +20,7 @@
  * Both filters' writers' locks are held throughout (taken in address order, so that two
  * merges of the same pair the other way round cannot deadlock).
  */
-#include "internal.h"
+#include "plain.h"
 
 #include <string.h>
 
@@ -152,7 +152,7 @@ static bool cf__merge_by_hash(cf_filter *dst, const cf__table *t, cf_status *st)
 /* Every fingerprint of src into dst: the oldest sub-filter's first (they have the fewest
  * places to go, so they take them while there is room), then the stash. Through the
  * insert path where dst is one sub-filter that cannot grow (fast: plain, fixed, one) and
- * the sub-filter has the first one's size and width; else each with cf__place. */
+ * the sub-filter has the first one's size and width; else each with cf__place_fp. */
 static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool fast)
 {
     for (unsigned k = 0; k < src->ntables; k++) {
@@ -167,12 +167,13 @@ static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool fast)
         uint32_t fps[CF_MAX_BUCKET_SIZE];
         for (uint64_t x = 0; x < t->buckets; x++)
             for (unsigned j = 0, n = cf__bucket_fps(t, s, x, fps); j < n; j++)
-                if ((st = cf__place(dst, t, x, fps[j])) != CF_OK)
+                if ((st = cf__place_fp(dst, t, x, fps[j])) != CF_OK)
                     return st;
     }
     const cf__stash *stash = cf__stash_of(src);
     for (unsigned e = 0; e < src->stash_n; e++) {
-        cf_status st = cf__place(dst, &src->tables[stash[e].table], stash[e].bucket, stash[e].fp);
+        cf_status st =
+            cf__place_fp(dst, &src->tables[stash[e].table], stash[e].bucket, stash[e].fp);
         if (st != CF_OK)
             return st;
     }
@@ -188,10 +189,11 @@ static cf_status cf__merge_held(cf_filter *dst, const cf_filter *src)
     if (cf__is_cc(dst)) {
         cf_filter *trial = NULL;
         st = cf__copy_plain(dst, &trial);
-        if (st == CF_OK) /* the very path the second run takes: cf__place's */
+        if (st == CF_OK) /* the very path the second run takes: cf__place_fp's */
             st = cf__merge_all(trial, src, false);
         unsigned ntables = trial ? trial->ntables : 0, stash_n = trial ? trial->stash_n : 0;
-        cf_free(trial);
+        if (trial)
+            cf__release(trial);
         if (st == CF_OK) /* what the trial allocated, allocated on dst before it changes */
             st = cf__reserve_like(dst, ntables, stash_n);
         if (st == CF_OK) {
@@ -220,11 +222,11 @@ cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason)
     } else if ((why = cf__merge_refusal(dst, src)) == NULL) {
         const cf_filter *first = (uintptr_t)dst < (uintptr_t)src ? dst : src;
         const cf_filter *second = first == dst ? src : dst;
-        cf__lock_writers(first);
-        cf__lock_writers(second);
+        cf__hold(first);
+        cf__hold(second);
         st = cf__merge_held(dst, src);
-        cf__unlock_writers(second);
-        cf__unlock_writers(first);
+        cf__unhold(second);
+        cf__unhold(first);
         why = st == CF_OK     ? NULL
               : st == CF_FULL ? "the merged fingerprints do not fit in the destination"
                               : "out of memory";
@@ -232,14 +234,4 @@ cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason)
     if (reason)
         *reason = why;
     return st;
-}
-
-cf_status cf_new_like(const cf_filter *model, const cf_allocator *allocator, cf_filter **out)
-{
-    if (!model || !out || cf_is_loading(model))
-        return CF_EINVAL;
-    cf_config c;
-    cf_get_config(model, &c);
-    c.allocator = allocator;
-    return cf_new(&c, out);
 }

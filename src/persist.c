@@ -20,7 +20,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "internal.h"
+#include "plain.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -429,37 +429,6 @@ static uint64_t cf__file_sum(const cf_filter *f)
     return cf__emit_body(&k, f);
 }
 
-/* The writers' lock of a concurrent filter, held by the calls that read a whole filter
- * (its size, its bytes, its chunks), so that what they read is one state of it. */
-static void cf__hold(const cf_filter *f)
-{
-    if (!cf__is_window(f)) {
-        cf__lock_writers(f);
-        return;
-    }
-    /* Every write of its generations takes the window's lock; each concurrent generation's
-     * own lock is taken too, because that is what brings its stripes' counts into its
-     * tables' item counts, which its image's descriptors carry. */
-    cf__window_lock(f);
-    const struct cf__window *w = cf__window_of(f);
-    for (unsigned i = 0; i < w->n; i++)
-        if (w->gen[i])
-            cf__lock_writers(w->gen[i]);
-}
-
-static void cf__release_hold(const cf_filter *f)
-{
-    if (!cf__is_window(f)) {
-        cf__unlock_writers(f);
-        return;
-    }
-    const struct cf__window *w = cf__window_of(f);
-    for (unsigned i = w->n; i-- > 0;)
-        if (w->gen[i])
-            cf__unlock_writers(w->gen[i]);
-    cf__window_unlock(f);
-}
-
 /* Still loading by chunks: a plain filter, or a window some of whose images have not all
  * arrived. */
 static bool cf__loading_any(const cf_filter *f)
@@ -481,7 +450,7 @@ size_t cf_serialized_size(const cf_filter *f)
         return 0;
     cf__hold(f);
     size_t n = cf__serialized_size(f);
-    cf__release_hold(f);
+    cf__unhold(f);
     return n;
 }
 
@@ -519,7 +488,7 @@ cf_status cf_serialize(const cf_filter *f, void *buf, size_t cap, size_t *writte
         return CF_EINVAL;
     cf__hold(f);
     cf_status st = cf__serialize(f, buf, cap, written);
-    cf__release_hold(f);
+    cf__unhold(f);
     return st;
 }
 
@@ -542,7 +511,7 @@ typedef struct cf__meta {
  * stream being read). */
 typedef enum { CF__WHOLE, CF__HEADER_CHUNK, CF__PREFIX } cf__extent;
 
-static cf_status cf__bad(const char **why, const char *text)
+static cf_status cf__corrupt(const char **why, const char *text)
 {
     *why = text;
     return CF_ECORRUPT;
@@ -573,12 +542,12 @@ static void cf__shape_for(const cf__params *p, unsigned k, cf__shape *sk)
 static cf_status cf__parse_start(const uint8_t *b, size_t len, const char **why)
 {
     if (len < sizeof cf__magic || memcmp(b, cf__magic, sizeof cf__magic) != 0)
-        return cf__bad(why, len == 0 ? "empty" : "not a cuckoo filter (bad magic number)");
+        return cf__corrupt(why, len == 0 ? "empty" : "not a cuckoo filter (bad magic number)");
     if (len < CF__HEADER_BYTES)
-        return cf__bad(why, "truncated: shorter than the 64-byte header");
+        return cf__corrupt(why, "truncated: shorter than the 64-byte header");
     unsigned version = cf__load_le16(b + CF__H_VERSION);
     if (version == 0)
-        return cf__bad(why, "bad format version 0");
+        return cf__corrupt(why, "bad format version 0");
     if (version > CF_FORMAT_VERSION) {
         *why = "written by a newer format version";
         return CF_EVERSION;
@@ -591,7 +560,7 @@ static cf_status cf__parse_start(const uint8_t *b, size_t len, const char **why)
         return CF_EVERSION;
     }
     if (cf__load_le16(b + CF__H_HEADER_BYTES) != CF__HEADER_BYTES)
-        return cf__bad(why, "bad header length");
+        return cf__corrupt(why, "bad header length");
     return CF_OK;
 }
 
@@ -609,26 +578,26 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     if (st != CF_OK)
         return st;
     if (cf__is_window_file(b, len))
-        return cf__bad(why, "a windowed file where one filter was expected");
+        return cf__corrupt(why, "a windowed file where one filter was expected");
     m->total = cf__load_le64(b + CF__H_TOTAL);
     if (extent == CF__WHOLE && m->total != len)
-        return cf__bad(why, m->total > len ? "truncated: shorter than its header says"
-                                           : "longer than its header says");
+        return cf__corrupt(why, m->total > len ? "truncated: shorter than its header says"
+                                               : "longer than its header says");
     m->ntables = cf__load_le32(b + CF__H_TABLES);
     m->nstash = b[CF__H_STASH];
     if (m->ntables == 0 || m->ntables > CF_MAX_SUB_FILTERS)
-        return cf__bad(why, "bad sub-filter count");
+        return cf__corrupt(why, "bad sub-filter count");
     if (m->nstash > CF__STASH_SLOTS)
-        return cf__bad(why, "bad stash count");
+        return cf__corrupt(why, "bad stash count");
     m->meta_len = cf__meta_len(m->ntables, m->nstash);
     if (extent == CF__HEADER_CHUNK ? m->meta_len + CF__SUM_BYTES != len : m->meta_len > len)
-        return cf__bad(why, extent == CF__HEADER_CHUNK ? "header chunk of the wrong length"
-                                                       : "truncated: shorter than its header");
+        return cf__corrupt(why, extent == CF__HEADER_CHUNK ? "header chunk of the wrong length"
+                                                           : "truncated: shorter than its header");
     /* From here on, the meta section is all present: check its sum before reading more. */
     m->base = b;
     if (XXH3_64bits(b, (size_t)m->meta_len - CF__SUM_BYTES) !=
         cf__load_le64(b + m->meta_len - CF__SUM_BYTES))
-        return cf__bad(why, "header checksum mismatch");
+        return cf__corrupt(why, "header checksum mismatch");
     /* A sound header with unknown flags or hash comes from a newer writer. */
     uint32_t flags = cf__load_le32(b + CF__H_FLAGS);
     if ((flags & ~CF__FLAGS_KNOWN) != 0 ||
@@ -637,7 +606,7 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         return CF_EVERSION;
     }
     if (cf__load_le32(b + CF__H_RESERVED2) != 0)
-        return cf__bad(why, "reserved header field is not zero");
+        return cf__corrupt(why, "reserved header field is not zero");
 
     cf__params *p = &m->p;
     unsigned f = b[CF__H_FP_BITS], bsize = b[CF__H_BUCKET];
@@ -652,21 +621,21 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         p->capacity == 0 || p->max_kicks == 0 || p->expansion > CF_MAX_EXPANSION ||
         p->max_tables == 0 || p->max_tables > CF_MAX_SUB_FILTERS || m->ntables > p->max_tables ||
         (p->expansion == 0 && m->ntables != 1))
-        return cf__bad(why, "parameter out of range");
+        return cf__corrupt(why, "parameter out of range");
     /* Widening: flagged, of a growing filter, and no faster than to 32 bits at once. */
     if ((p->widen != 0) != ((flags & CF__FLAG_WIDEN) != 0) ||
         (p->widen != 0 && (p->expansion == 0 || p->widen > 256u * (32u - f))))
-        return cf__bad(why, "bad fingerprint widening");
+        return cf__corrupt(why, "bad fingerprint widening");
     bool semi = (flags & CF__FLAG_SEMI) != 0;
     if (semi && bsize != CF__SEMI_BUCKET)
-        return cf__bad(why, "semi-sorted buckets of other than 4 slots");
+        return cf__corrupt(why, "semi-sorted buckets of other than 4 slots");
     cf__shape_init(&p->shape, f, bsize, semi);
     /* RedisBloom's layout: its fingerprints, no seed, no widening or semi-sorting, no
      * stash, sizes that are powers of two (checked with each table below). */
     p->redisbloom = b[CF__H_HASH] == CF__HASH_RB;
     if (p->redisbloom && (f != CF__RB_FP_BITS || flags != 0 || p->seed != 0 || m->nstash != 0 ||
                           (p->expansion & (p->expansion - 1u)) != 0))
-        return cf__bad(why, "bad settings for RedisBloom's layout");
+        return cf__corrupt(why, "bad settings for RedisBloom's layout");
 
     /* The tables: sizes nested as growth makes them, placed where the layout says. */
     uint64_t pos = cf__align_up(m->meta_len), buckets = 0;
@@ -679,22 +648,22 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         if (k == 0)
             want = m->buckets0 = cf__load_le64(d + CF__D_BUCKETS);
         else if (!cf__mul_u64(buckets, p->expansion, &want))
-            return cf__bad(why, "sub-filter size out of range");
+            return cf__corrupt(why, "sub-filter size out of range");
         buckets = cf__load_le64(d + CF__D_BUCKETS);
         if (buckets != want || buckets < 2 || buckets % 2 != 0 ||
             (p->redisbloom && (buckets & (buckets - 1u)) != 0) ||
             !cf__table_bytes(&sk, buckets, &bytes))
-            return cf__bad(why, "bad sub-filter size");
+            return cf__corrupt(why, "bad sub-filter size");
         cf__mul_u64(buckets, bsize, &slots); /* cannot overflow: bounded by the table size */
         if (cf__load_le64(d + CF__D_ITEMS) > slots)
-            return cf__bad(why, "more items than slots");
+            return cf__corrupt(why, "more items than slots");
         uint64_t len_k = cf__data_bytes(&sk, buckets);
         if (cf__load_le64(d + CF__D_OFFSET) != pos || cf__load_le64(d + CF__D_LENGTH) != len_k)
-            return cf__bad(why, "bad table offset or length");
+            return cf__corrupt(why, "bad table offset or length");
         pos = cf__align_up(pos + len_k); /* < 2^63: 65536 tables of at most 2^46 bytes */
     }
     if (pos + CF__SUM_BYTES != m->total)
-        return cf__bad(why, "total length disagrees with the tables");
+        return cf__corrupt(why, "total length disagrees with the tables");
     for (unsigned e = 0; e < m->nstash; e++) {
         const uint8_t *x = cf__entry(m, e);
         uint64_t bucket = cf__load_le64(x + CF__E_BUCKET);
@@ -703,7 +672,7 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         /* its low f bits are the key's fingerprint, never 0, in a wider table too */
         if (table >= m->ntables || (fp & p->shape.fp_mask) == 0 || (uint64_t)fp >> width != 0 ||
             bucket >= cf__load_le64(cf__desc(m, table) + CF__D_BUCKETS))
-            return cf__bad(why, "bad stash entry");
+            return cf__corrupt(why, "bad stash entry");
     }
     return CF_OK;
 }
@@ -725,7 +694,7 @@ static cf_status cf__check_body(const cf__meta *m, const char **why)
     const uint8_t *b = m->base;
     if (XXH3_64bits(b, (size_t)m->total - CF__SUM_BYTES) !=
         cf__load_le64(b + m->total - CF__SUM_BYTES))
-        return cf__bad(why, "checksum mismatch");
+        return cf__corrupt(why, "checksum mismatch");
     uint64_t pos = m->meta_len;
     const cf__params *p = &m->p;
     cf__shape sk = p->shape;
@@ -734,14 +703,14 @@ static cf_status cf__check_body(const cf__meta *m, const char **why)
                                         : m->total - CF__SUM_BYTES;
         for (; pos < start; pos++)
             if (b[pos] != 0)
-                return cf__bad(why, "padding is not zero");
+                return cf__corrupt(why, "padding is not zero");
         if (k == m->ntables)
             break;
         const uint8_t *d = cf__desc(m, k);
         cf__shape_for(p, k, &sk);
         if (!cf__table_sound(&sk, b + start, cf__load_le64(d + CF__D_BUCKETS),
                              cf__load_le64(d + CF__D_ITEMS)))
-            return cf__bad(why, "table contents disagree with the header");
+            return cf__corrupt(why, "table contents disagree with the header");
         pos = start + cf__load_le64(d + CF__D_LENGTH);
     }
     return CF_OK;
@@ -773,27 +742,27 @@ static cf_status cf__parse_window(const uint8_t *b, size_t len, cf__extent exten
         return st;
     w->total = cf__load_le64(b + CF__H_TOTAL);
     if (w->total >> 62 != 0) /* far past any table size: sums of lengths stay exact */
-        return cf__bad(why, "total length out of range");
+        return cf__corrupt(why, "total length out of range");
     if (extent == CF__WHOLE && w->total != len)
-        return cf__bad(why, w->total > len ? "truncated: shorter than its header says"
-                                           : "longer than its header says");
+        return cf__corrupt(why, w->total > len ? "truncated: shorter than its header says"
+                                               : "longer than its header says");
     w->n = cf__load_le32(b + CF__W_GENERATIONS);
     if (w->n < 2 || w->n > CF_MAX_GENERATIONS)
-        return cf__bad(why, "bad generation count");
+        return cf__corrupt(why, "bad generation count");
     w->meta_len = cf__window_meta_len(w->n);
     if (w->meta_len > len)
-        return cf__bad(why, "truncated: shorter than its header");
+        return cf__corrupt(why, "truncated: shorter than its header");
     w->base = b;
     if (XXH3_64bits(b, (size_t)w->meta_len - CF__SUM_BYTES) !=
         cf__load_le64(b + w->meta_len - CF__SUM_BYTES))
-        return cf__bad(why, "header checksum mismatch");
+        return cf__corrupt(why, "header checksum mismatch");
     if (cf__load_le32(b + CF__H_FLAGS) != CF__FLAG_WINDOW) { /* a sound header: newer */
         *why = "uses a feature or hash this library does not know";
         return CF_EVERSION;
     }
     for (unsigned i = CF__W_RESERVED; i < CF__HEADER_BYTES; i++)
         if (b[i] != 0)
-            return cf__bad(why, "reserved header field is not zero");
+            return cf__corrupt(why, "reserved header field is not zero");
     w->window = cf__load_le64(b + CF__W_WINDOW);
     w->generation = cf__load_le64(b + CF__W_GENERATION);
     uint64_t end = w->meta_len;
@@ -801,11 +770,11 @@ static cf_status cf__parse_window(const uint8_t *b, size_t len, cf__extent exten
         uint64_t at = cf__load_le64(cf__gen_entry(w, i)),
                  n = cf__load_le64(cf__gen_entry(w, i) + 8);
         if (at != cf__image_next(end) || n < CF__HEADER_BYTES || n > w->total || at > w->total - n)
-            return cf__bad(why, "bad generation offset or length");
+            return cf__corrupt(why, "bad generation offset or length");
         end = at + n;
     }
     if (end != w->total)
-        return cf__bad(why, "total length disagrees with the generations");
+        return cf__corrupt(why, "total length disagrees with the generations");
     return CF_OK;
 }
 
@@ -830,7 +799,7 @@ static cf_status cf__parse_image(const cf__wmeta *w, unsigned i, bool body, cf__
           : w->meta_len;
     for (uint64_t pos = end; pos < at; pos++)
         if (b[pos] != 0)
-            return cf__bad(why, "padding is not zero");
+            return cf__corrupt(why, "padding is not zero");
     cf_status st = cf__parse_meta(b + at, (size_t)n, CF__WHOLE, m, why);
     if (st == CF_OK && body)
         st = cf__check_body(m, why);
@@ -838,9 +807,9 @@ static cf_status cf__parse_image(const cf__wmeta *w, unsigned i, bool body, cf__
         return st;
     const uint8_t *first = b + cf__load_le64(cf__gen_entry(w, 0));
     if (m->p.redisbloom || m->p.expansion != 0)
-        return cf__bad(why, "a generation that grows or is of RedisBloom's layout");
+        return cf__corrupt(why, "a generation that grows or is of RedisBloom's layout");
     if (!cf__same_settings(first, b + at))
-        return cf__bad(why, "generations with different settings");
+        return cf__corrupt(why, "generations with different settings");
     return CF_OK;
 }
 
@@ -882,7 +851,7 @@ static cf_status cf__window_build(const cf__wmeta *w, unsigned flags, const cf_a
         uint64_t at = cf__load_le64(cf__gen_entry(w, i)),
                  n = cf__load_le64(cf__gen_entry(w, i) + 8);
         if ((st = one(w->base + at, (size_t)n, flags, a, &win->gen[i])) != CF_OK) {
-            cf_free(f);
+            cf__release(f);
             return st;
         }
     }
@@ -921,13 +890,13 @@ static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bo
     cf_filter *f;
     if (!cf__allocator_ok(a))
         return CF_EINVAL;
-    cf_status st = cf__filter_make(&m->p, a, m->ntables, m->buckets0, with_data, &f);
+    cf_status st = cf__make(&m->p, a, m->ntables, m->buckets0, with_data, &f);
     if (st != CF_OK)
         return st;
     for (unsigned k = 0; k < m->ntables; k++)
         f->tables[k].items = cf__load_le64(cf__desc(m, k) + CF__D_ITEMS);
     if (m->nstash && !cf__stash_room(f)) {
-        cf_free(f);
+        cf__release(f);
         return CF_ENOMEM;
     }
     for (unsigned e = 0; e < m->nstash; e++) {
@@ -1201,7 +1170,7 @@ static cf_status cf__map_image(const uint8_t *b, size_t len, unsigned flags, con
         return st;
     cf__more *more = cf__more_of(f);
     if (!more) {
-        cf_free(f);
+        cf__release(f);
         return CF_ENOMEM;
     }
     for (unsigned k = 0; k < m.ntables; k++)
@@ -1237,7 +1206,7 @@ cf_status cf_open_mapped(const char *path, unsigned flags, const cf_allocator *a
     }
     cf__more *more = st == CF_OK ? cf__more_of(f) : NULL;
     if (st == CF_OK && !more) {
-        cf_free(f);
+        cf__release(f);
         st = CF_ENOMEM;
     }
     if (st != CF_OK) {
@@ -1360,7 +1329,7 @@ cf_status cf_save(const cf_filter *f, const char *path)
         return CF_EINVAL;
     cf__hold(f);
     cf_status st = cf__save(f, path);
-    cf__release_hold(f);
+    cf__unhold(f);
     return st;
 }
 
@@ -1528,7 +1497,7 @@ size_t cf_dump_chunk_max(const cf_filter *f)
         return 0;
     cf__hold(f);
     size_t n = cf__is_window(f) ? cf__window_dump_max(f) : cf__dump_chunk_max(f);
-    cf__release_hold(f);
+    cf__unhold(f);
     return n;
 }
 
@@ -1608,7 +1577,7 @@ cf_status cf_dump_chunk(const cf_filter *f, uint64_t *cursor, void *buf, size_t 
     cf__hold(f);
     cf_status st = cf__is_window(f) ? cf__window_dump(f, cursor, buf, cap, len)
                                     : cf__dump_chunk(f, cursor, buf, cap, len);
-    cf__release_hold(f);
+    cf__unhold(f);
     return st;
 }
 
@@ -1756,7 +1725,7 @@ static cf_status cf__load_header(cf_filter **out, uint64_t cursor, const uint8_t
     cf__more *more = cf__more_of(f);
     cf__loading *load = more ? cf__malloc(f, CF__LOADING_BLOCK) : NULL;
     if (!load) {
-        cf_free(f);
+        cf__release(f);
         return CF_ENOMEM;
     }
     *load = (cf__loading){.pos = cursor,
@@ -1802,7 +1771,7 @@ static cf_status cf__window_load_header(cf_filter **out, uint64_t cursor, const 
         return st;
     struct cf__window *win = cf__window_of(f);
     if (!(win->loading = cf__malloc(f, (size_t)w.n * sizeof(uint64_t)))) {
-        cf_free(f);
+        cf__release(f);
         return CF_ENOMEM;
     }
     for (unsigned i = 0; i < w.n; i++)

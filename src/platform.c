@@ -4,7 +4,7 @@
  * The file format's reads and atomic saves are persist.c's.
  */
 #define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE */
-#include "internal.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,13 +10,13 @@
  * (h XOR fp * CF__RB_ALT_MULT) mod m. The second is the first's alternate and back again
  * (XOR with one value), and for m <= 128 it may be the first itself. Sub-filters nest: m_j
  * divides m_k for j < k, so reducing a pair of sub-filter k mod m_j gives the key's pair in
- * sub-filter j, and deletes stay safe newest sub-filter first, as in filter.c.
+ * sub-filter j, and deletes stay safe newest sub-filter first, as in slow.c.
  *
  * The tables are this library's (table.h) with f = 8: a slot is a byte, bucket i's slot j
  * is byte i * b + j, as in RedisBloom's own arrays. Nothing here is on the hot paths of the
  * library's own layout: a filter of this layout has these operations in every state.
  */
-#include "internal.h"
+#include "plain.h"
 
 /* RedisBloom's multiplier for the alternate bucket: fp * this, XORed into the bucket. */
 #define CF__RB_ALT_MULT UINT64_C(0x5bd1e995)
@@ -176,8 +176,9 @@ static cf_status cf__rb_delete(cf_filter *f, const cf__rb_key *k)
 /* Compaction                                                                           */
 /* ------------------------------------------------------------------------------------ */
 
-void cf__rb_compact_moves(cf_filter *f)
+static cf_status cf__rb_compact(cf_filter *f)
 {
+    cf__compact_begin(f);
     /* Newest sub-filter first, each fingerprint into the first free slot of its buckets in
      * the oldest sub-filter that has one: its bucket there is its bucket here reduced,
      * and so is the alternate (XOR with fp * CF__RB_ALT_MULT, then the smaller mask). */
@@ -200,6 +201,8 @@ void cf__rb_compact_moves(cf_filter *f)
                 }
             }
     }
+    cf__compact_end(f); /* such a filter never stashes */
+    return CF_OK;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -212,7 +215,7 @@ static bool cf__rb_contains(const cf_filter *f, uint64_t h)
     return cf__rb_has(f, &k);
 }
 
-uint64_t cf__rb_hash(const void *key, size_t len)
+static uint64_t cf__rb_hash(const void *key, size_t len)
 {
     return cf__murmur64a(key, len, 0);
 }
@@ -270,20 +273,14 @@ static size_t cf__rb_add_many(cf_filter *f, const uint64_t *hashes, size_t n, un
     return added;
 }
 
-uint64_t cf__rb_count(const cf_filter *f, uint64_t h)
+static uint64_t cf__rb_count(const cf_filter *f, uint64_t h)
 {
     cf__rb_key k = cf__rb_key_of(h);
-    if (!cf__is_cc(f))
-        return cf__rb_copies(f, &k);
-    cf__cc_lock(f);
+    cf__hold(f);
     uint64_t n = cf__rb_copies(f, &k);
-    cf__cc_unlock(f);
+    cf__unhold(f);
     return n;
 }
-
-const cf__ops cf__rb_ops = {cf__rb_contains,      cf__rb_contains_key, cf__rb_add,
-                            cf__rb_add_key,       cf__rb_del,          cf__rb_del_key,
-                            cf__rb_contains_many, cf__rb_add_many};
 
 /* CF_CONCURRENT: every call holds the writers' lock, lookups too. This layout's lookups
  * would need the seqlock reads of concurrent.c to run beside writers without it. */
@@ -315,9 +312,58 @@ static void cf__rb_contains_many_cc(const cf_filter *f, const cf__source *src, s
     cf__cc_unlock(f);
 }
 
-const cf__ops cf__rb_ops_cc = {cf__rb_contains_cc,      cf__rb_contains_key_cc, cf__rb_add_cc,
-                               cf__rb_add_key_cc,       cf__rb_del_cc,          cf__rb_del_key_cc,
-                               cf__rb_contains_many_cc, cf__rb_add_many_cc};
+/* ------------------------------------------------------------------------------------ */
+/* The rows                                                                             */
+/* ------------------------------------------------------------------------------------ */
+
+static uint64_t cf__rb_hash_of(const cf_filter *f, const void *key, size_t len)
+{
+    (void)f;
+    return cf__rb_hash(key, len);
+}
+
+/* One table of ops in every state. */
+static const cf__ops *cf__rb_pick(const cf_filter *f)
+{
+    return f->ops;
+}
+
+static const cf__kind cf__kind_rb = {
+    .name = "RedisBloom",
+    .flags = CF_REDISBLOOM,
+    .compact = cf__rb_compact,
+    .count = cf__rb_count,
+    .hash = cf__rb_hash_of,
+    .pick = cf__rb_pick,
+};
+
+static const cf__kind cf__kind_rb_cc = {
+    .name = "RedisBloom, concurrent",
+    .flags = CF_REDISBLOOM | CF_CONCURRENT,
+    .compact = cf__rb_compact,
+    .count = cf__rb_count,
+    .hash = cf__rb_hash_of,
+    .hold = cf__cc_lock,
+    .unhold = cf__cc_unlock,
+    .state_begin = cf__cc_meta_begin,
+    .state_end = cf__cc_meta_end,
+    .pick = cf__rb_pick,
+};
+
+static const cf__ops cf__rb_ops = {
+    cf__rb_contains, cf__rb_contains_key,  cf__rb_add,      cf__rb_add_key, cf__rb_del,
+    cf__rb_del_key,  cf__rb_contains_many, cf__rb_add_many, &cf__kind_rb,   NULL};
+
+static const cf__ops cf__rb_ops_cc = {cf__rb_contains_cc,      cf__rb_contains_key_cc,
+                                      cf__rb_add_cc,           cf__rb_add_key_cc,
+                                      cf__rb_del_cc,           cf__rb_del_key_cc,
+                                      cf__rb_contains_many_cc, cf__rb_add_many_cc,
+                                      &cf__kind_rb_cc,         NULL};
+
+const cf__ops *cf__rb_ops_for(bool concurrent)
+{
+    return concurrent ? &cf__rb_ops_cc : &cf__rb_ops;
+}
 
 /* ------------------------------------------------------------------------------------ */
 /* Raw tables                                                                           */
@@ -332,7 +378,7 @@ static cf__loading *cf__rb_raw_load(const cf_filter *f)
 
 uint64_t cf_table_size(const cf_filter *f, unsigned k)
 {
-    if (!f || !cf__is_rb(f) || k >= cf__ntables_all(f))
+    if (!f || !(cf__kind_of(f)->flags & CF_REDISBLOOM) || k >= cf__ntables_all(f))
         return 0;
     return f->tables[k].buckets * cf__shape0(f)->b; /* a byte a slot: checked when made */
 }
@@ -352,12 +398,12 @@ cf_status cf_table_read(const cf_filter *f, unsigned k, uint64_t offset, void *b
         return CF_EINVAL;
     if (len == 0)
         return CF_OK;
-    cf__lock_writers(f);
+    cf__hold(f);
     if (f->tables[k].data)
         memcpy(buf, f->tables[k].data + offset, len);
     else /* loading, and none of its bytes arrived yet */
         memset(buf, 0, len);
-    cf__unlock_writers(f);
+    cf__unhold(f);
     return CF_OK;
 }
 
@@ -370,20 +416,12 @@ static uint64_t cf__rb_used(const uint8_t *p, size_t len)
     return n;
 }
 
-cf_status cf_table_load_begin(const cf_config *config, unsigned n, cf_filter **out)
+cf_status cf__rb_raw_begin(cf_filter *f, unsigned n)
 {
-    if (!config || !out || !(config->flags & CF_REDISBLOOM))
-        return CF_EINVAL;
-    cf_filter *f;
-    cf_status st = cf__new_without_tables(config, n, &f);
-    if (st != CF_OK)
-        return st;
     cf__more *m = cf__more_of(f);
     cf__loading *load = m ? cf__malloc(f, sizeof *load) : NULL;
-    if (!load) {
-        cf_free(f);
+    if (!load)
         return CF_ENOMEM;
-    }
     memset(load, 0, sizeof *load);
     load->raw = true;
     load->ntables = n;
@@ -392,7 +430,6 @@ cf_status cf_table_load_begin(const cf_config *config, unsigned n, cf_filter **o
     cf__state_begin(f); /* none of its sub-filters can be read yet */
     cf__publish_ntables(f, 0);
     cf__state_end(f);
-    *out = f;
     return CF_OK;
 }
 
@@ -446,10 +483,10 @@ cf_status cf_table_write(cf_filter *f, unsigned k, uint64_t offset, const void *
         return CF_OK;
     cf__table *t = &f->tables[k];
     uint8_t *at = t->data + offset;
-    cf__lock_writers(f);
+    cf__hold(f);
     t->items = t->items - cf__rb_used(at, len) + cf__rb_used(data, len);
     memcpy(at, data, len);
-    cf__unlock_writers(f);
+    cf__unhold(f);
     return CF_OK;
 }
 
@@ -465,15 +502,15 @@ uint64_t cf_table_loaded(const cf_filter *f)
 
 cf_status cf_append_sub_filter(cf_filter *f)
 {
-    if (!f || !cf__is_rb(f))
+    if (!f || !(cf__kind_of(f)->flags & CF_REDISBLOOM))
         return CF_EINVAL;
     if (cf__read_only(f))
         return CF_EREADONLY;
-    cf__lock_writers(f);
+    cf__hold(f);
     cf__table *t;
     cf_status st = cf__table_append(f, &t);
     if (st == CF_OK)
         cf__table_publish(f);
-    cf__unlock_writers(f);
+    cf__unhold(f);
     return st;
 }

@@ -134,24 +134,24 @@ const cf__shape *cf__shape_static(unsigned f, unsigned b, bool semi)
     return &cf__static_shapes[f - CF_MIN_FINGERPRINT_BITS][b - 1];
 }
 
-enum cf__kind cf__kind_of(const cf__shape *s)
+enum cf__code cf__code_of(const cf__shape *s)
 {
     if (s->semi && s->ext == 0) {
-#define CF__KIND_SEMI_CASE(F)                                                                      \
+#define CF__CODE_SEMI_CASE(F)                                                                      \
     if (s->f == (F))                                                                               \
-        return CF__KIND_SEMI_##F;
-        CF__SEMI_FAST_SHAPES(CF__KIND_SEMI_CASE)
-#undef CF__KIND_SEMI_CASE
-        return s->bucket_mask ? CF__KIND_SEMI : CF__KIND_GENERIC;
+        return CF__CODE_SEMI_##F;
+        CF__SEMI_FAST_SHAPES(CF__CODE_SEMI_CASE)
+#undef CF__CODE_SEMI_CASE
+        return s->bucket_mask ? CF__CODE_SEMI : CF__CODE_GENERIC;
     }
     if (s->semi)
-        return CF__KIND_GENERIC;
-#define CF__KIND_CASE(F, B)                                                                        \
+        return CF__CODE_GENERIC;
+#define CF__CODE_CASE(F, B)                                                                        \
     if (s->f == (F) && s->b == (B) && s->ext == 0 && !s->semi)                                     \
-        return CF__KIND_##F##_##B;
-    CF__FAST_SHAPES(CF__KIND_CASE)
-#undef CF__KIND_CASE
-    return CF__KIND_GENERIC;
+        return CF__CODE_##F##_##B;
+    CF__FAST_SHAPES(CF__CODE_CASE)
+#undef CF__CODE_CASE
+    return CF__CODE_GENERIC;
 }
 
 /* The load each bucket size reaches before its first failed insert, less a margin, in

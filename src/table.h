@@ -59,19 +59,19 @@
 /* The bucket size the templates are given for semi-sorted buckets (see CF__SEMI_T). */
 #define CF__SEMI_B 0x100u
 
-#define CF__KIND_ENUM(F, B)   CF__KIND_##F##_##B,
-#define CF__KIND_SEMI_ENUM(F) CF__KIND_SEMI_##F,
-/* CF__KIND_GENERIC: any shape without code of its own, widths read at run time (F = B =
- * 0). CF__KIND_SEMI: semi-sorted buckets of one load (8 <= f <= 16), widths read at run
- * time (F = 0, B = CF__SEMI_B); CF__KIND_SEMI_F: those of CF__SEMI_FAST_SHAPES (F = f,
+#define CF__CODE_ENUM(F, B)   CF__CODE_##F##_##B,
+#define CF__CODE_SEMI_ENUM(F) CF__CODE_SEMI_##F,
+/* CF__CODE_GENERIC: any shape without code of its own, widths read at run time (F = B =
+ * 0). CF__CODE_SEMI: semi-sorted buckets of one load (8 <= f <= 16), widths read at run
+ * time (F = 0, B = CF__SEMI_B); CF__CODE_SEMI_F: those of CF__SEMI_FAST_SHAPES (F = f,
  * B = CF__SEMI_B). Then the fast shapes. */
-enum cf__kind {
-    CF__KIND_GENERIC = 0,
-    CF__KIND_SEMI,
-    CF__SEMI_FAST_SHAPES(CF__KIND_SEMI_ENUM) CF__FAST_SHAPES(CF__KIND_ENUM) CF__KINDS
+enum cf__code {
+    CF__CODE_GENERIC = 0,
+    CF__CODE_SEMI,
+    CF__SEMI_FAST_SHAPES(CF__CODE_SEMI_ENUM) CF__FAST_SHAPES(CF__CODE_ENUM) CF__CODES
 };
-#undef CF__KIND_ENUM
-#undef CF__KIND_SEMI_ENUM
+#undef CF__CODE_ENUM
+#undef CF__CODE_SEMI_ENUM
 
 /* A shape is what every table of one filter shares: fingerprint width f, bucket size b and
  * the masks derived from them. The shapes of b <= CF__STATIC_SHAPE_B are constants
@@ -124,7 +124,7 @@ typedef struct cf__table {
 CF__HIDDEN const cf__shape *cf__shape_static(unsigned f, unsigned b, bool semi);
 
 /* Which code the shape's tables take: their own (fast.c) or the generic. */
-CF__HIDDEN enum cf__kind cf__kind_of(const cf__shape *s);
+CF__HIDDEN enum cf__code cf__code_of(const cf__shape *s);
 
 /* The shape of f-bit fingerprints in buckets of b slots, semi-sorted (b = 4) or not. */
 CF__HIDDEN void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi);

@@ -21,7 +21,7 @@
  * whichever generation is the newest meanwhile. Writers, advances included, take the
  * window's lock, so an add never lands in a generation an advance is emptying.
  */
-#include "internal.h"
+#include "plain.h"
 
 #include <math.h>
 
@@ -29,18 +29,42 @@
  * every generation (2 KiB of stack). */
 #define CF__WINDOW_BATCH 256u
 
-void cf__window_lock(const cf_filter *f)
+static const cf__ops cf__window_ops; /* its hot calls and its row, below */
+
+static void cf__window_lock(const cf_filter *f)
 {
     struct cf__window *w = cf__window_of(f);
     if (w->concurrent) /* fails only for a mutex it did not make: never here */
         (void)pthread_mutex_lock(&w->lock);
 }
 
-void cf__window_unlock(const cf_filter *f)
+static void cf__window_unlock(const cf_filter *f)
 {
     struct cf__window *w = cf__window_of(f);
     if (w->concurrent)
         (void)pthread_mutex_unlock(&w->lock);
+}
+
+/* The kind's hold, for the calls that read the whole window (its size, its bytes, its
+ * chunks): every write of its generations takes the window's lock; each concurrent
+ * generation's own hold is taken too, because that is what brings its stripes' counts
+ * into its tables' item counts, which its image's descriptors carry. */
+static void cf__window_hold(const cf_filter *f)
+{
+    cf__window_lock(f);
+    const struct cf__window *w = cf__window_of(f);
+    for (unsigned i = 0; i < w->n; i++)
+        if (w->gen[i])
+            cf__hold(w->gen[i]);
+}
+
+static void cf__window_unhold(const cf_filter *f)
+{
+    const struct cf__window *w = cf__window_of(f);
+    for (unsigned i = w->n; i-- > 0;)
+        if (w->gen[i])
+            cf__unhold(w->gen[i]);
+    cf__window_unlock(f);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -74,7 +98,7 @@ cf_status cf__window_head(const cf__params *p, const cf_allocator *a, unsigned n
     cf__params head = *p;
     head.concurrent = false; /* the generations are; the head has no tables to guard */
     cf_filter *f;
-    cf_status st = cf__filter_make(&head, a, 0, 2, false, &f);
+    cf_status st = cf__filter_make(&head, a, 0, 2, false, &cf__window_ops, &f);
     if (st != CF_OK)
         return st;
     cf__more *m = cf__more_of(f);
@@ -84,7 +108,7 @@ cf_status cf__window_head(const cf__params *p, const cf_allocator *a, unsigned n
     if (!w || (p->concurrent && pthread_mutex_init(&w->lock, NULL) != 0)) {
         if (w)
             cf__mfree(f, w);
-        cf_free(f);
+        cf__plain_release(f);
         return CF_ENOMEM;
     }
     w->gen = (cf_filter **)(void *)(w + 1);
@@ -97,20 +121,36 @@ cf_status cf__window_head(const cf__params *p, const cf_allocator *a, unsigned n
     w->concurrent = p->concurrent;
     m->window = w;
     f->bits |= CF__B_WINDOW;
-    cf__sync_ops(f);
     *out = f;
     return CF_OK;
 }
 
-void cf__window_free(cf_filter *f, struct cf__window *w)
+static void cf__window_release(cf_filter *f)
 {
+    struct cf__window *w = cf__window_of(f);
     for (unsigned i = 0; i < w->n; i++)
-        cf_free(w->gen[i]);
+        if (w->gen[i])
+            cf__release(w->gen[i]);
     if (w->loading)
         cf__mfree(f, w->loading);
     if (w->concurrent)
         (void)pthread_mutex_destroy(&w->lock);
     cf__mfree(f, w);
+    f->more->window = NULL;
+    cf__plain_release(f);
+}
+
+/* Generation i of a new window of settings p: a filter cf_new would make of
+ * cf__gen_config's config. */
+static cf_status cf__gen_new(const cf__params *p, const cf_allocator *a, cf_filter **out)
+{
+    cf_config g, c;
+    cf__params gp;
+    uint64_t buckets;
+    size_t bytes;
+    cf__gen_config(p, a, &g);
+    cf_status st = cf__config_sized(&g, sizeof g, &c, &gp, &buckets, &bytes, NULL);
+    return st == CF_OK ? cf__make(&gp, a, 1, buckets, true, out) : st;
 }
 
 cf_status cf__window_new(const cf_config *c, const cf__params *p, cf_filter **out)
@@ -120,11 +160,10 @@ cf_status cf__window_new(const cf_config *c, const cf__params *p, cf_filter **ou
     if (st != CF_OK)
         return st;
     struct cf__window *w = cf__window_of(f);
-    cf_config g;
-    cf__gen_config(p, cf__alloc_of(f) == &cf__default_allocator ? NULL : cf__alloc_of(f), &g);
+    const cf_allocator *a = cf__alloc_of(f) == &cf__default_allocator ? NULL : cf__alloc_of(f);
     for (unsigned i = 0; i < w->n; i++)
-        if ((st = cf_new(&g, &w->gen[i])) != CF_OK) {
-            cf_free(f);
+        if ((st = cf__gen_new(p, a, &w->gen[i])) != CF_OK) {
+            cf__window_release(f);
             return st;
         }
     *out = f;
@@ -137,9 +176,12 @@ cf_status cf__window_bytes(const cf_config *c, const cf__params *p, size_t *byte
     cf__gen_config(p, c->allocator, &g);
     cf__params head_params = *p;
     head_params.concurrent = false; /* as cf__window_head makes the head */
-    size_t one, head = cf__fixed_bytes(&head_params, c->allocator, 0);
-    cf_status st = cf_bytes_needed(&g, &one);
-    if (st != CF_OK)
+    cf_config gc;
+    cf__params gp;
+    uint64_t buckets;
+    size_t one, table_bytes, head = cf__fixed_bytes(&head_params, c->allocator, 0);
+    cf_status st = cf__config_sized(&g, sizeof g, &gc, &gp, &buckets, &table_bytes, NULL);
+    if (st != CF_OK || (st = cf__bytes_of(&gp, c->allocator, buckets, table_bytes, &one)) != CF_OK)
         return st;
     size_t window = cf__window_block(c->generations) + sizeof(cf__more);
     if (one > (SIZE_MAX - head - window) / c->generations)
@@ -155,10 +197,10 @@ cf_status cf__window_bytes(const cf_config *c, const cf__params *p, size_t *byte
 /* Empty generation g for reuse as the newest (an empty one is clear already). */
 static void cf__window_drop(cf_filter *g)
 {
-    cf_stats st;
-    cf_get_stats(g, &st);
+    cf_stats st = {0};
+    cf__stats(g, &st);
     if (st.items)
-        cf_clear(g);
+        cf__clear(g);
 }
 
 static cf_status cf__window_advance(cf_filter *f, uint64_t generation)
@@ -182,40 +224,19 @@ static cf_status cf__window_advance(cf_filter *f, uint64_t generation)
     return CF_OK;
 }
 
-static cf_status cf__window_call_ok(const cf_filter *f)
+cf_status cf__window_step(cf_filter *f, bool to, uint64_t generation)
 {
-    if (!f || !cf__is_window(f))
-        return CF_EINVAL;
-    return cf__read_only(f) ? CF_EREADONLY : CF_OK;
-}
-
-cf_status cf_advance(cf_filter *f)
-{
-    cf_status st = cf__window_call_ok(f);
-    if (st != CF_OK)
-        return st;
     cf__window_lock(f);
     struct cf__window *w = cf__window_of(f);
-    st = w->generation == UINT64_MAX ? CF_EINVAL : cf__window_advance(f, w->generation + 1u);
+    cf_status st = !to && w->generation == UINT64_MAX
+                       ? CF_EINVAL
+                       : cf__window_advance(f, to ? generation : w->generation + 1u);
     cf__window_unlock(f);
     return st;
 }
 
-cf_status cf_advance_to(cf_filter *f, uint64_t generation)
+uint64_t cf__window_generation_at(const cf_filter *f, uint64_t now)
 {
-    cf_status st = cf__window_call_ok(f);
-    if (st != CF_OK)
-        return st;
-    cf__window_lock(f);
-    st = cf__window_advance(f, generation);
-    cf__window_unlock(f);
-    return st;
-}
-
-uint64_t cf_generation_at(const cf_filter *f, uint64_t now)
-{
-    if (!f || !cf__is_window(f))
-        return 0;
     const struct cf__window *w = cf__window_of(f);
     if (w->window == 0)
         return w->generation;
@@ -374,10 +395,13 @@ static size_t cf__window_add_many(cf_filter *f, const uint64_t *hashes, size_t n
     return added;
 }
 
-const cf__ops cf__window_ops = {
-    cf__window_contains, cf__window_contains_key, cf__window_add,           cf__window_add_key,
-    cf__window_del,      cf__window_del_key,      cf__window_contains_many, cf__window_add_many,
-};
+static const cf__kind cf__kind_window; /* its row: the end of the file */
+
+static const cf__ops cf__window_ops = {cf__window_contains,      cf__window_contains_key,
+                                       cf__window_add,           cf__window_add_key,
+                                       cf__window_del,           cf__window_del_key,
+                                       cf__window_contains_many, cf__window_add_many,
+                                       &cf__kind_window,         NULL};
 
 /* The copies of h in the `live` newest generations. */
 static uint64_t cf__window_count_live(const cf_filter *f, uint64_t h, unsigned live)
@@ -386,53 +410,40 @@ static uint64_t cf__window_count_live(const cf_filter *f, uint64_t h, unsigned l
     uint64_t n = 0;
     for (unsigned i = 0; i < live; i++)
         if (cf__gen_ready(cf__live_gen(w, i, live)))
-            n += cf_count_hash(cf__live_gen(w, i, live), h);
+            n += cf__count(cf__live_gen(w, i, live), h);
     return n;
 }
 
-uint64_t cf__window_count(const cf_filter *f, uint64_t h)
+static uint64_t cf__window_count(const cf_filter *f, uint64_t h)
 {
     return cf__window_count_live(f, h, cf__window_of(f)->n);
 }
 
-/* The lookups as at a generation: the plain calls for every other filter (and for the
- * arguments those refuse). */
-bool cf_contains_at(const cf_filter *f, const void *key, size_t len, uint64_t generation)
+bool cf__window_contains_at(const cf_filter *f, uint64_t h, uint64_t generation)
 {
-    if (!f || (!key && len) || !cf__is_window(f))
-        return cf_contains(f, key, len);
-    uint64_t h = cf__hash_key(f, key, len);
     cf__window_lock(f);
     bool found = cf__window_contains_live(f, h, cf__window_live(cf__window_of(f), generation));
     cf__window_unlock(f);
     return found;
 }
 
-uint64_t cf_count_at(const cf_filter *f, const void *key, size_t len, uint64_t generation)
+uint64_t cf__window_count_at(const cf_filter *f, uint64_t h, uint64_t generation)
 {
-    if (!f || (!key && len) || !cf__is_window(f))
-        return cf_count(f, key, len);
-    uint64_t h = cf__hash_key(f, key, len);
     cf__window_lock(f);
     uint64_t n = cf__window_count_live(f, h, cf__window_live(cf__window_of(f), generation));
     cf__window_unlock(f);
     return n;
 }
 
-void cf_contains_keys_at(const cf_filter *f, const void *const *keys, const size_t *lens, size_t n,
-                         uint64_t generation, bool *out)
+void cf__window_many_at(const cf_filter *f, const cf__source *src, size_t n, uint64_t generation,
+                        bool *out)
 {
-    if (!f || !keys || !lens || !out || !cf__is_window(f)) {
-        cf_contains_keys(f, keys, lens, n, out);
-        return;
-    }
-    cf__source src = {NULL, keys, lens};
     cf__window_lock(f);
-    cf__window_many_live(f, &src, n, out, cf__window_live(cf__window_of(f), generation));
+    cf__window_many_live(f, src, n, out, cf__window_live(cf__window_of(f), generation));
     cf__window_unlock(f);
 }
 
-void cf__window_clear(cf_filter *f)
+static void cf__window_clear(cf_filter *f)
 {
     cf__window_lock(f);
     struct cf__window *w = cf__window_of(f);
@@ -441,11 +452,11 @@ void cf__window_clear(cf_filter *f)
     cf__window_unlock(f);
 }
 
-cf_status cf__window_compact(cf_filter *f)
+static cf_status cf__window_compact(cf_filter *f)
 {
     struct cf__window *w = cf__window_of(f);
     for (unsigned i = 0; i < w->n; i++) {
-        cf_status st = cf_compact(w->gen[i]);
+        cf_status st = cf__compact(w->gen[i]);
         if (st != CF_OK)
             return st;
     }
@@ -463,17 +474,17 @@ static double cf__combine(double miss_log, double rate)
     return miss_log + log1p(-rate);
 }
 
-void cf__window_stats(const cf_filter *f, cf_stats *out)
+static void cf__window_stats(const cf_filter *f, cf_stats *out)
 {
     cf__window_lock(f);
     const struct cf__window *w = cf__window_of(f);
     double miss = 0.0, miss_full = 0.0, miss_bound = 0.0;
     memset(out, 0, sizeof *out);
     for (unsigned age = 0; age < w->n; age++) {
-        cf_stats g;
+        cf_stats g = {0};
         if (!cf__gen_at(w, age)) /* not arrived yet (loading by chunks) */
             continue;
-        cf_get_stats(cf__gen_at(w, age), &g);
+        cf__stats(cf__gen_at(w, age), &g);
         if (out->slots == 0) {
             *out = g;
         } else {
@@ -501,24 +512,43 @@ void cf__window_stats(const cf_filter *f, cf_stats *out)
     cf__window_unlock(f);
 }
 
-void cf__window_config(const cf_filter *f, cf_config *out)
+static void cf__window_config(const cf_filter *f, cf_config *out)
 {
     const struct cf__window *w = cf__window_of(f);
     memset(out, 0, sizeof *out); /* all but the window while no generation has arrived */
     if (w->gen[0])
-        cf_get_config(w->gen[0], out);
+        cf__config(w->gen[0], out);
     out->generations = w->n;
     out->window = w->window;
 }
 
-cf_status cf_get_generation_stats_sized(const cf_filter *f, unsigned age, cf_stats *out,
-                                        size_t out_size)
+void cf__window_gen_stats(const cf_filter *f, unsigned age, cf_stats *out)
 {
-    if (!f || !cf__is_window(f) || !out || age >= cf__window_of(f)->n ||
-        !cf__gen_at(cf__window_of(f), age))
-        return CF_EINVAL;
     cf__window_lock(f);
-    cf_status st = cf_get_stats_sized(cf__gen_at(cf__window_of(f), age), out, out_size);
+    cf__stats(cf__gen_at(cf__window_of(f), age), out);
     cf__window_unlock(f);
-    return st;
 }
+
+/* ------------------------------------------------------------------------------------ */
+/* The row                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* Its generations have their own states; the window's ops stay. */
+static const cf__ops *cf__window_pick(const cf_filter *f)
+{
+    return f->ops;
+}
+
+static const cf__kind cf__kind_window = {
+    .name = "window",
+    .composite = true,
+    .release = cf__window_release,
+    .clear = cf__window_clear,
+    .compact = cf__window_compact,
+    .count = cf__window_count,
+    .stats = cf__window_stats,
+    .config = cf__window_config,
+    .hold = cf__window_hold,
+    .unhold = cf__window_unhold,
+    .pick = cf__window_pick,
+};

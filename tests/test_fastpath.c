@@ -1,5 +1,5 @@
 /*
- * test_fastpath.c - the shape-specialised hot paths of filter.c (cf__contains_t,
+ * test_fastpath.c - the shape-specialised hot paths of fast.c (cf__contains_t,
  * cf__add_t, cf__contains_many_t and cf__add_many_t, compiled with constant widths for the
  * shapes of CF__FAST_SHAPES and with run-time widths for every other shape) give exactly
  * what a plain slot-by-slot lookup gives, for every fingerprint width 4..32 and bucket
@@ -297,8 +297,8 @@ static void check_lookups(const cf_filter *f, uint64_t stream, const item *it, s
     /* The operations the filter dispatches to follow its state: the simple ones (two
      * buckets, nothing else) only with one complete sub-filter and an empty stash. */
     bool simple = f->ntables == 1 && f->stash_n == 0;
-    enum cf__kind kind = cf__kind_of(f->tables[f->ntables - 1].shape); /* where inserts go */
-    CHECK_MSG(f->ops == &(*cf__variant_of(f))[simple ? CF__SIMPLE : CF__GENERAL][kind],
+    enum cf__code code = cf__code_of(f->tables[f->ntables - 1].shape); /* where inserts go */
+    CHECK_MSG(f->ops == cf__ops_at(f->ops, simple ? CF__ROW_SIMPLE : CF__ROW_GENERAL, code),
               "f->ops does not follow the state (%u sub-filters, %u stashed)", f->ntables,
               f->stash_n);
     for (size_t i = 0; i < n; i++) {
@@ -370,7 +370,7 @@ static bool is_fast(unsigned f, unsigned b)
 {
     cf__shape s;
     cf__shape_init(&s, f, b, g_semi);
-    return cf__kind_of(&s) != CF__KIND_GENERIC;
+    return cf__code_of(&s) != CF__CODE_GENERIC;
 }
 
 /* Save f in the temporary directory and map it; NULL on failure (reported). */
