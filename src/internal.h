@@ -1,8 +1,9 @@
 /*
- * internal.h - what the library's translation units share: the hashing scheme (which
- * buckets a key may occupy), the filter struct and the calls between files. Bucket storage
- * and its probes are table.h's, the portable primitives bits.h's. Nothing here is
- * exported: the shared library is built with -fvisibility=hidden and only CF_API
+ * internal.h - what the library's files above it share: the filter struct, the tables of
+ * hot ops and of kinds (and the dispatch the lower layers need), and the calls between
+ * files. Which buckets a key may occupy is mapping.h's, bucket storage table.h's, hashes
+ * hash.h's, the portable primitives bits.h's; src/LAYERS orders them all. Nothing here
+ * is exported: the shared library is built with -fvisibility=hidden and only CF_API
  * functions are visible.
  */
 #ifndef CF_INTERNAL_H
@@ -521,6 +522,12 @@ static inline void cf__unhold(const cf_filter *f)
     const cf__kind *k = cf__kind_of(f);
     if (k->unhold)
         k->unhold(f);
+}
+
+/* The pick of a kind of one entry of ops, whatever the state. */
+static inline const cf__ops *cf__ops_stay(const cf_filter *f)
+{
+    return f->ops;
 }
 
 /* A plain filter's ops for its state: those of its newest sub-filter's shape, where

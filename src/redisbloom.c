@@ -322,19 +322,13 @@ static uint64_t cf__rb_hash_of(const cf_filter *f, const void *key, size_t len)
     return cf__rb_hash(key, len);
 }
 
-/* One table of ops in every state. */
-static const cf__ops *cf__rb_pick(const cf_filter *f)
-{
-    return f->ops;
-}
-
 static const cf__kind cf__kind_rb = {
     .name = "RedisBloom",
     .flags = CF_REDISBLOOM,
     .compact = cf__rb_compact,
     .count = cf__rb_count,
     .hash = cf__rb_hash_of,
-    .pick = cf__rb_pick,
+    .pick = cf__ops_stay,
 };
 
 static const cf__kind cf__kind_rb_cc = {
@@ -347,7 +341,7 @@ static const cf__kind cf__kind_rb_cc = {
     .unhold = cf__cc_unlock,
     .state_begin = cf__cc_meta_begin,
     .state_end = cf__cc_meta_end,
-    .pick = cf__rb_pick,
+    .pick = cf__ops_stay,
 };
 
 static const cf__ops cf__rb_ops = {

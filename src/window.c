@@ -533,12 +533,6 @@ void cf__window_gen_stats(const cf_filter *f, unsigned age, cf_stats *out)
 /* The row                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
-/* Its generations have their own states; the window's ops stay. */
-static const cf__ops *cf__window_pick(const cf_filter *f)
-{
-    return f->ops;
-}
-
 static const cf__kind cf__kind_window = {
     .name = "window",
     .composite = true,
@@ -550,5 +544,5 @@ static const cf__kind cf__kind_window = {
     .config = cf__window_config,
     .hold = cf__window_hold,
     .unhold = cf__window_unhold,
-    .pick = cf__window_pick,
+    .pick = cf__ops_stay, /* its generations have states of their own */
 };
