@@ -1,10 +1,24 @@
 /*
- * evict.c - the eviction search: a breadth-first search for a path of moves that frees a
- * slot of a key's two full buckets, compiled per fast shape (plain, synchronized, or
- * planning beside other writers), and the commit of a planned path under its stripes.
- * Deterministic: the same table and key give the same path, whatever memory it runs in.
+ * evict.c - inserts whose two buckets are full: the older sub-filters, then the eviction
+ * search (a breadth-first search for a path of moves that frees a slot of the key's
+ * buckets, compiled per fast shape, plain or synchronized), then growth or the stash; the
+ * placement of a merged fingerprint, which takes the same steps; and the planning search
+ * of writers beside others, with the commit of its path under its stripes. Deterministic:
+ * the same table and key give the same path, whatever memory it runs in.
  */
 #include "evict.h"
+
+/* A search on the stack must clear its visited set first (8 KiB for the default budget:
+ * a quarter of all the instructions of filling a table). A table of at least this many
+ * bytes gets its own search memory, whose set clears by generation, on its first search
+ * that needs the set: 16 KiB, under 2 % of such a table. */
+#define CF__OWN_SEARCH_MIN_TABLE ((size_t)1 << 20)
+
+/* A search on the stack first tries with this many nodes, checking for a visited bucket by
+ * scanning its queue, which needs no visited set to clear; most evictions need fewer
+ * nodes. If that is not enough it starts over with more nodes and a visited set
+ * (cf__bfs_steps), which finds the same path a single search would. */
+#define CF__FIRST_NODES 16u
 
 /* Slots of a bucket whose moves an eviction search fetches ahead: all of them for the
  * bucket sizes that are used (up to 8); larger buckets fetch the first 8. */
@@ -250,8 +264,8 @@ static CF__NOINLINE cf__found cf__bfs_sync(const cf__shape *s, cf__table *t, cf_
     return cf__bfs_code(s, t, z, i1, i2, fp, true, false);
 }
 
-cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
-                  uint32_t fp)
+static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
+                         uint32_t fp)
 {
     if (CF__UNLIKELY(s->sync))
         return cf__bfs_sync(s, t, z, i1, i2, fp);
@@ -261,6 +275,17 @@ cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, 
 static CF__NOINLINE cf__found cf__bfs_plan(const cf__shape *s, cf__table *t, cf__search *z,
                                            uint64_t i1, uint64_t i2, uint32_t fp);
 
+/* Search with the filter's own memory: a new generation makes every mark stale. */
+static CF__INLINE cf__found cf__bfs_own(cf__search *own, cf__table *t, uint64_t i1, uint64_t i2,
+                                        uint32_t fp)
+{
+    if (++own->gen == 0) { /* wrapped: stale entries could look current */
+        memset(own->marks, 0, ((size_t)1 << (64u - own->shift)) * sizeof(cf__mark));
+        own->gen = 1;
+    }
+    return cf__bfs(t->shape, t, own, i1, i2, fp);
+}
+
 /* The rest of a search on the stack whose first CF__FIRST_NODES nodes (z, no visited set)
  * found no path: CF__PLAN_MID_NODES nodes, then four times as many, and so on up to
  * `budget`, each step starting over with a visited set of its size (in `marks`) to clear
@@ -268,8 +293,8 @@ static CF__NOINLINE cf__found cf__bfs_plan(const cf__shape *s, cf__table *t, cf_
  * as the search); CF__OUT_OF_NODES past `most`, the memory's room. Breadth-first in the
  * same order, each step finds the path one search of the whole budget would. PLAN: a
  * planning search (cf__bfs_plan), else cf__bfs. */
-cf__found cf__bfs_steps(cf__table *t, cf__search *z, cf__mark *marks, uint32_t budget,
-                        uint32_t most, bool plan, uint64_t i1, uint64_t i2, uint32_t fp)
+static cf__found cf__bfs_steps(cf__table *t, cf__search *z, cf__mark *marks, uint32_t budget,
+                               uint32_t most, bool plan, uint64_t i1, uint64_t i2, uint32_t fp)
 {
     cf__node *queue = z->queue;
     cf__found r = CF__OUT_OF_NODES;
@@ -284,6 +309,175 @@ cf__found cf__bfs_steps(cf__table *t, cf__search *z, cf__mark *marks, uint32_t b
         r = plan ? cf__bfs_plan(t->shape, t, z, i1, i2, fp) : cf__bfs(t->shape, t, z, i1, i2, fp);
     }
     return r;
+}
+
+/* Find room for fp in the full buckets i1 and i2 of t within f's budget (max_kicks
+ * buckets examined beyond the two), moving residents if a path exists; false if none.
+ * Inline: the insert that calls it keeps its frame. */
+static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
+{
+    uint32_t budget = f->max_kicks + 2u;
+    cf__search *own = cf__search_of(f);
+    if (own)
+        return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
+    cf__node queue[CF__STACK_NODES];
+    cf__mark marks[2 * CF__STACK_NODES];
+    cf__search z = {queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0,
+                    0,     0};
+    cf__found r = cf__bfs(t->shape, t, &z, i1, i2, fp);
+    if (r != CF__OUT_OF_NODES || z.cap == budget)
+        return r == CF__MOVED;
+    /* The same search with the whole budget finds the same path (breadth-first, in the
+     * same order), wherever its memory is. */
+    if (cf__table_size(t->shape, t->buckets) >= CF__OWN_SEARCH_MIN_TABLE &&
+        (own = cf__own_search(f, budget)) != NULL)
+        return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
+    return cf__bfs_steps(t, &z, marks, budget, CF__STACK_NODES, false, i1, i2, fp) == CF__MOVED;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Inserts whose buckets are full                                                       */
+/* ------------------------------------------------------------------------------------ */
+
+/* Append a sub-filter `expansion` times the size of the newest and put the key in it. */
+static cf_status cf__grow(cf_filter *f, const cf__key *k)
+{
+    cf__table *t;
+    cf_status st = cf__table_append(f, &t);
+    if (st != CF_OK)
+        return st;
+    uint64_t i1, i2;
+    cf__buckets(t, k, &i1, &i2);
+    /* An empty table always has room. Readers see none of it before the count. */
+    cf__put_if_free(t, t->shape, i1, cf__fp_in(k, t));
+    cf__table_publish(f);
+    return CF_OK;
+}
+
+/* An insert whose buckets n1 and n2 in the newest sub-filter are both full: the older
+ * sub-filters, then an eviction search, then growth or the stash. Off the fast path. */
+static CF__INLINE cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1,
+                                            uint64_t n2)
+{
+    cf__table *newest = &f->tables[f->ntables - 1];
+    const cf__shape *s = newest->shape;
+    uint32_t fp = cf__fp_in(k, newest);
+    uint64_t i1, i2;
+    for (unsigned n = f->ntables - 1; n-- > 0;) {
+        cf__table *t = &f->tables[n];
+        uint32_t fp_t = cf__fp_in(k, t);
+        cf__buckets(t, k, &i1, &i2);
+        if (cf__table_put(t, i1, fp_t) || cf__table_put(t, i2, fp_t))
+            return CF_OK;
+    }
+    /* When both buckets hold nothing but this fingerprint, no move can help (every
+     * resident's other bucket is the other one). It is one key added 2b times, or keys
+     * that share fingerprint and bucket pair (common when b * f is small). A growing
+     * filter says full: growing for one hot key is how filters balloon. A fixed filter
+     * may still stash it, like any key that found no room. */
+    bool hot = cf__bucket_all(newest, s, n1, fp) && cf__bucket_all(newest, s, n2, fp);
+    if (!hot && cf__evict(f, newest, n1, n2, fp)) {
+        newest->items++;
+        return CF_OK;
+    }
+    cf_status st = hot ? CF_FULL : cf__grow(f, k);
+    /* The last resort of a filter that cannot grow; never a way round the hot-key rule. */
+    if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
+        if (!cf__stash_room(f))
+            return CF_ENOMEM; /* nothing has changed */
+        cf__stash_push(f, (cf__stash){n1, fp, f->ntables - 1});
+        return CF_OK;
+    }
+    return st;
+}
+
+/* Whether sub-filter t can hold fingerprints of sub-filter `from` (of a filter of the same
+ * seed and first size), and if so, into *i the bucket of t that bucket x of `from` reduces
+ * to: t's scale must divide from's, and its fingerprints be no wider (the low bits of
+ * from's). Equal scales, the common case, take no division. */
+static bool cf__takes(const cf__table *t, const cf__table *from, uint64_t x, uint64_t *i)
+{
+    uint64_t sf = cf__scale_of(from), st = cf__scale_of(t);
+    if (t->shape->ext > from->shape->ext || (sf != st && sf % st != 0))
+        return false;
+    *i = sf == st ? x : x / (sf / st);
+    return true;
+}
+
+cf_status cf__place_fp(cf_filter *f, const cf__table *from, uint64_t x, uint32_t fp)
+{
+    cf__table *newest = NULL;
+    uint64_t n1 = 0, n2 = 0;
+    uint32_t nfp = 0;
+    unsigned nk = 0;
+    /* A free slot in the newest sub-filter that takes it, then in older ones, as an insert
+     * looks; the first sub-filter takes any. */
+    for (unsigned k = f->ntables; k-- > 0;) {
+        cf__table *t = &f->tables[k];
+        uint64_t i1;
+        if (!cf__takes(t, from, x, &i1))
+            continue;
+        uint32_t fp_t = cf__fp_narrow(fp, from, t->shape->ext);
+        uint64_t i2 = cf__alt_of(t, i1, fp_t);
+        if (cf__table_put(t, i1, fp_t) || cf__table_put(t, i2, fp_t))
+            return CF_OK;
+        if (!newest) {
+            newest = t;
+            nk = k;
+            n1 = i1;
+            n2 = i2;
+            nfp = fp_t;
+        }
+    }
+    /* The insert's rules from here: evict within that sub-filter unless the pair holds
+     * nothing but this fingerprint, then grow, then the stash. */
+    const cf__shape *s = newest->shape;
+    bool hot = cf__bucket_all(newest, s, n1, nfp) && cf__bucket_all(newest, s, n2, nfp);
+    if (!hot && cf__evict(f, newest, n1, n2, nfp)) {
+        newest->items++;
+        return CF_OK;
+    }
+    cf_status st = CF_FULL;
+    cf__table *last = &f->tables[f->ntables - 1];
+    uint64_t scale, i = 0;
+    /* Growth helps only if the new sub-filter takes it: one no finer than `from`. */
+    if (!hot && f->expansion != 0 && cf__mul_u64(cf__scale_of(last), f->expansion, &scale) &&
+        cf__scale_of(from) % scale == 0 &&
+        cf__ext_of(f->fp_bits, f->widen, f->ntables) <= from->shape->ext) {
+        cf__table *t;
+        st = cf__table_append(f, &t);
+        if (st == CF_OK) {
+            (void)cf__takes(t, from, x, &i); /* true: its scale and width are checked above */
+            cf__put_if_free(t, t->shape, i, cf__fp_narrow(fp, from, t->shape->ext));
+            cf__table_publish(f); /* readers see none of it before this */
+            return CF_OK;
+        }
+    }
+    if (st == CF_FULL && (!hot || f->expansion == 0) && f->stash_n < CF__STASH_SLOTS) {
+        if (!cf__stash_room(f))
+            return CF_ENOMEM;
+        cf__stash_push(f, (cf__stash){n1, nfp, nk});
+        return CF_OK;
+    }
+    return st;
+}
+
+cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
+{
+    cf__key k = cf__key_bits(f->fp_bits, h);
+    return cf__insert_rest(f, &k, n1, n2);
+}
+
+cf_status cf__insert_any(cf_filter *f, uint64_t h)
+{
+    cf__table *t = &f->tables[f->ntables - 1];
+    cf__key k = cf__key_bits(f->fp_bits, h);
+    uint32_t fp = cf__fp_in(&k, t);
+    uint64_t i1, i2;
+    cf__buckets(t, &k, &i1, &i2);
+    if (cf__table_put(t, i1, fp) || cf__table_put(t, i2, fp))
+        return CF_OK;
+    return cf__insert_rest_h(f, h, i1, i2);
 }
 
 /* ------------------------------------------------------------------------------------ */

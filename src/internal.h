@@ -71,8 +71,8 @@ static inline const cf__ops *cf__ops_at(const cf__ops *o, enum cf__row row, enum
     return o->table + (size_t)row * CF__CODES + code;
 }
 
-/* The slow paths the per-shape code falls back to (slow.c): a lookup in every sub-filter
- * and the stash; an insert whose buckets n1 and n2 in the newest sub-filter are full; a
+/* The slow paths the per-shape code falls back to (slow.c; evict.c for inserts): a lookup in every
+ * sub-filter and the stash; an insert whose buckets n1 and n2 in the newest sub-filter are full; a
  * delete from any sub-filter or the stash. */
 CF__HIDDEN bool cf__contains_all(const cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2);
