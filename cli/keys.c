@@ -574,10 +574,15 @@ static bool pipe_open(query_pipe *q, const cf_filter *f, const key_cmd *c)
     return true;
 }
 
-/* Opens the filter and the keys for query and count. */
-static int start_lookups(key_cmd *c, cf_filter **f, key_reader *in)
+/* Parses the command line of query or count (KEEP_GOING to go on), then opens the filter
+ * and the keys. */
+static int start_lookups(key_cmd *c, const char *name, const cli_opt *opts, size_t nopts,
+                         const char *help, int argc, char **argv, cf_filter **f, key_reader *in)
 {
-    int status = cli_open_mapped(c->path, !c->no_verify, f);
+    int status = parse_key_cmd(c, name, opts, nopts, help, argc, argv);
+    if (status != KEEP_GOING)
+        return status;
+    status = cli_open_mapped(c->path, !c->no_verify, f);
     if (status != CLI_EXIT_OK)
         return status;
     /* A windowed filter answers as at the generation due now: those that fell out of the
@@ -590,7 +595,7 @@ static int start_lookups(key_cmd *c, cf_filter **f, key_reader *in)
     }
     if (isatty(STDOUT_FILENO) != 1)
         setvbuf(stdout, NULL, _IOFBF, OUTPUT_BUFFER_BYTES);
-    return CLI_EXIT_OK;
+    return KEEP_GOING;
 }
 
 /* The status after the last key: a read error, else whatever stdout says. */
@@ -620,14 +625,11 @@ int cmd_query(int argc, char **argv)
         {"help", 'h', false, OPT_HELP},
     };
     key_cmd c;
-    int status =
-        parse_key_cmd(&c, "query", opts, sizeof opts / sizeof opts[0], query_help, argc, argv);
-    if (status != KEEP_GOING)
-        return status;
     cf_filter *f;
     key_reader in;
-    status = start_lookups(&c, &f, &in);
-    if (status != CLI_EXIT_OK)
+    int status = start_lookups(&c, "query", opts, sizeof opts / sizeof opts[0], query_help, argc,
+                               argv, &f, &in);
+    if (status != KEEP_GOING)
         return status;
 
     /* Two batches: with a second thread, one fills while the other is answered. */
@@ -697,14 +699,11 @@ int cmd_count(int argc, char **argv)
         {"help", 'h', false, OPT_HELP},
     };
     key_cmd c;
-    int status =
-        parse_key_cmd(&c, "count", opts, sizeof opts / sizeof opts[0], count_help, argc, argv);
-    if (status != KEEP_GOING)
-        return status;
     cf_filter *f;
     key_reader in;
-    status = start_lookups(&c, &f, &in);
-    if (status != CLI_EXIT_OK)
+    int status = start_lookups(&c, "count", opts, sizeof opts / sizeof opts[0], count_help, argc,
+                               argv, &f, &in);
+    if (status != KEEP_GOING)
         return status;
 
     progress pr;
