@@ -1722,6 +1722,17 @@ static const char *cfm_rb_from_header(cf_rm_ctx *ctx, const unsigned char *h, si
     return NULL;
 }
 
+/* CF.SCANDUMP's reply: the next iterator and the chunk's bytes, nil for none (the end). */
+static void cfm_reply_chunk(cf_rm_ctx *ctx, uint64_t next, const void *bytes, size_t len)
+{
+    cf_rm.ReplyWithArray(ctx, 2);
+    cf_rm.ReplyWithLongLong(ctx, (long long)next);
+    if (len)
+        cf_rm.ReplyWithStringBuffer(ctx, (const char *)bytes, len);
+    else
+        cf_rm.ReplyWithNull(ctx);
+}
+
 /* CF.SCANDUMP of a key of RedisBloom's type: its chunks, as RedisBloom gives them (an
  * empty filter too: RedisBloom answers [0, nil] at once and loses its parameters). */
 static int cfm_rb_scandump(cf_rm_ctx *ctx, cf_rm_key *key, cfm_value *v, uint64_t it)
@@ -1731,23 +1742,17 @@ static int cfm_rb_scandump(cf_rm_ctx *ctx, cf_rm_key *key, cfm_value *v, uint64_
     uint64_t off = 0, len = 0;
     if (it == 0) {
         cfm_rb_header(v, header);
-        cf_rm.ReplyWithArray(ctx, 2);
-        cf_rm.ReplyWithLongLong(ctx, 1);
-        cf_rm.ReplyWithStringBuffer(ctx, (const char *)header, sizeof header);
+        cfm_reply_chunk(ctx, 1, header, sizeof header);
     } else if (!cfm_rb_chunk_at(v->f, it - 1, &k, &off, &len)) {
         return cfm_fail(ctx, key, v, "Invalid position");
     } else if (len == 0) {
-        cf_rm.ReplyWithArray(ctx, 2);
-        cf_rm.ReplyWithLongLong(ctx, 0);
-        cf_rm.ReplyWithNull(ctx);
+        cfm_reply_chunk(ctx, 0, NULL, 0);
     } else {
         char *buf = cf_rm.TryAlloc((size_t)len);
         if (!buf)
             return cfm_fail(ctx, key, v, "ERR Insufficient memory");
         cf_table_read(v->f, k, off, buf, (size_t)len);
-        cf_rm.ReplyWithArray(ctx, 2);
-        cf_rm.ReplyWithLongLong(ctx, (long long)(it + len));
-        cf_rm.ReplyWithStringBuffer(ctx, buf, (size_t)len);
+        cfm_reply_chunk(ctx, it + len, buf, (size_t)len);
         cf_rm.Free(buf);
     }
     cfm_close(key, v);
@@ -1776,12 +1781,7 @@ static int cfm_cmd_scandump(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         cf_rm.Free(buf);
         return cfm_fail(ctx, key, v, "Invalid position");
     }
-    cf_rm.ReplyWithArray(ctx, 2);
-    cf_rm.ReplyWithLongLong(ctx, (long long)cursor);
-    if (len)
-        cf_rm.ReplyWithStringBuffer(ctx, (const char *)buf, len);
-    else
-        cf_rm.ReplyWithNull(ctx);
+    cfm_reply_chunk(ctx, cursor, buf, len);
     cf_rm.Free(buf);
     cfm_close(key, v);
     return CF_RM_OK;
