@@ -175,26 +175,40 @@ static void print_json(const filter_facts *x)
     printf("\n}\n");
 }
 
-int cmd_info(int argc, char **argv)
+/* The options info and verify share (--json, --help): INSPECT_GO_ON with *json set, else
+ * the command's exit status (--help, a usage error). The operands are argv[0 .. *n). */
+#define INSPECT_GO_ON (-1)
+static int parse_inspect(const char *name, const char *help, int argc, char **argv, bool *json,
+                         int *n)
 {
     static const cli_opt opts[] = {{"json", 0, false, OPT_JSON}, {"help", 'h', false, OPT_HELP}};
-    bool json = false;
     cli_parser p;
-    cli_parser_init(&p, "info", info_help, opts, sizeof opts / sizeof opts[0], argc, argv);
+    cli_parser_init(&p, name, help, opts, sizeof opts / sizeof opts[0], argc, argv);
     const char *value;
     int id;
+    *json = false;
     while ((id = cli_next_option(&p, &value)) >= 0)
-        json = json || id == OPT_JSON;
+        *json = *json || id == OPT_JSON;
     if (id == CLI_OPT_STOP)
         return p.status;
-    if (p.operands != 1)
-        return cli_usage("info", p.operands == 0 ? "missing FILE" : "one FILE only");
+    *n = p.operands;
+    return INSPECT_GO_ON;
+}
+
+int cmd_info(int argc, char **argv)
+{
+    bool json;
+    int n = 0, status = parse_inspect("info", info_help, argc, argv, &json, &n);
+    if (status != INSPECT_GO_ON)
+        return status;
+    if (n != 1)
+        return cli_usage("info", n == 0 ? "missing FILE" : "one FILE only");
 
     const char *path = argv[0];
     cf_filter *f;
     /* With the tables' checksum too: the figures of a damaged file would mislead, and one
      * read of the file costs far less than loading it. */
-    int status = cli_open_mapped(path, true, &f);
+    status = cli_open_mapped(path, true, &f);
     if (status != CLI_EXIT_OK)
         return status;
     filter_facts *x = malloc(sizeof *x);
@@ -283,22 +297,16 @@ static verdict check_file(const char *path)
 
 int cmd_verify(int argc, char **argv)
 {
-    static const cli_opt opts[] = {{"json", 0, false, OPT_JSON}, {"help", 'h', false, OPT_HELP}};
-    bool json = false;
-    cli_parser p;
-    cli_parser_init(&p, "verify", verify_help, opts, sizeof opts / sizeof opts[0], argc, argv);
-    const char *value;
-    int id;
-    while ((id = cli_next_option(&p, &value)) >= 0)
-        json = json || id == OPT_JSON;
-    if (id == CLI_OPT_STOP)
-        return p.status;
-    if (p.operands == 0)
+    bool json;
+    int n = 0, status = parse_inspect("verify", verify_help, argc, argv, &json, &n);
+    if (status != INSPECT_GO_ON)
+        return status;
+    if (n == 0)
         return cli_usage("verify", "missing FILE");
-    int status = CLI_EXIT_OK;
+    status = CLI_EXIT_OK;
     if (json)
         printf("[");
-    for (int i = 0; i < p.operands; i++) {
+    for (int i = 0; i < n; i++) {
         const char *path = argv[i];
         verdict v = check_file(path);
         if (v.st != CF_OK) {
