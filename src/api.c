@@ -48,8 +48,8 @@ cf_status cf_new_sized(const cf_config *config, size_t config_size, cf_filter **
     if (st != CF_OK)
         return st;
     /* A seed nobody knows, unless the caller fixed one: keys cannot then be chosen in
-     * advance to crowd one bucket pair (for seed 0, 40 such keys took 75 s of one core to
-     * find, and they filled a pair and the whole stash at 0.15 % load). */
+     * advance to crowd one bucket pair (with a known seed, a search finds a few dozen such
+     * keys, which fill a pair and the whole stash while the filter is nearly empty). */
     if (p.seed == 0 && !(c.flags & (CF_FIXED_SEED | CF_REDISBLOOM)) &&
         (st = cf_random_seed(&p.seed)) != CF_OK)
         return st;
