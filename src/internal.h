@@ -481,8 +481,9 @@ static inline struct cf__window *cf__window_of(const cf_filter *f)
  * kind touches. */
 typedef struct cf__kind {
     const char *name;
-    unsigned flags; /* the CF_* flags cf_get_config reports for the kind */
-    bool composite; /* a head whose parts hold the tables (none of its own) */
+    unsigned flags;       /* the CF_* flags cf_get_config reports for the kind */
+    bool composite;       /* a head whose parts hold the tables (none of its own) */
+    const char *no_merge; /* why cf_merge refuses the kind, or NULL: it merges */
     /* Free the filter and what the kind holds beyond the plain object (cf_free). */
     void (*release)(cf_filter *f);
     void (*clear)(cf_filter *f);

@@ -40,10 +40,8 @@ static const char *cf__merge_refusal(const cf_filter *dst, const cf_filter *src)
         return "a filter cannot merge with itself (merge a copy of it)";
     if (cf_is_loading(src))
         return "the source is still loading";
-    if (cf__is_window(dst) || cf__is_window(src))
-        return "windowed filters do not merge";
-    if (cf__is_rb(dst) || cf__is_rb(src))
-        return "RedisBloom-layout filters do not merge";
+    if (cf__kind_of(dst)->no_merge || cf__kind_of(src)->no_merge)
+        return cf__kind_of(dst)->no_merge ? cf__kind_of(dst)->no_merge : cf__kind_of(src)->no_merge;
     const cf__shape *d = cf__shape0(dst), *s = cf__shape0(src);
     if (cf__seed(dst) != cf__seed(src))
         return "seeds differ";
@@ -186,7 +184,7 @@ static cf_status cf__merge_held(cf_filter *dst, const cf_filter *src)
     if (cf__cannot_fit(dst, src))
         return CF_FULL;
     cf_status st;
-    if (cf__is_cc(dst)) {
+    if (cf__kind_of(dst)->flags & CF_CONCURRENT) {
         cf_filter *trial = NULL;
         st = cf__copy_plain(dst, &trial);
         if (st == CF_OK) /* the very path the second run takes: cf__place_fp's */

@@ -536,6 +536,7 @@ void cf__window_gen_stats(const cf_filter *f, unsigned age, cf_stats *out)
 static const cf__kind cf__kind_window = {
     .name = "window",
     .composite = true,
+    .no_merge = "windowed filters do not merge",
     .release = cf__window_release,
     .clear = cf__window_clear,
     .compact = cf__window_compact,
