@@ -191,16 +191,11 @@ void cf__cc_ready(cf_filter *f)
 /* Readers                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
-unsigned cf__cc_ntables(const cf_filter *f)
-{
-    return atomic_load_explicit((_Atomic uint32_t *)(uintptr_t)&f->ntables, memory_order_acquire);
-}
-
 /* The filter's sub-filters as a reader sees them: the count first (acquire), so that the
  * array it then loads holds every entry the count covers. */
 static unsigned cf__cc_tables(const cf_filter *f, const cf__table **tables)
 {
-    unsigned n = cf__cc_ntables(f);
+    unsigned n = cf__ntables_now(f);
     *tables =
         atomic_load_explicit((_Atomic(cf__table *) *)(uintptr_t)&f->tables, memory_order_acquire);
     return n;

@@ -8,10 +8,11 @@
  */
 #include "evict.h"
 
-/* A search on the stack must clear its visited set first (8 KiB for the default budget:
- * a quarter of all the instructions of filling a table). A table of at least this many
- * bytes gets its own search memory, whose set clears by generation, on its first search
- * that needs the set: 16 KiB, under 2 % of such a table. */
+/* A search on the stack must clear its visited set first, which costs more than the
+ * search itself in a filling table (bench/icount.sh shows it, in add_hash). A table of at
+ * least this many bytes gets its own search memory, whose set clears by generation, on
+ * its first search that needs the set: for the default budget, a small part of such a
+ * table. */
 #define CF__OWN_SEARCH_MIN_TABLE ((size_t)1 << 20)
 
 /* A search on the stack first tries with this many nodes, checking for a visited bucket by

@@ -341,10 +341,6 @@ CF__HIDDEN void cf__cc_unlock(const cf_filter *f);
 CF__HIDDEN void cf__cc_meta_begin(cf_filter *f);
 CF__HIDDEN void cf__cc_meta_end(cf_filter *f);
 
-/* The sub-filter count as a reader beside the writers reads it (acquire, to pair with
- * cf__publish_ntables). */
-CF__HIDDEN unsigned cf__cc_ntables(const cf_filter *f);
-
 /* The copies of key h a concurrent filter holds, as cf_count_hash counts them. */
 CF__HIDDEN uint64_t cf__cc_count(const cf_filter *f, uint64_t h);
 
@@ -379,7 +375,8 @@ static inline void cf__publish_ntables(cf_filter *f, unsigned n)
     atomic_store_explicit((_Atomic uint32_t *)(void *)&f->ntables, n, memory_order_release);
 }
 
-/* The sub-filter count as a reader beside the writers reads it (acquire). */
+/* The sub-filter count as a reader beside the writers reads it (acquire, to pair with
+ * cf__publish_ntables). */
 static inline unsigned cf__ntables_now(const cf_filter *f)
 {
     return atomic_load_explicit((_Atomic uint32_t *)(void *)(uintptr_t)&f->ntables,

@@ -184,10 +184,11 @@ static const cf__ops *cf__cc_pick(const cf_filter *f)
     return cf__ops_at(f->ops, CF__ROW_CONCURRENT, cf__code_of(cf__shape0(f)));
 }
 
-const cf__kind cf__kind_plain = {.name = "plain"};
+/* The plain filter: every call its own (NULL). */
+const cf__kind cf__kind_plain = {.flags = 0};
 
+/* CF_CONCURRENT: writers held by its lock, readers told of changes of state by `meta`. */
 const cf__kind cf__kind_plain_cc = {
-    .name = "plain, concurrent",
     .flags = CF_CONCURRENT,
     .count = cf__cc_count,
     .hold = cf__cc_lock,

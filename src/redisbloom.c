@@ -323,7 +323,6 @@ static uint64_t cf__rb_hash_of(const cf_filter *f, const void *key, size_t len)
 }
 
 static const cf__kind cf__kind_rb = {
-    .name = "RedisBloom",
     .flags = CF_REDISBLOOM,
     .no_merge = "RedisBloom-layout filters do not merge",
     .compact = cf__rb_compact,
@@ -333,7 +332,6 @@ static const cf__kind cf__kind_rb = {
 };
 
 static const cf__kind cf__kind_rb_cc = {
-    .name = "RedisBloom, concurrent",
     .flags = CF_REDISBLOOM | CF_CONCURRENT,
     .no_merge = "RedisBloom-layout filters do not merge",
     .compact = cf__rb_compact,

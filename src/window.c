@@ -534,7 +534,6 @@ void cf__window_gen_stats(const cf_filter *f, unsigned age, cf_stats *out)
 /* ------------------------------------------------------------------------------------ */
 
 static const cf__kind cf__kind_window = {
-    .name = "window",
     .composite = true,
     .no_merge = "windowed filters do not merge",
     .release = cf__window_release,
