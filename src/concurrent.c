@@ -181,7 +181,7 @@ void cf__cc_ready(cf_filter *f)
     cc->locks0 = cf__sync_locks(&f->tables[0]);
     enum cf__code code = cf__code_of(cc->shape0);
     cc->code0 = code;
-    cc->par = !cf__is_rb(f) && code != CF__CODE_GENERIC && code != CF__CODE_SEMI;
+    cc->par = !cf__kind_of(f)->serial_writers && code != CF__CODE_GENERIC && code != CF__CODE_SEMI;
     if (!cc->par) /* before any other thread has the filter */
         atomic_fetch_or_explicit(&cc->meta, CF__CC_META_NOT_PAR, memory_order_relaxed);
     cf__cc_settle(f, false);

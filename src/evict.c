@@ -102,28 +102,6 @@ static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf_
     cf__slot_set(t, s, q[cur].bucket, slot, fp);
 }
 
-/* Search for room for fp in the full buckets i1 and i2 of t by moving residents to their
- * other buckets, with z->cap nodes. Breadth-first: every resident of a bucket on the
- * frontier is a candidate, so the path found is the shortest within the budget, and it
- * is planned completely before anything moves. A failed search therefore changes
- * nothing, and the result depends only on the table's contents: replaying the same
- * operations gives the same table. Each bucket enters the search once, so a path never
- * passes through a bucket twice. */
-/* Slot j of the bucket whose first bytes are `word` (constant widths F, B). */
-static CF__INLINE uint32_t cf__word_slot_t(uint64_t word, unsigned j, unsigned F)
-{
-    return (uint32_t)(word >> (F * j)) & (uint32_t)((UINT64_C(1) << F) - 1u);
-}
-
-/* Slot j (in ascending order) of the semi-sorted bucket whose first bytes are `word`
- * (constant width F), whose code's prefixes are `pre`. */
-static CF__INLINE uint32_t cf__semi_word_slot_t(uint64_t word, unsigned pre, unsigned j, unsigned F)
-{
-    const unsigned W = F - CF__SEMI_PREFIX_BITS;
-    return (uint32_t)((pre >> (CF__SEMI_PREFIX_BITS * j)) & CF__SEMI_PREFIX_MASK) << W |
-           (uint32_t)((word >> (CF__SEMI_CODE_BITS + W * j)) & ((UINT64_C(1) << W) - 1u));
-}
-
 /* Slot j of bucket `bucket`: with constant widths (F) from its loaded word (and for a
  * semi-sorted bucket its prefixes), which the caller passes, else from the table. */
 static CF__INLINE uint32_t cf__resident_t(const cf__table *t, const cf__shape *s, uint64_t bucket,
@@ -151,13 +129,8 @@ static CF__INLINE int cf__free_slot_t(const cf__table *t, const cf__shape *s, ui
                                       bool PLAN, unsigned F, unsigned B)
 {
     uint64_t w = cf__search_load_t(t, s, next, PLAN, F, B);
-    if (CF__SEMI_T(F, B)) {
-        const unsigned W = F - CF__SEMI_PREFIX_BITS;
-        unsigned pre = cf__semi_prefixes[w & CF__SEMI_CODE_MASK];
-        bool empty = !(pre & CF__SEMI_PREFIX_MASK) &&
-                     !((w >> CF__SEMI_CODE_BITS) & ((UINT64_C(1) << W) - 1u));
-        return empty ? 0 : -1;
-    }
+    if (CF__SEMI_T(F, B))
+        return cf__semi_word_empty_slot_t(w, F) ? 0 : -1;
     uint64_t empty = cf__zero_lanes_t(w, F, B);
     return empty ? (int)(cf__ctz64(empty) / F) : -1;
 }
@@ -193,7 +166,7 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
         uint32_t semi_fps[CF__SEMI_BUCKET];
         unsigned ahead = b < CF__PREFETCH_SLOTS ? b : CF__PREFETCH_SLOTS;
         uint64_t word = F ? cf__search_load_t(t, s, bucket, PLAN, F, B) : 0;
-        unsigned pre = F && semi ? cf__semi_prefixes[word & CF__SEMI_CODE_MASK] : 0;
+        unsigned pre = F && semi ? cf__semi_word_prefixes(word) : 0;
         if (semi && !F)
             cf__semi_get(t, s, bucket, semi_fps);
         for (unsigned j = 0; j < ahead; j++) {
@@ -265,6 +238,13 @@ static CF__NOINLINE cf__found cf__bfs_sync(const cf__shape *s, cf__table *t, cf_
     return cf__bfs_code(s, t, z, i1, i2, fp, true, false);
 }
 
+/* Search for room for fp in the full buckets i1 and i2 of t by moving residents to their
+ * other buckets, with z->cap nodes. Breadth-first: every resident of a bucket on the
+ * frontier is a candidate, so the path found is the shortest within the budget, and it
+ * is planned completely before anything moves. A failed search therefore changes
+ * nothing, and the result depends only on the table's contents: replaying the same
+ * operations gives the same table. Each bucket enters the search once, so a path never
+ * passes through a bucket twice. */
 static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1, uint64_t i2,
                          uint32_t fp)
 {
@@ -525,16 +505,15 @@ static CF__INLINE bool cf__path_commit_t(cf__table *t, const cf__search *z, uint
 {
     const cf__node *q = z->queue;
     const unsigned bytes = cf__bucket_bytes_t(F, B);
-    const uint32_t mask = (uint32_t)((UINT64_C(1) << F) - 1u);
     uint32_t moved[CF__PATH_MAX + 1u];
     unsigned n = 0;
     /* Still a path: its free end free, and every step's slot holding a fingerprint whose
      * other bucket is the step's (which one need not matter: any such moves as well). */
-    if ((cf__sync_fast_word(t, q[z->end].bucket, bytes) >> (z->free * F)) & mask)
+    if (cf__word_slot_t(cf__sync_fast_word(t, q[z->end].bucket, bytes), z->free, F))
         return false;
     for (uint32_t cur = z->end; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
         uint64_t from = q[q[cur].parent].bucket;
-        uint32_t v = (uint32_t)(cf__sync_fast_word(t, from, bytes) >> (q[cur].slot * F)) & mask;
+        uint32_t v = cf__word_slot_t(cf__sync_fast_word(t, from, bytes), q[cur].slot, F);
         if (v == 0 || cf__alt_of0(t, from, v) != q[cur].bucket || n == CF__PATH_MAX)
             return false;
         moved[n++] = v;
@@ -548,7 +527,7 @@ static CF__INLINE bool cf__path_commit_t(cf__table *t, const cf__search *z, uint
         uint64_t bucket = q[cur].bucket;
         atomic_uint *next = k < n ? cf__sync_pair_seq(t, q[q[cur].parent].bucket, bucket) : NULL;
         cf__path_seq_before(open, next);
-        cf__sync_xor_t(t, bucket * bytes * 8u + slot * F, was ^ moved[k], F, B);
+        cf__sync_xor_t(t, cf__slot_bit_t(bucket, slot, F, B), was ^ moved[k], F, B);
         open = cf__path_seq_after(open, next);
         was = moved[k];
         slot = q[cur].slot;

@@ -276,9 +276,7 @@ static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, u
             return CF_NOT_FOUND;
         uint64_t m = m1 ? m1 : m2;
         uint8_t *p = cf__bucket_at_t(t, NULL, m1 ? i1 : i2, F, B);
-        cf__store_t(p,
-                    cf__semi_remove_word_t(cf__load_t(p, F, B),
-                                           cf__ctz64(m) / (F - CF__SEMI_PREFIX_BITS), F),
+        cf__store_t(p, cf__semi_remove_word_t(cf__load_t(p, F, B), cf__semi_match_slot_t(m, F), F),
                     F, B);
         t->items--;
         return CF_OK;
@@ -335,7 +333,7 @@ static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const cf__cc_first *c,
         uint64_t w1 = cf__sync_fast_word(t, i1, bytes), w2 = cf__sync_fast_word(t, i2, bytes);
         found = (cf__word_match_t(w1, fp, F, B) | cf__word_match_t(w2, fp, F, B)) != 0;
     } else {
-        uint64_t b1 = i1 * s->bucket_bits, b2 = i2 * s->bucket_bits;
+        uint64_t b1 = cf__bucket_bit(s, i1), b2 = cf__bucket_bit(s, i2);
         uint64_t w1 = cf__sync_bucket_word(t, b1, s->bucket_mask);
         uint64_t w2 = cf__sync_bucket_word(t, b2, s->bucket_mask);
         if (CF__SEMI_T(F, B))

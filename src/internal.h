@@ -478,8 +478,11 @@ static inline struct cf__window *cf__window_of(const cf_filter *f)
  * kind touches. */
 typedef struct cf__kind {
     const char *name;
-    unsigned flags;       /* the CF_* flags cf_get_config reports for the kind */
-    bool composite;       /* a head whose parts hold the tables (none of its own) */
+    unsigned flags; /* the CF_* flags cf_get_config reports for the kind */
+    bool composite; /* a head whose parts hold the tables (none of its own) */
+    /* CF_CONCURRENT's writers take turns under the lock, never beside each other in
+     * stripes, whatever the shape (the kind's inserts have no planner). */
+    bool serial_writers;
     const char *no_merge; /* why cf_merge refuses the kind, or NULL: it merges */
     /* Free the filter and what the kind holds beyond the plain object (cf_free). */
     void (*release)(cf_filter *f);
@@ -498,6 +501,8 @@ typedef struct cf__kind {
     void (*state_end)(cf_filter *f);
     /* The ops f's state takes; NULL: the plain filter's (cf__plain_pick). */
     const cf__ops *(*pick)(const cf_filter *f);
+    /* Its file format (image.h); NULL: one image (image.c). */
+    const struct cf__codec *codec;
 } cf__kind;
 
 /* The plain kinds (plain.c): fast.c's tables point at them. */
@@ -649,10 +654,9 @@ static inline bool cf__allocator_ok(const cf_allocator *a)
 /* cf_new and cf_bytes_needed for a config with generations (c resolved into p). */
 CF__HIDDEN cf_status cf__window_new(const cf_config *c, const cf__params *p, cf_filter **out);
 CF__HIDDEN cf_status cf__window_bytes(const cf_config *c, const cf__params *p, size_t *bytes);
-/* A windowed head for generations of settings p: its window struct with room for G
- * generations, none made yet (gen[i] NULL); then the caller fills gen[]. */
-CF__HIDDEN cf_status cf__window_head(const cf__params *p, const cf_allocator *a, unsigned n,
-                                     uint64_t window, uint64_t generation, cf_filter **out);
+/* The windowed file format (image.h, "cf__codec"): persist.c's for a windowed file's
+ * bytes, whose header names no kind. */
+CF__HIDDEN extern const struct cf__codec cf__window_codec;
 /* The window's own calls (the public ones in api.c): an advance by one generation or to
  * `generation` (to); the generation of time `now`; lookups, counts and batched lookups as
  * at a generation; the stats of the generation `age` advances old (there). */

@@ -333,6 +333,7 @@ static const cf__kind cf__kind_rb = {
 
 static const cf__kind cf__kind_rb_cc = {
     .flags = CF_REDISBLOOM | CF_CONCURRENT,
+    .serial_writers = true, /* its evictions are RedisBloom's, which cf__plan does not make */
     .no_merge = "RedisBloom-layout filters do not merge",
     .compact = cf__rb_compact,
     .count = cf__rb_count,
@@ -401,15 +402,6 @@ cf_status cf_table_read(const cf_filter *f, unsigned k, uint64_t offset, void *b
     return CF_OK;
 }
 
-/* Non-zero bytes of p[0, len). */
-static uint64_t cf__rb_used(const uint8_t *p, size_t len)
-{
-    uint64_t n = 0;
-    for (size_t i = 0; i < len; i++)
-        n += p[i] != 0;
-    return n;
-}
-
 cf_status cf__rb_raw_begin(cf_filter *f, unsigned n)
 {
     cf__more *m = cf__more_of(f);
@@ -444,7 +436,7 @@ static cf_status cf__rb_load_write(cf_filter *f, cf__loading *load, unsigned k, 
         memset(t->data, 0, bytes);
     }
     memcpy(t->data + offset, data, len);
-    t->items += cf__rb_used(data, len);
+    t->items += cf__byte_slots_used(data, len);
     load->pos += len;
     if (load->pos < cf_table_size(f, k))
         return CF_OK;
@@ -478,7 +470,7 @@ cf_status cf_table_write(cf_filter *f, unsigned k, uint64_t offset, const void *
     cf__table *t = &f->tables[k];
     uint8_t *at = t->data + offset;
     cf__hold(f);
-    t->items = t->items - cf__rb_used(at, len) + cf__rb_used(data, len);
+    t->items = t->items - cf__byte_slots_used(at, len) + cf__byte_slots_used(data, len);
     memcpy(at, data, len);
     cf__unhold(f);
     return CF_OK;

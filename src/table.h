@@ -137,6 +137,23 @@ static inline uint64_t cf__data_bytes(const cf__shape *s, uint64_t buckets)
     return bits / 8 + (bits % 8 != 0);
 }
 
+/* The occupied slots of p[0, len), bytes of a table of 8-bit slots that is not
+ * semi-sorted (RedisBloom's layout), where every byte is a slot and any range of bytes is
+ * whole slots. */
+static inline uint64_t cf__byte_slots_used(const uint8_t *p, size_t len)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += p[i] != 0;
+    return n;
+}
+
+/* The buckets whose every bit lies in the first `bytes` bytes of a table. */
+static inline uint64_t cf__buckets_within(const cf__shape *s, uint64_t bytes)
+{
+    return bytes * 8 / s->bucket_bits;
+}
+
 /* Bytes a table of `buckets` buckets needs (padding included), or false if it exceeds
  * the limits of table.c (CF__MAX_TABLE_BYTES, CF__INDEX_BIAS_BITS). */
 CF__HIDDEN bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes);
@@ -313,6 +330,11 @@ CF__HIDDEN unsigned cf__semi_match(const cf__table *t, const cf__shape *s, uint6
 /* ------------------------------------------------------------------------------------ */
 /* Slots and buckets of any shape                                                       */
 /* ------------------------------------------------------------------------------------ */
+
+static CF__INLINE uint64_t cf__bucket_bit(const cf__shape *s, uint64_t bucket)
+{
+    return bucket * s->bucket_bits;
+}
 
 static inline uint64_t cf__slot_bit(const cf__shape *s, uint64_t bucket, unsigned slot)
 {
@@ -842,6 +864,19 @@ static CF__INLINE unsigned cf__bucket_bytes_t(unsigned F, unsigned B)
     return CF__SEMI_T(F, B) ? (F - 1) / 2 : F * B / 8;
 }
 
+/* Where slot `slot` of bucket i starts, in bits, for a shape with constant widths that is
+ * not semi-sorted. */
+static CF__INLINE uint64_t cf__slot_bit_t(uint64_t i, unsigned slot, unsigned F, unsigned B)
+{
+    return i * cf__bucket_bytes_t(F, B) * 8u + slot * F;
+}
+
+/* Slot j of the bucket whose first bytes are `word` (constant width F, not semi-sorted). */
+static CF__INLINE uint32_t cf__word_slot_t(uint64_t word, unsigned j, unsigned F)
+{
+    return (uint32_t)(word >> (F * j)) & (uint32_t)((UINT64_C(1) << F) - 1u);
+}
+
 /* The bits of a bucket of constant widths, in the low bits of its word. */
 static CF__INLINE uint64_t cf__bucket_mask_t(unsigned F, unsigned B)
 {
@@ -956,6 +991,36 @@ static CF__INLINE uint64_t cf__semi_match_t(const cf__table *t, uint64_t i, uint
 {
     return cf__semi_match_word_t(
         cf__load_t(cf__bucket_at_t(t, NULL, i, F, CF__SEMI_B), F, CF__SEMI_B), fp, F);
+}
+
+/* The slot of the lowest match in a mask of cf__semi_match_t (constant width F). */
+static CF__INLINE unsigned cf__semi_match_slot_t(uint64_t m, unsigned F)
+{
+    return cf__ctz64(m) / (F - CF__SEMI_PREFIX_BITS);
+}
+
+/* The prefixes of the semi-sorted bucket whose first bytes are `word`, a nibble a slot. */
+static CF__INLINE unsigned cf__semi_word_prefixes(uint64_t word)
+{
+    return cf__semi_prefixes[word & CF__SEMI_CODE_MASK];
+}
+
+/* Slot j (in ascending order) of the semi-sorted bucket whose first bytes are `word`
+ * (constant width F), whose prefixes are `pre` (cf__semi_word_prefixes). */
+static CF__INLINE uint32_t cf__semi_word_slot_t(uint64_t word, unsigned pre, unsigned j, unsigned F)
+{
+    const unsigned W = F - CF__SEMI_PREFIX_BITS;
+    return (uint32_t)((pre >> (CF__SEMI_PREFIX_BITS * j)) & CF__SEMI_PREFIX_MASK) << W |
+           (uint32_t)((word >> (CF__SEMI_CODE_BITS + W * j)) & ((UINT64_C(1) << W) - 1u));
+}
+
+/* Whether slot 0 of the semi-sorted bucket whose first bytes are `word` is empty (empty
+ * slots sort first: then the bucket has room). */
+static CF__INLINE bool cf__semi_word_empty_slot_t(uint64_t word, unsigned F)
+{
+    const unsigned W = F - CF__SEMI_PREFIX_BITS;
+    return !(cf__semi_word_prefixes(word) & CF__SEMI_PREFIX_MASK) &&
+           !((word >> CF__SEMI_CODE_BITS) & ((UINT64_C(1) << W) - 1u));
 }
 
 /* The semi-sorted bucket of `word` (constant width F) without the fingerprint of slot j:

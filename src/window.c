@@ -21,7 +21,7 @@
  * whichever generation is the newest meanwhile. Writers, advances included, take the
  * window's lock, so an add never lands in a generation an advance is emptying.
  */
-#include "plain.h"
+#include "image.h"
 
 #include <math.h>
 
@@ -92,8 +92,10 @@ static size_t cf__window_block(unsigned n)
     return sizeof(struct cf__window) + (size_t)n * sizeof(cf_filter *);
 }
 
-cf_status cf__window_head(const cf__params *p, const cf_allocator *a, unsigned n, uint64_t window,
-                          uint64_t generation, cf_filter **out)
+/* A windowed head for generations of settings p: its window struct with room for G
+ * generations, none made yet (gen[i] NULL); then the caller fills gen[]. */
+static cf_status cf__window_head(const cf__params *p, const cf_allocator *a, unsigned n,
+                                 uint64_t window, uint64_t generation, cf_filter **out)
 {
     cf__params head = *p;
     head.concurrent = false; /* the generations are; the head has no tables to guard */
@@ -530,6 +532,475 @@ void cf__window_gen_stats(const cf_filter *f, unsigned age, cf_stats *out)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* The file format: a meta section, then one image (image.c) per generation             */
+/* ------------------------------------------------------------------------------------ */
+/* docs/FORMAT.md, "Windowed files". The header's first 24 bytes are every file's, with
+ * CF__FLAG_WINDOW set; its own fields follow. */
+
+#define CF__GEN_BYTES 16u /* per generation: its image's offset and length */
+
+/* Windowed file header field offsets (docs/FORMAT.md, "Windowed files"). */
+enum {
+    CF__W_WINDOW = 24,
+    CF__W_GENERATION = 32,
+    CF__W_GENERATIONS = 40,
+    CF__W_RESERVED = 44,
+};
+
+/* The meta section: header, one entry per generation, meta sum. */
+static uint64_t cf__wfile_meta_len(unsigned n)
+{
+    return CF__HEADER_BYTES + (uint64_t)n * CF__GEN_BYTES + CF__SUM_BYTES;
+}
+
+/* The next image's place, after one that ended at `end` (the meta section's end for the
+ * first). */
+static uint64_t cf__image_next(uint64_t end)
+{
+    return cf__align_up(end);
+}
+
+/* The generation whose image is i-th in the file: oldest first. */
+static const cf_filter *cf__image_gen(const cf_filter *f, unsigned i)
+{
+    const struct cf__window *w = cf__window_of(f);
+    return cf__gen_at(w, w->n - 1u - i);
+}
+
+/* The length of image i: its generation's image, or while the window is loading by chunks
+ * the length its header chunk gave (which every image is held to). */
+static uint64_t cf__image_len_at(const cf_filter *f, unsigned i)
+{
+    const struct cf__window *w = cf__window_of(f);
+    return w->loading ? w->loading[i] : cf__image_codec.len(cf__image_gen(f, i));
+}
+
+static uint64_t cf__wfile_len(const cf_filter *f)
+{
+    uint64_t end = cf__wfile_meta_len(cf__window_of(f)->n);
+    for (unsigned i = 0; i < cf__window_of(f)->n; i++)
+        end = cf__image_next(end) + cf__image_len_at(f, i);
+    return end;
+}
+
+/* The meta section: the header, each image's offset and length, the meta sum (the header
+ * chunk of a dump). */
+static void cf__wfile_emit_meta(cf__sink *k, const cf_filter *f)
+{
+    const struct cf__window *w = cf__window_of(f);
+    uint8_t h[CF__HEADER_BYTES];
+    memset(h, 0, sizeof h);
+    memcpy(h + CF__H_MAGIC, CF__MAGIC, CF__MAGIC_BYTES);
+    cf__store_le16(h + CF__H_VERSION, CF_FORMAT_VERSION);
+    cf__store_le16(h + CF__H_HEADER_BYTES, CF__HEADER_BYTES);
+    cf__store_le32(h + CF__H_FLAGS, CF__FLAG_WINDOW);
+    cf__store_le64(h + CF__H_TOTAL, cf__wfile_len(f));
+    cf__store_le64(h + CF__W_WINDOW, w->window);
+    cf__store_le64(h + CF__W_GENERATION, w->generation);
+    cf__store_le32(h + CF__W_GENERATIONS, w->n);
+    cf__emit(k, h, sizeof h);
+    uint64_t end = cf__wfile_meta_len(w->n);
+    for (unsigned i = 0; i < w->n; i++) {
+        uint8_t e[CF__GEN_BYTES];
+        uint64_t at = cf__image_next(end), len = cf__image_len_at(f, i);
+        cf__store_le64(e, at);
+        cf__store_le64(e + 8, len);
+        cf__emit(k, e, sizeof e);
+        end = at + len;
+    }
+    cf__emit_meta_sum(k);
+}
+
+/* The whole file: the meta section, then each generation's image, oldest first, each at a
+ * multiple of 64 with sums of its own. */
+static void cf__wfile_emit(cf__sink *k, const cf_filter *f)
+{
+    cf__wfile_emit_meta(k, f);
+    const struct cf__window *w = cf__window_of(f);
+    uint64_t end = cf__wfile_meta_len(w->n);
+    for (unsigned i = 0; i < w->n; i++) {
+        uint64_t at = cf__image_next(end);
+        cf__emit_zeros(k, at - end);
+        cf__sink_restart(k);
+        const cf_filter *g = cf__image_gen(f, i);
+        cf__image_codec.emit(k, g);
+        end = at + cf__image_codec.len(g);
+    }
+}
+
+/* Still loading by chunks: some images have not all arrived. */
+static bool cf__wfile_loading(const cf_filter *f)
+{
+    return cf__window_of(f)->loading != NULL;
+}
+
+/* What a checked meta section says. */
+typedef struct cf__wmeta {
+    unsigned n;
+    uint64_t window, generation, meta_len, total;
+    const uint8_t *base;
+} cf__wmeta;
+
+static const uint8_t *cf__gen_entry(const cf__wmeta *w, unsigned i)
+{
+    return w->base + CF__HEADER_BYTES + (size_t)i * CF__GEN_BYTES;
+}
+
+/* The meta section (whole file, its prefix, or the header chunk, which is the meta section
+ * alone): its fields, and its images placed one after the other as the layout says. */
+static cf_status cf__wfile_parse(const uint8_t *b, size_t len, cf__extent extent, cf__wmeta *w,
+                                 const char **why)
+{
+    cf_status st = cf__parse_start(b, len, why);
+    if (st != CF_OK)
+        return st;
+    w->total = cf__load_le64(b + CF__H_TOTAL);
+    if (w->total >> 62 != 0) /* far past any table size: sums of lengths stay exact */
+        return cf__corrupt(why, "total length out of range");
+    if (extent == CF__WHOLE && w->total != len)
+        return cf__corrupt(why, w->total > len ? "truncated: shorter than its header says"
+                                               : "longer than its header says");
+    w->n = cf__load_le32(b + CF__W_GENERATIONS);
+    if (w->n < 2 || w->n > CF_MAX_GENERATIONS)
+        return cf__corrupt(why, "bad generation count");
+    w->meta_len = cf__wfile_meta_len(w->n);
+    if (w->meta_len > len)
+        return cf__corrupt(why, "truncated: shorter than its header");
+    w->base = b;
+    if (XXH3_64bits(b, (size_t)w->meta_len - CF__SUM_BYTES) !=
+        cf__load_le64(b + w->meta_len - CF__SUM_BYTES))
+        return cf__corrupt(why, "header checksum mismatch");
+    if (cf__load_le32(b + CF__H_FLAGS) != CF__FLAG_WINDOW) { /* a sound header: newer */
+        *why = "uses a feature or hash this library does not know";
+        return CF_EVERSION;
+    }
+    for (unsigned i = CF__W_RESERVED; i < CF__HEADER_BYTES; i++)
+        if (b[i] != 0)
+            return cf__corrupt(why, "reserved header field is not zero");
+    w->window = cf__load_le64(b + CF__W_WINDOW);
+    w->generation = cf__load_le64(b + CF__W_GENERATION);
+    uint64_t end = w->meta_len;
+    for (unsigned i = 0; i < w->n; i++) {
+        uint64_t at = cf__load_le64(cf__gen_entry(w, i)),
+                 n = cf__load_le64(cf__gen_entry(w, i) + 8);
+        if (at != cf__image_next(end) || n < CF__HEADER_BYTES || n > w->total || at > w->total - n)
+            return cf__corrupt(why, "bad generation offset or length");
+        end = at + n;
+    }
+    if (end != w->total)
+        return cf__corrupt(why, "total length disagrees with the generations");
+    return CF_OK;
+}
+
+/* Image i's meta section, checked (and its body too with `body`), and checked against the
+ * first image's settings; the padding before it zero. */
+static cf_status cf__wfile_image(const cf__wmeta *w, unsigned i, bool body, const char **why)
+{
+    const uint8_t *b = w->base;
+    uint64_t at = cf__load_le64(cf__gen_entry(w, i)), n = cf__load_le64(cf__gen_entry(w, i) + 8);
+    uint64_t end =
+        i ? cf__load_le64(cf__gen_entry(w, i - 1)) + cf__load_le64(cf__gen_entry(w, i - 1) + 8)
+          : w->meta_len;
+    for (uint64_t pos = end; pos < at; pos++)
+        if (b[pos] != 0)
+            return cf__corrupt(why, "padding is not zero");
+    cf__params p;
+    cf_status st = cf__image_parse(b + at, (size_t)n, body, &p, why);
+    if (st != CF_OK)
+        return st;
+    if (p.redisbloom || p.expansion != 0)
+        return cf__corrupt(why, "a generation that grows or is of RedisBloom's layout");
+    if (!cf__image_same_settings(b + cf__load_le64(cf__gen_entry(w, 0)), b + at))
+        return cf__corrupt(why, "generations with different settings");
+    return CF_OK;
+}
+
+/* Every image's meta section first, then the bodies: a file mapped without checking its
+ * tables (cf__wfile_make) meets the same first problem in the same order. */
+static cf_status cf__wfile_check(const cf__wmeta *w, bool body, const char **why)
+{
+    cf_status st = CF_OK;
+    for (unsigned pass = 0; pass < (body ? 2u : 1u); pass++)
+        for (unsigned i = 0; st == CF_OK && i < w->n; i++)
+            st = cf__wfile_image(w, i, pass == 1, why);
+    return st;
+}
+
+static cf_status cf__wfile_validate(const uint8_t *b, size_t len, const char **why)
+{
+    cf__wmeta w;
+    cf_status st = cf__wfile_parse(b, len, CF__WHOLE, &w, why);
+    return st == CF_OK ? cf__wfile_check(&w, true, why) : st;
+}
+
+/* A window of the images of a file whose meta section is checked: each image's meta
+ * section and settings checked before anything is allocated (also for a file mapped
+ * without CF_MAP_VERIFY), then each made by `one` (built from its bytes, or mapped),
+ * oldest first. The head takes the first image's settings. */
+static cf_status cf__wfile_make(const cf__wmeta *w, unsigned flags, const cf_allocator *a,
+                                cf_status (*one)(const uint8_t *image, size_t len, unsigned flags,
+                                                 const cf_allocator *a, cf_filter **out),
+                                cf_filter **out)
+{
+    cf__params p0;
+    const char *why;
+    cf_status st = cf__wfile_check(w, false, &why);
+    if (st == CF_OK)
+        st = cf__image_parse(w->base + cf__load_le64(cf__gen_entry(w, 0)),
+                             (size_t)cf__load_le64(cf__gen_entry(w, 0) + 8), false, &p0, &why);
+    if (st != CF_OK)
+        return st;
+    p0.concurrent = (flags & CF_CONCURRENT) != 0;
+    cf_filter *f;
+    if ((st = cf__window_head(&p0, a, w->n, w->window, w->generation, &f)) != CF_OK)
+        return st;
+    struct cf__window *win = cf__window_of(f);
+    for (unsigned i = 0; i < w->n; i++) { /* the head's newest is at n - 1: oldest at 0 */
+        uint64_t at = cf__load_le64(cf__gen_entry(w, i)),
+                 n = cf__load_le64(cf__gen_entry(w, i) + 8);
+        if ((st = one(w->base + at, (size_t)n, flags, a, &win->gen[i])) != CF_OK) {
+            cf__release(f);
+            return st;
+        }
+    }
+    *out = f;
+    return CF_OK;
+}
+
+/* A window from a whole file whose every check has passed (cf__wfile_validate). */
+static cf_status cf__wfile_build(const uint8_t *b, size_t len, unsigned flags,
+                                 const cf_allocator *a, cf_filter **out)
+{
+    cf__wmeta w;
+    const char *why;
+    cf_status st = cf__wfile_parse(b, len, CF__WHOLE, &w, &why);
+    return st == CF_OK ? cf__wfile_make(&w, flags, a, cf__image_codec.build, out) : st;
+}
+
+/* A read-only window over a file's bytes that stay mapped; each image's meta section is
+ * checked as it is mapped, and every body first with CF_MAP_VERIFY. */
+static cf_status cf__wfile_map(const uint8_t *b, size_t len, unsigned flags, const cf_allocator *a,
+                               cf_filter **out)
+{
+    cf__wmeta w;
+    const char *why;
+    cf_status st = (flags & CF_MAP_VERIFY) ? cf__wfile_validate(b, len, &why) : CF_OK;
+    if (st == CF_OK)
+        st = cf__wfile_parse(b, len, CF__WHOLE, &w, &why);
+    return st == CF_OK ? cf__wfile_make(&w, 0, a, cf__image_codec.map, out) : st;
+}
+
+/* A stream's next read (cf__codec.want): the meta section, then the length it gives
+ * (once checked) plus one more byte, which shows whether the input is longer. */
+static uint64_t cf__wfile_want(const uint8_t *b, size_t len)
+{
+    uint32_t n = cf__load_le32(b + CF__W_GENERATIONS);
+    if (n < 2 || n > CF_MAX_GENERATIONS)
+        return 0;
+    if (len < cf__wfile_meta_len(n))
+        return cf__wfile_meta_len(n);
+    cf__wmeta w;
+    const char *why;
+    return cf__wfile_parse(b, len, CF__PREFIX, &w, &why) == CF_OK ? w.total + 1 : 0;
+}
+
+/* Its header chunk, or the largest of its images'. */
+static size_t cf__wfile_dump_max(const cf_filter *f)
+{
+    const struct cf__window *w = cf__window_of(f);
+    size_t most = (size_t)cf__wfile_meta_len(w->n);
+    for (unsigned i = 0; i < w->n; i++)
+        if (w->gen[i] && cf__image_codec.dump_max(w->gen[i]) > most)
+            most = cf__image_codec.dump_max(w->gen[i]);
+    return most;
+}
+
+/* Where image i of a window loading by chunks starts in its file. */
+static uint64_t cf__loading_image_at(const struct cf__window *w, unsigned i)
+{
+    uint64_t at = cf__image_next(cf__wfile_meta_len(w->n));
+    for (unsigned j = 0; j < i; j++)
+        at = cf__image_next(at + w->loading[j]);
+    return at;
+}
+
+/* Where the next chunk of a window loading by chunks goes: the image it is loading, at
+ * that image's next chunk (its start while none of it has arrived). */
+static uint64_t cf__wfile_load_pos(const cf_filter *f)
+{
+    const struct cf__window *w = cf__window_of(f);
+    const cf_filter *g = w->gen[w->loaded];
+    return cf__loading_image_at(w, w->loaded) + (g ? cf__load_of(g)->pos : 0u);
+}
+
+/* A windowed dump: its meta section as the header chunk, then each image's own dump,
+ * oldest first, at the cursors of that image's place in the file (the image's cursor plus
+ * its offset), but that the cursor after an image's last chunk is the next image's start,
+ * where its header chunk is. A loading window dumps what it has: complete images, then
+ * the chunks the image it is loading has taken. */
+static cf_status cf__wfile_dump(const cf_filter *f, uint64_t *cursor, void *buf, size_t cap,
+                                size_t *len)
+{
+    const struct cf__window *w = cf__window_of(f);
+    uint64_t pos = *cursor, meta = cf__wfile_meta_len(w->n);
+    if (pos == 0) {
+        if (!buf || cap < meta)
+            return CF_EINVAL;
+        cf__sink k;
+        cf__sink_init(&k, buf, -1, NULL);
+        cf__wfile_emit_meta(&k, f);
+        *len = (size_t)meta;
+        *cursor = cf__image_next(meta);
+        return CF_OK;
+    }
+    uint64_t at = cf__image_next(meta);
+    for (unsigned i = 0; i < w->n && pos >= at; i++) {
+        const cf_filter *g = cf__image_gen(f, i);
+        if (!g) /* loading: not arrived */
+            break;
+        uint64_t end = at + cf__image_len_at(f, i);
+        if (pos < end) {
+            uint64_t inner = pos - at;
+            cf_status st = cf__image_codec.dump(g, &inner, buf, cap, len);
+            if (st != CF_OK || !*len)
+                break;
+            /* After an image's last chunk, the next image's header (its start) is next. */
+            *cursor = inner == end - at - CF__SUM_BYTES && i + 1 < w->n ? cf__image_next(end)
+                                                                        : at + inner;
+            return CF_OK;
+        }
+        at = cf__image_next(end);
+    }
+    /* Past the last chunk (of the whole file, or of a loading window's data so far) is
+     * the end; anywhere else is no chunk's position. */
+    bool past = w->loading ? pos >= cf__wfile_load_pos(f) : pos >= cf__wfile_len(f) - CF__SUM_BYTES;
+    if (!past)
+        return CF_EINVAL;
+    *len = 0;
+    *cursor = 0;
+    return CF_OK;
+}
+
+/* What a window whose header chunk said w will hold: its head and ring, and for each
+ * generation its image's length (its tables, plus their file's header and padding) and
+ * what a filter holds besides its tables while it loads. Generations whose eviction
+ * budget needs search memory of their own (over 510 kicks) take that too, which no
+ * windowed filter this library makes has. */
+static cf_status cf__wfile_bytes_needed(const uint8_t *d, size_t len, size_t *bytes)
+{
+    cf__wmeta w;
+    const char *why;
+    cf_status st = cf__wfile_parse(d, len, CF__HEADER_CHUNK, &w, &why);
+    if (st != CF_OK)
+        return st;
+    cf__params p;
+    memset(&p, 0, sizeof p);
+    cf__shape_init(&p.shape, CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, false);
+    p.max_kicks = CF_DEFAULT_MAX_KICKS;
+    p.max_tables = 1;
+    uint64_t each = cf__fixed_bytes(&p, NULL, 1) + sizeof(cf__more) + CF__LOADING_BLOCK +
+                    CF__STASH_SLOTS * sizeof(cf__stash);
+    uint64_t total = cf__fixed_bytes(&p, NULL, 1) + sizeof(cf__more) + cf__window_block(w.n) +
+                     (uint64_t)w.n * 8u;
+    for (unsigned i = 0; i < w.n; i++) /* each below 2^63 and the sum below 2^64: n <= 4096 */
+        total += cf__load_le64(cf__gen_entry(&w, i) + 8) + each;
+    if (total > SIZE_MAX)
+        return CF_EINVAL;
+    *bytes = (size_t)total;
+    return CF_OK;
+}
+
+/* A windowed dump's header chunk: a window of that many generations, none of them yet,
+ * read-only until every image is in. Its head's settings are placeholders until the first
+ * image's header brings the seed (nothing else of the head is used by a window). */
+static cf_status cf__wfile_load_header(cf_filter **out, uint64_t cursor, const uint8_t *d,
+                                       size_t len, const cf_allocator *a)
+{
+    cf__wmeta w;
+    const char *why;
+    cf_status st = cf__wfile_parse(d, len, CF__HEADER_CHUNK, &w, &why);
+    if (st != CF_OK)
+        return st;
+    if (w.meta_len != len || cursor != cf__image_next(w.meta_len))
+        return CF_ECORRUPT;
+    if (!cf__allocator_ok(a))
+        return CF_EINVAL;
+    cf__params p;
+    memset(&p, 0, sizeof p);
+    cf__shape_init(&p.shape, CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, false);
+    p.capacity = 1;
+    p.max_kicks = CF_DEFAULT_MAX_KICKS;
+    p.max_tables = 1;
+    cf_filter *f;
+    if ((st = cf__window_head(&p, a, w.n, w.window, w.generation, &f)) != CF_OK)
+        return st;
+    struct cf__window *win = cf__window_of(f);
+    if (!(win->loading = cf__malloc(f, (size_t)w.n * sizeof(uint64_t)))) {
+        cf__release(f);
+        return CF_ENOMEM;
+    }
+    for (unsigned i = 0; i < w.n; i++)
+        win->loading[i] = cf__load_le64(cf__gen_entry(&w, i) + 8);
+    f->bits |= CF__B_READ_ONLY;
+    *out = f;
+    return CF_OK;
+}
+
+/* The next chunk of a windowed dump: the image being loaded takes it (its header chunk
+ * first, checked against the window's settings before anything is allocated). */
+static cf_status cf__wfile_load(cf_filter *f, uint64_t cursor, const uint8_t *d, size_t len)
+{
+    struct cf__window *w = cf__window_of(f);
+    if (!w->loading)
+        return CF_EINVAL;
+    unsigned i = w->loaded;
+    uint64_t at = cf__loading_image_at(w, i), inner = cursor - at;
+    if (i + 1 < w->n && cursor == cf__loading_image_at(w, i + 1))
+        inner = w->loading[i] - CF__SUM_BYTES; /* the image's last chunk */
+    else if (cursor <= at || inner >= w->loading[i])
+        return CF_ECORRUPT;
+    const cf_allocator *a = (f->bits & CF__B_OWN_ALLOC) ? cf__alloc_of(f) : NULL;
+    cf_status st;
+    if (!w->gen[i]) {
+        uint8_t first[CF__HEADER_BYTES];
+        if (i > 0)
+            cf__image_header(w->gen[0], first);
+        if (len < CF__HEADER_BYTES || cf__load_le64(d + CF__H_TOTAL) != w->loading[i] ||
+            d[CF__H_HASH] != CF__HASH_XXH3 || cf__load_le32(d + CF__H_EXPANSION) != 0 ||
+            (i > 0 && !cf__image_same_settings(first, d)))
+            return CF_ECORRUPT;
+        st = cf__image_codec.load_header(&w->gen[i], inner, d, len, a);
+    } else {
+        st = cf__image_codec.load(w->gen[i], inner, d, len);
+    }
+    if (st != CF_OK)
+        return st;
+    if (i == 0)
+        f->k8 = w->gen[0]->k8; /* the window's seed, for the keys it hashes */
+    if (!cf__image_codec.loading(w->gen[i]) && ++w->loaded == w->n) {
+        cf__mfree(f, w->loading);
+        w->loading = NULL;
+        f->bits &= (uint8_t)~CF__B_READ_ONLY;
+    }
+    return CF_OK;
+}
+
+const cf__codec cf__window_codec = {
+    .len = cf__wfile_len,
+    .emit = cf__wfile_emit,
+    .loading = cf__wfile_loading,
+    .dump_max = cf__wfile_dump_max,
+    .dump = cf__wfile_dump,
+    .load = cf__wfile_load,
+    .validate = cf__wfile_validate,
+    .build = cf__wfile_build,
+    .map = cf__wfile_map,
+    .want = cf__wfile_want,
+    .bytes_needed = cf__wfile_bytes_needed,
+    .load_header = cf__wfile_load_header,
+};
+
+/* ------------------------------------------------------------------------------------ */
 /* The row                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
@@ -545,4 +1016,5 @@ static const cf__kind cf__kind_window = {
     .hold = cf__window_hold,
     .unhold = cf__window_unhold,
     .pick = cf__ops_stay, /* its generations have states of their own */
+    .codec = &cf__window_codec,
 };

@@ -2,7 +2,8 @@
  * format_util.h - the file format as docs/FORMAT.md describes it, for the persistence
  * tests (test_persist, test_chunks, test_golden): field offsets, little-endian access,
  * the layout, and exact-size byte buffers. Written from the specification, independent
- * of src/persist.c, so that the tests check the library against the document.
+ * of src/image.c and src/window.c, so that the tests check the library against the
+ * document.
  */
 #ifndef CF_FORMAT_UTIL_H
 #define CF_FORMAT_UTIL_H

@@ -50,7 +50,7 @@ static cf_filter *const SENTINEL = (cf_filter *)&cft; /* never dereferenced */
 static const char *const NOT_SET = "(reason not set)";
 
 /* ------------------------------------------------------------------------------------ */
-/* The format, as docs/FORMAT.md describes it (independent of src/persist.c)            */
+/* The format, as docs/FORMAT.md describes it (independent of src/image.c)              */
 /* ------------------------------------------------------------------------------------ */
 
 static const uint8_t MAGIC[8] = {0x89, 'C', 'U', 'C', 'K', 'O', 'O', '\n'};
