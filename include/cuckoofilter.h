@@ -180,57 +180,10 @@ typedef struct cf_config {
  * costs f - 1 bits instead of f, at the same false-positive rate: capacity * (f - 1) /
  * (8 * 0.95) bytes. Inserts and deletes take more work; lookups a little more. */
 #define CF_SEMI_SORT       4u
-/* Lookups beside writers. Any number of threads may call cf_contains*, cf_count* and
- * cf_get_stats while other threads call cf_add*, cf_delete*, cf_add_many and cf_clear,
- * growth included. Lookups take no lock and never wait for a writer to finish: they read
- * again when a writer changed what they read. A key whose add returned before a lookup
- * began, and whose delete has not begun, is found, also while inserts move it or the
- * filter grows. Writers run beside each other too: while the filter has one sub-filter
- * and an empty stash, an add or a delete of a shape with code of its own (b = 4 or 2
- * with 8-, 12- or 16-bit fingerprints, 8/8, semi-sorted 9/4 and 13/4) holds only the
- * stripes of 256 buckets it writes, an eviction too; anything else (growth, the
- * stash, other shapes, a unique add whose buckets are full) takes the filter's own lock
- * (a mutex), which also holds every stripe. cf_add_unique and CF_ADD_UNIQUE check and add
- * as one step. cf_get_stats, cf_serialize, cf_save and the chunk dump take that lock to
- * copy a consistent state: writers wait for them, lookups do not. cf_compact, cf_free and
- * the loaders still need exclusive access. Not stored in files: cf_load and
- * cf_deserialize give a filter without it, cf_load_flags and cf_deserialize_flags one
- * with it. The cost: a lookup reads a sequence counter besides its two buckets, and
- * again after them (semi-sorted buckets: two), each bucket through the aligned 64-bit
- * words that hold it (b = 4: 1.7 times the instructions with 12-bit fingerprints, whose
- * 6-byte buckets straddle words; 1.4 times with 16-bit ones, read with one load each, the
- * fastest beside writers); writes take stripe locks and store whole aligned words (12/4
- * at 95 % load: adds and deletes about 1.4 times the instructions); the counters and
- * locks take 8 bytes per 256 buckets, and a first table of a MiB or more gets 16 KiB of
- * planning memory per MiB, up to 4 (64 KiB), for writers evicting at once
- * (cf_bytes_needed counts it). A count beside writers counts every copy whose add
- * returned and whose delete has not begun, and may count one a writer is adding or
- * deleting. Threads that fill one filter together do best taking batches (of a few
- * hundred keys, for cf_add_many) from a shared cursor rather than fixed slices: inserts
- * get dearer as the filter fills, and a thread that falls behind would put the last,
- * dearest keys in alone (20M keys on 2 cores: 1.70 to 1.72 times one thread's rate, in
- * fixed slices 1.39 to 1.63; build/cf-bench-writers). */
+/* Lookups beside writers: see "Concurrency" below. */
 #define CF_CONCURRENT      8u
-/* RedisBloom's layout, for filters moved from RedisBloom (Redis Stack, Redis 8) or to it:
- * its hash and bucket mapping, so that every key such a filter holds is found, and so that
- * keys never added get the very answers RedisBloom gives them. A key's hash is
- * MurmurHash64A with seed 0 (cf_hash); its fingerprint is h % 255 + 1 (8 bits, 1..255);
- * in a sub-filter of m buckets (a power of two) its buckets are h mod m and (h XOR fp *
- * 0x5bd1e995) mod m, which may be one bucket. Sub-filter k has m_0 * expansion^k buckets.
- * Operations do what RedisBloom's do: an insert takes the first free slot of the key's
- * buckets in the newest sub-filter, then in older ones, then evicts in the newest along
- * RedisBloom's own deterministic path (at most max_kicks moves, undone if they fail), then
- * grows; a delete clears the first copy, newest sub-filter first; cf_compact moves
- * fingerprints into the oldest sub-filter with room. What stays this library's: a key
- * added 2b times over (its buckets hold nothing else) gets CF_FULL instead of growth, a
- * count sees a bucket the key's two share once, and a fixed filter has no stash.
- * Settings: fingerprint_bits 0 or 8; bucket_size 0 means 2 and max_kicks 0 means 20
- * (RedisBloom's defaults: its eviction walk moves one fingerprint a kick); seed 0 (the
- * hash has none); expansion is rounded up to a power of two, as RedisBloom does; the first
- * sub-filter has capacity / bucket_size buckets rounded up to a power of two, at least 2. Not with
- * CF_SEMI_SORT, target_fpr or fpr_bound (CF_EINVAL); sub-filters never widen. Lookups are slower
- * than this library's own layout (no batched fetches), and with CF_CONCURRENT they take the
- * writers' lock. Files say the layout (hash id 2, docs/FORMAT.md): cf_load gives it back. */
+/* RedisBloom's layout, for filters moved from RedisBloom or to it: see "RedisBloom's
+ * layout" below. */
 #define CF_REDISBLOOM      16u
 
 typedef struct cf_stats {
@@ -422,7 +375,10 @@ CF_API void cf_clear(cf_filter *f);
  * Thread safety: needs exclusive access to f. */
 CF_API cf_status cf_compact(cf_filter *f);
 
-/* Merging. Filters built apart (per thread, per file, per machine) merge exactly when they
+/* ------------------------------------------------------------------------------------ */
+/* Merging                                                                              */
+/* ------------------------------------------------------------------------------------ */
+/* Filters built apart (per thread, per file, per machine) merge exactly when they
  * share seed, fingerprint width, bucket size and encoding (semi-sorted or not), layout and
  * first sub-filter size: make them all from one model with cf_new_like, or with one
  * config and a fixed seed. A fingerprint keeps its key's bucket pair only at the size of
@@ -461,6 +417,10 @@ CF_API cf_status cf_new_like(const cf_filter *model, const cf_allocator *allocat
  * Thread safety: needs exclusive access to dst, but a CF_CONCURRENT dst, which lookups may
  * read meanwhile (writers wait); src is only read (a CF_CONCURRENT src's writers wait). */
 CF_API cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason);
+
+/* ------------------------------------------------------------------------------------ */
+/* Figures, settings, versions                                                          */
+/* ------------------------------------------------------------------------------------ */
 
 /* Fill *out with the filter's figures. Does nothing if either pointer is NULL. For a
  * filter still loading by chunks (cf_load_chunk) they are those of the filter its header
@@ -504,6 +464,47 @@ CF_API const char *cf_version(void);
  * forces the baseline. Every variant gives the same answers and the same bytes. Thread
  * safety: reentrant (it reads the environment). */
 CF_API const char *cf_cpu_variant(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* Concurrency: CF_CONCURRENT                                                           */
+/* ------------------------------------------------------------------------------------ */
+/* A filter made with CF_CONCURRENT takes lookups beside writers. Any number of threads
+ * may call cf_contains*, cf_count* and cf_get_stats while other threads call cf_add*,
+ * cf_delete*, cf_add_many and cf_clear, growth included. Lookups take no lock and never
+ * wait for a writer to finish: they read again when a writer changed what they read. A key
+ * whose add returned before a lookup began, and whose delete has not begun, is found, also
+ * while inserts move it or the filter grows. A count beside writers counts every copy
+ * whose add returned and whose delete has not begun, and may count one a writer is adding
+ * or deleting.
+ *
+ * Writers run beside each other too: while the filter has one sub-filter and an empty
+ * stash, an add or a delete of a shape with code of its own (b = 4 or 2 with 8-, 12- or
+ * 16-bit fingerprints, 8/8, semi-sorted 9/4 and 13/4) holds only the stripes of 256
+ * buckets it writes, an eviction too; anything else (growth, the stash, other shapes, a
+ * unique add whose buckets are full, RedisBloom's layout) takes the filter's own lock (a
+ * mutex), which also holds every stripe. cf_add_unique and CF_ADD_UNIQUE check and add as
+ * one step. cf_get_stats, cf_serialize, cf_save and the chunk dump take that lock to copy
+ * a consistent state: writers wait for them, lookups do not. cf_compact, cf_free and the
+ * loaders still need exclusive access.
+ *
+ * Not stored in files: cf_load and cf_deserialize give a filter without it, cf_load_flags
+ * and cf_deserialize_flags one with it.
+ *
+ * The cost: a lookup reads a sequence counter besides its two buckets, and again after
+ * them (semi-sorted buckets: two), each bucket through the aligned 64-bit words that hold
+ * it, so shapes whose buckets straddle words (12-bit fingerprints in 4-slot buckets) pay
+ * more than those read with one load each (16-bit ones, the fastest beside writers);
+ * writes take stripe locks and store whole aligned words. The counters and locks take 8
+ * bytes per 256 buckets, and a first table of a MiB or more gets 16 KiB of planning
+ * memory per MiB, up to 4 (64 KiB), for writers evicting at once (cf_bytes_needed counts
+ * it). build/cf-bench-concurrent measures lookups beside writers and
+ * build/cf-bench-writers writers beside each other; the README's performance tables give
+ * the figures.
+ *
+ * Threads that fill one filter together do best taking batches (of a few hundred keys,
+ * for cf_add_many) from a shared cursor rather than fixed slices: inserts get dearer as
+ * the filter fills, and a thread that falls behind would put the last, dearest keys in
+ * alone. */
 
 /* ------------------------------------------------------------------------------------ */
 /* Filters that forget: windowed filters                                                */
@@ -879,10 +880,59 @@ CF_API cf_status cf_load_chunk(cf_filter **f, uint64_t cursor, const void *data,
 /* true while a filter made by cf_load_chunk still expects chunks; false otherwise. */
 CF_API bool cf_is_loading(const cf_filter *f);
 
+/* The Redis module's prefix: 24 bytes the module puts in front of a dump's header chunk
+ * (CF.SCANDUMP, CF.LOADCHUNK; docs/FORMAT.md, "In the Redis module"): the deletes since
+ * the last compaction (below 2^63), MAXITERATIONS (1..CF_MAX_MAX_KICKS), then their check,
+ * the filter's own hash (cf_hash) of those 16 bytes, each a little-endian u64. The check
+ * ties the fields to the filter's seed, so they cannot be moved to another filter. The
+ * module and the Python binding's chunks() write and read it through these calls. */
+#define CF_MODULE_PREFIX_BYTES 24u
+
+/* The check of the module's two fields for f: cf_hash of their 16 bytes. 0 if f is NULL.
+ * Thread safety: a const call. */
+CF_API uint64_t cf_module_fields_check(const cf_filter *f, uint64_t deletes,
+                                       uint64_t max_iterations);
+
+/* The prefix for f with these fields, into out (CF_MODULE_PREFIX_BYTES bytes).
+ * Returns CF_OK; CF_EINVAL for NULL pointers or a field out of range (nothing written).
+ * Thread safety: a const call. */
+CF_API cf_status cf_module_prefix_write(const cf_filter *f, uint64_t deletes,
+                                        uint64_t max_iterations, void *out);
+
+/* The fields of the prefix at the start of len bytes, and its check (which the caller
+ * compares with cf_module_fields_check once it has the filter: a window's seed arrives
+ * with its first generation, after the header chunk).
+ * Returns CF_OK; CF_ECORRUPT if len is shorter than a prefix or a field is out of range;
+ * CF_EINVAL for NULL pointers. Thread safety: reentrant. */
+CF_API cf_status cf_module_prefix_read(const void *data, size_t len, uint64_t *deletes,
+                                       uint64_t *max_iterations, uint64_t *check);
+
 /* ------------------------------------------------------------------------------------ */
-/* Raw tables of RedisBloom's layout                                                    */
+/* RedisBloom's layout: CF_REDISBLOOM                                                   */
 /* ------------------------------------------------------------------------------------ */
-/* A filter of RedisBloom's layout (CF_REDISBLOOM) keeps its tables exactly as RedisBloom
+/* A filter made with CF_REDISBLOOM has RedisBloom's layout, for filters moved from
+ * RedisBloom (Redis Stack, Redis 8) or to it: its hash and bucket mapping, so that every
+ * key such a filter holds is found, and so that keys never added get the very answers
+ * RedisBloom gives them. A key's hash is MurmurHash64A with seed 0 (cf_hash); its
+ * fingerprint is h % 255 + 1 (8 bits, 1..255); in a sub-filter of m buckets (a power of
+ * two) its buckets are h mod m and (h XOR fp * 0x5bd1e995) mod m, which may be one bucket.
+ * Sub-filter k has m_0 * expansion^k buckets. Operations do what RedisBloom's do: an insert
+ * takes the first free slot of the key's buckets in the newest sub-filter, then in older
+ * ones, then evicts in the newest along RedisBloom's own deterministic path (at most
+ * max_kicks moves, undone if they fail), then grows; a delete clears the first copy, newest
+ * sub-filter first; cf_compact moves fingerprints into the oldest sub-filter with room.
+ * What stays this library's: a key added 2b times over (its buckets hold nothing else) gets
+ * CF_FULL instead of growth, a count sees a bucket the key's two share once, and a fixed
+ * filter has no stash. Settings: fingerprint_bits 0 or 8; bucket_size 0 means 2 and
+ * max_kicks 0 means 20 (RedisBloom's defaults: its eviction walk moves one fingerprint a
+ * kick); seed 0 (the hash has none); expansion is rounded up to a power of two, as
+ * RedisBloom does; the first sub-filter has capacity / bucket_size buckets rounded up to a
+ * power of two, at least 2. Not with CF_SEMI_SORT, target_fpr or fpr_bound (CF_EINVAL);
+ * sub-filters never widen. Lookups are slower than this library's own layout (no batched
+ * fetches), and with CF_CONCURRENT they take the writers' lock. Files say the layout (hash
+ * id 2, docs/FORMAT.md): cf_load gives it back. */
+
+/* Raw tables. A filter of RedisBloom's layout keeps its tables exactly as RedisBloom
  * does: sub-filter k is m_k * b bytes, a byte a slot (0 empty), bucket i's slots at bytes
  * i * b .. i * b + b - 1. These calls move those bytes in and out, so that a filter can
  * travel in RedisBloom's own formats (its CF.SCANDUMP chunks and RDB values). Every byte

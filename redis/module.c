@@ -61,8 +61,7 @@
  * bucket of keys: about one key) for up to CFM_SWEEP_BUDGET_NS of the server's time and at
  * most CFM_SWEEP_STEPS steps, so that its work per tick stays bounded whatever the
  * keyspace (1 % of a core at most); it goes on from where it stopped, database by
- * database. Measured on the VM (Redis 7.0.15, 100,000 keys): a round of the keyspace in
- * 11.3 to 11.8 s, about 8,700 keys a second. */
+ * database (a round's time: docs/PERFORMANCE.md, "Tuned constants"). */
 #define CFM_SWEEP_MS            100
 #define CFM_SWEEP_BUDGET_NS     1000000 /* 1 ms a tick */
 #define CFM_SWEEP_STEPS         10000
@@ -92,14 +91,12 @@
 #define CFM_DEFAULT_LOAD_TIMEOUT 600
 #define CFM_MAX_LOAD_TIMEOUT     (30ll * 24 * 3600) /* a month, in seconds */
 
-/* Module fields in front of the library's header chunk in CF.SCANDUMP and in the AOF:
- * deletes since the last compaction and MAXITERATIONS, then a check of those 16 bytes
- * (the filter's own seeded hash of them), each a little-endian u64. */
-#define CFM_PREFIX_FIELDS 16u
-#define CFM_PREFIX_BYTES  24u
+/* The module's fields in front of the library's header chunk in CF.SCANDUMP and in the
+ * AOF: the library's CF_MODULE_PREFIX_BYTES (cf_module_prefix_write). */
+#define CFM_PREFIX_BYTES CF_MODULE_PREFIX_BYTES
 /* The most deletes a filter counts and every loader (chunks, RDB, RedisBloom's header and
  * record) accepts: CF.INFO replies with them as a signed 64-bit integer. */
-#define CFM_MAX_DELETES   ((uint64_t)INT64_MAX)
+#define CFM_MAX_DELETES  ((uint64_t)INT64_MAX)
 
 /* CF.MEXISTS, CF.INSERT and CF.INSERTNX pass this many items per batched call of the
  * library (on the stack: 2 KiB of pointers and lengths, plus their answers). */
@@ -1452,15 +1449,6 @@ static uint64_t cfm_get_u64(const unsigned char *p)
     return x;
 }
 
-/* The check of the module's two fields: the filter's own hash of them (little-endian). */
-static uint64_t cfm_fields_check(const cf_filter *f, uint64_t deletes, uint64_t iterations)
-{
-    unsigned char b[CFM_PREFIX_FIELDS];
-    cfm_put_u64(b, deletes);
-    cfm_put_u64(b + 8, iterations);
-    return cf_hash(f, b, sizeof b);
-}
-
 /* A buffer that holds any chunk of v, prefix included. Commands get NULL when memory is
  * short; saving (AOF, digest) treats that like the server's own allocations do. */
 static unsigned char *cfm_chunk_buffer(const cfm_value *v, size_t *cap, bool must)
@@ -1478,9 +1466,7 @@ static cf_status cfm_dump(const cfm_value *v, uint64_t *cursor, unsigned char *b
     size_t skip = header ? CFM_PREFIX_BYTES : 0;
     cf_status st = cf_dump_chunk(v->f, cursor, buf + skip, cap - skip, len);
     if (st == CF_OK && header) {
-        cfm_put_u64(buf, v->deletes);
-        cfm_put_u64(buf + 8, v->max_iterations);
-        cfm_put_u64(buf + CFM_PREFIX_FIELDS, cfm_fields_check(v->f, v->deletes, v->max_iterations));
+        st = cf_module_prefix_write(v->f, v->deletes, v->max_iterations, buf);
         *len += CFM_PREFIX_BYTES;
     }
     return st;
@@ -1511,22 +1497,20 @@ static bool cfm_is_window(const cfm_value *v)
 static cf_status cfm_load_header(cf_rm_ctx *ctx, uint64_t cursor, const unsigned char *data,
                                  size_t len, cfm_value **out)
 {
-    if (len < CFM_PREFIX_BYTES)
-        return CF_ECORRUPT;
-    uint64_t iterations = cfm_get_u64(data + 8);
-    /* CF.INFO replies with the deletes as a signed 64-bit integer; no filter gets near. */
-    if (iterations < 1 || iterations > CF_MAX_MAX_KICKS || cfm_get_u64(data) > CFM_MAX_DELETES)
-        return CF_ECORRUPT;
+    uint64_t deletes, iterations, check;
+    cf_status st = cf_module_prefix_read(data, len, &deletes, &iterations, &check);
+    if (st != CF_OK)
+        return st;
     cfm_value *v = cfm_value_alloc(ctx, (unsigned)iterations);
     if (!v)
         return CF_ENOMEM;
-    v->deletes = cfm_get_u64(data);
-    cf_status st = cfm_take_chunk(v, cursor, data + CFM_PREFIX_BYTES, len - CFM_PREFIX_BYTES);
+    v->deletes = deletes;
+    st = cfm_take_chunk(v, cursor, data + CFM_PREFIX_BYTES, len - CFM_PREFIX_BYTES);
     if (st == CF_OK && cfm_is_window(v)) {
-        v->pending_check = cfm_get_u64(data + CFM_PREFIX_FIELDS);
+        v->pending_check = check;
         v->check_pending = true;
-    } else if (st == CF_OK && cfm_get_u64(data + CFM_PREFIX_FIELDS) !=
-                                  cfm_fields_check(v->f, v->deletes, v->max_iterations)) {
+    } else if (st == CF_OK &&
+               check != cf_module_fields_check(v->f, v->deletes, v->max_iterations)) {
         st = CF_ECORRUPT; /* the fields do not belong with this header */
     }
     if (st != CF_OK) {
@@ -1545,8 +1529,9 @@ static cf_status cfm_load_data(cfm_value *v, uint64_t cursor, const void *data, 
     if (st != CF_OK || cf_is_loading(v->f) || !v->check_pending)
         return st;
     v->check_pending = false;
-    return v->pending_check == cfm_fields_check(v->f, v->deletes, v->max_iterations) ? CF_OK
-                                                                                     : CF_ECORRUPT;
+    return v->pending_check == cf_module_fields_check(v->f, v->deletes, v->max_iterations)
+               ? CF_OK
+               : CF_ECORRUPT;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1887,7 +1872,7 @@ static void cfm_rdb_save(cf_rm_io *io, void *value)
         cf_rm.SaveStringBuffer(io, (const char *)buf, len);
     }
     cf_rm.SaveUnsigned(io, 0);
-    cf_rm.SaveUnsigned(io, cfm_fields_check(v->f, v->deletes, v->max_iterations));
+    cf_rm.SaveUnsigned(io, cf_module_fields_check(v->f, v->deletes, v->max_iterations));
     cf_rm.Free(buf);
 }
 
@@ -1941,7 +1926,7 @@ static void *cfm_rdb_load(cf_rm_io *io, int encver)
     if (!why && !cf_rm.IsIOError(io) && (!v->f || cf_is_loading(v->f) != (loading == 1)))
         why = "incomplete filter";
     uint64_t check = why || cf_rm.IsIOError(io) ? 0 : cf_rm.LoadUnsigned(io);
-    if (!why && !cf_rm.IsIOError(io) && check != cfm_fields_check(v->f, deletes, iterations))
+    if (!why && !cf_rm.IsIOError(io) && check != cf_module_fields_check(v->f, deletes, iterations))
         why = "the module's fields fail their check";
     return cfm_rdb_loaded(io, v, why, deletes);
 }

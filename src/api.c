@@ -376,7 +376,8 @@ cf_status cf_add_unique(cf_filter *f, const void *key, size_t len)
     uint64_t h = cf__hash(f, key, len);
     /* A kind with writers to hold (concurrent, windowed) checks and adds as one step, in
      * its batch: beside other writers, and for a window with its refresh of a key an older
-     * generation holds. Others check, then add (half the instructions of a batch of one). */
+     * generation holds. Others check, then add: a batch of one costs more than both
+     * (bench/icount.sh; docs/PERFORMANCE.md, "Tuned constants"). */
     if (cf__kind_of(f)->hold) {
         cf_status st;
         f->ops->add_many(f, &h, 1, CF_ADD_UNIQUE, &st);

@@ -30,8 +30,9 @@
 #define CF__OPS_COLD(kind) &kind, &CF__OPS_TABLE[0][0]
 
 /* Keys whose buckets the batched calls keep in flight ahead of the one being probed:
- * enough to cover a memory latency (~160 ns on the VM measured) at 10 to 25 ns per key;
- * 8, 16, 32 and 64 measured the same, 4 was 30 % slower. */
+ * enough to cover a memory latency at the time a key takes; fewer leave part of it
+ * bare, more gain nothing (build/cf-bench-speed, batched lookups far out of cache;
+ * docs/PERFORMANCE.md, "Tuned constants"). */
 #define CF__AHEAD 16u
 
 /* The key of hash h in the first sub-filter (the only one of the simple state). */
@@ -99,9 +100,10 @@ typedef struct cf__pending {
 
 /* Does a batch keep addresses and lane copies (cf__pending)? For the plain fast shapes in
  * the simple state, which probe the two buckets only: their addresses, computed for the
- * prefetch, are not computed again, nor the copies of the fingerprint. Measured
- * (bench/icount.sh): 4 instructions a key fewer for buckets of 6 bytes (12/4), 2 for 3
- * bytes, 1 for 8; 2 more for buckets of 2 and 4 bytes, whose addresses are one shift. */
+ * prefetch, are not computed again, nor the copies of the fingerprint. It saves
+ * instructions for buckets of 3, 6 and 8 bytes and costs some for buckets of 2 and 4
+ * bytes, whose addresses are one shift (bench/icount.sh, contains_many; docs/PERFORMANCE.md,
+ * "Tuned constants"). */
 static CF__INLINE bool cf__direct_t(bool simple, unsigned F, unsigned B)
 {
     unsigned bytes = F ? cf__bucket_bytes_t(F, B) : 0;

@@ -12,8 +12,9 @@
 /* XXH3-64 with a seed (xxHash 0.8), for the two key lengths that are most common (integer
  * ids, UUIDs and hash digests), written from XXH3's specification: for these lengths it
  * is a few operations on the key and words derived from the seed. With the length a
- * constant, an 8-byte key hashes in 13 instructions where the general XXH3 call takes
- * about 50. tests/test_internal.c holds both to XXH3_64bits_withSeed. */
+ * constant, an 8-byte key hashes in a fraction of the general XXH3 call's instructions
+ * (bench/icount.sh, the keyed calls; docs/PERFORMANCE.md, "Tuned constants").
+ * tests/test_internal.c holds both to XXH3_64bits_withSeed. */
 #define CF__XXH3_MX 0x9FB21C651E98DF25u /* XXH3's rrmxmx multiplier (4 to 8 bytes) */
 #define CF__XXH3_AV 0x165667919E3779F9u /* XXH3's avalanche multiplier (9 to 16 bytes) */
 

@@ -585,3 +585,53 @@ bool cf_is_loading(const cf_filter *f)
 {
     return f && cf__codec_of(f)->loading(f);
 }
+
+/* ------------------------------------------------------------------------------------ */
+/* The Redis module's prefix (docs/FORMAT.md, "In the Redis module")                    */
+/* ------------------------------------------------------------------------------------ */
+
+#define CF__MODULE_FIELDS      16u       /* the two fields the check covers */
+#define CF__MODULE_DELETES_MAX INT64_MAX /* the module replies with it as a signed integer */
+
+static bool cf__module_fields_ok(uint64_t deletes, uint64_t max_iterations)
+{
+    return deletes <= CF__MODULE_DELETES_MAX && max_iterations >= 1 &&
+           max_iterations <= CF_MAX_MAX_KICKS;
+}
+
+uint64_t cf_module_fields_check(const cf_filter *f, uint64_t deletes, uint64_t max_iterations)
+{
+    uint8_t b[CF__MODULE_FIELDS];
+    cf__store_le64(b, deletes);
+    cf__store_le64(b + 8, max_iterations);
+    return f ? cf__hash(f, b, sizeof b) : 0;
+}
+
+cf_status cf_module_prefix_write(const cf_filter *f, uint64_t deletes, uint64_t max_iterations,
+                                 void *out)
+{
+    if (!f || !out || !cf__module_fields_ok(deletes, max_iterations))
+        return CF_EINVAL;
+    uint8_t *p = out;
+    cf__store_le64(p, deletes);
+    cf__store_le64(p + 8, max_iterations);
+    cf__store_le64(p + CF__MODULE_FIELDS, cf_module_fields_check(f, deletes, max_iterations));
+    return CF_OK;
+}
+
+cf_status cf_module_prefix_read(const void *data, size_t len, uint64_t *deletes,
+                                uint64_t *max_iterations, uint64_t *check)
+{
+    if ((!data && len) || !deletes || !max_iterations || !check)
+        return CF_EINVAL;
+    if (len < CF_MODULE_PREFIX_BYTES)
+        return CF_ECORRUPT;
+    const uint8_t *p = data;
+    uint64_t d = cf__load_le64(p), m = cf__load_le64(p + 8);
+    if (!cf__module_fields_ok(d, m))
+        return CF_ECORRUPT;
+    *deletes = d;
+    *max_iterations = m;
+    *check = cf__load_le64(p + CF__MODULE_FIELDS);
+    return CF_OK;
+}

@@ -17,7 +17,8 @@
 
 /* Transparent huge pages: a table spread over 4 KiB pages costs a TLB miss, and in a VM a
  * two-level page walk, on nearly every lookup once it outgrows the TLB's reach (a few
- * MiB); 2 MiB pages remove most of them (batched lookups ~15 % faster at 50M keys). The
+ * MiB); 2 MiB pages remove most of them (build/cf-bench-speed at 50M keys; docs/PERFORMANCE.md,
+ * "Tuned constants"). The
  * default allocator asks for them on blocks of at least this size, before they are first
  * touched. It is a hint: kernels without THP, or set to "never", ignore it. */
 #define CF__HUGE_PAGE     ((size_t)2 << 20)

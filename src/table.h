@@ -542,7 +542,8 @@ static inline void cf__bucket_prefetch(const cf__table *t, const cf__shape *s, u
 
 /* Buckets per stripe: a reader beside a writer retries only when the writer moves a
  * fingerprint in one of the 2 x 256 buckets around its own two, and the counters cost 4
- * bytes per 256 buckets (0.26 % of a table of 6-byte buckets). 4096 measured no faster. */
+ * bytes per 256 buckets (0.26 % of a table of 6-byte buckets). Larger stripes measured no
+ * faster (build/cf-bench-concurrent; docs/PERFORMANCE.md, "Tuned constants"). */
 #define CF__SYNC_STRIPE_SHIFT   8u
 #define CF__SYNC_STRIPE_BUCKETS (UINT64_C(1) << CF__SYNC_STRIPE_SHIFT)
 

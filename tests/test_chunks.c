@@ -693,8 +693,12 @@ static size_t load_until_refused(const dump *d, size_t at, const buf *x)
          * is the chunks it took (the replaced one as it came). */
         CHECK(cf_is_loading(g));
         uint8_t k[CFT_KEY_MAX];
-        for (uint64_t j = 0; j < 100; j++)
-            (void)cf_contains(g, k, cft_key(k, 3, j));
+        for (uint64_t j = 0; j < 100; j++) { /* every form of lookup gives one answer */
+            size_t n = cft_key(k, 3, j);
+            bool found = cf_contains(g, k, n);
+            CHECK_EQ_U(found, cf_contains_hash(g, cf_hash(g, k, n)));
+            CHECK_EQ_U(found, cf_count(g, k, n) > 0);
+        }
         uint64_t end;
         dump p = dump_raw(g, d->n + 1, &end);
         bool same = p.n == i && end == d->c[i].pos;
@@ -1181,6 +1185,55 @@ static void test_null_arguments(const cf_filter *f)
     dump_free(&d);
 }
 
+/* The Redis module's prefix, as docs/FORMAT.md ("In the Redis module") gives it: two
+ * little-endian u64 fields, then the filter's own hash of their 16 bytes. */
+static void test_module_prefix(void)
+{
+    cft_context("the module's prefix");
+    cf_filter *f = NULL, *g = NULL;
+    cf_config c = {.capacity = 100, .seed = cft_subseed(15)};
+    CHECK_ST(cf_new(&c, &f), CF_OK);
+    c.seed = cft_subseed(16);
+    CHECK_ST(cf_new(&c, &g), CF_OK);
+    const uint64_t deletes = cft_subseed(17) >> 2, iterations = 1 + cft_subseed(18) % 65535;
+    uint8_t p[CF_MODULE_PREFIX_BYTES + 1];
+    memset(p, 0xA5, sizeof p);
+    CHECK_ST(cf_module_prefix_write(f, deletes, iterations, p), CF_OK);
+    CHECK_EQ_U(rd(p, 8), deletes);
+    CHECK_EQ_U(rd(p + 8, 8), iterations);
+    CHECK_EQ_U(rd(p + 16, 8), cf_hash(f, p, 16));
+    CHECK_EQ_U(p[CF_MODULE_PREFIX_BYTES], 0xA5); /* nothing past it */
+    CHECK_EQ_U(cf_module_fields_check(f, deletes, iterations), cf_hash(f, p, 16));
+    CHECK(cf_module_fields_check(g, deletes, iterations) != cf_hash(f, p, 16));
+    uint64_t d = 0, m = 0, k = 0;
+    CHECK_ST(cf_module_prefix_read(p, sizeof p, &d, &m, &k), CF_OK);
+    CHECK_EQ_U(d, deletes);
+    CHECK_EQ_U(m, iterations);
+    CHECK_EQ_U(k, rd(p + 16, 8));
+    /* Out of range: deletes from 2^63, iterations 0 and past 65535; too short. */
+    const uint64_t bad[][2] = {{UINT64_C(1) << 63, 20}, {0, 0}, {0, 65536}, {UINT64_MAX, 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t q[CF_MODULE_PREFIX_BYTES];
+        memcpy(q, p, sizeof q);
+        CHECK_ST(cf_module_prefix_write(f, bad[i][0], bad[i][1], q), CF_EINVAL);
+        CHECK(memcmp(q, p, sizeof q) == 0);
+        wr(q, 8, bad[i][0]);
+        wr(q + 8, 8, bad[i][1]);
+        CHECK_ST(cf_module_prefix_read(q, sizeof q, &d, &m, &k), CF_ECORRUPT);
+    }
+    CHECK_ST(cf_module_prefix_write(f, 0, 1, p), CF_OK);
+    CHECK_ST(cf_module_prefix_write(f, (UINT64_C(1) << 63) - 1, 65535, p), CF_OK);
+    CHECK_ST(cf_module_prefix_read(p, CF_MODULE_PREFIX_BYTES - 1, &d, &m, &k), CF_ECORRUPT);
+    CHECK_ST(cf_module_prefix_read(NULL, 0, &d, &m, &k), CF_ECORRUPT);
+    CHECK_ST(cf_module_prefix_read(NULL, 5, &d, &m, &k), CF_EINVAL);
+    CHECK_ST(cf_module_prefix_read(p, sizeof p, NULL, &m, &k), CF_EINVAL);
+    CHECK_ST(cf_module_prefix_write(NULL, 0, 1, p), CF_EINVAL);
+    CHECK_ST(cf_module_prefix_write(f, 0, 1, NULL), CF_EINVAL);
+    CHECK_EQ_U(cf_module_fields_check(NULL, 0, 1), 0);
+    cf_free(f);
+    cf_free(g);
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 static char g_dir[256];
@@ -1287,6 +1340,7 @@ int main(void)
     CHECK(g_forged[0] > 0 && g_forged[1] > 0 && g_forged[2] > 0 && g_forged[3] > 0);
 
     test_foreign_same_header();
+    test_module_prefix();
 
     /* Filters that change during their dump. */
     cf_config fixed = {.capacity = 2000, .seed = cft_subseed(11)};

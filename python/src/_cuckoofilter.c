@@ -32,7 +32,7 @@
 
 /* Key objects a batch's hashing loop fetches ahead of the one it hashes: a list's objects
  * lie all over the heap, and reading them one miss at a time cost a third of a batch
- * (bench/python_bench.py: 22 -> 16 ns per key). */
+ * (bench/python_bench.py; docs/PERFORMANCE.md, "Tuned constants"). */
 #define PYCF_KEYS_AHEAD 8
 #if defined(__GNUC__)
 #define PYCF_PREFETCH(p) __builtin_prefetch(p)
@@ -41,11 +41,8 @@
 #endif
 
 /* The Redis module's fields in front of the header chunk of CF.SCANDUMP and CF.LOADCHUNK
- * (docs/FORMAT.md, "In the Redis module"): deletes since the last compaction, MAXITERATIONS,
- * then the filter's own hash of those 16 bytes, each a little-endian u64. */
-#define PYCF_REDIS_FIELDS 16u
-#define PYCF_REDIS_PREFIX 24u
-#define PYCF_MAX_DELETES  ((uint64_t)INT64_MAX) /* the module's bound: below 2^63 */
+ * (the library's cf_module_prefix_write and cf_module_prefix_read). */
+#define PYCF_REDIS_PREFIX CF_MODULE_PREFIX_BYTES
 
 _Static_assert(sizeof(bool) == 1, "contains_many writes the library's bools into a bytearray");
 
@@ -1212,22 +1209,12 @@ static PyObject *pycf_open(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return pycf_from_file(type, path, verify ? CF_MAP_VERIFY : 0u, true);
 }
 
-static uint64_t pycf_get_le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* The module's fields for f (no deletes counted; f's eviction budget), with their check. */
 static void pycf_redis_prefix(const cf_filter *f, unsigned char out[PYCF_REDIS_PREFIX])
 {
     cf_config c;
     cf_get_config(f, &c);
-    pycf_le64(out, 0);
-    pycf_le64(out + 8, c.max_kicks);
-    pycf_le64(out + PYCF_REDIS_FIELDS, cf_hash(f, out, PYCF_REDIS_FIELDS));
+    (void)cf_module_prefix_write(f, 0, c.max_kicks, out); /* max_kicks: 1..65535 */
 }
 
 /* chunks(): an iterator of the (cursor, bytes) pairs of CF.SCANDUMP, one chunk made per
@@ -1321,7 +1308,9 @@ static void pycf_chunk_iter_dealloc(pycf_chunk_iter *it)
 /* Do the module's fields in `prefix` belong with the complete filter f? */
 static bool pycf_check_prefix(const cf_filter *f, const unsigned char prefix[PYCF_REDIS_PREFIX])
 {
-    return cf_hash(f, prefix, PYCF_REDIS_FIELDS) == pycf_get_le64(prefix + PYCF_REDIS_FIELDS);
+    uint64_t deletes, kicks, check;
+    return cf_module_prefix_read(prefix, PYCF_REDIS_PREFIX, &deletes, &kicks, &check) == CF_OK &&
+           check == cf_module_fields_check(f, deletes, kicks);
 }
 
 /* The header chunk into *f: as CF.SCANDUMP gives it (the module's fields in front, whose
@@ -1335,8 +1324,8 @@ static cf_status pycf_take_header(cf_filter **f, uint64_t cursor, const unsigned
     cf_status st = cf_load_chunk(f, cursor, data, len, NULL);
     if (st != CF_ECORRUPT || len < PYCF_REDIS_PREFIX)
         return st;
-    uint64_t deletes = pycf_get_le64(data), kicks = pycf_get_le64(data + 8);
-    if (deletes > PYCF_MAX_DELETES || kicks < 1 || kicks > CF_MAX_MAX_KICKS)
+    uint64_t deletes, kicks, check;
+    if (cf_module_prefix_read(data, len, &deletes, &kicks, &check) != CF_OK)
         return CF_ECORRUPT;
     st = cf_load_chunk(f, cursor, data + PYCF_REDIS_PREFIX, len - PYCF_REDIS_PREFIX, NULL);
     if (st != CF_OK)
