@@ -120,8 +120,8 @@ static inline bool cf__cc_stripe_lock(const struct cf__cc *cc, uint64_t stripe)
 }
 
 /* The writers of concurrent filters. fast.c has the writers of stripes for each shape:
- * an add's puts and a delete, under their stripes (cf__cc_each_t, and
- * cf__sync_pair_remove_t under both). locked.c has the rest: an eviction beside other writers
+ * an add's puts and a delete, under their stripes (cf__cc_each_fb, and
+ * cf__sync_pair_remove_fb under both). locked.c has the rest: an eviction beside other writers
  * (cf__cc_evict: true if made, its item counted; false if the add needs the lock; the
  * stripes `held`, nh of them, are the caller's), and the writes under the lock. */
 CF__HIDDEN bool cf__cc_evict(const cf_filter *f, cf__table *t, const uint64_t pair[2], uint32_t fp,

@@ -104,34 +104,34 @@ static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf_
 
 /* Slot j of bucket `bucket`: with constant widths (F) from its loaded word (and for a
  * semi-sorted bucket its prefixes), which the caller passes, else from the table. */
-static CF__INLINE uint32_t cf__resident_t(const cf__table *t, const cf__shape *s, uint64_t bucket,
-                                          uint64_t word, unsigned pre, unsigned j, unsigned F,
-                                          unsigned B)
+static CF__INLINE uint32_t cf__resident_fb(const cf__table *t, const cf__shape *s, uint64_t bucket,
+                                           uint64_t word, unsigned pre, unsigned j, unsigned F,
+                                           unsigned B)
 {
     if (F && CF__SEMI_T(F, B))
-        return cf__semi_word_slot_t(word, pre, j, F);
-    return F ? cf__word_slot_t(word, j, F) : cf__slot_get_plain(t, s, bucket, j);
+        return cf__semi_word_slot_fb(word, pre, j, F);
+    return F ? cf__word_slot_fb(word, j, F) : cf__slot_get_plain(t, s, bucket, j);
 }
 
-/* Bucket i's word, as cf__load_t reads it (the bits above the bucket aside), for a search
+/* Bucket i's word, as cf__load_fb reads it (the bits above the bucket aside), for a search
  * that plans only (PLAN: through atomic words, beside other writers) or moves too. */
-static CF__INLINE uint64_t cf__search_load_t(const cf__table *t, const cf__shape *s, uint64_t i,
-                                             bool PLAN, unsigned F, unsigned B)
+static CF__INLINE uint64_t cf__search_load_fb(const cf__table *t, const cf__shape *s, uint64_t i,
+                                              bool PLAN, unsigned F, unsigned B)
 {
     if (PLAN)
-        return cf__sync_fast_word(t, i, cf__bucket_bytes_t(F, B));
-    return cf__load_t(cf__bucket_at_t(t, s, i, F, B), F, B);
+        return cf__sync_fast_word(t, i, cf__bucket_bytes_fb(F, B));
+    return cf__load_fb(cf__bucket_at_fb(t, s, i, F, B), F, B);
 }
 
 /* The first free slot of bucket `next` (constant widths F, B): the lowest zero lane, or
  * for a semi-sorted bucket slot 0 when it is empty (empty slots sort first); -1 if none. */
-static CF__INLINE int cf__free_slot_t(const cf__table *t, const cf__shape *s, uint64_t next,
-                                      bool PLAN, unsigned F, unsigned B)
+static CF__INLINE int cf__free_slot_fb(const cf__table *t, const cf__shape *s, uint64_t next,
+                                       bool PLAN, unsigned F, unsigned B)
 {
-    uint64_t w = cf__search_load_t(t, s, next, PLAN, F, B);
+    uint64_t w = cf__search_load_fb(t, s, next, PLAN, F, B);
     if (CF__SEMI_T(F, B))
-        return cf__semi_word_empty_slot_t(w, F) ? 0 : -1;
-    uint64_t empty = cf__zero_lanes_t(w, F, B);
+        return cf__semi_word_empty_slot_fb(w, F) ? 0 : -1;
+    uint64_t empty = cf__zero_lanes_fb(w, F, B);
     return empty ? (int)(cf__ctz64(empty) / F) : -1;
 }
 
@@ -142,9 +142,9 @@ static CF__INLINE int cf__free_slot_t(const cf__table *t, const cf__shape *s, ui
  * are sections). PLAN (fast shapes only): the search reads the table through atomic
  * words, beside writers of other stripes, and moves nothing: the path ends at node
  * z->end, whose slot z->free is free (cf__path_commit makes it). */
-static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
-                                      uint64_t i2, uint32_t fp, bool semi, bool SYNC, bool PLAN,
-                                      unsigned F, unsigned B)
+static CF__INLINE cf__found cf__bfs_fb(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
+                                       uint64_t i2, uint32_t fp, bool semi, bool SYNC, bool PLAN,
+                                       unsigned F, unsigned B)
 {
     /* The residents' fingerprints in the first sub-filter's width, which chooses their
      * alternates: their low bits (all of them but in a wider sub-filter). */
@@ -165,16 +165,16 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
         uint64_t nexts[CF__PREFETCH_SLOTS];
         uint32_t semi_fps[CF__SEMI_BUCKET];
         unsigned ahead = b < CF__PREFETCH_SLOTS ? b : CF__PREFETCH_SLOTS;
-        uint64_t word = F ? cf__search_load_t(t, s, bucket, PLAN, F, B) : 0;
+        uint64_t word = F ? cf__search_load_fb(t, s, bucket, PLAN, F, B) : 0;
         unsigned pre = F && semi ? cf__semi_word_prefixes(word) : 0;
         if (semi && !F)
             cf__semi_get(t, s, bucket, semi_fps);
         for (unsigned j = 0; j < ahead; j++) {
             uint32_t resident =
-                semi && !F ? semi_fps[j] : cf__resident_t(t, s, bucket, word, pre, j, F, B);
+                semi && !F ? semi_fps[j] : cf__resident_fb(t, s, bucket, word, pre, j, F, B);
             nexts[j] = cf__alt_of0(t, bucket, resident & mask0);
             if (F)
-                cf__prefetch_t(t, s, nexts[j], true, F, B);
+                cf__prefetch_fb(t, s, nexts[j], true, F, B);
             else
                 cf__bucket_prefetch(t, s, nexts[j], true);
         }
@@ -182,14 +182,14 @@ static CF__INLINE cf__found cf__bfs_t(const cf__shape *s, cf__table *t, cf__sear
             uint64_t next =
                 j < ahead ? nexts[j]
                           : cf__alt_of0(t, bucket,
-                                        cf__resident_t(t, s, bucket, word, pre, j, F, B) & mask0);
+                                        cf__resident_fb(t, s, bucket, word, pre, j, F, B) & mask0);
             if (!cf__visit(z, next))
                 continue;
             if (z->n == z->cap)
                 return CF__OUT_OF_NODES;
             q[z->n] = (cf__node){next, head, j};
             int free_slot =
-                F ? cf__free_slot_t(t, s, next, PLAN, F, B) : cf__bucket_find(t, s, next, 0);
+                F ? cf__free_slot_fb(t, s, next, PLAN, F, B) : cf__bucket_find(t, s, next, 0);
             if (free_slot >= 0) {
                 if (PLAN) {
                     z->end = z->n;
@@ -214,19 +214,19 @@ static CF__INLINE cf__found cf__bfs_code(const cf__shape *s, cf__table *t, cf__s
     switch (cf__code_of(s)) {
 #define CF__BFS_CASE(F, B)                                                                         \
     case CF__CODE_##F##_##B:                                                                       \
-        return cf__bfs_t(s, t, z, i1, i2, fp, false, SYNC, PLAN, F, B);
+        return cf__bfs_fb(s, t, z, i1, i2, fp, false, SYNC, PLAN, F, B);
         CF__FAST_SHAPES(CF__BFS_CASE)
 #undef CF__BFS_CASE
 #define CF__BFS_SEMI_CASE(F)                                                                       \
     case CF__CODE_SEMI_##F:                                                                        \
-        return cf__bfs_t(s, t, z, i1, i2, fp, true, SYNC, PLAN, F, CF__SEMI_B);
+        return cf__bfs_fb(s, t, z, i1, i2, fp, true, SYNC, PLAN, F, CF__SEMI_B);
         CF__SEMI_FAST_SHAPES(CF__BFS_SEMI_CASE)
 #undef CF__BFS_SEMI_CASE
     default:
         if (PLAN) /* widths read at run time read the table plainly: the caller's lock */
             return CF__OUT_OF_NODES;
-        return s->semi ? cf__bfs_t(s, t, z, i1, i2, fp, true, SYNC, false, 0, 0)
-                       : cf__bfs_t(s, t, z, i1, i2, fp, false, SYNC, false, 0, 0);
+        return s->semi ? cf__bfs_fb(s, t, z, i1, i2, fp, true, SYNC, false, 0, 0)
+                       : cf__bfs_fb(s, t, z, i1, i2, fp, false, SYNC, false, 0, 0);
     }
 }
 
@@ -500,20 +500,20 @@ cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, u
 /* cf__path_commit for a plain fast shape (constant widths F, B): each slot read from its
  * bucket's word, and each step's write the exclusive or of the slot's old and new
  * fingerprint, inside the sections of the moves it makes and ends (cf__path_seq_before). */
-static CF__INLINE bool cf__path_commit_t(cf__table *t, const cf__search *z, uint32_t fp, unsigned F,
-                                         unsigned B)
+static CF__INLINE bool cf__path_commit_fb(cf__table *t, const cf__search *z, uint32_t fp,
+                                          unsigned F, unsigned B)
 {
     const cf__node *q = z->queue;
-    const unsigned bytes = cf__bucket_bytes_t(F, B);
+    const unsigned bytes = cf__bucket_bytes_fb(F, B);
     uint32_t moved[CF__PATH_MAX + 1u];
     unsigned n = 0;
     /* Still a path: its free end free, and every step's slot holding a fingerprint whose
      * other bucket is the step's (which one need not matter: any such moves as well). */
-    if (cf__word_slot_t(cf__sync_fast_word(t, q[z->end].bucket, bytes), z->free, F))
+    if (cf__word_slot_fb(cf__sync_fast_word(t, q[z->end].bucket, bytes), z->free, F))
         return false;
     for (uint32_t cur = z->end; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
         uint64_t from = q[q[cur].parent].bucket;
-        uint32_t v = cf__word_slot_t(cf__sync_fast_word(t, from, bytes), q[cur].slot, F);
+        uint32_t v = cf__word_slot_fb(cf__sync_fast_word(t, from, bytes), q[cur].slot, F);
         if (v == 0 || cf__alt_of0(t, from, v) != q[cur].bucket || n == CF__PATH_MAX)
             return false;
         moved[n++] = v;
@@ -527,7 +527,7 @@ static CF__INLINE bool cf__path_commit_t(cf__table *t, const cf__search *z, uint
         uint64_t bucket = q[cur].bucket;
         atomic_uint *next = k < n ? cf__sync_pair_seq(t, q[q[cur].parent].bucket, bucket) : NULL;
         cf__path_seq_before(open, next);
-        cf__sync_xor_t(t, cf__slot_bit_t(bucket, slot, F, B), was ^ moved[k], F, B);
+        cf__sync_xor_fb(t, cf__slot_bit_fb(bucket, slot, F, B), was ^ moved[k], F, B);
         open = cf__path_seq_after(open, next);
         was = moved[k];
         slot = q[cur].slot;
@@ -567,7 +567,7 @@ bool cf__path_commit(cf__table *t, enum cf__code code, const cf__search *z, uint
     switch (code) {
 #define CF__COMMIT_CASE(F, B)                                                                      \
     case CF__CODE_##F##_##B:                                                                       \
-        return cf__path_commit_t(t, z, fp, F, B);
+        return cf__path_commit_fb(t, z, fp, F, B);
         CF__FAST_SHAPES(CF__COMMIT_CASE)
 #undef CF__COMMIT_CASE
     default:

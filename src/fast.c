@@ -36,7 +36,7 @@
 #define CF__AHEAD 16u
 
 /* The key of hash h in the first sub-filter (the only one of the simple state). */
-static CF__INLINE cf__key cf__key0_t(const cf_filter *f, uint64_t h, unsigned F)
+static CF__INLINE cf__key cf__key0_fb(const cf_filter *f, uint64_t h, unsigned F)
 {
     return cf__key_bits(F ? F : f->fp_bits, h);
 }
@@ -44,24 +44,24 @@ static CF__INLINE cf__key cf__key0_t(const cf_filter *f, uint64_t h, unsigned F)
 /* The key of hash h in sub-filter t. Constant widths serve only sub-filters of the first
  * width (a wider one is of no fast shape); run-time widths serve any, a wider one with its
  * wider fingerprint. */
-static CF__INLINE cf__key cf__key_t(const cf_filter *f, const cf__table *t, uint64_t h, unsigned F)
+static CF__INLINE cf__key cf__key_fb(const cf_filter *f, const cf__table *t, uint64_t h, unsigned F)
 {
-    cf__key k = cf__key0_t(f, h, F);
+    cf__key k = cf__key0_fb(f, h, F);
     if (!F)
         k.fp = cf__fp_in(&k, t);
     return k;
 }
 
 /* A lookup in a filter of one sub-filter and an empty stash (CF__ROW_SIMPLE): two buckets. */
-static CF__INLINE bool cf__contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
+static CF__INLINE bool cf__contains_fb(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
     const cf__table *t = &f->t0; /* the simple state's one sub-filter (cf__pick_ops) */
-    cf__key k = cf__key0_t(f, h, F);
+    cf__key k = cf__key0_fb(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
     if (!F && !CF__SEMI_T(F, B)) /* a present key found in its first bucket skips the second */
         return cf__bucket_has(t, t->shape, i1, k.fp) || cf__bucket_has(t, t->shape, i2, k.fp);
-    return cf__pair_has_t(t, t->shape, i1, i2, k.fp, F, B);
+    return cf__pair_has_fb(t, t->shape, i1, i2, k.fp, F, B);
 }
 
 /* The hash of key j of src (hashes, or keys hashed here: HASHED says which, as a constant),
@@ -92,7 +92,7 @@ typedef struct cf__pending {
     uint64_t i1[CF__AHEAD], i2[CF__AHEAD], h[CF__AHEAD];
     uint32_t fp[CF__AHEAD];
     bool valid[CF__AHEAD];
-    /* The plain fast shapes in the simple state (cf__direct_t) keep instead what the probe
+    /* The plain fast shapes in the simple state (cf__direct_fb) keep instead what the probe
      * reads: the buckets' addresses and the fingerprint's copies, one per lane. */
     const uint8_t *p1[CF__AHEAD], *p2[CF__AHEAD];
     uint64_t fps[CF__AHEAD];
@@ -104,34 +104,34 @@ typedef struct cf__pending {
  * instructions for buckets of 3, 6 and 8 bytes and costs some for buckets of 2 and 4
  * bytes, whose addresses are one shift (bench/icount.sh, contains_many; docs/PERFORMANCE.md,
  * "Tuned constants"). */
-static CF__INLINE bool cf__direct_t(bool simple, unsigned F, unsigned B)
+static CF__INLINE bool cf__direct_fb(bool simple, unsigned F, unsigned B)
 {
-    unsigned bytes = F ? cf__bucket_bytes_t(F, B) : 0;
+    unsigned bytes = F ? cf__bucket_bytes_fb(F, B) : 0;
     return simple && F && !CF__SEMI_T(F, B) && (bytes == 3 || bytes >= 6);
 }
 
 /* Key j of a batch: its hash and buckets, kept in the ring, and the fetch of its buckets. */
-static CF__INLINE void cf__stage_t(const cf_filter *f, const cf__source *src, size_t j,
-                                   cf__pending *q, bool simple, bool direct, bool hashed,
-                                   unsigned F, unsigned B)
+static CF__INLINE void cf__stage_fb(const cf_filter *f, const cf__source *src, size_t j,
+                                    cf__pending *q, bool simple, bool direct, bool hashed,
+                                    unsigned F, unsigned B)
 {
     size_t x = j % CF__AHEAD;
     uint64_t h;
     bool valid = cf__source_hash(f, src, j, hashed, &h);
     if (!hashed)
         q->valid[x] = valid;
-    cf__key k = simple ? cf__key0_t(f, h, F) : cf__key_t(f, &q->t, h, F);
+    cf__key k = simple ? cf__key0_fb(f, h, F) : cf__key_fb(f, &q->t, h, F);
     if (direct) {
         uint64_t i1, i2;
         cf__buckets0(&q->t, &k, &i1, &i2);
-        q->p1[x] = cf__bucket_at_t(&q->t, &q->s, i1, F, B);
-        q->p2[x] = cf__bucket_at_t(&q->t, &q->s, i2, F, B);
-        q->fps[x] = cf__fps_t(k.fp, F, B);
+        q->p1[x] = cf__bucket_at_fb(&q->t, &q->s, i1, F, B);
+        q->p2[x] = cf__bucket_at_fb(&q->t, &q->s, i2, F, B);
+        q->fps[x] = cf__fps_fb(k.fp, F, B);
         CF__PREFETCH(q->p1[x], 0);
         CF__PREFETCH(q->p2[x], 0);
-        if (cf__bucket_bytes_t(F, B) != cf__load_bytes_t(F, B)) { /* may straddle two lines */
-            CF__PREFETCH(q->p1[x] + cf__load_bytes_t(F, B) - 1, 0);
-            CF__PREFETCH(q->p2[x] + cf__load_bytes_t(F, B) - 1, 0);
+        if (cf__bucket_bytes_fb(F, B) != cf__load_bytes_fb(F, B)) { /* may straddle two lines */
+            CF__PREFETCH(q->p1[x] + cf__load_bytes_fb(F, B) - 1, 0);
+            CF__PREFETCH(q->p2[x] + cf__load_bytes_fb(F, B) - 1, 0);
         }
         return;
     }
@@ -141,23 +141,23 @@ static CF__INLINE void cf__stage_t(const cf_filter *f, const cf__source *src, si
         cf__buckets(&q->t, &k, &q->i1[x], &q->i2[x]);
     q->fp[x] = k.fp;
     q->h[x] = h;
-    cf__prefetch_t(&q->t, &q->s, q->i1[x], false, F, B);
-    cf__prefetch_t(&q->t, &q->s, q->i2[x], false, F, B);
+    cf__prefetch_fb(&q->t, &q->s, q->i1[x], false, F, B);
+    cf__prefetch_fb(&q->t, &q->s, q->i2[x], false, F, B);
 }
 
 /* Key j's answer, without a branch on it in the simple state (whether a present key is
  * in its first or second bucket is a coin toss the predictor would lose). */
-static CF__INLINE bool cf__probe_t(const cf_filter *f, size_t j, const cf__pending *q, bool simple,
-                                   bool direct, bool hashed, unsigned F, unsigned B)
+static CF__INLINE bool cf__probe_fb(const cf_filter *f, size_t j, const cf__pending *q, bool simple,
+                                    bool direct, bool hashed, unsigned F, unsigned B)
 {
     size_t x = j % CF__AHEAD;
     if (direct) {
-        uint64_t w1 = cf__load_t(q->p1[x], F, B) ^ q->fps[x],
-                 w2 = cf__load_t(q->p2[x], F, B) ^ q->fps[x];
-        bool found = (cf__zero_lanes_t(w1, F, B) | cf__zero_lanes_t(w2, F, B)) != 0;
+        uint64_t w1 = cf__load_fb(q->p1[x], F, B) ^ q->fps[x],
+                 w2 = cf__load_fb(q->p2[x], F, B) ^ q->fps[x];
+        bool found = (cf__zero_lanes_fb(w1, F, B) | cf__zero_lanes_fb(w2, F, B)) != 0;
         return found & (hashed || q->valid[x]);
     }
-    bool hit = cf__pair_has_t(&q->t, &q->s, q->i1[x], q->i2[x], q->fp[x], F, B);
+    bool hit = cf__pair_has_fb(&q->t, &q->s, q->i1[x], q->i2[x], q->fp[x], F, B);
     if (!simple && !hit)
         hit = cf__contains_all(f, q->h[x]);
     return hit & (hashed || q->valid[x]);
@@ -169,55 +169,55 @@ static CF__INLINE bool cf__probe_t(const cf_filter *f, size_t j, const cf__pendi
  * sub-filter's buckets are prefetched, and a key not found there is looked up completely,
  * as cf_contains_hash would. The loop is split where the ring fills and where it drains,
  * so that its steady state tests nothing but its own end. */
-static CF__INLINE void cf__contains_many_t(const cf_filter *f, const cf__source *src, size_t n,
-                                           bool *out, bool simple, bool hashed, unsigned F,
-                                           unsigned B)
+static CF__INLINE void cf__contains_many_fb(const cf_filter *f, const cf__source *src, size_t n,
+                                            bool *out, bool simple, bool hashed, unsigned F,
+                                            unsigned B)
 {
     cf__pending q;
     q.t = simple ? f->t0 : f->tables[f->ntables - 1];
     q.s = *q.t.shape;
-    const bool direct = cf__direct_t(simple, F, B);
+    const bool direct = cf__direct_fb(simple, F, B);
     size_t j = 0;
     for (; j < n && j < CF__AHEAD; j++)
-        cf__stage_t(f, src, j, &q, simple, direct, hashed, F, B);
+        cf__stage_fb(f, src, j, &q, simple, direct, hashed, F, B);
     for (; j < n; j++) {
-        out[j - CF__AHEAD] = cf__probe_t(f, j - CF__AHEAD, &q, simple, direct, hashed, F, B);
-        cf__stage_t(f, src, j, &q, simple, direct, hashed, F, B);
+        out[j - CF__AHEAD] = cf__probe_fb(f, j - CF__AHEAD, &q, simple, direct, hashed, F, B);
+        cf__stage_fb(f, src, j, &q, simple, direct, hashed, F, B);
     }
     for (j = n < CF__AHEAD ? 0 : n - CF__AHEAD; j < n; j++)
-        out[j] = cf__probe_t(f, j, &q, simple, direct, hashed, F, B);
+        out[j] = cf__probe_fb(f, j, &q, simple, direct, hashed, F, B);
 }
 
 /* Insert of the key of hash h, whose fingerprint is fp and whose buckets in the newest
  * sub-filter are i1 and i2: the first free slot of i1, else of i2, else the slow path. */
-static CF__INLINE cf_status cf__add_at_t(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
-                                         uint64_t i2, unsigned F, unsigned B)
+static CF__INLINE cf_status cf__add_at_fb(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
+                                          uint64_t i2, unsigned F, unsigned B)
 {
     cf__table *t = &f->tables[f->ntables - 1];
     const cf__shape *s = t->shape;
     /* A loop rather than two calls: the compiler then shares one store between them. */
     uint64_t i[2] = {i1, i2};
     for (unsigned w = 0; w < 2; w++)
-        if (cf__put_if_free_t(t, s, i[w], fp, F, B))
+        if (cf__put_if_free_fb(t, s, i[w], fp, F, B))
             return CF_OK;
     return cf__insert_rest_h(f, h, i1, i2);
 }
 
-static CF__INLINE cf_status cf__add_t(cf_filter *f, uint64_t h, unsigned F, unsigned B)
+static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
     const cf__table *t = &f->tables[f->ntables - 1];
-    cf__key k = cf__key_t(f, t, h, F);
+    cf__key k = cf__key_fb(f, t, h, F);
     uint64_t i1, i2;
     cf__buckets(t, &k, &i1, &i2);
-    return cf__add_at_t(f, h, k.fp, i1, i2, F, B);
+    return cf__add_at_fb(f, h, k.fp, i1, i2, F, B);
 }
 
 /* Batched inserts, in order: the buckets of the next CF__AHEAD keys in the newest
  * sub-filter are computed and fetched (for writing) while each key goes in, exactly as
  * cf_add_hash (or, with CF_ADD_UNIQUE, cf_add_unique) would put it. A key staged before a
  * growth is placed anew: its buckets were the old newest sub-filter's. */
-static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, size_t n,
-                                        unsigned flags, cf_status *status, unsigned F, unsigned B)
+static CF__INLINE size_t cf__add_many_fb(cf_filter *f, const uint64_t *hashes, size_t n,
+                                         unsigned flags, cf_status *status, unsigned F, unsigned B)
 {
     uint64_t i1[CF__AHEAD], i2[CF__AHEAD];
     uint32_t fp[CF__AHEAD];
@@ -232,11 +232,11 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
             if ((flags & CF_ADD_UNIQUE) && f->ops->contains(f, hashes[p]))
                 st = CF_EXISTS;
             else if (CF__LIKELY(staged_in[x] == f->ntables))
-                st = cf__add_at_t(f, hashes[p], fp[x], i1[x], i2[x], F, B);
+                st = cf__add_at_fb(f, hashes[p], fp[x], i1[x], i2[x], F, B);
             else if (F && f->tables[f->ntables - 1].shape->ext != 0)
                 break; /* grown into a wider sub-filter, which constant widths do not serve */
             else
-                st = cf__add_t(f, hashes[p], F, B);
+                st = cf__add_fb(f, hashes[p], F, B);
             added += st == CF_OK;
             if (status)
                 status[p] = st;
@@ -244,12 +244,12 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
         if (j < n) {
             size_t x = j % CF__AHEAD;
             const cf__table *t = &f->tables[f->ntables - 1];
-            cf__key k = cf__key_t(f, t, hashes[j], F);
+            cf__key k = cf__key_fb(f, t, hashes[j], F);
             cf__buckets(t, &k, &i1[x], &i2[x]);
             fp[x] = k.fp;
             staged_in[x] = f->ntables;
-            cf__prefetch_t(t, t->shape, i1[x], true, F, B);
-            cf__prefetch_t(t, t->shape, i2[x], true, F, B);
+            cf__prefetch_fb(t, t->shape, i1[x], true, F, B);
+            cf__prefetch_fb(t, t->shape, i2[x], true, F, B);
         }
     }
     if (CF__UNLIKELY(j < n + CF__AHEAD)) { /* the rest, by the filter's operations as it is now */
@@ -262,28 +262,29 @@ static CF__INLINE size_t cf__add_many_t(cf_filter *f, const uint64_t *hashes, si
 /* Delete in a filter of one sub-filter and an empty stash: the first slot holding the
  * fingerprint, first bucket first, is cleared, as the slow path (cf__delete_all) would
  * choose. */
-static CF__INLINE cf_status cf__delete_t(cf_filter *f, uint64_t h, unsigned F, unsigned B)
+static CF__INLINE cf_status cf__delete_fb(cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
     if (!F)
         return cf__delete_all(f, h);
     cf__table *t = &f->t0;
-    cf__key k = cf__key0_t(f, h, F);
+    cf__key k = cf__key0_fb(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(t, &k, &i1, &i2);
     if (CF__SEMI_T(F, B)) {
         /* Both buckets compared at once; the lowest bit of a match is the first slot's
-         * (cf__zero_lanes_t), which the bucket then drops and re-sorts. */
-        uint64_t m1 = cf__semi_match_t(t, i1, k.fp, F), m2 = cf__semi_match_t(t, i2, k.fp, F);
+         * (cf__zero_lanes_fb), which the bucket then drops and re-sorts. */
+        uint64_t m1 = cf__semi_match_fb(t, i1, k.fp, F), m2 = cf__semi_match_fb(t, i2, k.fp, F);
         if (!(m1 | m2))
             return CF_NOT_FOUND;
         uint64_t m = m1 ? m1 : m2;
-        uint8_t *p = cf__bucket_at_t(t, NULL, m1 ? i1 : i2, F, B);
-        cf__store_t(p, cf__semi_remove_word_t(cf__load_t(p, F, B), cf__semi_match_slot_t(m, F), F),
-                    F, B);
+        uint8_t *p = cf__bucket_at_fb(t, NULL, m1 ? i1 : i2, F, B);
+        cf__store_fb(p,
+                     cf__semi_remove_word_fb(cf__load_fb(p, F, B), cf__semi_match_slot_fb(m, F), F),
+                     F, B);
         t->items--;
         return CF_OK;
     }
-    return cf__pair_remove_t(t, t->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;
+    return cf__pair_remove_fb(t, t->shape, i1, i2, k.fp, F, B) ? CF_OK : CF_NOT_FOUND;
 }
 
 /* What the fast lookup reads of the shared state besides `meta`: the first sub-filter
@@ -315,8 +316,9 @@ static CF__INLINE bool cf__cc_fast_ok(unsigned m, const cf__shape *s, unsigned F
  * Anything else (a move in between) goes to the lookup of every state, which reads again
  * until it gets one answer. No loop here: the few values a try needs then stay in
  * registers. */
-static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const cf__cc_first *c, uint64_t h,
-                                      uint32_t fp, uint64_t i1, uint64_t i2, unsigned F, unsigned B)
+static CF__INLINE bool cf__cc_probe_fb(const cf_filter *f, const cf__cc_first *c, uint64_t h,
+                                       uint32_t fp, uint64_t i1, uint64_t i2, unsigned F,
+                                       unsigned B)
 {
     const cf__table *t = &c->t;
     const cf__shape *s = t->shape;
@@ -331,9 +333,9 @@ static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const cf__cc_first *c,
         v |= (uint64_t)atomic_load_explicit(c2, memory_order_acquire) << 32;
     bool found;
     if (F) {
-        const unsigned bytes = cf__bucket_bytes_t(F, B);
+        const unsigned bytes = cf__bucket_bytes_fb(F, B);
         uint64_t w1 = cf__sync_fast_word(t, i1, bytes), w2 = cf__sync_fast_word(t, i2, bytes);
-        found = (cf__word_match_t(w1, fp, F, B) | cf__word_match_t(w2, fp, F, B)) != 0;
+        found = (cf__word_match_fb(w1, fp, F, B) | cf__word_match_fb(w2, fp, F, B)) != 0;
     } else {
         uint64_t b1 = cf__bucket_bit(s, i1), b2 = cf__bucket_bit(s, i2);
         uint64_t w1 = cf__sync_bucket_word(t, b1, s->bucket_mask);
@@ -357,25 +359,25 @@ static CF__INLINE bool cf__cc_probe_t(const cf_filter *f, const cf__cc_first *c,
     return cf__cc_contains(f, h);
 }
 
-static CF__INLINE bool cf__cc_contains_t(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
+static CF__INLINE bool cf__cc_contains_fb(const cf_filter *f, uint64_t h, unsigned F, unsigned B)
 {
     const struct cf__cc *cc = cf__cc_of(f);
     unsigned m = atomic_load_explicit((atomic_uint *)(uintptr_t)&cc->meta, memory_order_acquire);
     if (CF__UNLIKELY(!cf__cc_fast_ok(m, cc->shape0, F)))
         return cf__cc_contains(f, h);
-    cf__key k = cf__key0_t(f, h, F);
+    cf__key k = cf__key0_fb(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(&(cf__table){.buckets = cc->buckets0}, &k, &i1, &i2);
     const cf__cc_first c = cf__cc_first_of(cc);
-    return cf__cc_probe_t(f, &c, h, k.fp, i1, i2, F, B);
+    return cf__cc_probe_fb(f, &c, h, k.fp, i1, i2, F, B);
 }
 
-/* Batched lookups of a concurrent filter: each key as cf__cc_contains_t, with the buckets
+/* Batched lookups of a concurrent filter: each key as cf__cc_contains_fb, with the buckets
  * of the key CF__AHEAD places further fetched meanwhile. Each key checks `meta` again
  * when its turn comes: a key whose add returned before then is found, even if the filter
- * grew since the batch began. HASHED as in cf__contains_many_t. */
-static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__source *src, size_t n,
-                                              bool *out, bool hashed, unsigned F, unsigned B)
+ * grew since the batch began. HASHED as in cf__contains_many_fb. */
+static CF__INLINE void cf__cc_contains_many_fb(const cf_filter *f, const cf__source *src, size_t n,
+                                               bool *out, bool hashed, unsigned F, unsigned B)
 {
     const struct cf__cc *cc = cf__cc_of(f);
     atomic_uint *meta = (atomic_uint *)(uintptr_t)&cc->meta;
@@ -391,12 +393,12 @@ static CF__INLINE void cf__cc_contains_many_t(const cf_filter *f, const cf__sour
             size_t p = j - CF__AHEAD, x = p % CF__AHEAD;
             unsigned m = atomic_load_explicit(meta, memory_order_acquire);
             bool hit = cf__cc_fast_ok(m, s, F)
-                           ? cf__cc_probe_t(f, &c, q.h[x], q.fp[x], q.i1[x], q.i2[x], F, B)
+                           ? cf__cc_probe_fb(f, &c, q.h[x], q.fp[x], q.i1[x], q.i2[x], F, B)
                            : cf__cc_contains(f, q.h[x]);
             out[p] = hit & (hashed || q.valid[x]);
         }
         if (j < n)
-            cf__stage_t(f, src, j, &q, true, false, hashed, F, B);
+            cf__stage_fb(f, src, j, &q, true, false, hashed, F, B);
     }
 }
 
@@ -426,7 +428,7 @@ static CF__INLINE bool cf__pair_lock(const struct cf__cc *cc, uint64_t i1, uint6
     return true;
 }
 
-/* What cf__cc_each_t did. */
+/* What cf__cc_each_fb did. */
 enum cf__cc_done {
     CF__CC_DONE,    /* fp put or removed */
     CF__CC_NEITHER, /* neither bucket had room for fp (a put) or held it (a removal) */
@@ -442,9 +444,9 @@ enum cf__cc_done {
  * says whether another writer holds it or the state does. The slot is the one the plain
  * filter's put or delete chooses. A removal that finds fp in neither bucket proves
  * nothing: fp may have moved from i2 to i1 between the two. */
-static CF__INLINE enum cf__cc_done cf__cc_each_t(const cf_filter *f, const struct cf__cc *cc,
-                                                 uint32_t fp, uint64_t i1, uint64_t i2, bool ADD,
-                                                 bool WAIT, unsigned F, unsigned B)
+static CF__INLINE enum cf__cc_done cf__cc_each_fb(const cf_filter *f, const struct cf__cc *cc,
+                                                  uint32_t fp, uint64_t i1, uint64_t i2, bool ADD,
+                                                  bool WAIT, unsigned F, unsigned B)
 {
     cf__table t = cf__cc_table0(cc);
     atomic_uint *locks = cc->locks0;
@@ -458,7 +460,7 @@ static CF__INLINE enum cf__cc_done cf__cc_each_t(const cf_filter *f, const struc
             return CF__CC_LOCK;
         atomic_uint *seq = &cc->stripes0[stripe];
         bool done =
-            ADD ? cf__sync_put_t(&t, seq, i, fp, F, B) : cf__sync_remove_t(&t, seq, i, fp, F, B);
+            ADD ? cf__sync_put_fb(&t, seq, i, fp, F, B) : cf__sync_remove_fb(&t, seq, i, fp, F, B);
         cf__sync_unlock_n(locks, stripe, done ? (ADD ? 1 : -1) : 0);
         if (done)
             return CF__CC_DONE;
@@ -468,13 +470,13 @@ static CF__INLINE enum cf__cc_done cf__cc_each_t(const cf_filter *f, const struc
 }
 
 /* The add of key h, whose fingerprint is fp and whose buckets in the first sub-filter are
- * i1 and i2: a put (cf__cc_each_t), then an eviction, else the lock (locked.c). */
-static CF__INLINE cf_status cf__cc_add_at_t(cf_filter *f, const struct cf__cc *cc, uint64_t h,
-                                            uint32_t fp, uint64_t i1, uint64_t i2, bool WAIT,
-                                            cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
-                                            unsigned B)
+ * i1 and i2: a put (cf__cc_each_fb), then an eviction, else the lock (locked.c). */
+static CF__INLINE cf_status cf__cc_add_at_fb(cf_filter *f, const struct cf__cc *cc, uint64_t h,
+                                             uint32_t fp, uint64_t i1, uint64_t i2, bool WAIT,
+                                             cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
+                                             unsigned B)
 {
-    switch (cf__cc_each_t(f, cc, fp, i1, i2, true, WAIT, F, B)) {
+    switch (cf__cc_each_fb(f, cc, fp, i1, i2, true, WAIT, F, B)) {
     case CF__CC_DONE:
         return CF_OK;
     case CF__CC_NEITHER:
@@ -486,24 +488,24 @@ static CF__INLINE cf_status cf__cc_add_at_t(cf_filter *f, const struct cf__cc *c
     }
 }
 
-static CF__INLINE cf_status cf__cc_add_t(cf_filter *f, uint64_t h, bool WAIT,
-                                         cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
-                                         unsigned B)
+static CF__INLINE cf_status cf__cc_add_fb(cf_filter *f, uint64_t h, bool WAIT,
+                                          cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
+                                          unsigned B)
 {
     const struct cf__cc *cc = cf__cc_of(f);
     if (!F)
         return cf__cc_add_locked(f, h, false);
-    cf__key k = cf__key0_t(f, h, F);
+    cf__key k = cf__key0_fb(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(&(cf__table){.buckets = cc->buckets0}, &k, &i1, &i2);
-    return cf__cc_add_at_t(f, cc, h, k.fp, i1, i2, WAIT, wait, F, B);
+    return cf__cc_add_at_fb(f, cc, h, k.fp, i1, i2, WAIT, wait, F, B);
 }
 
 /* A unique add: its pair's stripes held across its check and its put, or its eviction,
  * which takes the path's other stripes without waiting. */
-static CF__INLINE cf_status cf__cc_add_unique_at_t(cf_filter *f, const struct cf__cc *cc,
-                                                   uint64_t h, uint32_t fp, uint64_t i1,
-                                                   uint64_t i2, unsigned F, unsigned B)
+static CF__INLINE cf_status cf__cc_add_unique_at_fb(cf_filter *f, const struct cf__cc *cc,
+                                                    uint64_t h, uint32_t fp, uint64_t i1,
+                                                    uint64_t i2, unsigned F, unsigned B)
 {
     cf__table t = cf__cc_table0(cc);
     atomic_uint *locks = cc->locks0;
@@ -512,13 +514,13 @@ static CF__INLINE cf_status cf__cc_add_unique_at_t(cf_filter *f, const struct cf
         return cf__cc_add_locked(f, h, true);
     unsigned n = 1u + (st[0] != st[1]);
     int r = -1; /* -1: the lock's */
-    uint64_t w1 = cf__sync_fast_word(&t, i1, cf__bucket_bytes_t(F, B));
-    uint64_t w2 = cf__sync_fast_word(&t, i2, cf__bucket_bytes_t(F, B));
-    if (cf__word_match_t(w1, fp, F, B) | cf__word_match_t(w2, fp, F, B))
+    uint64_t w1 = cf__sync_fast_word(&t, i1, cf__bucket_bytes_fb(F, B));
+    uint64_t w2 = cf__sync_fast_word(&t, i2, cf__bucket_bytes_fb(F, B));
+    if (cf__word_match_fb(w1, fp, F, B) | cf__word_match_fb(w2, fp, F, B))
         r = CF_EXISTS;
     for (unsigned w = 0; w < 2 && r < 0; w++) {
         uint64_t stripe = pair[w] >> CF__SYNC_STRIPE_SHIFT;
-        if (cf__sync_put_t(&t, &cc->stripes0[stripe], pair[w], fp, F, B)) {
+        if (cf__sync_put_fb(&t, &cc->stripes0[stripe], pair[w], fp, F, B)) {
             cf__sync_count(locks, stripe, +1);
             r = CF_OK;
         }
@@ -532,24 +534,24 @@ static CF__INLINE cf_status cf__cc_add_unique_at_t(cf_filter *f, const struct cf
 
 /* A delete beside other writers, the slot chosen as the fast delete would choose it. The
  * first form removes fp from bucket i1 under its stripe alone, else from i2 under its
- * (cf__cc_each_t): one lock at a time, where a pair's two stripes are two. Anything else
+ * (cf__cc_each_fb): one lock at a time, where a pair's two stripes are two. Anything else
  * (fp in neither bucket, a busy stripe) goes to the waiting form, which holds both
  * stripes: only under both is "in neither" an answer, since a fingerprint moving between
  * them is in one or the other for anyone who holds both. */
-static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
-                                            cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
-                                            unsigned B)
+static CF__INLINE cf_status cf__cc_delete_fb(cf_filter *f, uint64_t h, bool WAIT,
+                                             cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
+                                             unsigned B)
 {
     const struct cf__cc *cc = cf__cc_of(f);
     if (!F)
         return cf__cc_del_locked(f, h);
     cf__table t = cf__cc_table0(cc);
     atomic_uint *locks = cc->locks0;
-    cf__key k = cf__key0_t(f, h, F);
+    cf__key k = cf__key0_fb(f, h, F);
     uint64_t i1, i2;
     cf__buckets0(&t, &k, &i1, &i2);
     if (!WAIT) {
-        switch (cf__cc_each_t(f, cc, k.fp, i1, i2, false, false, F, B)) {
+        switch (cf__cc_each_fb(f, cc, k.fp, i1, i2, false, false, F, B)) {
         case CF__CC_DONE:
             return CF_OK;
         case CF__CC_LOCK:
@@ -561,7 +563,7 @@ static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
     uint64_t st[2];
     if (!cf__pair_lock(cc, i1, i2, st))
         return cf__cc_del_locked(f, h);
-    unsigned from = cf__sync_pair_remove_t(&t, cc->stripes0, i1, i2, k.fp, F, B);
+    unsigned from = cf__sync_pair_remove_fb(&t, cc->stripes0, i1, i2, k.fp, F, B);
     /* the item removed is counted in its bucket's stripe, with that stripe's unlock */
     uint64_t s1 = i1 >> CF__SYNC_STRIPE_SHIFT, s2 = i2 >> CF__SYNC_STRIPE_SHIFT;
     int d1 = -(from == 1), d2 = -(from == 2);
@@ -578,10 +580,10 @@ static CF__INLINE cf_status cf__cc_delete_t(cf_filter *f, uint64_t h, bool WAIT,
  * them), with the buckets and stripe locks of the key CF__AHEAD places further fetched
  * meanwhile. A key's buckets in the first sub-filter never change: one staged before a
  * growth is placed by the lock, anew. */
-static CF__INLINE size_t cf__cc_add_many_t(cf_filter *f, const uint64_t *hashes, size_t n,
-                                           bool unique, cf_status *status,
-                                           cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
-                                           unsigned B)
+static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes, size_t n,
+                                            bool unique, cf_status *status,
+                                            cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
+                                            unsigned B)
 {
     const struct cf__cc *cc = cf__cc_of(f);
     size_t added = 0;
@@ -604,20 +606,20 @@ static CF__INLINE size_t cf__cc_add_many_t(cf_filter *f, const uint64_t *hashes,
             if (!cf__cc_par(cc))
                 st = cf__cc_add_locked(f, hashes[p], unique);
             else if (unique)
-                st = cf__cc_add_unique_at_t(f, cc, hashes[p], fp[x], i1[x], i2[x], F, B);
+                st = cf__cc_add_unique_at_fb(f, cc, hashes[p], fp[x], i1[x], i2[x], F, B);
             else
-                st = cf__cc_add_at_t(f, cc, hashes[p], fp[x], i1[x], i2[x], false, wait, F, B);
+                st = cf__cc_add_at_fb(f, cc, hashes[p], fp[x], i1[x], i2[x], false, wait, F, B);
             added += st == CF_OK;
             if (status)
                 status[p] = st;
         }
         if (j < n) {
             size_t x = j % CF__AHEAD;
-            cf__key k = cf__key0_t(f, hashes[j], F);
+            cf__key k = cf__key0_fb(f, hashes[j], F);
             cf__buckets0(&t, &k, &i1[x], &i2[x]);
             fp[x] = k.fp;
-            cf__prefetch_t(&t, t.shape, i1[x], true, F, B);
-            cf__prefetch_t(&t, t.shape, i2[x], true, F, B);
+            cf__prefetch_fb(&t, t.shape, i1[x], true, F, B);
+            cf__prefetch_fb(&t, t.shape, i2[x], true, F, B);
             CF__PREFETCH(&cc->locks0[i1[x] >> CF__SYNC_STRIPE_SHIFT], 1);
             CF__PREFETCH(&cc->locks0[i2[x] >> CF__SYNC_STRIPE_SHIFT], 1);
         }
@@ -633,12 +635,12 @@ static CF__INLINE size_t cf__cc_add_many_t(cf_filter *f, const uint64_t *hashes,
 #define CF__KEYED(RET, CONST, OP, SHAPE, ...)                                                      \
     static CF__NOINLINE RET OP##_key_any_##SHAPE(CONST cf_filter *f, const void *key, size_t len)  \
     {                                                                                              \
-        return OP##_t(f, cf__hash_key(f, key, len), __VA_ARGS__);                                  \
+        return OP##_fb(f, cf__hash_key(f, key, len), __VA_ARGS__);                                 \
     }                                                                                              \
     static RET OP##_key_##SHAPE(CONST cf_filter *f, const void *key, size_t len)                   \
     {                                                                                              \
         if (CF__LIKELY(len == 8))                                                                  \
-            return OP##_t(f, cf__xxh3_8(key, f->k8), __VA_ARGS__);                                 \
+            return OP##_fb(f, cf__xxh3_8(key, f->k8), __VA_ARGS__);                                \
         return OP##_key_any_##SHAPE(f, key, len);                                                  \
     }
 
@@ -647,66 +649,66 @@ static CF__INLINE size_t cf__cc_add_many_t(cf_filter *f, const uint64_t *hashes,
 #define CF__FNS(F, B)                                                                              \
     static bool cf__contains_##F##_##B(const cf_filter *f, uint64_t h)                             \
     {                                                                                              \
-        return cf__contains_t(f, h, F, B);                                                         \
+        return cf__contains_fb(f, h, F, B);                                                        \
     }                                                                                              \
     CF__KEYED(bool, const, cf__contains, F##_##B, F, B)                                            \
     static bool cf__cc_contains_##F##_##B(const cf_filter *f, uint64_t h)                          \
     {                                                                                              \
-        return cf__cc_contains_t(f, h, F, B);                                                      \
+        return cf__cc_contains_fb(f, h, F, B);                                                     \
     }                                                                                              \
     CF__KEYED(bool, const, cf__cc_contains, F##_##B, F, B)                                         \
     static void cf__cc_contains_many_##F##_##B(const cf_filter *f, const cf__source *src,          \
                                                size_t n, bool *out)                                \
     {                                                                                              \
         if (src->hashes)                                                                           \
-            cf__cc_contains_many_t(f, src, n, out, true, F, B);                                    \
+            cf__cc_contains_many_fb(f, src, n, out, true, F, B);                                   \
         else                                                                                       \
-            cf__cc_contains_many_t(f, src, n, out, false, F, B);                                   \
+            cf__cc_contains_many_fb(f, src, n, out, false, F, B);                                  \
     }                                                                                              \
     static cf_status cf__add_##F##_##B(cf_filter *f, uint64_t h)                                   \
     {                                                                                              \
-        return cf__add_t(f, h, F, B);                                                              \
+        return cf__add_fb(f, h, F, B);                                                             \
     }                                                                                              \
     CF__KEYED(cf_status, , cf__add, F##_##B, F, B)                                                 \
     static cf_status cf__delete_##F##_##B(cf_filter *f, uint64_t h)                                \
     {                                                                                              \
-        return cf__delete_t(f, h, F, B);                                                           \
+        return cf__delete_fb(f, h, F, B);                                                          \
     }                                                                                              \
     CF__KEYED(cf_status, , cf__delete, F##_##B, F, B)                                              \
     static void cf__contains_many_##F##_##B(const cf_filter *f, const cf__source *src, size_t n,   \
                                             bool *out)                                             \
     {                                                                                              \
         if (src->hashes)                                                                           \
-            cf__contains_many_t(f, src, n, out, true, true, F, B);                                 \
+            cf__contains_many_fb(f, src, n, out, true, true, F, B);                                \
         else                                                                                       \
-            cf__contains_many_t(f, src, n, out, true, false, F, B);                                \
+            cf__contains_many_fb(f, src, n, out, true, false, F, B);                               \
     }                                                                                              \
     static void cf__contains_many_all_##F##_##B(const cf_filter *f, const cf__source *src,         \
                                                 size_t n, bool *out)                               \
     {                                                                                              \
-        cf__contains_many_t(f, src, n, out, false, src->hashes != NULL, F, B);                     \
+        cf__contains_many_fb(f, src, n, out, false, src->hashes != NULL, F, B);                    \
     }                                                                                              \
     static size_t cf__add_many_##F##_##B(cf_filter *f, const uint64_t *hashes, size_t n,           \
                                          unsigned flags, cf_status *status)                        \
     {                                                                                              \
-        return cf__add_many_t(f, hashes, n, flags, status, F, B);                                  \
+        return cf__add_many_fb(f, hashes, n, flags, status, F, B);                                 \
     }                                                                                              \
     static CF__NOINLINE cf_status cf__cc_add_wait_##F##_##B(cf_filter *f, uint64_t h)              \
     {                                                                                              \
-        return cf__cc_add_t(f, h, true, NULL, F, B);                                               \
+        return cf__cc_add_fb(f, h, true, NULL, F, B);                                              \
     }                                                                                              \
     static cf_status cf__cc_add_##F##_##B(cf_filter *f, uint64_t h)                                \
     {                                                                                              \
-        return cf__cc_add_t(f, h, false, cf__cc_add_wait_##F##_##B, F, B);                         \
+        return cf__cc_add_fb(f, h, false, cf__cc_add_wait_##F##_##B, F, B);                        \
     }                                                                                              \
     CF__KEYED(cf_status, , cf__cc_add, F##_##B, false, cf__cc_add_wait_##F##_##B, F, B)            \
     static CF__NOINLINE cf_status cf__cc_delete_wait_##F##_##B(cf_filter *f, uint64_t h)           \
     {                                                                                              \
-        return cf__cc_delete_t(f, h, true, NULL, F, B);                                            \
+        return cf__cc_delete_fb(f, h, true, NULL, F, B);                                           \
     }                                                                                              \
     static cf_status cf__cc_delete_##F##_##B(cf_filter *f, uint64_t h)                             \
     {                                                                                              \
-        return cf__cc_delete_t(f, h, false, cf__cc_delete_wait_##F##_##B, F, B);                   \
+        return cf__cc_delete_fb(f, h, false, cf__cc_delete_wait_##F##_##B, F, B);                  \
     }                                                                                              \
     CF__KEYED(cf_status, , cf__cc_delete, F##_##B, false, cf__cc_delete_wait_##F##_##B, F, B)      \
     static size_t cf__cc_add_many_##F##_##B(cf_filter *f, const uint64_t *hashes, size_t n,        \
@@ -714,8 +716,9 @@ static CF__INLINE size_t cf__cc_add_many_t(cf_filter *f, const uint64_t *hashes,
     {                                                                                              \
         /* unique (CF_ADD_UNIQUE) as a constant: the other adds' loop carries none of it */        \
         if (flags & CF_ADD_UNIQUE)                                                                 \
-            return cf__cc_add_many_t(f, hashes, n, true, status, cf__cc_add_wait_##F##_##B, F, B); \
-        return cf__cc_add_many_t(f, hashes, n, false, status, cf__cc_add_wait_##F##_##B, F, B);    \
+            return cf__cc_add_many_fb(f, hashes, n, true, status, cf__cc_add_wait_##F##_##B, F,    \
+                                      B);                                                          \
+        return cf__cc_add_many_fb(f, hashes, n, false, status, cf__cc_add_wait_##F##_##B, F, B);   \
     }
 CF__FNS(0, 0)          /* CF__CODE_GENERIC: widths from the shape */
 CF__FNS(0, CF__SEMI_B) /* CF__CODE_SEMI: semi-sorted, widths from the shape */

@@ -27,9 +27,9 @@
  * section "Semi-sorted buckets" below describes; the slot and bucket calls hide that.
  *
  * Two families of probes: those taking a cf__shape, with widths read at run time (any
- * shape), and the `_t` templates, always inlined with the fingerprint width F and bucket
- * size B as constants (fast.c compiles them per fast shape; F = 0 falls back to the
- * first family).
+ * shape), and the `_fb` templates (named for their last two parameters), always
+ * inlined with the fingerprint width F and bucket size B as constants (fast.c compiles them
+ * per fast shape; F = 0 falls back to the first family).
  */
 #ifndef CF_TABLE_H
 #define CF_TABLE_H
@@ -248,7 +248,7 @@ static inline void cf__bits_put(uint8_t *data, uint64_t bit, uint64_t mask, uint
 CF__HIDDEN extern const uint16_t cf__semi_prefixes[1u << CF__SEMI_CODE_BITS];
 
 /* The same prefixes spread for each width f of CF__SEMI_FAST_SHAPES, p_j at bit j (f - 4),
- * the spacing of the bucket's suffixes (cf__semi_match_t). */
+ * the spacing of the bucket's suffixes (cf__semi_match_fb). */
 #define CF__SEMI_SPREAD_DECL(F)                                                                    \
     CF__HIDDEN extern const uint32_t cf__semi_spread_##F[1u << CF__SEMI_CODE_BITS];
 CF__SEMI_FAST_SHAPES(CF__SEMI_SPREAD_DECL)
@@ -842,13 +842,13 @@ static inline void cf__table_clear(cf__table *t)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Probes with constant widths (the `_t` templates)                                     */
+/* Probes with constant widths (the `_fb` templates)                                    */
 /* ------------------------------------------------------------------------------------ */
 /* Fast shapes start every bucket on a byte and fit it in one 2-, 4- or 8-byte load, so
  * bucket i is the word at byte i * F * B / 8, with no shift. */
 
 /* Bit 0 of each of the B lanes of F bits. */
-static CF__INLINE uint64_t cf__lanes_lo_t(unsigned F, unsigned B)
+static CF__INLINE uint64_t cf__lanes_lo_fb(unsigned F, unsigned B)
 {
     uint64_t lo = 0;
     for (unsigned j = 0; j < B; j++)
@@ -860,37 +860,37 @@ static CF__INLINE uint64_t cf__lanes_lo_t(unsigned F, unsigned B)
 #define CF__SEMI_T(F, B) ((B) == CF__SEMI_B)
 
 /* Bytes of a bucket of a shape with constant widths: b f / 8, or semi-sorted 4 (f - 1) / 8. */
-static CF__INLINE unsigned cf__bucket_bytes_t(unsigned F, unsigned B)
+static CF__INLINE unsigned cf__bucket_bytes_fb(unsigned F, unsigned B)
 {
     return CF__SEMI_T(F, B) ? (F - 1) / 2 : F * B / 8;
 }
 
 /* Where slot `slot` of bucket i starts, in bits, for a shape with constant widths that is
  * not semi-sorted. */
-static CF__INLINE uint64_t cf__slot_bit_t(uint64_t i, unsigned slot, unsigned F, unsigned B)
+static CF__INLINE uint64_t cf__slot_bit_fb(uint64_t i, unsigned slot, unsigned F, unsigned B)
 {
-    return i * cf__bucket_bytes_t(F, B) * 8u + slot * F;
+    return i * cf__bucket_bytes_fb(F, B) * 8u + slot * F;
 }
 
 /* Slot j of the bucket whose first bytes are `word` (constant width F, not semi-sorted). */
-static CF__INLINE uint32_t cf__word_slot_t(uint64_t word, unsigned j, unsigned F)
+static CF__INLINE uint32_t cf__word_slot_fb(uint64_t word, unsigned j, unsigned F)
 {
     return (uint32_t)(word >> (F * j)) & (uint32_t)((UINT64_C(1) << F) - 1u);
 }
 
 /* The bits of a bucket of constant widths, in the low bits of its word. */
-static CF__INLINE uint64_t cf__bucket_mask_t(unsigned F, unsigned B)
+static CF__INLINE uint64_t cf__bucket_mask_fb(unsigned F, unsigned B)
 {
-    unsigned bits = cf__bucket_bytes_t(F, B) * 8u;
+    unsigned bits = cf__bucket_bytes_fb(F, B) * 8u;
     return bits == 64u ? UINT64_MAX : (UINT64_C(1) << bits) - 1u;
 }
 
 /* The first byte of bucket i. */
-static CF__INLINE uint8_t *cf__bucket_at_t(const cf__table *t, const cf__shape *s, uint64_t i,
-                                           unsigned F, unsigned B)
+static CF__INLINE uint8_t *cf__bucket_at_fb(const cf__table *t, const cf__shape *s, uint64_t i,
+                                            unsigned F, unsigned B)
 {
     if (F)
-        return t->data + i * cf__bucket_bytes_t(F, B);
+        return t->data + i * cf__bucket_bytes_fb(F, B);
     return t->data + ((i * s->bucket_bits) >> 3);
 }
 
@@ -899,30 +899,30 @@ static CF__INLINE uint8_t *cf__bucket_at_t(const cf__table *t, const cf__shape *
  * of a lane that is 0, and of a lane that is 1 with a borrow from a zero lane below it,
  * never of another: so the answer is exact as a whole and in its lowest bit. The bits
  * above the bucket (the next bucket's, loaded with it) only borrow upward, out of it. */
-static CF__INLINE uint64_t cf__zero_lanes_t(uint64_t w, unsigned F, unsigned B)
+static CF__INLINE uint64_t cf__zero_lanes_fb(uint64_t w, unsigned F, unsigned B)
 {
-    uint64_t lo = cf__lanes_lo_t(F, B);
+    uint64_t lo = cf__lanes_lo_fb(F, B);
     return (w - lo) & ~w & (lo << (F - 1));
 }
 
 /* Bytes a fast shape loads for a bucket: the bucket's size rounded up to 2, 4 or 8. A
  * bucket of 2, 4 or 8 bytes is then read with one aligned load that never straddles two
  * cache lines (a wider load would, now and then, and cost a second memory read). */
-static CF__INLINE unsigned cf__load_bytes_t(unsigned F, unsigned B)
+static CF__INLINE unsigned cf__load_bytes_fb(unsigned F, unsigned B)
 {
-    unsigned bytes = cf__bucket_bytes_t(F, B);
+    unsigned bytes = cf__bucket_bytes_fb(F, B);
     return bytes <= 2 ? 2u : bytes <= 4 ? 4u : 8u;
 }
 
-static CF__INLINE uint64_t cf__load_t(const uint8_t *p, unsigned F, unsigned B)
+static CF__INLINE uint64_t cf__load_fb(const uint8_t *p, unsigned F, unsigned B)
 {
-    unsigned n = cf__load_bytes_t(F, B);
+    unsigned n = cf__load_bytes_fb(F, B);
     return n == 2 ? cf__load_le16(p) : n == 4 ? cf__load_le32(p) : cf__load_le64(p);
 }
 
-static CF__INLINE void cf__store_t(uint8_t *p, uint64_t w, unsigned F, unsigned B)
+static CF__INLINE void cf__store_fb(uint8_t *p, uint64_t w, unsigned F, unsigned B)
 {
-    unsigned n = cf__load_bytes_t(F, B);
+    unsigned n = cf__load_bytes_fb(F, B);
     if (n == 2)
         cf__store_le16(p, (uint16_t)w);
     else if (n == 4)
@@ -934,12 +934,12 @@ static CF__INLINE void cf__store_t(uint8_t *p, uint64_t w, unsigned F, unsigned 
 /* Start fetching bucket i: its first cache line and, for a load that may straddle two
  * lines (buckets of 3 and 6 bytes, and any shape read at run time), the line of its last
  * byte too. */
-static CF__INLINE void cf__prefetch_t(const cf__table *t, const cf__shape *s, uint64_t i,
-                                      bool write, unsigned F, unsigned B)
+static CF__INLINE void cf__prefetch_fb(const cf__table *t, const cf__shape *s, uint64_t i,
+                                       bool write, unsigned F, unsigned B)
 {
-    const uint8_t *p = cf__bucket_at_t(t, s, i, F, B);
-    const uint8_t *last = p + (F ? cf__load_bytes_t(F, B) : 8u) - 1;
-    bool straddles = !F || cf__bucket_bytes_t(F, B) != cf__load_bytes_t(F, B);
+    const uint8_t *p = cf__bucket_at_fb(t, s, i, F, B);
+    const uint8_t *last = p + (F ? cf__load_bytes_fb(F, B) : 8u) - 1;
+    bool straddles = !F || cf__bucket_bytes_fb(F, B) != cf__load_bytes_fb(F, B);
     /* The builtin takes its read/write hint as a literal only (clang checks that before
      * inlining), hence one call per case. */
     if (write) {
@@ -954,13 +954,13 @@ static CF__INLINE void cf__prefetch_t(const cf__table *t, const cf__shape *s, ui
 }
 
 /* B copies of fp, one per lane: what a bucket's word is compared with. */
-static CF__INLINE uint64_t cf__fps_t(uint32_t fp, unsigned F, unsigned B)
+static CF__INLINE uint64_t cf__fps_fb(uint32_t fp, unsigned F, unsigned B)
 {
-    return cf__opaque(cf__lanes_lo_t(F, B)) * fp;
+    return cf__opaque(cf__lanes_lo_fb(F, B)) * fp;
 }
 
 /* The spread prefix table of constant width F. */
-static CF__INLINE const uint32_t *cf__semi_spread_t(unsigned F)
+static CF__INLINE const uint32_t *cf__semi_spread_fb(unsigned F)
 {
 #define CF__SEMI_SPREAD_CASE(F_)                                                                   \
     if (F == F_)                                                                                   \
@@ -976,26 +976,27 @@ static CF__INLINE const uint32_t *cf__semi_spread_t(unsigned F)
  * lanes the prefixes of its code, spread by the table to the suffixes' spacing, against
  * fp's; a lane is zero in the or of the two differences iff both match. No deposit
  * (pdep): slow on some CPUs that have it, and none in the baseline variant. */
-static CF__INLINE uint64_t cf__semi_match_word_t(uint64_t word, uint32_t fp, unsigned F)
+static CF__INLINE uint64_t cf__semi_match_word_fb(uint64_t word, uint32_t fp, unsigned F)
 {
     const unsigned W = F - CF__SEMI_PREFIX_BITS;
     /* The word may hold the next bucket's first bytes too, above the suffixes: they only
-     * borrow upward, out of the lanes (cf__zero_lanes_t). */
-    uint64_t lanes = cf__opaque(cf__lanes_lo_t(W, 4));
-    uint64_t pre = cf__semi_spread_t(F)[word & CF__SEMI_CODE_MASK] ^ lanes * (fp >> W);
+     * borrow upward, out of the lanes (cf__zero_lanes_fb). */
+    uint64_t lanes = cf__opaque(cf__lanes_lo_fb(W, 4));
+    uint64_t pre = cf__semi_spread_fb(F)[word & CF__SEMI_CODE_MASK] ^ lanes * (fp >> W);
     uint64_t suf = (word >> CF__SEMI_CODE_BITS) ^ lanes * (fp & ((UINT32_C(1) << W) - 1));
-    return cf__zero_lanes_t(pre | suf, W, 4);
+    return cf__zero_lanes_fb(pre | suf, W, 4);
 }
 
 /* The same for bucket i of t, loaded. */
-static CF__INLINE uint64_t cf__semi_match_t(const cf__table *t, uint64_t i, uint32_t fp, unsigned F)
+static CF__INLINE uint64_t cf__semi_match_fb(const cf__table *t, uint64_t i, uint32_t fp,
+                                             unsigned F)
 {
-    return cf__semi_match_word_t(
-        cf__load_t(cf__bucket_at_t(t, NULL, i, F, CF__SEMI_B), F, CF__SEMI_B), fp, F);
+    return cf__semi_match_word_fb(
+        cf__load_fb(cf__bucket_at_fb(t, NULL, i, F, CF__SEMI_B), F, CF__SEMI_B), fp, F);
 }
 
-/* The slot of the lowest match in a mask of cf__semi_match_t (constant width F). */
-static CF__INLINE unsigned cf__semi_match_slot_t(uint64_t m, unsigned F)
+/* The slot of the lowest match in a mask of cf__semi_match_fb (constant width F). */
+static CF__INLINE unsigned cf__semi_match_slot_fb(uint64_t m, unsigned F)
 {
     return cf__ctz64(m) / (F - CF__SEMI_PREFIX_BITS);
 }
@@ -1008,7 +1009,8 @@ static CF__INLINE unsigned cf__semi_word_prefixes(uint64_t word)
 
 /* Slot j (in ascending order) of the semi-sorted bucket whose first bytes are `word`
  * (constant width F), whose prefixes are `pre` (cf__semi_word_prefixes). */
-static CF__INLINE uint32_t cf__semi_word_slot_t(uint64_t word, unsigned pre, unsigned j, unsigned F)
+static CF__INLINE uint32_t cf__semi_word_slot_fb(uint64_t word, unsigned pre, unsigned j,
+                                                 unsigned F)
 {
     const unsigned W = F - CF__SEMI_PREFIX_BITS;
     return (uint32_t)((pre >> (CF__SEMI_PREFIX_BITS * j)) & CF__SEMI_PREFIX_MASK) << W |
@@ -1017,7 +1019,7 @@ static CF__INLINE uint32_t cf__semi_word_slot_t(uint64_t word, unsigned pre, uns
 
 /* Whether slot 0 of the semi-sorted bucket whose first bytes are `word` is empty (empty
  * slots sort first: then the bucket has room). */
-static CF__INLINE bool cf__semi_word_empty_slot_t(uint64_t word, unsigned F)
+static CF__INLINE bool cf__semi_word_empty_slot_fb(uint64_t word, unsigned F)
 {
     const unsigned W = F - CF__SEMI_PREFIX_BITS;
     return !(cf__semi_word_prefixes(word) & CF__SEMI_PREFIX_MASK) &&
@@ -1028,7 +1030,7 @@ static CF__INLINE bool cf__semi_word_empty_slot_t(uint64_t word, unsigned F)
  * slots 0 .. j - 1 move up one and slot 0 is empty (0), as a sort would leave them; the
  * slots above j, and the bits above the bucket, stay. No decoding: the suffixes move as
  * lanes, the prefixes as nibbles of the code's table entry, which is then ranked anew. */
-static CF__INLINE uint64_t cf__semi_remove_word_t(uint64_t word, unsigned j, unsigned F)
+static CF__INLINE uint64_t cf__semi_remove_word_fb(uint64_t word, unsigned j, unsigned F)
 {
     const unsigned W = F - CF__SEMI_PREFIX_BITS;
     uint64_t suf = word >> CF__SEMI_CODE_BITS, low = (UINT64_C(1) << (W * (j + 1))) - 1u;
@@ -1042,7 +1044,7 @@ static CF__INLINE uint64_t cf__semi_remove_word_t(uint64_t word, unsigned j, uns
 /* Put fp into the semi-sorted bucket of `word` (constant width F) if its slot 0 is empty
  * (empty slots sort first): the j slots above it that hold less than fp move down one and
  * fp takes slot j, as cf__semi_put_if_free does. False, word unchanged, if it is full. */
-static CF__INLINE bool cf__semi_add_word_t(uint64_t *word, uint32_t fp, unsigned F)
+static CF__INLINE bool cf__semi_add_word_fb(uint64_t *word, uint32_t fp, unsigned F)
 {
     const unsigned W = F - CF__SEMI_PREFIX_BITS;
     const uint64_t lane = (UINT64_C(1) << W) - 1u;
@@ -1066,76 +1068,76 @@ static CF__INLINE bool cf__semi_add_word_t(uint64_t *word, uint32_t fp, unsigned
 
 /* Nonzero iff a slot of the bucket whose first bytes are `word` holds fp (constant widths;
  * bits above the bucket are ignored). */
-static CF__INLINE uint64_t cf__word_match_t(uint64_t word, uint32_t fp, unsigned F, unsigned B)
+static CF__INLINE uint64_t cf__word_match_fb(uint64_t word, uint32_t fp, unsigned F, unsigned B)
 {
     if (CF__SEMI_T(F, B))
-        return cf__semi_match_word_t(word, fp, F);
-    return cf__zero_lanes_t(word ^ cf__fps_t(fp, F, B), F, B);
+        return cf__semi_match_word_fb(word, fp, F);
+    return cf__zero_lanes_fb(word ^ cf__fps_fb(fp, F, B), F, B);
 }
 
 /* Nonzero iff a slot of bucket i holds fp. */
-static CF__INLINE uint64_t cf__match_t(const cf__table *t, const cf__shape *s, uint64_t i,
-                                       uint32_t fp, unsigned F, unsigned B)
+static CF__INLINE uint64_t cf__match_fb(const cf__table *t, const cf__shape *s, uint64_t i,
+                                        uint32_t fp, unsigned F, unsigned B)
 {
     if (CF__SEMI_T(F, B))
-        return F ? cf__semi_match_t(t, i, fp, F) : cf__semi_match1(t, s, i, fp);
+        return F ? cf__semi_match_fb(t, i, fp, F) : cf__semi_match1(t, s, i, fp);
     if (!F)
         return cf__bucket_has(t, s, i, fp);
-    return cf__zero_lanes_t(cf__load_t(cf__bucket_at_t(t, s, i, F, B), F, B) ^ cf__fps_t(fp, F, B),
-                            F, B);
+    return cf__zero_lanes_fb(
+        cf__load_fb(cf__bucket_at_fb(t, s, i, F, B), F, B) ^ cf__fps_fb(fp, F, B), F, B);
 }
 
 /* Does bucket i1 or bucket i2 hold fp? Both buckets are loaded and compared with no
  * branch between them: for present keys, which of the two holds the key is a coin toss,
  * and a mispredicted branch would throw away the lookups in flight behind it. */
-static CF__INLINE bool cf__pair_has_t(const cf__table *t, const cf__shape *s, uint64_t i1,
-                                      uint64_t i2, uint32_t fp, unsigned F, unsigned B)
+static CF__INLINE bool cf__pair_has_fb(const cf__table *t, const cf__shape *s, uint64_t i1,
+                                       uint64_t i2, uint32_t fp, unsigned F, unsigned B)
 {
-    return (cf__match_t(t, s, i1, fp, F, B) | cf__match_t(t, s, i2, fp, F, B)) != 0;
+    return (cf__match_fb(t, s, i1, fp, F, B) | cf__match_fb(t, s, i2, fp, F, B)) != 0;
 }
 
 /* Put fp into the first free slot of bucket i; false if it has none. */
-static CF__INLINE bool cf__put_if_free_t(cf__table *t, const cf__shape *s, uint64_t i, uint32_t fp,
-                                         unsigned F, unsigned B)
+static CF__INLINE bool cf__put_if_free_fb(cf__table *t, const cf__shape *s, uint64_t i, uint32_t fp,
+                                          unsigned F, unsigned B)
 {
     if (!F)
         return cf__put_if_free(t, s, i, fp);
-    uint8_t *p = cf__bucket_at_t(t, s, i, F, B);
+    uint8_t *p = cf__bucket_at_fb(t, s, i, F, B);
     if (CF__SEMI_T(F, B)) {
-        uint64_t w = cf__load_t(p, F, B);
-        if (!cf__semi_add_word_t(&w, fp, F))
+        uint64_t w = cf__load_fb(p, F, B);
+        if (!cf__semi_add_word_fb(&w, fp, F))
             return false;
-        cf__store_t(p, w, F, B);
+        cf__store_fb(p, w, F, B);
         t->items++;
         return true;
     }
-    uint64_t word = cf__load_t(p, F, B), empty = cf__zero_lanes_t(word, F, B);
+    uint64_t word = cf__load_fb(p, F, B), empty = cf__zero_lanes_fb(word, F, B);
     if (!empty)
         return false;
     /* The slot is zero, so or-ing the fingerprint in sets it; the rest of the word (the
      * next bucket's bytes, if any) is written back unchanged. */
-    cf__store_t(p, word | (uint64_t)fp << (cf__ctz64(empty) - (F - 1)), F, B);
+    cf__store_fb(p, word | (uint64_t)fp << (cf__ctz64(empty) - (F - 1)), F, B);
     t->items++;
     return true;
 }
 
 /* Clear the first slot holding fp of bucket i1, or if it has none of bucket i2; false if
- * neither holds fp (fast shapes only). As in cf__pair_has_t, both buckets are loaded and
+ * neither holds fp (fast shapes only). As in cf__pair_has_fb, both buckets are loaded and
  * compared before anything is decided. */
-static CF__INLINE bool cf__pair_remove_t(cf__table *t, const cf__shape *s, uint64_t i1, uint64_t i2,
-                                         uint32_t fp, unsigned F, unsigned B)
+static CF__INLINE bool cf__pair_remove_fb(cf__table *t, const cf__shape *s, uint64_t i1,
+                                          uint64_t i2, uint32_t fp, unsigned F, unsigned B)
 {
-    uint8_t *p1 = cf__bucket_at_t(t, s, i1, F, B), *p2 = cf__bucket_at_t(t, s, i2, F, B);
-    uint64_t w1 = cf__load_t(p1, F, B), w2 = cf__load_t(p2, F, B);
-    uint64_t fps = cf__fps_t(fp, F, B);
-    uint64_t m1 = cf__zero_lanes_t(w1 ^ fps, F, B), m2 = cf__zero_lanes_t(w2 ^ fps, F, B);
+    uint8_t *p1 = cf__bucket_at_fb(t, s, i1, F, B), *p2 = cf__bucket_at_fb(t, s, i2, F, B);
+    uint64_t w1 = cf__load_fb(p1, F, B), w2 = cf__load_fb(p2, F, B);
+    uint64_t fps = cf__fps_fb(fp, F, B);
+    uint64_t m1 = cf__zero_lanes_fb(w1 ^ fps, F, B), m2 = cf__zero_lanes_fb(w2 ^ fps, F, B);
     /* One store either way (the word unchanged when no slot holds fp), and the lane's
      * mask from the lowest set bit: fewer instructions than a return and a shift count. */
     uint8_t *p = m1 ? p1 : p2;
     uint64_t w = m1 ? w1 : w2, m = m1 ? m1 : m2;
     uint64_t top = m & (UINT64_C(0) - m); /* the top bit of the first matching lane, or 0 */
     uint64_t lane = (top << 1) - (top >> (F - 1)); /* that lane's F bits (modulo 2^64) */
-    cf__store_t(p, w & ~lane, F, B);
+    cf__store_fb(p, w & ~lane, F, B);
     bool found = m != 0;
     t->items -= found;
     return found;
@@ -1153,8 +1155,8 @@ static CF__INLINE bool cf__pair_remove_t(cf__table *t, const cf__shape *s, uint6
 /* The bits of t from bit `bit` on flipped where `delta` has ones, all of them inside a
  * bucket of a fast shape whose stripe the caller holds. A bucket of 2, 4 or 8 bytes is
  * inside one word. */
-static CF__INLINE void cf__sync_xor_t(cf__table *t, uint64_t bit, uint64_t delta, unsigned F,
-                                      unsigned B)
+static CF__INLINE void cf__sync_xor_fb(cf__table *t, uint64_t bit, uint64_t delta, unsigned F,
+                                       unsigned B)
 {
     _Atomic uint64_t *w = cf__sync_words(t) + (bit >> 6);
     unsigned sh = (unsigned)bit; /* mod 64, as x86's shifts take it */
@@ -1163,81 +1165,81 @@ static CF__INLINE void cf__sync_xor_t(cf__table *t, uint64_t bit, uint64_t delta
      * unchanged (no branch); the second is stored only if the bits reach it, as it may
      * start the next stripe. */
     cf__sync_set(w, cf__sync_get(w) ^ lo);
-    if (8u % cf__bucket_bytes_t(F, B) != 0 && hi)
+    if (8u % cf__bucket_bytes_fb(F, B) != 0 && hi)
         cf__sync_set(&w[1], cf__sync_get(&w[1]) ^ hi);
 }
 
-/* cf__put_if_free_t of a synchronized table (constant widths), whose bucket i's stripe
+/* cf__put_if_free_fb of a synchronized table (constant widths), whose bucket i's stripe
  * the caller holds and whose counter is `seq`; the item counts are the caller's. A new
  * fingerprint in a free slot is no section; a semi-sorted bucket, rewritten whole, is. */
-static CF__INLINE bool cf__sync_put_t(cf__table *t, atomic_uint *seq, uint64_t i, uint32_t fp,
-                                      unsigned F, unsigned B)
+static CF__INLINE bool cf__sync_put_fb(cf__table *t, atomic_uint *seq, uint64_t i, uint32_t fp,
+                                       unsigned F, unsigned B)
 {
-    const unsigned bytes = cf__bucket_bytes_t(F, B);
+    const unsigned bytes = cf__bucket_bytes_fb(F, B);
     uint64_t w = cf__sync_fast_word(t, i, bytes);
     if (CF__SEMI_T(F, B)) {
         uint64_t was = w;
-        if (!cf__semi_add_word_t(&w, fp, F))
+        if (!cf__semi_add_word_fb(&w, fp, F))
             return false;
         cf__seq_begin(seq);
-        cf__sync_xor_t(t, i * bytes * 8u, (w ^ was) & cf__bucket_mask_t(F, B), F, B);
+        cf__sync_xor_fb(t, i * bytes * 8u, (w ^ was) & cf__bucket_mask_fb(F, B), F, B);
         cf__seq_end(seq);
         return true;
     }
-    uint64_t empty = cf__zero_lanes_t(w, F, B);
+    uint64_t empty = cf__zero_lanes_fb(w, F, B);
     if (!empty)
         return false;
-    cf__sync_xor_t(t, i * bytes * 8u + cf__ctz64(empty) - (F - 1), fp, F, B);
+    cf__sync_xor_fb(t, i * bytes * 8u + cf__ctz64(empty) - (F - 1), fp, F, B);
     return true;
 }
 
 /* The first slot of bucket i that holds fp cleared, given the bucket's bits w and their
  * match with fp, m (nonzero), under i's stripe, whose counter is seq (a semi-sorted
  * bucket's rewrite is a section, a cleared slot is none). */
-static CF__INLINE void cf__sync_clear_match_t(cf__table *t, atomic_uint *seq, uint64_t i,
-                                              uint64_t w, uint64_t m, uint32_t fp, unsigned F,
-                                              unsigned B)
+static CF__INLINE void cf__sync_clear_match_fb(cf__table *t, atomic_uint *seq, uint64_t i,
+                                               uint64_t w, uint64_t m, uint32_t fp, unsigned F,
+                                               unsigned B)
 {
-    const unsigned bytes = cf__bucket_bytes_t(F, B);
+    const unsigned bytes = cf__bucket_bytes_fb(F, B);
     if (CF__SEMI_T(F, B)) {
-        uint64_t now = cf__semi_remove_word_t(w, cf__ctz64(m) / (F - CF__SEMI_PREFIX_BITS), F);
+        uint64_t now = cf__semi_remove_word_fb(w, cf__ctz64(m) / (F - CF__SEMI_PREFIX_BITS), F);
         cf__seq_begin(seq);
-        cf__sync_xor_t(t, i * bytes * 8u, (now ^ w) & cf__bucket_mask_t(F, B), F, B);
+        cf__sync_xor_fb(t, i * bytes * 8u, (now ^ w) & cf__bucket_mask_fb(F, B), F, B);
         cf__seq_end(seq);
     } else {
         /* the lowest set bit of m is the top bit of the first matching lane */
-        cf__sync_xor_t(t, i * bytes * 8u + cf__ctz64(m) - (F - 1), fp, F, B);
+        cf__sync_xor_fb(t, i * bytes * 8u + cf__ctz64(m) - (F - 1), fp, F, B);
     }
 }
 
 /* One fingerprint fp removed from bucket i of a synchronized table (constant widths),
  * whose stripe the caller holds and whose counter is seq; false if i holds none. The
  * item counts are the caller's. */
-static CF__INLINE bool cf__sync_remove_t(cf__table *t, atomic_uint *seq, uint64_t i, uint32_t fp,
-                                         unsigned F, unsigned B)
+static CF__INLINE bool cf__sync_remove_fb(cf__table *t, atomic_uint *seq, uint64_t i, uint32_t fp,
+                                          unsigned F, unsigned B)
 {
-    uint64_t w = cf__sync_fast_word(t, i, cf__bucket_bytes_t(F, B));
-    uint64_t m = cf__word_match_t(w, fp, F, B);
+    uint64_t w = cf__sync_fast_word(t, i, cf__bucket_bytes_fb(F, B));
+    uint64_t m = cf__word_match_fb(w, fp, F, B);
     if (!m)
         return false;
-    cf__sync_clear_match_t(t, seq, i, w, m, fp, F, B);
+    cf__sync_clear_match_fb(t, seq, i, w, m, fp, F, B);
     return true;
 }
 
-/* cf__pair_remove_t of a synchronized table (constant widths), whose buckets' stripes the
+/* cf__pair_remove_fb of a synchronized table (constant widths), whose buckets' stripes the
  * caller holds; `seqs` are its stripe counters. 0 if neither bucket holds fp, else the
  * bucket it left: 1 for i1, 2 for i2. The item counts are the caller's. */
-static CF__INLINE unsigned cf__sync_pair_remove_t(cf__table *t, atomic_uint *seqs, uint64_t i1,
-                                                  uint64_t i2, uint32_t fp, unsigned F, unsigned B)
+static CF__INLINE unsigned cf__sync_pair_remove_fb(cf__table *t, atomic_uint *seqs, uint64_t i1,
+                                                   uint64_t i2, uint32_t fp, unsigned F, unsigned B)
 {
-    const unsigned bytes = cf__bucket_bytes_t(F, B);
+    const unsigned bytes = cf__bucket_bytes_fb(F, B);
     uint64_t w1 = cf__sync_fast_word(t, i1, bytes), w2 = cf__sync_fast_word(t, i2, bytes);
-    uint64_t m1 = cf__word_match_t(w1, fp, F, B), m2 = cf__word_match_t(w2, fp, F, B);
+    uint64_t m1 = cf__word_match_fb(w1, fp, F, B), m2 = cf__word_match_fb(w2, fp, F, B);
     if (!(m1 | m2))
         return 0;
     uint64_t i = m1 ? i1 : i2;
-    cf__sync_clear_match_t(t, &seqs[i >> CF__SYNC_STRIPE_SHIFT], i, m1 ? w1 : w2, m1 ? m1 : m2, fp,
-                           F, B);
+    cf__sync_clear_match_fb(t, &seqs[i >> CF__SYNC_STRIPE_SHIFT], i, m1 ? w1 : w2, m1 ? m1 : m2, fp,
+                            F, B);
     return m1 ? 1u : 2u;
 }
 

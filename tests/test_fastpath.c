@@ -1,6 +1,6 @@
 /*
- * test_fastpath.c - the shape-specialised hot paths of fast.c (cf__contains_t,
- * cf__add_t, cf__contains_many_t and cf__add_many_t, compiled with constant widths for the
+ * test_fastpath.c - the shape-specialised hot paths of fast.c (cf__contains_fb,
+ * cf__add_fb, cf__contains_many_fb and cf__add_many_fb, compiled with constant widths for the
  * shapes of CF__FAST_SHAPES and with run-time widths for every other shape) give exactly
  * what a plain slot-by-slot lookup gives, for every fingerprint width 4..32 and bucket
  * sizes 1..8, 16 and 40.

@@ -188,7 +188,7 @@ static void test_static_shapes(void)
  * Only widths of CF__SEMI_FAST_SHAPES (f 9 and 13). */
 #define SEMI_FAST_PUT(F)                                                                           \
     if (f == (F))                                                                                  \
-        return cf__put_if_free_t(t, t->shape, i, fp, (F), CF__SEMI_B);
+        return cf__put_if_free_fb(t, t->shape, i, fp, (F), CF__SEMI_B);
 static bool semi_fast_put(cf__table *t, unsigned f, uint64_t i, uint32_t fp)
 {
     CF__SEMI_FAST_SHAPES(SEMI_FAST_PUT)
@@ -197,9 +197,9 @@ static bool semi_fast_put(cf__table *t, unsigned f, uint64_t i, uint32_t fp)
 #undef SEMI_FAST_PUT
 #define SEMI_FAST_CLEAR(F)                                                                         \
     if (f == (F)) {                                                                                \
-        uint8_t *p = cf__bucket_at_t(t, NULL, i, (F), CF__SEMI_B);                                 \
-        cf__store_t(p, cf__semi_remove_word_t(cf__load_t(p, (F), CF__SEMI_B), slot, (F)), (F),     \
-                    CF__SEMI_B);                                                                   \
+        uint8_t *p = cf__bucket_at_fb(t, NULL, i, (F), CF__SEMI_B);                                \
+        cf__store_fb(p, cf__semi_remove_word_fb(cf__load_fb(p, (F), CF__SEMI_B), slot, (F)), (F),  \
+                     CF__SEMI_B);                                                                  \
     }
 static void semi_fast_clear(cf__table *t, unsigned f, uint64_t i, unsigned slot)
 {
