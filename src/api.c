@@ -469,13 +469,13 @@ void cf_contains_keys_at(const cf_filter *f, const void *const *keys, const size
 cf_status cf_get_generation_stats_sized(const cf_filter *f, unsigned age, cf_stats *out,
                                         size_t out_size)
 {
-    if (!f || !cf__is_window(f) || !out || out_size < CF_STATS_SIZE_MIN ||
-        age >= cf__window_of(f)->n || !cf__gen_at(cf__window_of(f), age))
+    if (!f || !cf__is_window(f) || !out || out_size < CF_STATS_SIZE_MIN)
         return CF_EINVAL;
     cf_stats st = {0};
-    cf__window_gen_stats(f, age, &st);
-    cf__struct_out(out, out_size, &st, CF__STATS_END);
-    return CF_OK;
+    cf_status s = cf__window_gen_stats(f, age, &st);
+    if (s == CF_OK)
+        cf__struct_out(out, out_size, &st, CF__STATS_END);
+    return s;
 }
 
 /* ------------------------------------------------------------------------------------ */

@@ -423,47 +423,13 @@ CF__HIDDEN cf_status cf__rb_raw_begin(cf_filter *f, unsigned n);
 /* Windowed filters (cf_config.generations, window.c)                                   */
 /* ------------------------------------------------------------------------------------ */
 /* A windowed filter is a head (the seed, the first generation's settings, no tables of
- * its own) whose `more` holds a ring of generations, each a filter made by cf_new. Every
- * public call that reads or changes a filter's contents either goes through `ops` (the
- * window's) or asks cf__is_window first. */
+ * its own) whose `more` holds a ring of generations (struct cf__window, window.c's own),
+ * each a filter of its own. Every call on a filter's contents goes through its kind; the
+ * window's own calls (api.c) ask cf__is_window first. */
 
 static inline bool cf__is_window(const cf_filter *f)
 {
     return (f->bits & CF__B_WINDOW) != 0;
-}
-
-struct cf__window {
-    cf_filter **gen;     /* the G generations: gen[newest] the newest, gen[(newest + 1) % G]
-                            the oldest */
-    unsigned n;          /* G */
-    unsigned newest;     /* its index in gen */
-    uint64_t generation; /* the newest generation's number */
-    uint64_t window;     /* cf_config.window */
-    bool concurrent;     /* CF_CONCURRENT: writers take `lock`, lookups take nothing */
-    pthread_mutex_t lock;
-    /* Loading chunk by chunk (cf_load_chunk): each generation's image length, n entries,
-     * and the images complete so far (gen[loaded] is NULL or loading, those after it
-     * NULL); NULL once every image is in. */
-    uint64_t *loading;
-    unsigned loaded;
-};
-
-/* A generation lookups can read: there and complete (not NULL or loading by chunks). */
-static inline bool cf__gen_ready(const cf_filter *g)
-{
-    return g && !(g->more && g->more->load);
-}
-
-/* The generation `age` advances old (0 the newest). */
-static inline cf_filter *cf__gen_at(const struct cf__window *w, unsigned age)
-{
-    unsigned i = w->newest + w->n - age;
-    return w->gen[i >= w->n ? i - w->n : i];
-}
-
-static inline struct cf__window *cf__window_of(const cf_filter *f)
-{
-    return f->more->window;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -659,14 +625,15 @@ CF__HIDDEN cf_status cf__window_bytes(const cf_config *c, const cf__params *p, s
 CF__HIDDEN extern const struct cf__codec cf__window_codec;
 /* The window's own calls (the public ones in api.c): an advance by one generation or to
  * `generation` (to); the generation of time `now`; lookups, counts and batched lookups as
- * at a generation; the stats of the generation `age` advances old (there). */
+ * at a generation; the stats of the generation `age` advances old (there: CF_EINVAL past
+ * the oldest, or for one a loading window has not received). */
 CF__HIDDEN cf_status cf__window_step(cf_filter *f, bool to, uint64_t generation);
 CF__HIDDEN uint64_t cf__window_generation_at(const cf_filter *f, uint64_t now);
 CF__HIDDEN bool cf__window_contains_at(const cf_filter *f, uint64_t h, uint64_t generation);
 CF__HIDDEN uint64_t cf__window_count_at(const cf_filter *f, uint64_t h, uint64_t generation);
 CF__HIDDEN void cf__window_many_at(const cf_filter *f, const cf__source *src, size_t n,
                                    uint64_t generation, bool *out);
-CF__HIDDEN void cf__window_gen_stats(const cf_filter *f, unsigned age, cf_stats *out);
+CF__HIDDEN cf_status cf__window_gen_stats(const cf_filter *f, unsigned age, cf_stats *out);
 
 /* ------------------------------------------------------------------------------------ */
 /* The object (head.c)                                                                  */
@@ -681,8 +648,15 @@ CF__HIDDEN void cf__window_gen_stats(const cf_filter *f, unsigned age, cf_stats 
  * `more` and what it points to, the head. */
 CF__HIDDEN void cf__filter_free(cf_filter *f, unsigned ntables);
 
-/* log2 of the visited-set entries for a search of `nodes` nodes: at least twice as many. */
-CF__HIDDEN unsigned cf__mark_bits(size_t nodes);
+/* log2 of the visited-set entries for a search of `nodes` nodes: at least twice as many.
+ * Inline: the eviction search sizes its set with it before each search. */
+static inline unsigned cf__mark_bits(size_t nodes)
+{
+    unsigned bits = 1;
+    while (((size_t)1 << bits) < 2 * nodes)
+        bits++;
+    return bits;
+}
 /* The offset in a filter's head block of what bit `which` (CF__B_OWN_*) says follows the
  * struct, for a head with `bits`: after the struct and what the lower bits add. */
 static inline size_t cf__head_at(unsigned bits, unsigned which)

@@ -25,6 +25,40 @@
 
 #include <math.h>
 
+struct cf__window {
+    cf_filter **gen;     /* the G generations: gen[newest] the newest, gen[(newest + 1) % G]
+                            the oldest */
+    unsigned n;          /* G */
+    unsigned newest;     /* its index in gen */
+    uint64_t generation; /* the newest generation's number */
+    uint64_t window;     /* cf_config.window */
+    bool concurrent;     /* CF_CONCURRENT: writers take `lock`, lookups take nothing */
+    pthread_mutex_t lock;
+    /* Loading chunk by chunk (cf_load_chunk): each generation's image length, n entries,
+     * and the images complete so far (gen[loaded] is NULL or loading, those after it
+     * NULL); NULL once every image is in. */
+    uint64_t *loading;
+    unsigned loaded;
+};
+
+/* A generation lookups can read: there and complete (not NULL or loading by chunks). */
+static inline bool cf__gen_ready(const cf_filter *g)
+{
+    return g && !(g->more && g->more->load);
+}
+
+/* The generation `age` advances old (0 the newest). */
+static inline cf_filter *cf__gen_at(const struct cf__window *w, unsigned age)
+{
+    unsigned i = w->newest + w->n - age;
+    return w->gen[i >= w->n ? i - w->n : i];
+}
+
+static inline struct cf__window *cf__window_of(const cf_filter *f)
+{
+    return f->more->window;
+}
+
 /* Hashes a batched lookup takes from the caller's keys at a time: hashed once, probed in
  * every generation (2 KiB of stack). */
 #define CF__WINDOW_BATCH 256u
@@ -524,11 +558,15 @@ static void cf__window_config(const cf_filter *f, cf_config *out)
     out->window = w->window;
 }
 
-void cf__window_gen_stats(const cf_filter *f, unsigned age, cf_stats *out)
+cf_status cf__window_gen_stats(const cf_filter *f, unsigned age, cf_stats *out)
 {
+    const struct cf__window *w = cf__window_of(f);
+    if (age >= w->n || !cf__gen_at(w, age)) /* loading: not arrived */
+        return CF_EINVAL;
     cf__window_lock(f);
-    cf__stats(cf__gen_at(cf__window_of(f), age), out);
+    cf__stats(cf__gen_at(w, age), out);
     cf__window_unlock(f);
+    return CF_OK;
 }
 
 /* ------------------------------------------------------------------------------------ */
