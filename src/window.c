@@ -919,6 +919,18 @@ static cf_status cf__wfile_dump(const cf_filter *f, uint64_t *cursor, void *buf,
     return CF_OK;
 }
 
+/* The settings of a window's head made from its header chunk, which holds none: the
+ * defaults, until the first image's header brings the seed (nothing else of the head is
+ * used by a window). */
+static void cf__wfile_placeholder(cf__params *p)
+{
+    memset(p, 0, sizeof *p);
+    cf__shape_init(&p->shape, CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, false);
+    p->capacity = 1;
+    p->max_kicks = CF_DEFAULT_MAX_KICKS;
+    p->max_tables = 1;
+}
+
 /* What a window whose header chunk said w will hold: its head and ring, and for each
  * generation its image's length (its tables, plus their file's header and padding) and
  * what a filter holds besides its tables while it loads. Generations whose eviction
@@ -932,10 +944,7 @@ static cf_status cf__wfile_bytes_needed(const uint8_t *d, size_t len, size_t *by
     if (st != CF_OK)
         return st;
     cf__params p;
-    memset(&p, 0, sizeof p);
-    cf__shape_init(&p.shape, CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, false);
-    p.max_kicks = CF_DEFAULT_MAX_KICKS;
-    p.max_tables = 1;
+    cf__wfile_placeholder(&p);
     uint64_t each = cf__fixed_bytes(&p, NULL, 1) + sizeof(cf__more) + CF__LOADING_BLOCK +
                     CF__STASH_SLOTS * sizeof(cf__stash);
     uint64_t total = cf__fixed_bytes(&p, NULL, 1) + sizeof(cf__more) + cf__window_block(w.n) +
@@ -964,11 +973,7 @@ static cf_status cf__wfile_load_header(cf_filter **out, uint64_t cursor, const u
     if (!cf__allocator_ok(a))
         return CF_EINVAL;
     cf__params p;
-    memset(&p, 0, sizeof p);
-    cf__shape_init(&p.shape, CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, false);
-    p.capacity = 1;
-    p.max_kicks = CF_DEFAULT_MAX_KICKS;
-    p.max_tables = 1;
+    cf__wfile_placeholder(&p);
     cf_filter *f;
     if ((st = cf__window_head(&p, a, w.n, w.window, w.generation, &f)) != CF_OK)
         return st;
