@@ -14,6 +14,14 @@ _Static_assert(sizeof(void *) != 8 || sizeof(cf_filter) <= 96,
 /* Sub-filter entries allocated up front: most growing filters stay within a few. */
 #define CF__INITIAL_TABLES 4u
 
+unsigned cf__mark_bits(size_t nodes)
+{
+    unsigned bits = 1;
+    while (((size_t)1 << bits) < 2 * nodes)
+        bits++;
+    return bits;
+}
+
 /* Entries of the sub-filter array for `ntables` sub-filters: none for one (the struct
  * holds it), else from CF__INITIAL_TABLES, doubling, up to max_tables. A concurrent
  * filter (cc) has the array from the start: its first sub-filter's item count, which

@@ -648,15 +648,8 @@ CF__HIDDEN cf_status cf__window_gen_stats(const cf_filter *f, unsigned age, cf_s
  * `more` and what it points to, the head. */
 CF__HIDDEN void cf__filter_free(cf_filter *f, unsigned ntables);
 
-/* log2 of the visited-set entries for a search of `nodes` nodes: at least twice as many.
- * Inline: the eviction search sizes its set with it before each search. */
-static inline unsigned cf__mark_bits(size_t nodes)
-{
-    unsigned bits = 1;
-    while (((size_t)1 << bits) < 2 * nodes)
-        bits++;
-    return bits;
-}
+/* log2 of the visited-set entries for a search of `nodes` nodes: at least twice as many. */
+CF__HIDDEN unsigned cf__mark_bits(size_t nodes);
 /* The offset in a filter's head block of what bit `which` (CF__B_OWN_*) says follows the
  * struct, for a head with `bits`: after the struct and what the lower bits add. */
 static inline size_t cf__head_at(unsigned bits, unsigned which)
