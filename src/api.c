@@ -55,7 +55,7 @@ cf_status cf_new_sized(const cf_config *config, size_t config_size, cf_filter **
         return st;
     if (c.generations)
         return cf__window_new(&c, &p, out);
-    return cf__make(&p, c.allocator, 1, buckets, true, out);
+    return cf__filter_make(&p, c.allocator, 1, buckets, true, cf__first_ops(&p), out);
 }
 
 /* The filter config makes, with n sub-filters (growth's sizes) and no table memory yet:
@@ -79,7 +79,7 @@ static cf_status cf__new_without_tables(const cf_config *config, unsigned n, cf_
     for (unsigned k = 1; k < n; k++)
         if (!cf__mul_u64(b, p.expansion, &b) || !cf__table_bytes(&p.shape, b, &bytes))
             return CF_EINVAL;
-    return cf__make(&p, c.allocator, n, buckets, false, out);
+    return cf__filter_make(&p, c.allocator, n, buckets, false, cf__first_ops(&p), out);
 }
 
 cf_status cf_new_like(const cf_filter *model, const cf_allocator *allocator, cf_filter **out)

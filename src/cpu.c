@@ -51,13 +51,11 @@ static const cf__ops_table *cf__ops_here(void)
     return &cf__ops_base;
 }
 
-cf_status cf__make(const cf__params *p, const cf_allocator *a, unsigned ntables, uint64_t buckets0,
-                   bool with_data, cf_filter **out)
+const cf__ops *cf__first_ops(const cf__params *p)
 {
-    const cf__ops *ops =
-        p->redisbloom ? cf__rb_ops_for(p->concurrent)
-                      : &(*cf__ops_here())[p->concurrent ? CF__ROW_CONCURRENT : CF__ROW_GENERAL][0];
-    return cf__filter_make(p, a, ntables, buckets0, with_data, ops, out);
+    if (p->redisbloom)
+        return cf__rb_ops_for(p->concurrent);
+    return &(*cf__ops_here())[p->concurrent ? CF__ROW_CONCURRENT : CF__ROW_GENERAL][0];
 }
 
 const char *cf_cpu_variant(void)

@@ -507,7 +507,8 @@ static cf_status cf__make_from_meta(const cf__meta *m, const cf_allocator *a, bo
     cf_filter *f;
     if (!cf__allocator_ok(a))
         return CF_EINVAL;
-    cf_status st = cf__make(&m->p, a, m->ntables, m->buckets0, with_data, &f);
+    cf_status st =
+        cf__filter_make(&m->p, a, m->ntables, m->buckets0, with_data, cf__first_ops(&m->p), &f);
     if (st != CF_OK)
         return st;
     for (unsigned k = 0; k < m->ntables; k++)

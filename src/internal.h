@@ -587,16 +587,16 @@ static inline unsigned cf__ext_of(unsigned f, unsigned widen, unsigned k)
 /* A filter with `ntables` sub-filters, the first of buckets0 buckets, each next one
  * `expansion` times larger, all empty. Without with_data, the tables get no memory (data
  * NULL) and the caller points them somewhere. Every size must have been checked. `ops`
- * is an entry of the kind's ops (cpu.c's cf__make chooses; a window's head its own): the
+ * is an entry of the kind's ops (cpu.c's cf__first_ops chooses; a window's head its own): the
  * filter then takes those of its state (cf__pick_ops). */
 CF__HIDDEN cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned ntables,
                                      uint64_t buckets0, bool with_data, const cf__ops *ops,
                                      cf_filter **out);
 
-/* cf__filter_make with the ops of the kind p describes (cpu.c): RedisBloom's layout or
- * a plain kind, concurrent or not, in the variant this CPU runs. */
-CF__HIDDEN cf_status cf__make(const cf__params *p, const cf_allocator *a, unsigned ntables,
-                              uint64_t buckets0, bool with_data, cf_filter **out);
+/* The ops a filter of settings p starts with, for cf__filter_make (cpu.c): those of the
+ * kind p describes (RedisBloom's layout or a plain kind, concurrent or not) in the variant
+ * this CPU runs. */
+CF__HIDDEN const cf__ops *cf__first_ops(const cf__params *p);
 
 /* The bytes of a filter with `ntables` sub-filters besides its tables, made with
  * allocator a (NULL: the default): the head (the struct and what follows it), `more`

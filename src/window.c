@@ -186,7 +186,7 @@ static cf_status cf__gen_new(const cf__params *p, const cf_allocator *a, cf_filt
     size_t bytes;
     cf__gen_config(p, a, &g);
     cf_status st = cf__config_sized(&g, sizeof g, &c, &gp, &buckets, &bytes, NULL);
-    return st == CF_OK ? cf__make(&gp, a, 1, buckets, true, out) : st;
+    return st == CF_OK ? cf__filter_make(&gp, a, 1, buckets, true, cf__first_ops(&gp), out) : st;
 }
 
 cf_status cf__window_new(const cf_config *c, const cf__params *p, cf_filter **out)
