@@ -80,20 +80,20 @@ static CF__NOINLINE void cf__apply_path_sync(const cf__shape *s, const cf__node 
     cf__path_seq_after(open, NULL);
 }
 
-/* Make the moves of a found path, from its free end back to a root: each fingerprint
- * steps into the slot its successor just left, and `fp` takes the root's slot. Each is
- * copied before its old slot is overwritten, so that every fingerprint is in one of its
- * buckets at every moment: what the readers of a synchronized table rely on. */
-/* A slot's write for the searches of widths read at run time, out of line: the path's few
- * writes then leave the search loop its registers (bench/icount.sh: a fill of 9/4 grown,
- * semi-sorted, 6 instructions an insert fewer; the fast shapes' searches, whose loop needs
- * fewer, do better with it inline). */
+/* The root's write for the searches of widths read at run time (F = 0), out of line: it
+ * then leaves the search loop its registers. Measured by bench/icount.sh (fills of grown
+ * and semi-sorted grown filters), against the write inline and against every write of the
+ * path out of line; the fast shapes' searches do best with it inline. */
 static CF__NOINLINE void cf__slot_set_apart(cf__table *t, const cf__shape *s, uint64_t bucket,
                                             unsigned slot, uint32_t fp)
 {
     cf__slot_set(t, s, bucket, slot, fp);
 }
 
+/* Make the moves of a found path, from its free end back to a root: each fingerprint
+ * steps into the slot its successor just left, and `fp` takes the root's slot. Each is
+ * copied before its old slot is overwritten, so that every fingerprint is in one of its
+ * buckets at every moment: what the readers of a synchronized table rely on. */
 static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf__table *t,
                                       uint32_t end, unsigned slot, uint32_t fp, bool SYNC,
                                       unsigned F)
@@ -102,17 +102,18 @@ static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf_
         cf__apply_path_sync(s, q, t, end, slot, fp);
         return;
     }
-    void (*set)(cf__table *, const cf__shape *, uint64_t, unsigned, uint32_t) =
-        F ? cf__slot_set : cf__slot_set_apart;
     uint32_t cur = end;
     while (q[cur].parent != CF__ROOT) {
         const cf__node *parent = &q[q[cur].parent];
         uint32_t moved = cf__slot_get(t, s, parent->bucket, q[cur].slot);
-        set(t, s, q[cur].bucket, slot, moved);
+        cf__slot_set(t, s, q[cur].bucket, slot, moved);
         slot = q[cur].slot;
         cur = q[cur].parent;
     }
-    set(t, s, q[cur].bucket, slot, fp);
+    if (F)
+        cf__slot_set(t, s, q[cur].bucket, slot, fp);
+    else
+        cf__slot_set_apart(t, s, q[cur].bucket, slot, fp);
 }
 
 /* Slot j of bucket `bucket`: with constant widths (F) from its loaded word (and for a
