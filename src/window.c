@@ -25,6 +25,8 @@
 
 #include <math.h>
 
+/* The ring a windowed head's `more` holds (cf__more.window): its generations, the clock's
+ * place, and a loading window's progress. */
 struct cf__window {
     cf_filter **gen;     /* the G generations: gen[newest] the newest, gen[(newest + 1) % G]
                             the oldest */
