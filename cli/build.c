@@ -5,7 +5,8 @@
  * already present. The input is read once and every key's hash is kept (the filter's hash,
  * cf_hash_seeded with the seed the filter will have). Sorting the hashes puts repeats next
  * to each other: what is left after dropping them is the set, whose size is the capacity,
- * and each of its hashes is added once, with cf_add. (Skipping keys the filter already
+ * (unless --capacity gives one: a filter made alike for every key set, to merge), and each
+ * of its hashes is added once, with cf_add. (Skipping keys the filter already
  * answers yes for, as cf_add_unique does, would also skip the false positives among new
  * keys, leaving them unstored; deleting one later would remove the fingerprint it collided
  * with: a false negative.) Sorted hashes are also in bucket order, so the adds walk the
@@ -48,7 +49,11 @@ static const char build_help[] =
     "Keys are lines without their \"\\n\" or \"\\r\\n\" (an empty line is the empty key), or\n"
     "NUL-terminated with -0. The keys are a set: each distinct key is stored once, and a\n"
     "repeated key is counted as already present.\n"
-    "\n" SHAPE_HELP "  --force                 overwrite FILE if it exists\n"
+    "\n"
+    "  --capacity N            size the filter for N keys, such as 2500000, 2.5M or 1e6\n"
+    "                          (default: the number of distinct keys in INPUT); builds\n"
+    "                          with the same N, --seed and options make filters that "
+    "merge\n" SHAPE_HELP "  --force                 overwrite FILE if it exists\n"
     "  -0, --null              keys are terminated by NUL bytes, not newlines\n"
     "  -j, --jobs N            sort the keys' hashes with N threads (default 1; at most\n"
     "                          256), which takes 8 more bytes per key of INPUT, and\n"
@@ -57,9 +62,10 @@ static const char build_help[] =
     "  -q, --quiet             no progress, no summary\n"
     "  -h, --help              show this help\n"
     "\n"
-    "The capacity is the number of distinct keys in INPUT, which is read once; building\n"
-    "takes 8 bytes of memory per key of INPUT besides the filter. The same set of keys\n"
-    "(in any order, repeated or not) with the same --seed always gives the same file.\n"
+    "Without --capacity, the capacity is the number of distinct keys in INPUT. INPUT is\n"
+    "read once; building takes 8 bytes of memory per key of INPUT besides the filter.\n"
+    "The same set of keys (in any order, repeated or not) with the same --seed always\n"
+    "gives the same file.\n"
     "Without --seed the seed is secret and random, so nobody can compute keys that\n"
     "collide in the filter; give --seed for files that must come out the same every time.\n"
 
@@ -362,7 +368,8 @@ static int build(const char *path, shape_opts *o, key_reader *in, bool show_prog
             hashes = sorted;
         }
     }
-    o->cfg.capacity = distinct > 0 ? distinct : 1; /* an empty set still makes a valid filter */
+    if (o->cfg.capacity == 0) /* no --capacity: the set's size; an empty set makes a filter too */
+        o->cfg.capacity = distinct > 0 ? distinct : 1;
     /* Threads that fill (see the top); a window's generations are filled by one. */
     size_t most = distinct / JOB_MIN_KEYS;
     unsigned fillers = seeded || o->cfg.generations ? 1u : most < jobs ? (unsigned)most : jobs;
@@ -394,7 +401,8 @@ static int build(const char *path, shape_opts *o, key_reader *in, bool show_prog
 
 int cmd_build(int argc, char **argv)
 {
-    static const cli_opt opts[] = {{"null", '0', false, OPT_NULL},
+    static const cli_opt opts[] = {{"capacity", 0, true, OPT_CAPACITY},
+                                   {"null", '0', false, OPT_NULL},
                                    {"jobs", 'j', true, OPT_JOBS},
                                    {"progress", 0, false, OPT_PROGRESS},
                                    SHAPE_OPTIONS};
@@ -406,7 +414,10 @@ int cmd_build(int argc, char **argv)
     const char *value;
     int id;
     while ((id = cli_next_option(&p, &value)) >= 0) {
-        if (id == OPT_NULL)
+        if (id == OPT_CAPACITY) {
+            if (!cli_parse_uint("build", "capacity", value, 1, UINT64_MAX, true, &o.cfg.capacity))
+                return CLI_EXIT_USAGE;
+        } else if (id == OPT_NULL)
             nul = true;
         else if (id == OPT_PROGRESS)
             show_progress = true;

@@ -723,6 +723,36 @@ def test_build(t):
     res = t.run(["build", t.path("no.cf"), "--fpr", "0.01", "--fingerprint-bits", "8", inp])
     t.usage_error(res, "build --fpr with --fingerprint-bits")
 
+    # --capacity sizes the filter instead of the set: builds of different key sets made
+    # alike merge, and the merged filter holds every key of both.
+    part_a, part_b = keys[:2500], keys[2000:]
+    built = {}
+    for name, part in (("a", part_a), ("b", part_b)):
+        built[name] = t.path(f"build-cap-{name}.cf")
+        res = t.run(["build", built[name], "--capacity", "10k", "--seed", "9", "-q"],
+                    input=lines(part))
+        t.ok(res, f"build --capacity 10k ({name})", quiet=True)
+        doc = t.info(built[name])
+        t.check(doc is not None and doc.get("capacity") == 10000 and
+                doc.get("items") == len(part),
+                f"build --capacity 10k: capacity {doc and doc.get('capacity')}, items "
+                f"{doc and doc.get('items')} for {len(part)} keys")
+    merged = t.path("build-cap-merged.cf")
+    t.ok(t.run(["merge", merged, built["a"], built["b"], "-q"]), "merge two builds made alike",
+         quiet=True)
+    t.all_present(merged, inp, "merge of two builds with --capacity")
+    # Fewer than the keys: a fixed filter takes what fits, saves it, and says so (exit 3).
+    small = t.path("build-cap-small.cf")
+    res = t.run(["build", small, "--capacity", "500", "--seed", "9"], input=lines(keys))
+    t.check(res.rc == 3 and b"not added (filter full)" in res.err,
+            "build --capacity 500 of 4000 keys: exit status 3 with the count of refused keys", res)
+    doc = t.info(small)
+    t.check(doc is not None and doc.get("capacity") == 500 and 0 < doc.get("items", 0) < len(keys),
+            f"build --capacity 500: the keys that fit were not saved ({doc})")
+    for bad in ("0", "x", "-5"):
+        res = t.run(["build", t.path("no.cf"), "--capacity", bad, inp])
+        t.usage_error(res, f"build --capacity {bad}")
+
     # --jobs sorts with threads: the same file as one job gives.
     for jobs in ("2", "3"):
         par = t.path(f"build-jobs{jobs}.cf")
