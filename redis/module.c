@@ -1465,10 +1465,9 @@ static cf_status cfm_dump(const cfm_value *v, uint64_t *cursor, unsigned char *b
     bool header = *cursor == 0;
     size_t skip = header ? CFM_PREFIX_BYTES : 0;
     cf_status st = cf_dump_chunk(v->f, cursor, buf + skip, cap - skip, len);
-    if (st == CF_OK && header) {
-        st = cf_module_prefix_write(v->f, v->deletes, v->max_iterations, buf);
+    if (st == CF_OK && header &&
+        (st = cf_module_prefix_write(v->f, v->deletes, v->max_iterations, buf)) == CF_OK)
         *len += CFM_PREFIX_BYTES;
-    }
     return st;
 }
 

@@ -734,7 +734,8 @@ static cf_status cf__wfile_parse(const uint8_t *b, size_t len, cf__extent extent
 
 /* Image i's meta section, checked (and its body too with `body`), and checked against the
  * first image's settings; the padding before it zero. */
-static cf_status cf__wfile_image(const cf__wmeta *w, unsigned i, bool body, const char **why)
+static cf_status cf__wfile_image(const cf__wmeta *w, unsigned i, bool body, cf__params *p,
+                                 const char **why)
 {
     const uint8_t *b = w->base;
     uint64_t at = cf__load_le64(cf__gen_entry(w, i)), n = cf__load_le64(cf__gen_entry(w, i) + 8);
@@ -744,55 +745,59 @@ static cf_status cf__wfile_image(const cf__wmeta *w, unsigned i, bool body, cons
     for (uint64_t pos = end; pos < at; pos++)
         if (b[pos] != 0)
             return cf__corrupt(why, "padding is not zero");
-    cf__params p;
-    cf_status st = cf__image_parse(b + at, (size_t)n, body, &p, why);
+    cf_status st = cf__image_parse(b + at, (size_t)n, body, p, why);
     if (st != CF_OK)
         return st;
-    if (p.redisbloom || p.expansion != 0)
+    if (p->redisbloom || p->expansion != 0)
         return cf__corrupt(why, "a generation that grows or is of RedisBloom's layout");
     if (!cf__image_same_settings(b + cf__load_le64(cf__gen_entry(w, 0)), b + at))
         return cf__corrupt(why, "generations with different settings");
     return CF_OK;
 }
 
-/* Every image's meta section first, then the bodies: a file mapped without checking its
- * tables (cf__wfile_make) meets the same first problem in the same order. */
-static cf_status cf__wfile_check(const cf__wmeta *w, bool body, const char **why)
+/* Every image's meta section and settings first (the first image's settings into *p0),
+ * then with `body` every image's tables: a file mapped without checking its tables meets
+ * the same first problem in the same order. Nothing is allocated. */
+static cf_status cf__wfile_check(const cf__wmeta *w, bool body, cf__params *p0, const char **why)
 {
     cf_status st = CF_OK;
     for (unsigned pass = 0; pass < (body ? 2u : 1u); pass++)
-        for (unsigned i = 0; st == CF_OK && i < w->n; i++)
-            st = cf__wfile_image(w, i, pass == 1, why);
+        for (unsigned i = 0; st == CF_OK && i < w->n; i++) {
+            cf__params p;
+            st = cf__wfile_image(w, i, pass == 1, i == 0 ? p0 : &p, why);
+        }
     return st;
+}
+
+/* The meta section of a whole file and then cf__wfile_check. */
+static cf_status cf__wfile_open(const uint8_t *b, size_t len, bool body, cf__wmeta *w,
+                                cf__params *p0, const char **why)
+{
+    cf_status st = cf__wfile_parse(b, len, CF__WHOLE, w, why);
+    return st == CF_OK ? cf__wfile_check(w, body, p0, why) : st;
 }
 
 static cf_status cf__wfile_validate(const uint8_t *b, size_t len, const char **why)
 {
     cf__wmeta w;
-    cf_status st = cf__wfile_parse(b, len, CF__WHOLE, &w, why);
-    return st == CF_OK ? cf__wfile_check(&w, true, why) : st;
+    cf__params p0;
+    return cf__wfile_open(b, len, true, &w, &p0, why);
 }
 
-/* A window of the images of a file whose meta section is checked: each image's meta
- * section and settings checked before anything is allocated (also for a file mapped
- * without CF_MAP_VERIFY), then each made by `one` (built from its bytes, or mapped),
- * oldest first. The head takes the first image's settings. */
-static cf_status cf__wfile_make(const cf__wmeta *w, unsigned flags, const cf_allocator *a,
+/* A window of the images of a file that cf__wfile_open checked, whose first image's
+ * settings are p0: each image made by `one` (built from its bytes, or mapped), oldest
+ * first. The head takes the first image's settings. */
+static cf_status cf__wfile_make(const cf__wmeta *w, const cf__params *p0, unsigned flags,
+                                const cf_allocator *a,
                                 cf_status (*one)(const uint8_t *image, size_t len, unsigned flags,
                                                  const cf_allocator *a, cf_filter **out),
                                 cf_filter **out)
 {
-    cf__params p0;
-    const char *why;
-    cf_status st = cf__wfile_check(w, false, &why);
-    if (st == CF_OK)
-        st = cf__image_parse(w->base + cf__load_le64(cf__gen_entry(w, 0)),
-                             (size_t)cf__load_le64(cf__gen_entry(w, 0) + 8), false, &p0, &why);
-    if (st != CF_OK)
-        return st;
-    p0.concurrent = (flags & CF_CONCURRENT) != 0;
+    cf__params p = *p0;
+    p.concurrent = (flags & CF_CONCURRENT) != 0;
     cf_filter *f;
-    if ((st = cf__window_head(&p0, a, w->n, w->window, w->generation, &f)) != CF_OK)
+    cf_status st;
+    if ((st = cf__window_head(&p, a, w->n, w->window, w->generation, &f)) != CF_OK)
         return st;
     struct cf__window *win = cf__window_of(f);
     for (unsigned i = 0; i < w->n; i++) { /* the head's newest is at n - 1: oldest at 0 */
@@ -812,9 +817,10 @@ static cf_status cf__wfile_build(const uint8_t *b, size_t len, unsigned flags,
                                  const cf_allocator *a, cf_filter **out)
 {
     cf__wmeta w;
+    cf__params p0;
     const char *why;
-    cf_status st = cf__wfile_parse(b, len, CF__WHOLE, &w, &why);
-    return st == CF_OK ? cf__wfile_make(&w, flags, a, cf__image_codec.build, out) : st;
+    cf_status st = cf__wfile_open(b, len, false, &w, &p0, &why);
+    return st == CF_OK ? cf__wfile_make(&w, &p0, flags, a, cf__image_codec.build, out) : st;
 }
 
 /* A read-only window over a file's bytes that stay mapped; each image's meta section is
@@ -823,11 +829,10 @@ static cf_status cf__wfile_map(const uint8_t *b, size_t len, unsigned flags, con
                                cf_filter **out)
 {
     cf__wmeta w;
+    cf__params p0;
     const char *why;
-    cf_status st = (flags & CF_MAP_VERIFY) ? cf__wfile_validate(b, len, &why) : CF_OK;
-    if (st == CF_OK)
-        st = cf__wfile_parse(b, len, CF__WHOLE, &w, &why);
-    return st == CF_OK ? cf__wfile_make(&w, 0, a, cf__image_codec.map, out) : st;
+    cf_status st = cf__wfile_open(b, len, (flags & CF_MAP_VERIFY) != 0, &w, &p0, &why);
+    return st == CF_OK ? cf__wfile_make(&w, &p0, 0, a, cf__image_codec.map, out) : st;
 }
 
 /* A stream's next read (cf__codec.want): the meta section, then the length it gives

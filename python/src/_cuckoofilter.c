@@ -1210,11 +1210,11 @@ static PyObject *pycf_open(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 }
 
 /* The module's fields for f (no deletes counted; f's eviction budget), with their check. */
-static void pycf_redis_prefix(const cf_filter *f, unsigned char out[PYCF_REDIS_PREFIX])
+static cf_status pycf_redis_prefix(const cf_filter *f, unsigned char out[PYCF_REDIS_PREFIX])
 {
     cf_config c;
     cf_get_config(f, &c);
-    (void)cf_module_prefix_write(f, 0, c.max_kicks, out); /* max_kicks: 1..65535 */
+    return cf_module_prefix_write(f, 0, c.max_kicks, out);
 }
 
 /* chunks(): an iterator of the (cursor, bytes) pairs of CF.SCANDUMP, one chunk made per
@@ -1281,9 +1281,9 @@ static PyObject *pycf_chunk_next(pycf_chunk_iter *it)
         PyErr_SetString(PyExc_RuntimeError, "the filter changed size during chunks()");
     else if (st != CF_OK)
         pycf_raise(Py_TYPE(self), st, NULL, 0);
+    else if (len > 0 && skip && (st = pycf_redis_prefix(self->f, it->buf)) != CF_OK)
+        pycf_raise(Py_TYPE(self), st, NULL, 0);
     else if (len > 0) {
-        if (skip)
-            pycf_redis_prefix(self->f, it->buf);
         pair = Py_BuildValue("(Ky#)", (unsigned long long)it->cursor, (const char *)it->buf,
                              (Py_ssize_t)(len + skip));
     }
