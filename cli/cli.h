@@ -128,6 +128,7 @@ enum cli_opt_id {
     OPT_FPR_BOUND,
     OPT_SAME_WIDTH,
     OPT_SEMI_SORT,
+    OPT_MAPPING,
     OPT_REDISBLOOM,
     OPT_SEED,
     OPT_FORCE,
@@ -309,6 +310,7 @@ void progress_finish(progress *p, uint64_t done);
     {"fpr-bound", 0, true, OPT_FPR_BOUND},                                                  \
     {"same-width", 0, false, OPT_SAME_WIDTH},                                               \
     {"semi-sort", 0, false, OPT_SEMI_SORT},                                                 \
+    {"mapping", 0, true, OPT_MAPPING},                                                      \
     {"redisbloom", 0, false, OPT_REDISBLOOM},                                               \
     {"seed", 0, true, OPT_SEED},                                                            \
     {"window", 0, true, OPT_WINDOW},                                                        \

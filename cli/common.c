@@ -327,6 +327,12 @@ static void print_shape_help(void)
            "                          adds its own false-positive rate\n"
            "  --semi-sort             semi-sorted buckets (4 slots): each slot takes one bit\n"
            "                          less at the same false-positive rate; lookups slower\n"
+           "  --mapping M             auto (default): segmented from %llu buckets on (about\n"
+           "                          16M keys of 4-slot buckets); segmented: segments of\n"
+           "                          %llu buckets at any size, which builds fill in\n"
+           "                          parallel (the table rounded up to whole segments);\n"
+           "                          any-size: format version 2's mapping, which older\n"
+           "                          versions of this tool read\n"
            "  --redisbloom            RedisBloom's layout (its hash, 8-bit fingerprints,\n"
            "                          power-of-two sub-filters; bucket size 2 and 20 kicks\n"
            "                          by default):\n"
@@ -342,8 +348,9 @@ static void print_shape_help(void)
            CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS, CF_DEFAULT_FINGERPRINT_BITS,
            100.0 * cf_expected_fpr(CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, 1.0),
            CF_MAX_BUCKET_SIZE, CF_DEFAULT_BUCKET_SIZE, CF_MAX_MAX_KICKS, CF_DEFAULT_MAX_KICKS,
-           CF_MAX_EXPANSION, CF_MAX_SUB_FILTERS, CF_DEFAULT_MAX_SUB_FILTERS, CF_MAX_GENERATIONS,
-           CLI_DEFAULT_GENERATIONS);
+           CF_MAX_EXPANSION, CF_MAX_SUB_FILTERS, CF_DEFAULT_MAX_SUB_FILTERS,
+           (unsigned long long)CF_SEGMENTED_MIN_BUCKETS, 1ull << CF_SEGMENT_BITS,
+           CF_MAX_GENERATIONS, CLI_DEFAULT_GENERATIONS);
 }
 
 /* What cli_next_option returns for option o: its id, or CLI_OPT_STOP once --help is

@@ -55,6 +55,17 @@ enum shape_result cli_shape_option(const char *sub, int id, const char *value, s
     case OPT_SEMI_SORT:
         o->cfg.flags |= CF_SEMI_SORT;
         break;
+    case OPT_MAPPING:
+        o->cfg.flags &= ~(unsigned)(CF_SEGMENTED | CF_UNSEGMENTED);
+        if (strcmp(value, "segmented") == 0)
+            o->cfg.flags |= CF_SEGMENTED;
+        else if (strcmp(value, "any-size") == 0)
+            o->cfg.flags |= CF_UNSEGMENTED;
+        else if (strcmp(value, "auto") != 0) {
+            cli_usage(sub, "--mapping is auto, segmented or any-size, not '%s'", value);
+            ok = false;
+        }
+        break;
     case OPT_REDISBLOOM:
         o->cfg.flags |= CF_REDISBLOOM;
         break;

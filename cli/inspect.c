@@ -37,6 +37,29 @@ typedef struct filter_facts {
     uint64_t gen_items[CF_MAX_GENERATIONS]; /* a window's, oldest first */
 } filter_facts;
 
+/* The format version of the filter's tables: 3 for segmented ones (a window's own header
+ * stays version 2 around them). */
+static unsigned format_version(const filter_facts *x)
+{
+    return (x->cfg.flags & CF_SEGMENTED) ? 3u : 2u;
+}
+
+/* Segments in the first sub-filter (each generation's, for a window); 0 for the any-size
+ * mapping. */
+static uint64_t segments_of(const filter_facts *x)
+{
+    if (!(x->cfg.flags & CF_SEGMENTED))
+        return 0;
+    uint64_t first = x->s.generations ? x->s.buckets / x->s.generations : x->s.buckets;
+    if (!x->s.generations) {
+        uint64_t scale = 1; /* the first of sub-filters grown by expansion e: m, m e, ... */
+        for (unsigned k = 1; k < x->s.sub_filters; k++)
+            scale = scale * x->cfg.expansion + 1u;
+        first = x->s.buckets / scale;
+    }
+    return first >> CF_SEGMENT_BITS;
+}
+
 /* A windowed filter's span of one generation, W / (G - 1), to the millisecond. */
 static void format_span(const cf_stats *s, char *buf, size_t n)
 {
@@ -83,7 +106,7 @@ static void print_text(const char *path, const filter_facts *x)
     /* Label column wide enough for the longest label. */
     const int w = 18;
     printf("%-*s %s\n", w, "file", path);
-    printf("%-*s %u\n", w, "format version", CF_FORMAT_VERSION);
+    printf("%-*s %u\n", w, "format version", format_version(x));
     printf("%-*s %s\n", w, "layout",
            (c->flags & CF_REDISBLOOM)
                ? "RedisBloom's (MurmurHash64A, 8-bit fingerprints h % 255 + 1)"
@@ -96,6 +119,12 @@ static void print_text(const char *path, const filter_facts *x)
                c->fingerprint_bits, s->newest_fingerprint_bits);
     printf("%-*s %u%s\n", w, "bucket size", c->bucket_size,
            (c->flags & CF_SEMI_SORT) ? " (semi-sorted: f - 1 bits per slot)" : "");
+    if (segments_of(x))
+        printf("%-*s segmented: %" PRIu64 " segments of %llu buckets%s\n", w, "mapping",
+               segments_of(x), 1ull << CF_SEGMENT_BITS, s->generations ? " per generation" : "");
+    else
+        printf("%-*s any-size%s\n", w, "mapping",
+               (c->flags & CF_REDISBLOOM) ? " (RedisBloom's: powers of two)" : "");
     printf("%-*s %u\n", w, "max kicks", c->max_kicks);
     if (c->expansion == 0)
         printf("%-*s 0 (fixed size)\n", w, "expansion");
@@ -133,7 +162,7 @@ static void print_json(const filter_facts *x)
     /* %.9g: enough digits to tell any two rates apart that a filter can have, and always
      * a valid JSON number (the values are finite). */
     printf("{\n");
-    printf("  \"format_version\": %u,\n", CF_FORMAT_VERSION);
+    printf("  \"format_version\": %u,\n", format_version(x));
     printf("  \"layout\": \"%s\",\n", (c->flags & CF_REDISBLOOM) ? "redisbloom" : "cuckoofilter");
     printf("  \"capacity\": %" PRIu64 ",\n", c->capacity);
     printf("  \"fingerprint_bits\": %u,\n", c->fingerprint_bits);
@@ -143,6 +172,9 @@ static void print_json(const filter_facts *x)
     printf("  \"expansion\": %u,\n", c->expansion);
     printf("  \"same_width\": %s,\n", (c->flags & CF_GROW_SAME_WIDTH) ? "true" : "false");
     printf("  \"semi_sorted\": %s,\n", (c->flags & CF_SEMI_SORT) ? "true" : "false");
+    printf("  \"mapping\": \"%s\",\n", segments_of(x) ? "segmented" : "any-size");
+    printf("  \"segment_bits\": %u,\n", segments_of(x) ? CF_SEGMENT_BITS : 0u);
+    printf("  \"segments\": %" PRIu64 ",\n", segments_of(x));
     printf("  \"max_sub_filters\": %u,\n", c->max_sub_filters);
     /* A string: JSON numbers lose precision beyond 2^53 in most parsers. */
     printf("  \"seed\": \"0x%016" PRIx64 "\",\n", c->seed);

@@ -141,8 +141,8 @@ typedef struct cf_config {
     unsigned max_sub_filters;      /* growing filters: at most this many sub-filters,
                                       then CF_FULL; 1..65536; 0 = 32 */
     unsigned flags;                /* 0, or CF_FIXED_SEED, CF_GROW_SAME_WIDTH, CF_SEMI_SORT,
-                                      CF_CONCURRENT, CF_REDISBLOOM; other bits are
-                                      CF_EINVAL */
+                                      CF_CONCURRENT, CF_REDISBLOOM, CF_SEGMENTED,
+                                      CF_UNSEGMENTED; other bits are CF_EINVAL */
     double target_fpr;             /* sizing by target: with fingerprint_bits 0, the
                                       narrowest fingerprint whose false-positive rate at
                                       full load of the first table, cf_expected_fpr(f, b,
@@ -185,6 +185,18 @@ typedef struct cf_config {
 /* RedisBloom's layout, for filters moved from RedisBloom or to it: see "RedisBloom's
  * layout" below. */
 #define CF_REDISBLOOM      16u
+/* The bucket mapping (see "The mapping" below). By default a table of at least
+ * CF_SEGMENTED_MIN_BUCKETS buckets (about 16M keys in buckets of 4) is segmented: cut into
+ * segments of 2^CF_SEGMENT_BITS buckets that hold both buckets of each of their keys, so
+ * that threads, processes or machines can each fill their own segments of one filter
+ * (cf_build_hashes, `cuckoo build --jobs`, cuckoofilter.dask), and lookups compute the
+ * second bucket with one XOR. Its bucket count is rounded up to whole segments, which
+ * costs at most 1.6 % of memory at that size (and 24 % at 1M keys: smaller tables keep
+ * the any-size mapping of format version 2). CF_SEGMENTED asks for segments at any size,
+ * CF_UNSEGMENTED for the any-size mapping at any size; both at once, or either with
+ * CF_REDISBLOOM, is CF_EINVAL. A segmented filter saves as format version 3. */
+#define CF_SEGMENTED       32u
+#define CF_UNSEGMENTED     64u
 
 typedef struct cf_stats {
     uint64_t items;   /* fingerprints stored (adds minus deletes), stashed ones included */
@@ -669,6 +681,48 @@ CF_API cf_status cf_place_hash(uint64_t h, uint64_t buckets, unsigned tag_bits, 
  * or tag is 0. Thread safety: reentrant. */
 CF_API uint64_t cf_alt_bucket(uint64_t bucket, uint32_t tag, uint64_t buckets);
 
+/* Segmented tables (CF_SEGMENTED, format version 3) map keys another way: a table of S
+ * segments of 2^s buckets places a key's first bucket as above, and its second in the
+ * same segment, bucket[0] XOR an odd number below 2^s made from the tag. A segment is then
+ * a table of its own: whoever holds the hashes of its keys can fill it alone (a thread, a
+ * Dask worker), and a key's segment, bucket[0] >> s, says where it lives (a server of a
+ * cluster that serves a range of segments). The calls below place keys by either mapping. */
+
+/* Buckets per segment of a segmented filter: 2^16 (smaller segments fill less far before
+ * the first failed insert: 94.7 % at 2^12 buckets against 96 % for 2^16 and more). */
+#define CF_SEGMENT_BITS          16u
+/* Tables of at least this many buckets are segmented unless CF_UNSEGMENTED: 64 segments,
+ * where rounding up to whole segments costs at most 1/64 of the memory. */
+#define CF_SEGMENTED_MIN_BUCKETS (UINT64_C(1) << 22)
+
+/* A table's mapping. */
+typedef struct cf_mapping {
+    uint64_t buckets;      /* the bucket count: even, 2 .. CF_PLACE_MAX_BUCKETS; with
+                              segments, a multiple of 2^segment_bits */
+    unsigned tag_bits;     /* 4..32 */
+    unsigned segment_bits; /* 0: the any-size mapping (cf_place_hash, format version 2);
+                              else 16..60: segments of 2^segment_bits buckets (a filter's
+                              are CF_SEGMENT_BITS) */
+} cf_mapping;
+
+/* The mapping of f's first sub-filter (its keys' buckets in a grown filter's later
+ * sub-filters follow from it as docs/FORMAT.md says).
+ * Returns CF_OK and fills *out; CF_EINVAL for NULL pointers or a filter of RedisBloom's
+ * layout or a window (which map keys their own way). Thread safety: concurrent with
+ * other const calls. */
+CF_API cf_status cf_get_mapping(const cf_filter *f, cf_mapping *out);
+
+/* The place of hash h in a table of mapping *m (cf_place_hash for segment_bits 0).
+ * Returns CF_OK and fills *out; CF_EINVAL if a pointer is NULL or *m is out of range.
+ * Thread safety: reentrant. */
+CF_API cf_status cf_place_in(const cf_mapping *m, uint64_t h, cf_place *out);
+
+/* The other candidate bucket in a table of mapping *m of an entry with `tag` that sits in
+ * `bucket` (cf_alt_bucket for segment_bits 0): an involution without fixed points, in the
+ * same segment. Returns UINT64_MAX if m is NULL or out of range, bucket >= m->buckets or
+ * tag is 0. Thread safety: reentrant. */
+CF_API uint64_t cf_alt_in(const cf_mapping *m, uint64_t bucket, uint32_t tag);
+
 /* ------------------------------------------------------------------------------------ */
 /* Saving and loading                                                                   */
 /* ------------------------------------------------------------------------------------ */
@@ -682,9 +736,11 @@ CF_API uint64_t cf_alt_bucket(uint64_t bucket, uint32_t tag, uint64_t buckets);
  * Bad input gets CF_ECORRUPT (or CF_EVERSION), never a crash and never a half-built
  * filter. A filter loaded from its bytes answers exactly as the one that was saved. */
 
-/* The format version this library writes and reads. Version 2 (library 0.2) changed how
- * keys map to buckets; a version-1 file gets CF_EVERSION: rebuild it from its keys. */
-#define CF_FORMAT_VERSION 2u
+/* The newest format version this library writes and reads: 3, for segmented filters
+ * (CF_SEGMENTED); every other filter is written as version 2, which older libraries
+ * read. Version 2 (library 0.2) changed how keys map to buckets; a version-1 file gets
+ * CF_EVERSION: rebuild it from its keys. */
+#define CF_FORMAT_VERSION 3u
 
 /* The exact number of bytes cf_serialize writes for f; 0 if f is NULL or still loading. */
 CF_API size_t cf_serialized_size(const cf_filter *f);

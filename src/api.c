@@ -237,6 +237,45 @@ uint64_t cf_alt_bucket(uint64_t bucket, uint32_t tag, uint64_t buckets)
     return cf__alt(bucket, cf__alt_offset(cf__fp_mix(tag), buckets), buckets);
 }
 
+/* A mapping cf_place_in takes: its bucket count as cf_place_hash's, a whole number of
+ * segments of 2^16 .. 2^60 buckets if it has them, and its tag width. */
+static bool cf__mapping_ok(const cf_mapping *m)
+{
+    unsigned s = m->segment_bits;
+    return cf__place_buckets_ok(m->buckets) && m->tag_bits >= CF_MIN_FINGERPRINT_BITS &&
+           m->tag_bits <= CF_MAX_FINGERPRINT_BITS &&
+           (s == 0 || (s >= CF_SEGMENT_BITS && s <= 60 && m->buckets % (UINT64_C(1) << s) == 0));
+}
+
+cf_status cf_get_mapping(const cf_filter *f, cf_mapping *out)
+{
+    if (!f || !out || cf__is_rb(f) || cf__kind_of(f)->composite)
+        return CF_EINVAL;
+    const cf__table *t = &f->tables[0];
+    out->buckets = t->buckets;
+    out->tag_bits = t->shape->f;
+    out->segment_bits = t->shape->seg;
+    return CF_OK;
+}
+
+cf_status cf_place_in(const cf_mapping *m, uint64_t h, cf_place *out)
+{
+    if (!m || !out || !cf__mapping_ok(m))
+        return CF_EINVAL;
+    cf__key k = cf__key_bits(m->tag_bits, h);
+    out->bucket[0] = cf__mulhi(k.x, m->buckets);
+    out->bucket[1] = cf__alt_mix(out->bucket[0], k.mix, m->buckets, m->segment_bits);
+    out->tag = k.fp;
+    return CF_OK;
+}
+
+uint64_t cf_alt_in(const cf_mapping *m, uint64_t bucket, uint32_t tag)
+{
+    if (!m || !cf__mapping_ok(m) || bucket >= m->buckets || tag == 0)
+        return UINT64_MAX;
+    return cf__alt_mix(bucket, cf__fp_mix(tag), m->buckets, m->segment_bits);
+}
+
 cf_status cf_add_hash(cf_filter *f, uint64_t h)
 {
     if (!f)

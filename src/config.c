@@ -18,7 +18,8 @@ static unsigned cf__or_default(unsigned v, unsigned def)
 
 /* The flags cf_config.flags may have. */
 #define CF__CONFIG_FLAGS                                                                           \
-    (CF_FIXED_SEED | CF_GROW_SAME_WIDTH | CF_SEMI_SORT | CF_CONCURRENT | CF_REDISBLOOM)
+    (CF_FIXED_SEED | CF_GROW_SAME_WIDTH | CF_SEMI_SORT | CF_CONCURRENT | CF_REDISBLOOM |           \
+     CF_SEGMENTED | CF_UNSEGMENTED)
 
 /* The narrowest fingerprint whose false-positive rate at full load of `tables` tables (a
  * windowed filter's generations, else 1) is at most `target`; 0 if none is (target below
@@ -121,6 +122,24 @@ static uint64_t cf__pow2_up(uint64_t x)
     return p;
 }
 
+/* The mapping: segments for a table of *buckets (format 2's count) where the flags ask
+ * for them, or by default from CF_SEGMENTED_MIN_BUCKETS on, the count then rounded up to
+ * whole segments and *bytes made again. False if the rounded table is too large. */
+static bool cf__segment(unsigned flags, cf__params *p, uint64_t *buckets, size_t *bytes)
+{
+    bool want = (flags & CF_SEGMENTED) ||
+                (!(flags & CF_UNSEGMENTED) && *buckets >= CF_SEGMENTED_MIN_BUCKETS);
+    if (!want)
+        return true;
+    uint64_t unit = UINT64_C(1) << CF_SEGMENT_BITS;
+    uint64_t m = *buckets + (unit - *buckets % unit) % unit; /* *buckets < 2^60: no overflow */
+    p->shape.seg = (uint8_t)CF_SEGMENT_BITS;
+    if (!cf__table_bytes(&p->shape, m, bytes))
+        return false;
+    *buckets = m;
+    return true;
+}
+
 /* The reasons cf_config_check gives (one line each; the header's config comments are
  * the full rules). */
 static cf_status cf__bad(const char **why, const char *reason)
@@ -155,6 +174,9 @@ static cf_status cf__resolve(const cf_config *c, cf__params *p, const char **why
         return cf__bad(why, "capacity must be at least 1");
     if ((c->flags & ~(unsigned)CF__CONFIG_FLAGS) != 0)
         return cf__bad(why, "unknown flags");
+    if ((c->flags & CF_SEGMENTED) && (c->flags & (CF_UNSEGMENTED | CF_REDISBLOOM)))
+        return cf__bad(why, "segments are this library's mapping: not with CF_UNSEGMENTED or "
+                            "RedisBloom's layout");
     /* A window: 2 or more generations (one would forget everything at each advance) of
      * one size (window.c says why), and RedisBloom's layout has none. */
     bool windowed = c->generations != 0;
@@ -232,7 +254,8 @@ cf_status cf__config_sized(const cf_config *config, size_t size, cf_config *c, c
         *buckets = want > CF__RB_MAX_BUCKETS ? 0 : cf__pow2_up(want < 2 ? 2 : want);
         ok = *buckets && cf__table_bytes(&p->shape, *buckets, table_bytes);
     } else {
-        ok = cf__buckets_for(&p->shape, p->capacity, buckets, table_bytes);
+        ok = cf__buckets_for(&p->shape, p->capacity, buckets, table_bytes) &&
+             cf__segment(c->flags, p, buckets, table_bytes);
     }
     return ok ? CF_OK
               : cf__bad(why, "the capacity is too large for a table, or for what this "

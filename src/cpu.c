@@ -2,7 +2,8 @@
  * cpu.c - which hot paths a filter made from settings runs, chosen once, when it is made:
  * its kind's (RedisBloom's layout, or the plain kinds' per-shape code of fast.c), and of
  * those the variant compiled for x86-64-v3 where the CPU and the operating system support
- * everything that level allows the compiler to use, else the baseline. The environment
+ * everything that level allows the compiler to use, else the baseline; each for the
+ * filter's bucket mapping. The environment
  * variable CUCKOOFILTER_CPU=baseline forces the baseline (the tests use it to hold both
  * variants to the same bytes and answers).
  */
@@ -41,21 +42,23 @@ static bool cf__use_v3(void)
 #endif
 }
 
-/* The table of ops of the variant this CPU runs. */
-static const cf__ops_table *cf__ops_here(void)
+/* The table of ops of the variant this CPU runs, for tables of the mapping with segments
+ * or without. */
+static const cf__ops_table *cf__ops_here(bool seg)
 {
 #if CF__HAVE_V3
     if (cf__use_v3())
-        return &cf__ops_v3;
+        return seg ? &cf__ops_v3_seg : &cf__ops_v3;
 #endif
-    return &cf__ops_base;
+    return seg ? &cf__ops_base_seg : &cf__ops_base;
 }
 
 const cf__ops *cf__first_ops(const cf__params *p)
 {
     if (p->redisbloom)
         return cf__rb_ops_for(p->concurrent);
-    return &(*cf__ops_here())[p->concurrent ? CF__ROW_CONCURRENT : CF__ROW_GENERAL][0];
+    const cf__ops_table *t = cf__ops_here(p->shape.seg != 0);
+    return &(*t)[p->concurrent ? CF__ROW_CONCURRENT : CF__ROW_GENERAL][0];
 }
 
 const char *cf_cpu_variant(void)

@@ -95,11 +95,12 @@ static void cf__head_layout(const cf__params *p, const cf_allocator *a, unsigned
     if (h->queue_len && p->redisbloom) /* its walk (redisbloom.c) never searches */
         h->queue_len = 0;
     h->mark_bits = h->queue_len ? cf__mark_bits(h->queue_len) : 0;
-    h->bits = (a ? CF__B_OWN_ALLOC : 0u) |
-              (cf__shape_static(p->shape.f, p->shape.b, p->shape.semi) && !p->concurrent
-                   ? 0u
-                   : CF__B_OWN_SHAPE) |
-              (h->queue_len ? CF__B_OWN_SEARCH : 0u);
+    h->bits =
+        (a ? CF__B_OWN_ALLOC : 0u) |
+        (cf__shape_static(p->shape.f, p->shape.b, p->shape.semi) && !p->concurrent && !p->shape.seg
+             ? 0u
+             : CF__B_OWN_SHAPE) |
+        (h->queue_len ? CF__B_OWN_SEARCH : 0u);
     h->head_bytes = cf__head_at(h->bits, CF__B_OWN_SEARCH << 1);
     if (h->queue_len)
         h->head_bytes += cf__search_bytes(h->queue_len, h->mark_bits);
@@ -231,6 +232,7 @@ static const cf__shape *cf__shape_at(cf_filter *f, unsigned ext)
             cf__shape_init(&w[e - 1], f0 + e, cf__shape0(f)->b, cf__shape0(f)->semi);
             w[e - 1].ext = (uint8_t)e;
             w[e - 1].sync = cf__shape0(f)->sync;
+            w[e - 1].seg = cf__shape0(f)->seg;
         }
         m->wide_shapes = w;
     }

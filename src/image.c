@@ -187,7 +187,7 @@ void cf__image_header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
     const cf__shape *s = cf__shape0(f);
     memset(h, 0, CF__HEADER_BYTES);
     memcpy(h + CF__H_MAGIC, CF__MAGIC, CF__MAGIC_BYTES);
-    cf__store_le16(h + CF__H_VERSION, CF_FORMAT_VERSION);
+    cf__store_le16(h + CF__H_VERSION, s->seg ? CF__VERSION_SEG : CF__VERSION_ANY);
     cf__store_le16(h + CF__H_HEADER_BYTES, CF__HEADER_BYTES);
     cf__store_le64(h + CF__H_TOTAL, cf__image_len(f));
     cf__store_le64(h + CF__H_SEED, cf__seed(f));
@@ -203,6 +203,7 @@ void cf__image_header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
     cf__store_le32(h + CF__H_EXPANSION, f->expansion);
     cf__store_le32(h + CF__H_MAX_TABLES, cf__max_tables(f));
     cf__store_le32(h + CF__H_TABLES, cf__ntables_all(f));
+    h[CF__H_SEGMENT] = s->seg;
 }
 
 /* The meta section: header, descriptors, stash, meta sum. Returns the meta sum. */
@@ -300,23 +301,25 @@ static void cf__shape_for(const cf__params *p, unsigned k, cf__shape *sk)
     if (p->shape.f + ext != sk->f)
         cf__shape_init(sk, p->shape.f + ext, p->shape.b, p->shape.semi);
     sk->ext = (uint8_t)ext;
+    sk->seg = p->shape.seg;
 }
 
-/* The checks every file's first 64 bytes get: magic, version, header length. */
-cf_status cf__parse_start(const uint8_t *b, size_t len, const char **why)
+/* The checks every file's first 64 bytes get: magic, version, header length. The
+ * version goes to *version. */
+cf_status cf__parse_start(const uint8_t *b, size_t len, unsigned *version, const char **why)
 {
     if (len < CF__MAGIC_BYTES || memcmp(b, CF__MAGIC, CF__MAGIC_BYTES) != 0)
         return cf__corrupt(why, len == 0 ? "empty" : "not a cuckoo filter (bad magic number)");
     if (len < CF__HEADER_BYTES)
         return cf__corrupt(why, "truncated: shorter than the 64-byte header");
-    unsigned version = cf__load_le16(b + CF__H_VERSION);
-    if (version == 0)
+    *version = cf__load_le16(b + CF__H_VERSION);
+    if (*version == 0)
         return cf__corrupt(why, "bad format version 0");
-    if (version > CF_FORMAT_VERSION) {
+    if (*version > CF_FORMAT_VERSION) {
         *why = "written by a newer format version";
         return CF_EVERSION;
     }
-    if (version < CF_FORMAT_VERSION) {
+    if (*version < CF__VERSION_ANY) {
         /* Version 1 placed keys by another mapping (FORMAT.md): its tables cannot be read
          * by this one, and no such file was published. */
         *why = "written in format version 1, whose bucket mapping this library no longer "
@@ -331,7 +334,8 @@ cf_status cf__parse_start(const uint8_t *b, size_t len, const char **why)
 static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent, cf__meta *m,
                                 const char **why)
 {
-    cf_status st = cf__parse_start(b, len, why);
+    unsigned version;
+    cf_status st = cf__parse_start(b, len, &version, why);
     if (st != CF_OK)
         return st;
     if ((cf__load_le32(b + CF__H_FLAGS) & CF__FLAG_WINDOW) != 0)
@@ -362,8 +366,18 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         *why = "uses a feature or hash this library does not know";
         return CF_EVERSION;
     }
-    if (cf__load_le32(b + CF__H_RESERVED2) != 0)
+    unsigned seg = b[CF__H_SEGMENT];
+    if (b[CF__H_RESERVED2] != 0 || b[CF__H_RESERVED2 + 1] != 0 || b[CF__H_RESERVED2 + 2] != 0 ||
+        (version == CF__VERSION_ANY && seg != 0))
         return cf__corrupt(why, "reserved header field is not zero");
+    /* Version 3 has segments, of the one size this library makes: another size is a
+     * feature of a newer writer. */
+    if (version == CF__VERSION_SEG && seg != CF_SEGMENT_BITS) {
+        if (seg == 0)
+            return cf__corrupt(why, "a segmented file (version 3) without segments");
+        *why = "uses segments of a size this library does not know";
+        return CF_EVERSION;
+    }
 
     cf__params *p = &m->p;
     unsigned f = b[CF__H_FP_BITS], bsize = b[CF__H_BUCKET];
@@ -387,11 +401,12 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     if (semi && bsize != CF__SEMI_BUCKET)
         return cf__corrupt(why, "semi-sorted buckets of other than 4 slots");
     cf__shape_init(&p->shape, f, bsize, semi);
+    p->shape.seg = (uint8_t)seg;
     /* RedisBloom's layout: its fingerprints, no seed, no widening or semi-sorting, no
-     * stash, sizes that are powers of two (checked with each table below). */
+     * stash, no segments, sizes that are powers of two (checked with each table below). */
     p->redisbloom = b[CF__H_HASH] == CF__HASH_RB;
     if (p->redisbloom && (f != CF__RB_FP_BITS || flags != 0 || p->seed != 0 || m->nstash != 0 ||
-                          (p->expansion & (p->expansion - 1u)) != 0))
+                          seg != 0 || (p->expansion & (p->expansion - 1u)) != 0))
         return cf__corrupt(why, "bad settings for RedisBloom's layout");
 
     /* The tables: sizes nested as growth makes them, placed where the layout says. */
@@ -407,6 +422,8 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
         else if (!cf__mul_u64(buckets, p->expansion, &want))
             return cf__corrupt(why, "sub-filter size out of range");
         buckets = cf__load_le64(d + CF__D_BUCKETS);
+        if (k == 0 && seg && (buckets == 0 || (buckets & ((UINT64_C(1) << seg) - 1u)) != 0))
+            return cf__corrupt(why, "a segmented table of other than whole segments");
         if (buckets != want || buckets < 2 || buckets % 2 != 0 ||
             (p->redisbloom && (buckets & (buckets - 1u)) != 0) ||
             !cf__table_bytes(&sk, buckets, &bytes))
@@ -494,7 +511,9 @@ static cf_status cf__image_validate(const uint8_t *b, size_t len, const char **w
  * (docs/FORMAT.md, "Windowed files", which every generation shares). */
 bool cf__image_same_settings(const uint8_t *a, const uint8_t *b)
 {
-    return memcmp(a + CF__H_FLAGS, b + CF__H_FLAGS, 4) == 0 &&
+    return memcmp(a + CF__H_VERSION, b + CF__H_VERSION, 2) == 0 &&
+           a[CF__H_SEGMENT] == b[CF__H_SEGMENT] &&
+           memcmp(a + CF__H_FLAGS, b + CF__H_FLAGS, 4) == 0 &&
            memcmp(a + CF__H_SEED, b + CF__H_SEED, CF__H_STASH - CF__H_SEED) == 0 &&
            memcmp(a + CF__H_KICKS, b + CF__H_KICKS, CF__H_TABLES - CF__H_KICKS) == 0;
 }

@@ -49,8 +49,14 @@ enum {
     CF__H_EXPANSION = 48,
     CF__H_MAX_TABLES = 52,
     CF__H_TABLES = 56,
-    CF__H_RESERVED2 = 60,
+    CF__H_SEGMENT = 60,   /* version 3: segment bits; version 2: reserved */
+    CF__H_RESERVED2 = 61, /* 3 bytes, 0 */
 };
+
+/* Format versions: 2 for the any-size mapping (and every windowed file's own header), 3
+ * for the segmented one (mapping.h); 1 is the retired mapping. */
+#define CF__VERSION_ANY 2u
+#define CF__VERSION_SEG CF_FORMAT_VERSION
 
 static inline uint64_t cf__align_up(uint64_t x)
 {
@@ -96,7 +102,8 @@ CF__HIDDEN void cf__flush(cf__sink *k);
 typedef enum { CF__WHOLE, CF__HEADER_CHUNK, CF__PREFIX } cf__extent;
 
 /* The checks every file's first 64 bytes get: magic, version, header length. */
-CF__HIDDEN cf_status cf__parse_start(const uint8_t *b, size_t len, const char **why);
+CF__HIDDEN cf_status cf__parse_start(const uint8_t *b, size_t len, unsigned *version,
+                                     const char **why);
 
 /* A file format. persist.c takes a filter's from its kind (cf__kind.codec; NULL: one
  * image, cf__image_codec) and a file's from its header (cf__codec_of_bytes). */

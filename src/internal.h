@@ -61,8 +61,10 @@ typedef struct cf__ops {
 enum cf__row { CF__ROW_GENERAL = 0, CF__ROW_SIMPLE, CF__ROW_CONCURRENT, CF__ROWS };
 typedef const cf__ops cf__ops_table[CF__ROWS][CF__CODES];
 CF__HIDDEN extern cf__ops_table cf__ops_base;
+CF__HIDDEN extern cf__ops_table cf__ops_base_seg; /* of segmented tables (fast.c) */
 #if CF__HAVE_V3
 CF__HIDDEN extern cf__ops_table cf__ops_v3;
+CF__HIDDEN extern cf__ops_table cf__ops_v3_seg;
 #endif
 
 /* The entry of row `row` and code `code` in the table of entry o (o->table not NULL). */
@@ -210,8 +212,9 @@ typedef struct cf__spare {
 } cf__spare;
 
 /* cf_filter.bits */
-#define CF__B_OWN_ALLOC  2u   /* a copy of a caller's allocator follows the struct */
-#define CF__B_OWN_SHAPE  4u   /* then a copy of its shape (b > CF__STATIC_SHAPE_B) */
+#define CF__B_OWN_ALLOC 2u /* a copy of a caller's allocator follows the struct */
+#define CF__B_OWN_SHAPE                                                                            \
+    4u /* then a copy of its shape (b > CF__STATIC_SHAPE_B, concurrent, segmented) */
 #define CF__B_OWN_SEARCH 8u   /* then search memory: its budget is too big for the stack */
 #define CF__B_READ_ONLY  16u  /* mapped or loading (more->map, more->load) */
 #define CF__B_CONCURRENT 32u  /* CF_CONCURRENT: more->cc, stripes after each table */

@@ -1,8 +1,9 @@
 /*
- * mapping.h - which buckets a key may occupy: the bucket mapping of format version 2
- * (docs/FORMAT.md), from a key's 64-bit hash to its fingerprint and its two buckets in any
- * sub-filter, and back from a stored fingerprint to its other bucket. The tables it
- * indexes are table.h's.
+ * mapping.h - which buckets a key may occupy: the bucket mappings of format versions 2
+ * (any size) and 3 (segmented) (docs/FORMAT.md), from a key's 64-bit hash to its
+ * fingerprint and its two buckets in any sub-filter, and back from a stored fingerprint to
+ * its other bucket. The tables it indexes are table.h's; a table's shape says which
+ * mapping it has (cf__shape.seg).
  */
 #ifndef CF_MAPPING_H
 #define CF_MAPPING_H
@@ -18,6 +19,13 @@
  * off = floor(frac(fp^2 * C) * m) | 1 (cf__fp_mix), and alt(i) = (off - i) mod m. That is an
  * involution (alt(alt(i)) = i) with no fixed point (2 i = off mod m has no solution: m even, off
  * odd).
+ *
+ * Segmented (format 3): m is a multiple of 2^s (s = the shape's seg, CF_SEGMENT_BITS), and
+ * the offset is off = floor(frac(fp^2 * C) * 2^s) | 1, odd and below 2^s, and
+ * alt(i) = i XOR off: an involution with no fixed point (off is not 0) that keeps every
+ * bucket in its segment of 2^s buckets, so that a segment is a table of its own. The
+ * second bucket then waits on one XOR after the first, not on a subtraction and a choice
+ * of two: lookups begin their second read sooner.
  *
  * Growth nests: sub-filter k has m_k = m_0 * e^k buckets (e = expansion), so its first
  * bucket floor(x * m_k) is p * e^k + r with p = floor(x * m_0), the first bucket in
@@ -156,11 +164,37 @@ static inline uint64_t cf__alt(uint64_t bucket, uint64_t off, uint64_t m)
     return (int64_t)d < 0 ? w : d;
 }
 
-/* The key's two buckets in the first sub-filter (base == buckets, scale 1): the hot path. */
+/* The segmented offset of a fingerprint whose mix is `mix`, for segments of 2^seg buckets
+ * (0 < seg < 64): odd, in [1, 2^seg - 1]. */
+static inline uint64_t cf__seg_offset(uint64_t mix, unsigned seg)
+{
+    return mix >> (64u - seg) | 1u;
+}
+
+/* The other bucket of `bucket` in a first sub-filter of m buckets and segments of 2^seg
+ * (0: the any-size mapping), for a fingerprint whose mix is `mix`. SEG, when not 0, is seg
+ * as a constant: the per-shape code of fast.c is compiled for each mapping. */
+static CF__INLINE uint64_t cf__alt_mix(uint64_t bucket, uint64_t mix, uint64_t m, unsigned seg)
+{
+    if (seg)
+        return bucket ^ cf__seg_offset(mix, seg);
+    return cf__alt(bucket, cf__alt_offset(mix, m), m);
+}
+
+/* The key's two buckets in the first sub-filter (base == buckets, scale 1), for segments
+ * of 2^SEG buckets, SEG a constant (0: the any-size mapping): the hot path. */
+static CF__INLINE void cf__buckets0_seg(const cf__table *t, const cf__key *k, uint64_t *i1,
+                                        uint64_t *i2, unsigned SEG)
+{
+    *i1 = cf__mulhi(k->x, t->buckets);
+    *i2 = cf__alt_mix(*i1, k->mix, t->buckets, SEG);
+}
+
+/* The same with the mapping read from the table's shape. */
 static inline void cf__buckets0(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
 {
     *i1 = cf__mulhi(k->x, t->buckets);
-    *i2 = cf__alt(*i1, cf__alt_offset(k->mix, t->buckets), t->buckets);
+    *i2 = cf__alt_mix(*i1, k->mix, t->buckets, t->shape->seg);
 }
 
 /* Sub-filter t's buckets over the first's: expansion^k for sub-filter k (1 when 1). */
@@ -169,18 +203,26 @@ static inline uint64_t cf__scale_of(const cf__table *t)
     return t->grown ? t->grown->scale : 1u;
 }
 
-/* The key's two buckets in any sub-filter. */
-static inline void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
+/* The key's two buckets in any sub-filter, for segments of 2^SEG buckets (as for
+ * cf__buckets0_seg). */
+static CF__INLINE void cf__buckets_seg(const cf__table *t, const cf__key *k, uint64_t *i1,
+                                       uint64_t *i2, unsigned SEG)
 {
     const cf__grown *g = t->grown;
     if (CF__LIKELY(!g)) {
-        cf__buckets0(t, k, i1, i2);
+        cf__buckets0_seg(t, k, i1, i2, SEG);
         return;
     }
     uint64_t p = cf__mulhi(k->x, g->base); /* = floor(i1 / scale) */
-    uint64_t a = cf__alt(p, cf__alt_offset(k->mix, g->base), g->base);
+    uint64_t a = cf__alt_mix(p, k->mix, g->base, SEG);
     *i1 = cf__mulhi(k->x, t->buckets);
     *i2 = *i1 + (a - p) * g->scale; /* modulo 2^64: a < p wraps and comes back */
+}
+
+/* The same with the mapping read from the table's shape. */
+static inline void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
+{
+    cf__buckets_seg(t, k, i1, i2, t->shape->seg);
 }
 
 /* The other bucket in table t of bucket `bucket` for a key whose fingerprint in the first
@@ -188,10 +230,11 @@ static inline void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i
 static inline uint64_t cf__alt_of0(const cf__table *t, uint64_t bucket, uint32_t fp0)
 {
     const cf__grown *g = t->grown;
+    unsigned seg = t->shape->seg;
     if (CF__LIKELY(!g))
-        return cf__alt(bucket, cf__alt_offset(cf__fp_mix(fp0), t->buckets), t->buckets);
+        return cf__alt_mix(bucket, cf__fp_mix(fp0), t->buckets, seg);
     uint64_t p = cf__div63(bucket, &g->per_scale);
-    return bucket + (cf__alt(p, cf__alt_offset(cf__fp_mix(fp0), g->base), g->base) - p) * g->scale;
+    return bucket + (cf__alt_mix(p, cf__fp_mix(fp0), g->base, seg) - p) * g->scale;
 }
 
 /* The other bucket of fingerprint fp (of t's width) in bucket `bucket` of table t. */

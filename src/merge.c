@@ -51,6 +51,9 @@ static const char *cf__merge_refusal(const cf_filter *dst, const cf_filter *src)
         return "bucket sizes differ";
     if (d->semi != s->semi)
         return "bucket encodings differ (semi-sorted and plain)";
+    if (d->seg != s->seg)
+        return "bucket mappings differ (segmented and any-size: build both with the same "
+               "capacity, or both with CF_SEGMENTED or CF_UNSEGMENTED)";
     if (dst->tables[0].buckets != src->tables[0].buckets)
         return "first sub-filter sizes differ (made with different capacities)";
     return NULL;

@@ -165,6 +165,11 @@ void cf__plain_config(const cf_filter *f, cf_config *out)
     out->flags = cf__kind_of(f)->flags | (out->seed == 0 ? CF_FIXED_SEED : 0u);
     if (s->semi)
         out->flags |= CF_SEMI_SORT;
+    /* The mapping, where the default would choose the other one for this capacity. */
+    if (s->seg)
+        out->flags |= CF_SEGMENTED;
+    else if (!cf__is_rb(f) && f->tables[0].buckets >= CF_SEGMENTED_MIN_BUCKETS)
+        out->flags |= CF_UNSEGMENTED;
     if (f->expansion != 0 && f->widen == 0)
         out->flags |= CF_GROW_SAME_WIDTH;
     else if (f->expansion != 0) /* which gives the same widening again */

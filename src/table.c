@@ -35,6 +35,7 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi)
     s->ext = 0;
     s->semi = semi;
     s->sync = false;
+    s->seg = 0;
     s->bucket_bits = (uint16_t)(semi ? 4 * (f - 1) : f * b);
     s->fp_mask = (UINT64_C(1) << f) - 1;
     s->swar = !semi && CF__SWAR(f * b);
@@ -71,7 +72,7 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi)
          : 0u)
 #define CF__SHAPE(f, b)                                                                            \
     {                                                                                              \
-        (f), (b), 0, CF__SWAR((f) * (b)), false, false, (f) * (b), CF__LOW(f),                     \
+        (f), (b), 0, CF__SWAR((f) * (b)), false, false, 0, (f) * (b), CF__LOW(f),                  \
             CF__SWAR((f) * (b)) ? CF__LOW((f) * (b)) : 0u, CF__LANES(f, b),                        \
             {CF__LANES(f, b) << ((f)-1u)}, CF__LANES(f, b) * CF__LOW((f)-1u)                       \
     }
@@ -91,7 +92,7 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi)
                       : 0u)
 #define CF__SEMI_SHAPE(f)                                                                          \
     {                                                                                              \
-        (f), 4u, 0, false, true, false, 4u * ((f)-1u), CF__LOW(f),                                 \
+        (f), 4u, 0, false, true, false, 0, 4u * ((f)-1u), CF__LOW(f),                              \
             CF__SEMI_SWAR(f) ? CF__LOW(4u * ((f)-1u)) : 0u, CF__SEMI_LANES(f),                     \
             {CF__SEMI_GATHER(f)}, CF__SEMI_LANES(f) * CF__LOW((f)-5u)                              \
     }

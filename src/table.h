@@ -77,13 +77,17 @@ enum cf__code {
  * the masks derived from them. The shapes of b <= CF__STATIC_SHAPE_B are constants
  * (cf__shape_static), so that a filter of one of them carries a pointer, not a copy. */
 typedef struct cf__shape {
-    uint8_t f;            /* fingerprint bits, 4..32 */
-    uint8_t b;            /* slots per bucket, 1..255 */
-    uint8_t ext;          /* f less the first sub-filter's width (0 but for wider ones) */
-    bool swar;            /* see lane_lo */
-    bool semi;            /* semi-sorted buckets (b = 4; see cf__semi_get) */
-    bool sync;            /* tables read by threads beside their writer: see "Synchronized
+    uint8_t f;   /* fingerprint bits, 4..32 */
+    uint8_t b;   /* slots per bucket, 1..255 */
+    uint8_t ext; /* f less the first sub-filter's width (0 but for wider ones) */
+    /* (bits of one byte, so that seg fits before bucket_bits: a filter that keeps a copy
+     * of its shape keeps 48 bytes) */
+    bool swar : 1;        /* see lane_lo */
+    bool semi : 1;        /* semi-sorted buckets (b = 4; see cf__semi_get) */
+    bool sync : 1;        /* tables read by threads beside their writer: see "Synchronized
                              tables" (a filter made with CF_CONCURRENT) */
+    uint8_t seg;          /* segment bits of the mapping (mapping.h): 0 for format 2's
+                             any-size mapping, else CF_SEGMENT_BITS */
     uint16_t bucket_bits; /* b * f, or 4 (f - 1) semi-sorted */
     uint64_t fp_mask;     /* f low bits set */
     /* The SWAR probe: when a whole bucket fits in one 64-bit load, the b slots are

@@ -631,7 +631,7 @@ static void cf__wfile_emit_meta(cf__sink *k, const cf_filter *f)
     uint8_t h[CF__HEADER_BYTES];
     memset(h, 0, sizeof h);
     memcpy(h + CF__H_MAGIC, CF__MAGIC, CF__MAGIC_BYTES);
-    cf__store_le16(h + CF__H_VERSION, CF_FORMAT_VERSION);
+    cf__store_le16(h + CF__H_VERSION, CF__VERSION_ANY);
     cf__store_le16(h + CF__H_HEADER_BYTES, CF__HEADER_BYTES);
     cf__store_le32(h + CF__H_FLAGS, CF__FLAG_WINDOW);
     cf__store_le64(h + CF__H_TOTAL, cf__wfile_len(f));
@@ -691,7 +691,8 @@ static const uint8_t *cf__gen_entry(const cf__wmeta *w, unsigned i)
 static cf_status cf__wfile_parse(const uint8_t *b, size_t len, cf__extent extent, cf__wmeta *w,
                                  const char **why)
 {
-    cf_status st = cf__parse_start(b, len, why);
+    unsigned version;
+    cf_status st = cf__parse_start(b, len, &version, why);
     if (st != CF_OK)
         return st;
     w->total = cf__load_le64(b + CF__H_TOTAL);
@@ -710,7 +711,9 @@ static cf_status cf__wfile_parse(const uint8_t *b, size_t len, cf__extent extent
     if (XXH3_64bits(b, (size_t)w->meta_len - CF__SUM_BYTES) !=
         cf__load_le64(b + w->meta_len - CF__SUM_BYTES))
         return cf__corrupt(why, "header checksum mismatch");
-    if (cf__load_le32(b + CF__H_FLAGS) != CF__FLAG_WINDOW) { /* a sound header: newer */
+    /* A sound header of another version or with other flags: a newer writer's (a window's
+     * own header has not changed since version 2). */
+    if (cf__load_le32(b + CF__H_FLAGS) != CF__FLAG_WINDOW || version != CF__VERSION_ANY) {
         *why = "uses a feature or hash this library does not know";
         return CF_EVERSION;
     }

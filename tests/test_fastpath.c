@@ -145,12 +145,12 @@ static void ref_buckets(const cf__table *t, const cf__key *k, uint64_t *i1, uint
 {
     __extension__ typedef unsigned __int128 u128;
     uint64_t scale = cf__scale_of(t), base = t->buckets / scale;
+    uint64_t mix = (uint64_t)k->fp * k->fp * UINT64_C(0x9e3779b97f4a7c15);
+    unsigned seg = t->shape->seg; /* segmented: (p XOR off) with off from 2^seg */
     *i1 = (uint64_t)(((u128)k->x * t->buckets) >> 64);
-    uint64_t off =
-        (uint64_t)(((u128)((uint64_t)k->fp * k->fp * UINT64_C(0x9e3779b97f4a7c15)) * base) >> 64) |
-        1u;
+    uint64_t off = (uint64_t)(((u128)mix * (seg ? UINT64_C(1) << seg : base)) >> 64) | 1u;
     uint64_t p = *i1 / scale, r = *i1 % scale;
-    *i2 = ((off + base - p) % base) * scale + r;
+    *i2 = (seg ? p ^ off : (off + base - p) % base) * scale + r;
 }
 
 /* Stored fingerprints matching hash h: every slot of both buckets of every sub-filter,
@@ -345,14 +345,17 @@ static void check_found(const cf_filter *f, const pool *p)
 
 /* Keys for a filter of bucket size b: fewer for larger buckets (their probes and
  * evictions cost more), enough for a few buckets. */
+/* Are the shapes under test semi-sorted (CF_SEMI_SORT, b = 4)? Segmented (CF_SEGMENTED)?
+ * Set by main around them. */
+static bool g_semi, g_seg;
+
 static uint64_t shape_keys(unsigned b)
 {
+    if (g_seg) /* a segment's slots: the smallest segmented table */
+        return (UINT64_C(1) << CF_SEGMENT_BITS) * b;
     uint64_t n = cft_scaled_min(1600, 100) / b;
     return n < 48 ? 48 : n;
 }
-
-/* Are the shapes under test semi-sorted (CF_SEMI_SORT, b = 4)? Set by main around them. */
-static bool g_semi;
 
 static cf_config shape_config(unsigned f, unsigned b, uint64_t capacity, unsigned expansion,
                               uint64_t tag)
@@ -361,8 +364,8 @@ static cf_config shape_config(unsigned f, unsigned b, uint64_t capacity, unsigne
                    .fingerprint_bits = f,
                    .bucket_size = b,
                    .expansion = expansion,
-                   .seed = cft_subseed(tag ^ g_semi),
-                   .flags = g_semi ? CF_SEMI_SORT : 0u};
+                   .seed = cft_subseed(tag ^ g_semi ^ (uint64_t)g_seg << 1),
+                   .flags = (g_semi ? CF_SEMI_SORT : 0u) | (g_seg ? CF_SEGMENTED : 0u)};
     return c;
 }
 
@@ -978,6 +981,23 @@ int main(void)
     g_semi = false;
     printf("  %u shapes (%u fast), semi-sorted ones included: %.2f s\n", g_shapes, g_fast,
            cft_now() - t0);
+    /* Segmented tables (the per-shape code compiled for their mapping): every fast shape,
+     * semi-sorted ones too, and some of the generic code's, each filled to its stash and
+     * refusals, every lookup and delete checked. Each is a segment of 2^16 buckets at
+     * least, too many slots to grow three times here: growth of segmented filters is
+     * test_differential's and test_growth's. */
+    t0 = cft_now();
+    g_seg = true;
+    static const unsigned seg_shapes[][3] = {{8, 4, 0},  {12, 4, 0}, {16, 4, 0}, {8, 2, 0},
+                                             {12, 2, 0}, {16, 2, 0}, {8, 8, 0},  {5, 1, 0},
+                                             {13, 3, 0}, {9, 4, 1},  {13, 4, 1}, {10, 4, 1}};
+    const size_t nseg = sizeof seg_shapes / sizeof seg_shapes[0];
+    for (size_t i = 0; i < nseg; i++) {
+        g_semi = seg_shapes[i][2] != 0;
+        lookup_scenario(seg_shapes[i][0], seg_shapes[i][1], false, 0x5e6000 + i);
+    }
+    g_semi = g_seg = false;
+    printf("  segmented: %zu shapes: %.2f s\n", nseg, cft_now() - t0);
     for (unsigned u = 0; u < 2; u++) {
         const uint64_t *seen = g_seen[u];
         printf("  cf_add_many%s statuses compared: OK %llu, EXISTS %llu, FULL %llu, ENOMEM %llu\n",

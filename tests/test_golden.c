@@ -44,14 +44,18 @@ static uint64_t ref_count(const uint8_t *b, const void *key, size_t len)
         fp = 1;
     uint64_t frac = h << f, total = 0;
     uint64_t m0 = rd(b + 64, 8);
-    uint64_t off = ref_scale((uint64_t)fp * fp * UINT64_C(0x9e3779b97f4a7c15), m0) | 1u;
+    /* Version 3: segments of 2^s buckets (byte 60), the offset below 2^s and XORed. */
+    unsigned s = rd(b + 8, 2) == 3 ? b[60] : 0;
+    uint64_t mix = (uint64_t)fp * fp * UINT64_C(0x9e3779b97f4a7c15);
+    uint64_t off = ref_scale(mix, s ? UINT64_C(1) << s : m0) | 1u;
     for (unsigned k = 0; k < nt; k++) {
         const uint8_t *d = b + 64 + 32 * k;
         uint64_t m = rd(d, 8);
         const uint8_t *t = b + rd(d + 16, 8);
         uint64_t scale = m / m0, i1 = ref_scale(frac, m);
         uint64_t p = i1 / scale;
-        uint64_t i2 = (off >= p ? off - p : off + m0 - p) * scale + i1 % scale;
+        uint64_t a = s ? p ^ off : off >= p ? off - p : off + m0 - p;
+        uint64_t i2 = a * scale + i1 % scale;
         /* A wider sub-filter's fingerprint: fp, and above it w - f bits of h * M. */
         unsigned w = width_of(b, k);
         uint64_t more = ((h * UINT64_C(0xd6e8feb86659fd93)) >> 32) & ((UINT64_C(1) << (w - f)) - 1);
@@ -87,6 +91,10 @@ typedef struct vector {
     /* What the bytes must say. */
     unsigned sub_filters, stashed;
     uint64_t items;
+    /* Files too long to embed (segmented ones: a segment is 2^16 buckets): hex is their
+     * first bytes (the meta section and its padding), and these are their length and the
+     * file checksum they end with, XXH3-64 of all the bytes before it. 0: hex is all. */
+    uint64_t total, file_sum;
 } vector;
 
 static const vector VECTORS[] = {
@@ -103,7 +111,9 @@ static const vector VECTORS[] = {
      "f4043240087b1334",
      1,
      0,
-     3},
+     3,
+     0,
+     0},
     {"capacity 8, f 12, b 4, seed 1: a b c a, b deleted",
      {.capacity = 8, .fingerprint_bits = 12, .bucket_size = 4, .seed = 1},
      {{'a', "a"}, {'a', "b"}, {'a', "c"}, {'a', "a"}, {'d', "b"}},
@@ -117,7 +127,9 @@ static const vector VECTORS[] = {
      "c213d6b4a1f70bca",
      1,
      0,
-     3},
+     3,
+     0,
+     0},
     {"growing: capacity 4, f 8, b 2, expansion 2, seed 2, 2 sub-filters",
      {.capacity = 4,
       .fingerprint_bits = 8,
@@ -148,7 +160,9 @@ static const vector VECTORS[] = {
      "19454d35a424fcb7",
      2,
      0,
-     9},
+     9,
+     0,
+     0},
     {"stash: capacity 1, f 8, b 1, seed 3, one stash entry",
      {.capacity = 1, .fingerprint_bits = 8, .bucket_size = 1, .seed = 3},
      {{'a', "s0"}, {'a', "s1"}, {'a', "s2"}, {'a', "s3"}, {'a', "s4"}},
@@ -162,7 +176,9 @@ static const vector VECTORS[] = {
      "5995d53ddf8193a2",
      1,
      1,
-     5},
+     5,
+     0,
+     0},
     {"f 32, b 1: capacity 4, seed 4",
      {.capacity = 4, .fingerprint_bits = 32, .bucket_size = 1, .seed = 4},
      {{'a', "w0"}, {'a', "w1"}, {'a', "w2"}},
@@ -176,7 +192,9 @@ static const vector VECTORS[] = {
      "940de361f1d11953",
      1,
      0,
-     3},
+     3,
+     0,
+     0},
     {"f 4, b 2: capacity 4, seed 5",
      {.capacity = 4, .fingerprint_bits = 4, .bucket_size = 2, .seed = 5},
      {{'a', "n0"}, {'a', "n1"}, {'a', "n2"}, {'a', "n3"}},
@@ -190,7 +208,9 @@ static const vector VECTORS[] = {
      "3670030e90218964",
      1,
      0,
-     4},
+     4,
+     0,
+     0},
     {"empty, every setting: capacity 10, f 16, b 8, kicks 7, expansion 3, max 5, seed 2^64-1",
      {.capacity = 10,
       .fingerprint_bits = 16,
@@ -210,6 +230,8 @@ static const vector VECTORS[] = {
      "0000000000000000000000000000000000000000000000000000000000000000"
      "34d9321413b6bfad",
      1,
+     0,
+     0,
      0,
      0},
     {"growing at its limit: capacity 2, f 6, b 1, expansion 1, max 2, seed 6, 2 stash entries",
@@ -248,7 +270,9 @@ static const vector VECTORS[] = {
      "5bd7343a1cd7103c",
      2,
      2,
-     14},
+     14,
+     0,
+     0},
     {"semi-sorted: capacity 8, f 13, b 4, seed 7: s0 .. s9, s3 deleted",
      {.capacity = 8, .fingerprint_bits = 13, .seed = 7, .flags = CF_SEMI_SORT},
      {{'a', "s0"},
@@ -272,7 +296,9 @@ static const vector VECTORS[] = {
      "03f15a4abb47f97c",
      1,
      0,
-     9},
+     9,
+     0,
+     0},
     {"semi-sorted, widening: capacity 4, f 5, b 4, expansion 2, seed 8, 3 sub-filters",
      {.capacity = 4, .fingerprint_bits = 5, .expansion = 2, .seed = 8, .flags = CF_SEMI_SORT},
      {{'a', "w0"},  {'a', "w1"},  {'a', "w2"},  {'a', "w3"},  {'a', "w4"},  {'a', "w5"},
@@ -295,7 +321,35 @@ static const vector VECTORS[] = {
      "c1db341f0569ab37",
      3,
      0,
-     24},
+     24,
+     0,
+     0},
+    {"segmented: capacity 8, f 12, b 4, seed 9: a b c",
+     {.capacity = 8, .fingerprint_bits = 12, .bucket_size = 4, .seed = 9, .flags = CF_SEGMENTED},
+     {{'a', "a"}, {'a', "b"}, {'a', "c"}},
+     /* 393352 bytes: the first 128, then the length and the file sum */
+     "894355434b4f4f0a030040000000000088000600000000000900000000000000"
+     "08000000000000000c040100f401000000000000200000000100000010000000"
+     "0000010000000000030000000000000080000000000000000000060000000000"
+     "f131470196052f9b000000000000000000000000000000000000000000000000",
+     1,
+     0,
+     3,
+     393352,
+     UINT64_C(0xca35ee1ac979791b)},
+    {"segmented, semi-sorted: capacity 8, f 13, b 4, seed 10: s0 .. s5, s1 deleted",
+     {.capacity = 8, .fingerprint_bits = 13, .seed = 10, .flags = CF_SEMI_SORT | CF_SEGMENTED},
+     {{'a', "s0"}, {'a', "s1"}, {'a', "s2"}, {'a', "s3"}, {'a', "s4"}, {'a', "s5"}, {'d', "s1"}},
+     /* 393352 bytes: the first 128, then the length and the file sum */
+     "894355434b4f4f0a030040000200000088000600000000000a00000000000000"
+     "08000000000000000d040100f401000000000000200000000100000010000000"
+     "0000010000000000050000000000000080000000000000000000060000000000"
+     "ac7b560f48f58bbd000000000000000000000000000000000000000000000000",
+     1,
+     0,
+     5,
+     393352,
+     UINT64_C(0x0c8fb1761fd29bf2)},
 };
 
 #define N_VECTORS (sizeof VECTORS / sizeof VECTORS[0])
@@ -342,9 +396,19 @@ static uint8_t *unhex(const char *hex, size_t *n)
     return b;
 }
 
+/* Bytes of a long file's vector: its meta section and padding (one sub-filter, no stash). */
+#define LONG_PREFIX 128u
+/* Files longer than this are embedded as LONG_PREFIX bytes, length and checksum. */
+#define LONG_FILE   4096u
+
 static void print_vector(const vector *v, const uint8_t *b, size_t n)
 {
     printf("    /* %s: %zu bytes */\n", v->name, n);
+    if (n > LONG_FILE) {
+        printf("     /* total %zu, file sum 0x%016llx */\n", n,
+               (unsigned long long)rd(b + n - 8, 8));
+        n = LONG_PREFIX;
+    }
     for (size_t i = 0; i < n; i++) {
         if (i % 32 == 0)
             printf("     \"");
@@ -364,8 +428,9 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
     if (!CHECK(n >= 64 + 32 + 8 + 8))
         return;
     CHECK(memcmp(b, magic, 8) == 0);
-    CHECK_EQ_U(rd(b + 8, 2), 2);   /* version */
-    CHECK_EQ_U(rd(b + 10, 2), 64); /* header length */
+    bool seg = (c->flags & CF_SEGMENTED) != 0;
+    CHECK_EQ_U(rd(b + 8, 2), seg ? 3 : 2); /* version */
+    CHECK_EQ_U(rd(b + 10, 2), 64);         /* header length */
     bool widens = c->expansion && !(c->flags & CF_GROW_SAME_WIDTH);
     bool semi = (c->flags & CF_SEMI_SORT) != 0;
     CHECK_EQ_U(rd(b + 12, 4), (widens ? 1u : 0u) | (semi ? 2u : 0u)); /* flags: widening, semi */
@@ -381,7 +446,8 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
     CHECK_EQ_U(rd(b + 48, 4), c->expansion);
     CHECK_EQ_U(rd(b + 52, 4), c->max_sub_filters ? c->max_sub_filters : 32);
     CHECK_EQ_U(rd(b + 56, 4), v->sub_filters);
-    CHECK_EQ_U(rd(b + 60, 4), 0);
+    CHECK_EQ_U(b[60], seg ? CF_SEGMENT_BITS : 0); /* segment bits */
+    CHECK_EQ_U(rd(b + 61, 3), 0);
     unsigned nt = v->sub_filters, ns = v->stashed;
     uint64_t meta = 64 + 32 * (uint64_t)nt + 16 * (uint64_t)ns + 8;
     if (!CHECK(meta <= n))
@@ -391,6 +457,8 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
         const uint8_t *d = b + 64 + 32 * k;
         uint64_t m = rd(d, 8), len = (m * bucket_bits_of(b, k) + 7) / 8;
         CHECK(m >= 2 && m % 2 == 0);
+        if (seg)
+            CHECK(m % (UINT64_C(1) << CF_SEGMENT_BITS) == 0);
         if (k > 0)
             CHECK_EQ_U(m, prev * c->expansion);
         prev = m;
@@ -470,6 +538,20 @@ static void test_vectors(bool print)
             print_vector(v, got, n);
         size_t wn = 0;
         uint8_t *want = unhex(v->hex, &wn);
+        if (want && v->total) { /* a long file: its prefix, length and sum */
+            CHECK_EQ_U(wn, LONG_PREFIX);
+            CHECK_EQ_U(n, v->total);
+            CHECK_MSG(n >= wn && memcmp(got, want, wn) == 0, "the first %zu bytes differ", wn);
+            CHECK_MSG(n >= 8 && rd(got + n - 8, 8) == v->file_sum,
+                      "the file checksum differs: the bytes do");
+            free(want);
+            want = NULL;
+            if (n >= 8 && rd(got + n - 8, 8) == v->file_sum) {
+                want = malloc(n);
+                memcpy(want, got, n);
+                wn = n;
+            }
+        }
         if (CHECK_MSG(want != NULL, "bad hex")) {
             CHECK_EQ_U(n, wn);
             size_t first = 0;
@@ -558,6 +640,46 @@ static void test_reference_reader(void)
                 cf_free(f);
                 filters++;
             }
+    /* Segmented filters: fixed ones, and ones of 1-slot buckets grown past their first
+     * segment. */
+    static const unsigned seg[][4] = {{12, 4, 0, 0}, {5, 2, 0, 0},  {13, 4, 0, 1},
+                                      {8, 1, 2, 0},  {17, 1, 1, 0}, {7, 3, 0, 0}};
+    for (size_t i = 0; i < sizeof seg / sizeof seg[0]; i++) {
+        uint64_t seed = cft_subseed(5000 + i);
+        unsigned e = seg[i][2];
+        cft_context("reference reader, segmented: f %u b %u e %u%s seed 0x%016llx", seg[i][0],
+                    seg[i][1], e, seg[i][3] ? " semi-sorted" : "", (unsigned long long)seed);
+        cf_config c = {.capacity = 1000,
+                       .fingerprint_bits = seg[i][0],
+                       .bucket_size = seg[i][1],
+                       .expansion = e,
+                       .seed = seed,
+                       .flags = CF_SEGMENTED | (seg[i][3] ? CF_SEMI_SORT : 0u)};
+        cf_filter *f = NULL;
+        if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+            continue;
+        uint8_t k[CFT_KEY_MAX];
+        uint64_t n = e ? 50000 : 20000;
+        for (uint64_t j = 0; j < n; j++)
+            CHECK_ST(cf_add(f, k, cft_key_var(k, seed, j)), CF_OK);
+        for (uint64_t j = 0; j < n; j += 5)
+            CHECK_ST(cf_delete(f, k, cft_key_var(k, seed, j)), CF_OK);
+        CHECK(!e || cft_stats(f).sub_filters >= 2);
+        size_t len = cf_serialized_size(f);
+        uint8_t *b = malloc(len);
+        CHECK_ST(cf_serialize(f, b, len, NULL), CF_OK);
+        uint64_t diff = 0;
+        for (uint64_t j = 0; j < 2 * n; j++) {
+            size_t kl = cft_key_var(k, j < n ? seed : seed + 1, j);
+            uint64_t want = ref_count(b, k, kl);
+            diff += cf_count(f, k, kl) != want || cf_contains(f, k, kl) != (want > 0);
+        }
+        CHECK_MSG(diff == 0, "%llu answers differ from the reference reader",
+                  (unsigned long long)diff);
+        free(b);
+        cf_free(f);
+        filters++;
+    }
     printf("  reference reader: %llu filters agree\n", (unsigned long long)filters);
 }
 

@@ -354,11 +354,11 @@ static void test_semi_sorted(void)
     }
 }
 
-/* A table of base * scale buckets, as cf__table_init makes it (without data), with its
- * growth in *g. */
-static cf__table table_of(uint64_t base, uint64_t scale, cf__grown *g)
+/* A table of base * scale buckets and shape s (whose mapping is all that matters here), as
+ * cf__table_init makes it (without data), with its growth in *g. */
+static cf__table table_of(uint64_t base, uint64_t scale, cf__grown *g, const cf__shape *s)
 {
-    cf__table t = {.buckets = base * scale};
+    cf__table t = {.buckets = base * scale, .shape = s};
     if (scale > 1) {
         *g = (cf__grown){.base = base, .scale = scale};
         cf__divisor_init(&g->per_scale, scale);
@@ -367,27 +367,36 @@ static cf__table table_of(uint64_t base, uint64_t scale, cf__grown *g)
     return t;
 }
 
-static void test_alt(void)
+/* Both mappings (SEG 0 and CF_SEGMENT_BITS): an involution without fixed points that nests
+ * under growth, and with segments, one that keeps every bucket in its segment. */
+static void test_alt(unsigned seg)
 {
-    cft_context("alt");
+    cft_context("alt, segment bits %u", seg);
+    cf__shape sh;
+    cf__shape_init(&sh, 12, 4, false);
+    sh.seg = (uint8_t)seg;
     for (int i = 0; i < 200000; i++) {
         uint64_t m = (cft_next(&rng) >> (cft_next(&rng) % 60 + 4)) | 2u;
         m += m & 1u;
+        if (seg) /* 1 to 2^24 segments */
+            m = ((cft_next(&rng) >> (cft_next(&rng) % 24 + 40)) + 1) << seg;
         cf__grown g;
-        cf__table t = table_of(m, 1, &g);
+        cf__table t = table_of(m, 1, &g, &sh);
         uint32_t fp = (uint32_t)(cft_next(&rng) % 0xffffffffu) + 1;
         uint64_t b0 = cft_next(&rng) % m;
         uint64_t b1 = cf__alt_of0(&t, b0, fp);
         CHECK(b1 < m);
         CHECK(b1 != b0);                         /* no fixed point */
         CHECK_EQ_U(cf__alt_of0(&t, b1, fp), b0); /* involution */
+        if (seg)
+            CHECK_EQ_U(b1 >> seg, b0 >> seg); /* in one segment */
         /* Nested: in sub-filters e and e^2 times larger, a key's pair, and any bucket's
          * alternate, divide down to the smaller sub-filter's. */
         uint64_t e = 1 + cft_next(&rng) % 5, big;
         if (!cf__mul_u64(m, e * e, &big) || big > UINT64_C(1) << 58)
             continue;
         cf__grown gT, gM;
-        cf__table T = table_of(m, e * e, &gT), M = table_of(m, e, &gM);
+        cf__table T = table_of(m, e * e, &gT, &sh), M = table_of(m, e, &gM, &sh);
         cf__key k = cf__key_bits(1 + (unsigned)(cft_next(&rng) % 32), cft_next(&rng));
         uint64_t B0, B1, s0, s1, M0, M1;
         cf__buckets(&T, &k, &B0, &B1);
@@ -441,20 +450,53 @@ static void test_place(void)
         cf__shape s;
         cf__shape_init(&s, f, 4, false);
         cf__grown g;
-        cf__table t = table_of(m, 1, &g);
+        cf__table t = table_of(m, 1, &g, &s);
         uint64_t h = cft_next(&rng);
         cf__key k = cf__key_bits(s.f, h);
         uint64_t i1, i2;
         cf__buckets(&t, &k, &i1, &i2); /* as the filter places h */
-        cf_place p;
+        cf_place p, q;
         CHECK_ST(cf_place_hash(h, m, f, &p), CF_OK);
         CHECK_EQ_U(p.tag, k.fp);
         CHECK_EQ_U(p.bucket[0], i1);
         CHECK_EQ_U(p.bucket[1], i2);
         CHECK_EQ_U(cf_alt_bucket(p.bucket[0], p.tag, m), p.bucket[1]);
+        cf_mapping any = {m, f, 0};
+        CHECK_ST(cf_place_in(&any, h, &q), CF_OK);
+        CHECK(p.bucket[0] == q.bucket[0] && p.bucket[1] == q.bucket[1] && p.tag == q.tag);
+        CHECK_EQ_U(cf_alt_in(&any, p.bucket[0], p.tag), p.bucket[1]);
+        /* The segmented mapping, in a table of whole segments. */
+        s.seg = CF_SEGMENT_BITS;
+        uint64_t ms = (m >> CF_SEGMENT_BITS << CF_SEGMENT_BITS) + (UINT64_C(1) << CF_SEGMENT_BITS);
+        if (ms > CF_PLACE_MAX_BUCKETS)
+            ms = CF_PLACE_MAX_BUCKETS;
+        t = table_of(ms, 1, &g, &s);
+        cf__buckets(&t, &k, &i1, &i2);
+        cf_mapping seg = {ms, f, CF_SEGMENT_BITS};
+        CHECK_ST(cf_place_in(&seg, h, &q), CF_OK);
+        CHECK_EQ_U(q.tag, k.fp);
+        CHECK_EQ_U(q.bucket[0], i1);
+        CHECK_EQ_U(q.bucket[1], i2);
+        CHECK_EQ_U(q.bucket[0] >> CF_SEGMENT_BITS, q.bucket[1] >> CF_SEGMENT_BITS);
+        CHECK_EQ_U(cf_alt_in(&seg, q.bucket[1], q.tag), q.bucket[0]);
         if (!CHECK_EQ_U(cf_alt_bucket(p.bucket[1], p.tag, m), p.bucket[0]))
             break;
     }
+    cf_mapping bad[] = {{1u << 16, 12, 15}, {(1u << 16) + 2, 12, 16}, {1u << 16, 3, 16},
+                        {1u << 16, 33, 16}, {1u << 16, 12, 61},       {0, 12, 16},
+                        {3, 12, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cf_place q = {{7, 7}, 7};
+        CHECK_ST(cf_place_in(&bad[i], 1, &q), CF_EINVAL);
+        CHECK_EQ_U(q.tag, 7);
+        CHECK_EQ_U(cf_alt_in(&bad[i], 0, 5), UINT64_MAX);
+    }
+    cf_mapping one = {1u << 16, 12, 16};
+    CHECK_ST(cf_place_in(NULL, 1, &(cf_place){{0, 0}, 0}), CF_EINVAL);
+    CHECK_ST(cf_place_in(&one, 1, NULL), CF_EINVAL);
+    CHECK_EQ_U(cf_alt_in(&one, 1u << 16, 5), UINT64_MAX);
+    CHECK_EQ_U(cf_alt_in(&one, 0, 0), UINT64_MAX);
+    CHECK_EQ_U(cf_alt_in(NULL, 0, 5), UINT64_MAX);
     cf_place p = {{7, 7}, 7};
     CHECK_ST(cf_place_hash(1, 0, 16, &p), CF_EINVAL);
     CHECK_ST(cf_place_hash(1, 3, 16, &p), CF_EINVAL);
@@ -528,7 +570,8 @@ int main(void)
     test_swar_shapes();
     test_static_shapes();
     test_semi_sorted();
-    test_alt();
+    test_alt(0);
+    test_alt(CF_SEGMENT_BITS);
     test_key_bits();
     test_short_hash();
     test_place();

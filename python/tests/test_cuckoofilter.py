@@ -427,11 +427,11 @@ def test_every_refusal_is_an_error(tmp_path):
         assert e.value.errno is not None and e.value.filename is not None
     # A newer format version: the library's reason, not cf_strerror's generic text.
     newer = bytearray(f.to_bytes())
-    newer[8] = 3
-    (tmp_path / "v3.cf").write_bytes(bytes(newer))
+    newer[8] = 4
+    (tmp_path / "v4.cf").write_bytes(bytes(newer))
     for call in (lambda: cf.CuckooFilter.from_bytes(bytes(newer)),
-                 lambda: cf.CuckooFilter.load(tmp_path / "v3.cf"),
-                 lambda: cf.CuckooFilter.open(tmp_path / "v3.cf")):
+                 lambda: cf.CuckooFilter.load(tmp_path / "v4.cf"),
+                 lambda: cf.CuckooFilter.open(tmp_path / "v4.cf")):
         with pytest.raises(cf.CorruptFilter) as e:
             call()
         assert "newer format version" in str(e.value) and "retired" not in str(e.value)
