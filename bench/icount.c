@@ -4,7 +4,8 @@
  * Each operation runs in a function of its own (op_<name>, never inlined), COUNT times on
  * a filter of capacity 1M (the shape given as "F/B" in argv[1], default 12/4; "F/4s" for
  * semi-sorted buckets, a "c" after either for CF_CONCURRENT, a "g" for a filter that grows
- * to hold them, from an eighth; a fixed seed), so that callgrind's
+ * to hold them, from an eighth, an "x" for the segmented mapping (CF_SEGMENTED); a fixed
+ * seed), so that callgrind's
  * inclusive count of that function, divided by COUNT, is the exact number of instructions per
  * operation, the calling loop's few included: a figure with no noise, which judges a change to a
  * hot path where times on this machine drift by 30 %. Run natively it only does the work (and
@@ -35,7 +36,7 @@
 #endif
 
 static unsigned g_f = 12, g_b = 4; /* the shape measured */
-static unsigned g_flags;           /* CF_SEMI_SORT for "F/4s" */
+static unsigned g_flags;           /* CF_SEMI_SORT for "F/4s", CF_SEGMENTED for "x" */
 static bool g_grow;                /* "g" */
 
 static cf_filter *make(void)
@@ -156,16 +157,17 @@ NOINLINE static void op_new_free_small(void)
 
 int main(int argc, char **argv)
 {
-    char suffix[4] = "";
-    if (argc > 1 && (sscanf(argv[1], "%u/%u%3s", &g_f, &g_b, suffix) < 2 ||
-                     strspn(suffix, "scg") != strlen(suffix))) {
+    char suffix[5] = "";
+    if (argc > 1 && (sscanf(argv[1], "%u/%u%4s", &g_f, &g_b, suffix) < 2 ||
+                     strspn(suffix, "scgx") != strlen(suffix))) {
         fprintf(stderr, "usage: cf-bench-icount [F/B, then s for semi-sorted buckets (B = 4), "
-                        "c for CF_CONCURRENT, g for a growing filter]\n");
+                        "c for CF_CONCURRENT, g for a growing filter, x for segments]\n");
         return 2;
     }
     g_grow = strchr(suffix, 'g') != NULL;
     g_flags =
-        (strchr(suffix, 's') ? CF_SEMI_SORT : 0u) | (strchr(suffix, 'c') ? CF_CONCURRENT : 0u);
+        (strchr(suffix, 's') ? CF_SEMI_SORT : 0u) | (strchr(suffix, 'c') ? CF_CONCURRENT : 0u) |
+        (strchr(suffix, 'x') ? CF_SEGMENTED : 0u);
     size_t total = FILLED + LOOKUPS + BATCH;
     uint64_t *h = malloc(total * sizeof *h), *keys = malloc(total * sizeof *keys);
     const void **ptrs = malloc(total * sizeof *ptrs);

@@ -164,6 +164,7 @@ static CF__INLINE cf__found cf__bfs_fb(const cf__shape *s, cf__table *t, cf__sea
      * alternates: their low bits (all of them but in a wider sub-filter). */
     uint32_t mask0 = (uint32_t)((UINT64_C(1) << (s->f - s->ext)) - 1u);
     unsigned b = F ? (CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B) : s->b;
+    const unsigned seg = s->seg; /* the mapping, read once */
     cf__node *q = z->queue;
     z->n = 0;
     cf__visit(z, i1);
@@ -186,7 +187,7 @@ static CF__INLINE cf__found cf__bfs_fb(const cf__shape *s, cf__table *t, cf__sea
         for (unsigned j = 0; j < ahead; j++) {
             uint32_t resident =
                 semi && !F ? semi_fps[j] : cf__resident_fb(t, s, bucket, word, pre, j, F, B);
-            nexts[j] = cf__alt_of0(t, bucket, resident & mask0);
+            nexts[j] = cf__alt_of0_seg(t, bucket, resident & mask0, seg);
             if (F)
                 cf__prefetch_fb(t, s, nexts[j], true, F, B);
             else
@@ -194,9 +195,11 @@ static CF__INLINE cf__found cf__bfs_fb(const cf__shape *s, cf__table *t, cf__sea
         }
         for (unsigned j = 0; j < b; j++) {
             uint64_t next =
-                j < ahead ? nexts[j]
-                          : cf__alt_of0(t, bucket,
-                                        cf__resident_fb(t, s, bucket, word, pre, j, F, B) & mask0);
+                j < ahead
+                    ? nexts[j]
+                    : cf__alt_of0_seg(t, bucket,
+                                      cf__resident_fb(t, s, bucket, word, pre, j, F, B) & mask0,
+                                      seg);
             if (!cf__visit(z, next))
                 continue;
             if (z->n == z->cap)

@@ -226,15 +226,21 @@ static inline void cf__buckets(const cf__table *t, const cf__key *k, uint64_t *i
 }
 
 /* The other bucket in table t of bucket `bucket` for a key whose fingerprint in the first
- * sub-filter is fp0. */
-static inline uint64_t cf__alt_of0(const cf__table *t, uint64_t bucket, uint32_t fp0)
+ * sub-filter is fp0, the table's segment bits being seg (a loop over one table reads them
+ * once). */
+static CF__INLINE uint64_t cf__alt_of0_seg(const cf__table *t, uint64_t bucket, uint32_t fp0,
+                                           unsigned seg)
 {
     const cf__grown *g = t->grown;
-    unsigned seg = t->shape->seg;
     if (CF__LIKELY(!g))
         return cf__alt_mix(bucket, cf__fp_mix(fp0), t->buckets, seg);
     uint64_t p = cf__div63(bucket, &g->per_scale);
     return bucket + (cf__alt_mix(p, cf__fp_mix(fp0), g->base, seg) - p) * g->scale;
+}
+
+static inline uint64_t cf__alt_of0(const cf__table *t, uint64_t bucket, uint32_t fp0)
+{
+    return cf__alt_of0_seg(t, bucket, fp0, t->shape->seg);
 }
 
 /* The other bucket of fingerprint fp (of t's width) in bucket `bucket` of table t. */

@@ -137,7 +137,9 @@ const cf__shape *cf__shape_static(unsigned f, unsigned b, bool semi)
 
 enum cf__code cf__code_of(const cf__shape *s)
 {
-    if (s->semi && s->ext == 0) {
+    if (s->ext != 0) /* a wider sub-filter's: no shape of code of its own */
+        return CF__CODE_GENERIC;
+    if (s->semi) {
 #define CF__CODE_SEMI_CASE(F)                                                                      \
     if (s->f == (F))                                                                               \
         return CF__CODE_SEMI_##F;
@@ -145,10 +147,8 @@ enum cf__code cf__code_of(const cf__shape *s)
 #undef CF__CODE_SEMI_CASE
         return s->bucket_mask ? CF__CODE_SEMI : CF__CODE_GENERIC;
     }
-    if (s->semi)
-        return CF__CODE_GENERIC;
 #define CF__CODE_CASE(F, B)                                                                        \
-    if (s->f == (F) && s->b == (B) && s->ext == 0 && !s->semi)                                     \
+    if (s->f == (F) && s->b == (B))                                                                \
         return CF__CODE_##F##_##B;
     CF__FAST_SHAPES(CF__CODE_CASE)
 #undef CF__CODE_CASE
