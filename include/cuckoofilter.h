@@ -634,6 +634,47 @@ CF_API void cf_contains_many(const cf_filter *f, const uint64_t *hashes, size_t 
 CF_API size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsigned flags,
                           cf_status *status);
 
+/* Building a filter from a set of keys, with threads: hash the keys (cf_hash_seeded with
+ * the filter's seed), put the hashes in build order with cf_sort_hashes (which also says
+ * how many distinct keys there are, the capacity to make the filter with), then add them
+ * with cf_build_hashes. The filter is the one that adding the distinct hashes in build
+ * order one by one gives, byte for byte, whatever the number of threads: a segmented
+ * filter (CF_SEGMENTED) is filled by several threads at once, each its own segments;
+ * any other filter by one. `cuckoo build --jobs N` and cuckoofilter.dask build this way. */
+
+/* Sort hashes[0 .. n) in place into build order for `fingerprint_bits`-bit fingerprints
+ * (the order of their first buckets, then their fingerprints: ascending rotl(h, f)) and
+ * move the distinct ones to hashes[0 .. *distinct), with up to `threads` threads (0: one
+ * per online processor; fewer for a short array). It allocates n hashes' worth of memory
+ * to sort with several threads, and sorts with one, in place, without it.
+ * Returns CF_OK; CF_EINVAL for NULL pointers (hashes may be NULL when n is 0) or a width
+ * outside 4..32. Thread safety: reentrant. */
+CF_API cf_status cf_sort_hashes(uint64_t *hashes, size_t n, unsigned fingerprint_bits,
+                                unsigned threads, size_t *distinct);
+
+/* What cf_build_hashes did. */
+typedef struct cf_build_report {
+    uint64_t added;   /* hashes added (CF_OK) */
+    uint64_t full;    /* hashes refused with CF_FULL (the filter had no room) */
+    unsigned threads; /* threads that filled: 1 unless the filter is segmented and has
+                         one sub-filter and an empty stash when the call begins */
+} cf_build_report;
+
+/* Add hashes[0 .. n), in build order without repeats (cf_sort_hashes with f's first
+ * fingerprint width), to f: exactly what cf_add_many(f, hashes, n, 0, status) would do,
+ * but a segmented filter with up to `threads` threads (0: one per online processor; at
+ * most one per two segments and per 65536 hashes), each adding the hashes of its own
+ * segments. Where an add would change more than a table slot (a stash entry, growth),
+ * the threads' work ends and the rest go in one by one, as they would have. The same
+ * keys in the same order give the same bytes for any `threads`.
+ * report: receives the counts.
+ * Returns CF_OK (refused adds are counted in report->full); CF_EINVAL for NULL pointers
+ * or hashes not in build order; CF_EREADONLY; CF_ENOMEM if an add ran out of memory (the
+ * later hashes were still tried, as cf_add_many does).
+ * Thread safety: modifies f; needs exclusive access. */
+CF_API cf_status cf_build_hashes(cf_filter *f, const uint64_t *hashes, size_t n, unsigned threads,
+                                 cf_build_report *report);
+
 /* ------------------------------------------------------------------------------------ */
 /* The mapping, for cuckoo tables of your own                                           */
 /* ------------------------------------------------------------------------------------ */

@@ -763,18 +763,41 @@ def test_build(t):
     for bad in ("0", "257", "x"):
         res = t.run(["build", t.path("no.cf"), "--jobs", bad, inp])
         t.usage_error(res, f"build --jobs {bad}")
-    # Without --seed, --jobs fills with threads too (65536 keys a thread at least): every
-    # key there, each once.
-    many = [b"fill-%d" % i for i in range(3 * 65536 + 1000)]
+    # A segmented filter is filled by the jobs, each its own segments: the same file for
+    # every --jobs (300000 keys in 1-slot buckets: 11 segments, 65536 keys a thread at least).
+    many = [b"fill-%d" % i for i in range(300000)]
     many_path = t.path("build-fill.txt")
     write(many_path, lines(many + many[:500]))
+    seg = {}
+    for jobs in ("1", "2", "3", "4"):
+        seg[jobs] = t.path(f"build-seg-jobs{jobs}.cf")
+        res = t.run(["build", seg[jobs], "--seed", "11", "--mapping", "segmented",
+                     "--bucket-size", "1", "--jobs", jobs, many_path])
+        t.ok(res, f"build --mapping segmented --jobs {jobs}")
+        t.check(b"added %d, already present 500" % len(many) in res.out + res.err,
+                f"build --jobs {jobs}: the counts of added and repeated keys", res)
+    t.check(all(read(seg[j]) == read(seg["1"]) for j in seg),
+            "build --mapping segmented: --jobs 2, 3, 4 give other files than --jobs 1")
+    doc = t.info(seg["4"])
+    t.check(doc is not None and doc.get("mapping") == "segmented" and doc.get("segments") == 11
+            and doc.get("format_version") == 3 and doc.get("items") == len(many),
+            f"build --mapping segmented: info says {doc}")
+    t.all_present(seg["4"], many_path, "build --mapping segmented --jobs 4")
+    # Without --seed too: every key there, each once.
     filled = t.path("build-fill.cf")
-    res = t.run(["build", filled, "--jobs", "3", many_path])
+    res = t.run(["build", filled, "--jobs", "3", "--mapping", "segmented", many_path])
     t.ok(res, "build --jobs 3 without --seed")
-    t.check(b"added %d, already present 500" % len(many) in res.out + res.err,
-            "build --jobs 3: the counts of added and repeated keys", res)
     t.all_present(filled, many_path, "build --jobs 3 without --seed")
     t.check(t.items(filled) == len(many), "build --jobs 3: items is not the distinct count")
+    # The mapping option: three values, and the any-size mapping is version 2's.
+    res = t.run(["build", t.path("no.cf"), "--mapping", "ring", inp])
+    t.usage_error(res, "build --mapping ring")
+    anysize = t.path("build-any.cf")
+    t.ok(t.run(["build", anysize, "--mapping", "any-size", "-q", inp]), "build --mapping any-size",
+         quiet=True)
+    doc = t.info(anysize)
+    t.check(doc is not None and doc.get("mapping") == "any-size" and doc.get("format_version") == 2,
+            f"build --mapping any-size: info says {doc}")
 
 
 def test_merge(t):

@@ -1,0 +1,458 @@
+/*
+ * build.c - a filter built from a set of hashes: cf_sort_hashes and cf_build_hashes.
+ *
+ * Sorting the hashes by their index bits (h << f, then the fingerprint: rotl(h, f)) puts
+ * them in the order of their first buckets, drops repeats next to each other, and lets
+ * the adds walk the table from one end to the other. In a segmented table (mapping.h)
+ * both buckets of a key, and every bucket an eviction reaches from them, lie in the key's
+ * segment: the keys of one segment change nothing outside it. So threads that each add
+ * the keys of a run of whole segments, in order, write the same bytes as one thread
+ * adding every key in order: that is the promise, for any number of threads.
+ *
+ * Each thread adds through a filter of its own (a shadow: the same settings, fixed,
+ * over the same table bytes), so that item counts, the eviction search's memory and the
+ * stash are its own. An add that would change more than the table (a stash entry, and in
+ * a growing filter growth) is where the threads' work ends: the shadow that meets it
+ * stops there, the segments of later threads are cleared, and the rest of the keys go in
+ * one after the other through the filter itself, exactly as they would have.
+ *
+ * Neighbouring segments share no byte (a segment is 2^16 buckets, whole bytes), but a
+ * write may load and store 8 bytes from a bucket's first byte, reaching into the next
+ * segment's first bucket. So no two threads ever write neighbouring segments at once:
+ * each first adds the keys of all its segments but its last, and after every thread has,
+ * the keys of its last.
+ */
+#include "plain.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Threads cf_sort_hashes and cf_build_hashes start at most: far more than the cores it
+ * pays to use. */
+#define CF__BUILD_THREADS_MAX 256u
+/* Runs of hashes this short are sorted by insertion rather than by another radix pass. */
+#define CF__SORT_SMALL        32u
+/* Fewer hashes than this per thread are not worth one (to sort or to fill): a thread's
+ * start costs tens of microseconds. */
+#define CF__BUILD_MIN_KEYS    ((size_t)1 << 16)
+
+/* The sort key of hash h for f-bit fingerprints: its index bits on top (rotl(h, f)). */
+static uint64_t cf__order_key(uint64_t h, unsigned f)
+{
+    return h << f | h >> (64u - f);
+}
+
+static uint64_t cf__order_hash(uint64_t k, unsigned f)
+{
+    return k >> f | k << (64u - f);
+}
+
+/* Threads to use for `want` (0: one per online processor), at most one per `per` items
+ * of n, and at least one. */
+static unsigned cf__threads_for(unsigned want, size_t n, size_t per)
+{
+    if (want == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        want =
+            cpus > 0 ? (unsigned)(cpus < CF__BUILD_THREADS_MAX ? cpus : CF__BUILD_THREADS_MAX) : 1u;
+    }
+    if (want > CF__BUILD_THREADS_MAX)
+        want = CF__BUILD_THREADS_MAX;
+    size_t most = n / per;
+    if ((size_t)want > most)
+        want = most > 0 ? (unsigned)most : 1u;
+    return want;
+}
+
+/* Starts worker(jobs[i]) on a thread of its own for i in [1, n), runs jobs[0] here, and
+ * waits for them all; a job whose thread could not start runs here too. */
+static void cf__run_jobs(void *(*worker)(void *), void *jobs, size_t size, unsigned n)
+{
+    pthread_t threads[CF__BUILD_THREADS_MAX];
+    bool started[CF__BUILD_THREADS_MAX] = {false};
+    for (unsigned i = 1; i < n; i++)
+        started[i] = pthread_create(&threads[i], NULL, worker, (char *)jobs + i * size) == 0;
+    worker(jobs);
+    for (unsigned i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(threads[i], NULL);
+        else
+            worker((char *)jobs + i * size);
+    }
+}
+
+/* Where slice i of n items split among `jobs` starts (slice `jobs` starts at the end). */
+static size_t cf__slice_at(size_t n, unsigned jobs, unsigned i)
+{
+    return i == jobs ? n : n / jobs * i;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Sorting                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* Puts a[0 .. n) in order of the byte at `shift`: run d, the values whose byte is d, at
+ * a[start[d] .. end[d]), each carried to the next free place of its run (a cycle of
+ * swaps). */
+static void cf__split_runs(uint64_t *a, size_t n, unsigned shift, size_t start[256],
+                           size_t end[256])
+{
+    size_t next[256];
+    memset(start, 0, 256 * sizeof *start);
+    for (size_t i = 0; i < n; i++)
+        start[(a[i] >> shift) & 0xff]++;
+    size_t sum = 0;
+    for (unsigned d = 0; d < 256; d++) {
+        size_t count = start[d];
+        start[d] = next[d] = sum;
+        end[d] = sum += count;
+    }
+    for (unsigned d = 0; d < 256; d++) {
+        while (next[d] < end[d]) {
+            uint64_t v = a[next[d]];
+            unsigned vd = (unsigned)(v >> shift) & 0xff;
+            while (vd != d) {
+                uint64_t w = a[next[vd]];
+                a[next[vd]++] = v;
+                v = w;
+                vd = (unsigned)(v >> shift) & 0xff;
+            }
+            a[next[d]++] = v;
+        }
+    }
+}
+
+/* Sorts a[0 .. n) in place: a most-significant-digit radix sort on the byte at `shift`,
+ * then the next byte within each run. Hashes are uniform, so a few passes leave runs
+ * short enough for insertion sort. */
+static void cf__radix_sort(uint64_t *a, size_t n, unsigned shift)
+{
+    if (n <= CF__SORT_SMALL) {
+        for (size_t i = 1; i < n; i++) {
+            uint64_t v = a[i];
+            size_t j = i;
+            for (; j > 0 && a[j - 1] > v; j--)
+                a[j] = a[j - 1];
+            a[j] = v;
+        }
+        return;
+    }
+    size_t start[256], end[256];
+    cf__split_runs(a, n, shift, start, end);
+    if (shift == 0)
+        return;
+    for (unsigned d = 0; d < 256; d++)
+        cf__radix_sort(a + start[d], end[d] - start[d], shift - 8);
+}
+
+/* A parallel sort's job: its slice of the input, [from, to), whose top bytes it counts
+ * and then scatters to their runs of the output, at[d] onwards; then the runs of the
+ * output it takes next (through `next`), which it sorts in place. */
+typedef struct cf__sort_job {
+    const uint64_t *in;
+    uint64_t *out;
+    size_t from, to;
+    size_t count[256], at[256];
+    const size_t *start, *end; /* the output's runs, once every job has counted */
+    atomic_uint *next;
+} cf__sort_job;
+
+static void *cf__count_worker(void *p)
+{
+    cf__sort_job *j = p;
+    memset(j->count, 0, sizeof j->count);
+    for (size_t i = j->from; i < j->to; i++)
+        j->count[j->in[i] >> 56]++;
+    return NULL;
+}
+
+static void *cf__scatter_worker(void *p)
+{
+    cf__sort_job *j = p;
+    for (size_t i = j->from; i < j->to; i++)
+        j->out[j->at[j->in[i] >> 56]++] = j->in[i];
+    return NULL;
+}
+
+static void *cf__sort_worker(void *p)
+{
+    const cf__sort_job *j = p;
+    for (unsigned d; (d = atomic_fetch_add(j->next, 1u)) < 256u;)
+        cf__radix_sort(j->out + j->start[d], j->end[d] - j->start[d], 48);
+    return NULL;
+}
+
+/* Sorts in[0 .. n) with `jobs` threads into out[0 .. n): each job counts the top bytes
+ * of its slice, then moves its slice to its places in the runs those counts give, and the
+ * 256 runs are sorted by whichever job is free. False, having done nothing, where the
+ * jobs' memory is not there. */
+static bool cf__sort_parallel(const uint64_t *in, uint64_t *out, size_t n, unsigned jobs)
+{
+    cf__sort_job *job = cf__default_allocator.alloc(NULL, jobs * sizeof *job);
+    if (!job)
+        return false;
+    size_t start[256], end[256];
+    atomic_uint next = 0;
+    for (unsigned i = 0; i < jobs; i++)
+        job[i] = (cf__sort_job){.in = in,
+                                .out = out,
+                                .from = cf__slice_at(n, jobs, i),
+                                .to = cf__slice_at(n, jobs, i + 1),
+                                .start = start,
+                                .end = end,
+                                .next = &next};
+    cf__run_jobs(cf__count_worker, job, sizeof job[0], jobs);
+    size_t sum = 0;
+    for (unsigned d = 0; d < 256; d++) {
+        start[d] = sum;
+        for (unsigned i = 0; i < jobs; i++) {
+            job[i].at[d] = sum;
+            sum += job[i].count[d];
+        }
+        end[d] = sum;
+    }
+    cf__run_jobs(cf__scatter_worker, job, sizeof job[0], jobs);
+    cf__run_jobs(cf__sort_worker, job, sizeof job[0], jobs);
+    cf__default_allocator.free(NULL, job);
+    return true;
+}
+
+cf_status cf_sort_hashes(uint64_t *hashes, size_t n, unsigned fingerprint_bits, unsigned threads,
+                         size_t *distinct)
+{
+    if ((!hashes && n > 0) || !distinct || fingerprint_bits < CF_MIN_FINGERPRINT_BITS ||
+        fingerprint_bits > CF_MAX_FINGERPRINT_BITS || n > SIZE_MAX / sizeof *hashes)
+        return CF_EINVAL;
+    unsigned f = fingerprint_bits;
+    for (size_t i = 0; i < n; i++)
+        hashes[i] = cf__order_key(hashes[i], f);
+    unsigned jobs = cf__threads_for(threads, n, CF__BUILD_MIN_KEYS);
+    /* Several threads sort out of place (then back, dropping repeats); without the memory
+     * for it, one sorts in place. */
+    uint64_t *out = jobs > 1 ? cf__default_allocator.alloc(NULL, n * sizeof *out) : NULL;
+    const uint64_t *from = hashes;
+    if (out && cf__sort_parallel(hashes, out, n, jobs))
+        from = out;
+    else
+        cf__radix_sort(hashes, n, 56);
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        if (d == 0 || from[i] != cf__order_key(hashes[d - 1], f))
+            hashes[d++] = cf__order_hash(from[i], f);
+    if (out)
+        cf__default_allocator.free(NULL, out);
+    *distinct = d;
+    return CF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Filling                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* Hashes each cf_add_many call of the sequential fill takes: long enough for its
+ * prefetching, short enough for the statuses on the stack (2 KiB). */
+#define CF__BUILD_BATCH 512u
+
+/* hashes[0 .. n) added to f in order, their outcomes counted into *r; the first status
+ * other than CF_OK and CF_FULL, if any, into *bad. */
+static void cf__fill_in_order(cf_filter *f, const uint64_t *hashes, size_t n, cf_build_report *r,
+                              cf_status *bad)
+{
+    cf_status status[CF__BUILD_BATCH];
+    for (size_t at = 0; at < n; at += CF__BUILD_BATCH) {
+        size_t k = n - at < CF__BUILD_BATCH ? n - at : CF__BUILD_BATCH;
+        cf_add_many(f, hashes + at, k, 0, status);
+        for (size_t i = 0; i < k; i++) {
+            r->added += status[i] == CF_OK;
+            r->full += status[i] == CF_FULL;
+            if (status[i] != CF_OK && status[i] != CF_FULL && *bad == CF_OK)
+                *bad = status[i];
+        }
+    }
+}
+
+/* One thread's part: the keys of segments [first, last], hashes[from .. to), the last
+ * segment's from `split` on; its shadow; where it stopped (`stop`, or `to` if it did
+ * not) and what it added. */
+typedef struct cf__fill_job {
+    cf_filter *shadow;
+    const uint64_t *hashes;
+    size_t from, split, to;
+    size_t stop;
+    uint64_t end;   /* one past its last segment */
+    bool last_part; /* the round: the last segment's keys, else the others */
+} cf__fill_job;
+
+static void *cf__fill_worker(void *p)
+{
+    cf__fill_job *j = p;
+    size_t from = j->last_part ? j->split : j->from, to = j->last_part ? j->to : j->split;
+    if (j->stop != j->to) /* stopped in the first round */
+        return NULL;
+    for (size_t i = from; i < to; i++) {
+        /* Anything but a slot of the table (a stash entry, an error) is for the filter
+         * itself, in order (see the top). */
+        if (cf_add_hash(j->shadow, j->hashes[i]) != CF_OK || j->shadow->stash_n != 0) {
+            j->stop = i;
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* A filter with f's settings, fixed, over f's first table (which it must never free),
+ * with the room for a stash entry already made: its thread then allocates nothing (f's
+ * allocator need not be thread-safe). */
+static cf_status cf__shadow_of(const cf_filter *f, cf_filter **out)
+{
+    cf_config c, resolved;
+    cf__params p;
+    uint64_t buckets;
+    size_t bytes;
+    cf_get_config(f, &c);
+    c.expansion = 0;
+    c.fpr_bound = 0.0;
+    c.max_sub_filters = 0;
+    c.flags &= ~(unsigned)(CF_GROW_SAME_WIDTH | CF_CONCURRENT);
+    cf_status st = cf__config_sized(&c, sizeof c, &resolved, &p, &buckets, &bytes, NULL);
+    if (st != CF_OK)
+        return st;
+    const cf_allocator *a = cf__alloc_of(f);
+    st = cf__filter_make(&p, a == &cf__default_allocator ? NULL : a, 1, buckets, false,
+                         cf__first_ops(&p), out);
+    if (st != CF_OK)
+        return st;
+    if (!cf__stash_room(*out)) {
+        cf_free(*out);
+        return CF_ENOMEM;
+    }
+    (*out)->t0.data = f->t0.data;
+    return CF_OK;
+}
+
+static void cf__shadow_free(cf_filter *s)
+{
+    s->t0.data = NULL;
+    cf_free(s);
+}
+
+/* The segment of the first bucket of hash h in f's first table. */
+static uint64_t cf__segment_of(const cf_filter *f, uint64_t h)
+{
+    cf__key k = cf__key_bits(f->fp_bits, h);
+    return cf__mulhi(k.x, f->t0.buckets) >> cf__shape0(f)->seg;
+}
+
+/* The first index in hashes[0 .. n) whose segment is at least s (they are in order). */
+static size_t cf__first_in(const cf_filter *f, const uint64_t *hashes, size_t n, uint64_t s)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cf__segment_of(f, hashes[mid]) < s)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The parallel fill of the segmented filter f in its simple state with `jobs` threads (at
+ * most one per two segments): hashes[0 .. *done) added, *done set where the threads
+ * stopped. False, having done nothing, where a shadow cannot be made. */
+static bool cf__fill_segments(cf_filter *f, const uint64_t *hashes, size_t n, unsigned jobs,
+                              size_t *done, cf_build_report *r)
+{
+    cf__fill_job job[CF__BUILD_THREADS_MAX];
+    uint64_t segments = f->t0.buckets >> cf__shape0(f)->seg;
+    uint64_t first = 0; /* job i's first segment */
+    for (unsigned i = 0; i < jobs; i++) {
+        /* About n / jobs keys each, whole segments, and at least two segments each. */
+        uint64_t next =
+            i + 1 == jobs ? segments : cf__segment_of(f, hashes[cf__slice_at(n, jobs, i + 1)]);
+        uint64_t least = first + 2, most = segments - 2u * (jobs - 1u - i);
+        next = next < least ? least : next > most ? most : next;
+        size_t from = cf__first_in(f, hashes, n, first), to = cf__first_in(f, hashes, n, next);
+        job[i] = (cf__fill_job){.hashes = hashes,
+                                .from = from,
+                                .split = cf__first_in(f, hashes, n, next - 1u),
+                                .to = to,
+                                .stop = to,
+                                .end = next};
+        if (cf__shadow_of(f, &job[i].shadow) != CF_OK) {
+            for (unsigned k = 0; k < i; k++)
+                cf__shadow_free(job[k].shadow);
+            return false;
+        }
+        first = next;
+    }
+    for (unsigned round = 0; round < 2; round++) {
+        for (unsigned i = 0; i < jobs; i++)
+            job[i].last_part = round == 1;
+        cf__run_jobs(cf__fill_worker, job, sizeof job[0], jobs);
+    }
+    /* The first job that stopped early ends the parallel part; the later ones' segments
+     * go back to empty. */
+    unsigned stopped = jobs;
+    for (unsigned i = 0; i < jobs && stopped == jobs; i++)
+        if (job[i].stop != job[i].to)
+            stopped = i;
+    const cf__shape *s = cf__shape0(f);
+    for (unsigned i = 0; i < jobs; i++) {
+        if (i <= stopped) {
+            f->t0.items += job[i].shadow->t0.items;
+            r->added += job[i].stop - job[i].from;
+        }
+        cf__shadow_free(job[i].shadow);
+    }
+    if (stopped < jobs) {
+        /* (2^16 buckets of whole bytes or of 4-bit slots: a whole number of bytes) */
+        uint64_t seg_bytes = (UINT64_C(1) << s->seg) * s->bucket_bits / 8u;
+        uint64_t from_seg = job[stopped].end;
+        memset(f->t0.data + from_seg * seg_bytes, 0, (size_t)((segments - from_seg) * seg_bytes));
+        *done = job[stopped].stop;
+    } else {
+        *done = n;
+    }
+    return true;
+}
+
+/* Are hashes[0 .. n) in build order for f-bit fingerprints, without repeats? */
+static bool cf__in_order(const uint64_t *hashes, size_t n, unsigned f)
+{
+    for (size_t i = 1; i < n; i++)
+        if (cf__order_key(hashes[i - 1], f) >= cf__order_key(hashes[i], f))
+            return false;
+    return true;
+}
+
+cf_status cf_build_hashes(cf_filter *f, const uint64_t *hashes, size_t n, unsigned threads,
+                          cf_build_report *report)
+{
+    if (!f || (!hashes && n > 0) || !report)
+        return CF_EINVAL;
+    if (cf__read_only(f))
+        return CF_EREADONLY;
+    cf_config c;
+    cf_get_config(f, &c);
+    if (!cf__in_order(hashes, n, c.fingerprint_bits))
+        return CF_EINVAL;
+    cf_build_report r = {.added = 0, .full = 0, .threads = 1};
+    cf_status bad = CF_OK;
+    size_t done = 0;
+    /* Threads for a segmented plain filter in its simple state with two segments each. */
+    const cf__shape *s = cf__shape0(f);
+    unsigned jobs = 1;
+    if (cf__kind_of(f) == &cf__kind_plain && s->seg && cf__is_simple(f) && f->tables == &f->t0) {
+        uint64_t pairs = (f->t0.buckets >> s->seg) / 2u;
+        jobs = cf__threads_for(threads, n, CF__BUILD_MIN_KEYS);
+        jobs = (uint64_t)jobs > pairs ? (unsigned)pairs : jobs;
+    }
+    if (jobs > 1 && cf__fill_segments(f, hashes, n, jobs, &done, &r))
+        r.threads = jobs;
+    cf__fill_in_order(f, hashes + done, n - done, &r, &bad);
+    *report = r;
+    return bad;
+}

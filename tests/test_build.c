@@ -1,0 +1,251 @@
+/*
+ * test_build.c - cf_sort_hashes and cf_build_hashes: the sort against qsort, and builds
+ * with 1 to 4 threads against the filter that cf_add_many of the same hashes in the same
+ * order gives, byte for byte: filters that fit, fixed ones filled past their room (stash,
+ * refusals), growing ones that grow, unsegmented ones (one thread), and builds whose
+ * threads' filters cannot be made. Every added key is found afterwards.
+ */
+#include "testutil.h"
+
+#include "internal.h"
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t rotl(uint64_t h, unsigned f)
+{
+    return h << f | h >> (64u - f);
+}
+
+/* n random hashes of which about a quarter repeat another. */
+static uint64_t *random_hashes(size_t n, uint64_t seed)
+{
+    uint64_t *h = malloc((n ? n : 1) * sizeof *h);
+    cft_rng r = cft_rng_make(seed);
+    for (size_t i = 0; i < n; i++)
+        h[i] = i > 0 && cft_below(&r, 4) == 0 ? h[cft_below(&r, i)] : cft_next(&r);
+    return h;
+}
+
+static void test_sort(void)
+{
+    static const size_t sizes[] = {0, 1, 2, 31, 33, 1000, 70000, 300000};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (unsigned f = 4; f <= 32; f += 7)
+            for (unsigned threads = 0; threads <= 4; threads++) {
+                size_t n = sizes[si];
+                cft_context("sort: %zu hashes, f %u, %u threads", n, f, threads);
+                uint64_t *h = random_hashes(n, cft_subseed(si * 100 + f));
+                uint64_t *want = malloc((n ? n : 1) * sizeof *want);
+                for (size_t i = 0; i < n; i++)
+                    want[i] = rotl(h[i], f);
+                qsort(want, n, sizeof *want, cmp_u64);
+                size_t d = 0;
+                for (size_t i = 0; i < n; i++)
+                    if (d == 0 || want[i] != want[d - 1])
+                        want[d++] = want[i];
+                size_t distinct = SIZE_MAX;
+                CHECK_ST(cf_sort_hashes(h, n, f, threads, &distinct), CF_OK);
+                CHECK_EQ_U(distinct, d);
+                size_t bad = 0;
+                for (size_t i = 0; i < d && i < distinct; i++)
+                    bad += rotl(h[i], f) != want[i];
+                CHECK_EQ_U(bad, 0);
+                free(h);
+                free(want);
+            }
+    size_t d;
+    uint64_t one = 1;
+    CHECK_ST(cf_sort_hashes(NULL, 1, 12, 1, &d), CF_EINVAL);
+    CHECK_ST(cf_sort_hashes(&one, 1, 12, 1, NULL), CF_EINVAL);
+    CHECK_ST(cf_sort_hashes(&one, 1, 3, 1, &d), CF_EINVAL);
+    CHECK_ST(cf_sort_hashes(&one, 1, 33, 1, &d), CF_EINVAL);
+    CHECK_ST(cf_sort_hashes(NULL, 0, 12, 1, &d), CF_OK);
+    CHECK_EQ_U(d, 0);
+}
+
+typedef struct build_case {
+    const char *what;
+    cf_config c;
+    size_t keys;     /* hashes before dropping repeats */
+    bool threaded;   /* several threads fill (a segmented filter of room enough) */
+    bool overfilled; /* some adds find no room */
+    unsigned most_threads;
+} build_case;
+
+/* The filter c makes, with the sorted distinct hashes h[0 .. n) added by cf_add_many. */
+static cf_filter *reference(const cf_config *c, const uint64_t *h, size_t n)
+{
+    cf_filter *f = NULL;
+    if (!CHECK_ST(cf_new(c, &f), CF_OK))
+        return NULL;
+    for (size_t at = 0; at < n; at += 1000)
+        cf_add_many(f, h + at, n - at < 1000 ? n - at : 1000, 0, NULL);
+    return f;
+}
+
+static void test_builds(void)
+{
+    static const build_case cases[] = {
+        {"segmented, 8 segments, room enough",
+         {.capacity = 200000, .fingerprint_bits = 8, .bucket_size = 1, .flags = CF_SEGMENTED},
+         300000,
+         true,
+         false,
+         3},
+        {"segmented 12/4, 4 segments",
+         {.capacity = 900000, .flags = CF_SEGMENTED},
+         700000,
+         true,
+         false,
+         2},
+        {"segmented, semi-sorted 13/4, 4 segments",
+         {.capacity = 800000, .fingerprint_bits = 13, .flags = CF_SEGMENTED | CF_SEMI_SORT},
+         600000,
+         true,
+         false,
+         2},
+        {"segmented, fixed, filled past its room",
+         {.capacity = 100000, .fingerprint_bits = 8, .bucket_size = 2, .flags = CF_SEGMENTED},
+         400000,
+         false,
+         true,
+         0},
+        {"segmented, growing past its first table",
+         {.capacity = 100000,
+          .fingerprint_bits = 10,
+          .bucket_size = 2,
+          .expansion = 2,
+          .flags = CF_SEGMENTED},
+         450000,
+         false,
+         false,
+         0},
+        {"any-size mapping: one thread",
+         {.capacity = 200000, .fingerprint_bits = 12, .flags = CF_UNSEGMENTED},
+         250000,
+         false,
+         false,
+         0},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const build_case *bc = &cases[ci];
+        cf_config c = bc->c;
+        c.seed = cft_subseed(7000 + ci);
+        cft_context("build: %s, seed 0x%016llx", bc->what, (unsigned long long)c.seed);
+        uint64_t *h = random_hashes(bc->keys, c.seed);
+        size_t n = 0;
+        unsigned fb = c.fingerprint_bits ? c.fingerprint_bits : 12;
+        CHECK_ST(cf_sort_hashes(h, bc->keys, fb, 2, &n), CF_OK);
+        cf_filter *want = reference(&c, h, n);
+        if (!want)
+            continue;
+        for (unsigned threads = 1; threads <= 4; threads++) {
+            cf_filter *f = NULL;
+            if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+                continue;
+            cf_build_report r;
+            CHECK_ST(cf_build_hashes(f, h, n, threads, &r), CF_OK);
+            CHECK_MSG(cft_same_bytes(f, want),
+                      "%u threads: the bytes differ from one add after "
+                      "another",
+                      threads);
+            CHECK_EQ_U(r.added + r.full, n);
+            CHECK_EQ_U(cft_stats(f).items, r.added);
+            CHECK_MSG(!bc->overfilled || r.full > 0, "no add was refused");
+            CHECK_MSG(bc->overfilled || r.full == 0, "%llu adds refused",
+                      (unsigned long long)r.full);
+            if (bc->threaded) /* at most one per 65536 hashes and per two segments */
+                CHECK_EQ_U(r.threads, threads < bc->most_threads ? threads : bc->most_threads);
+            else if (!(c.flags & CF_SEGMENTED))
+                CHECK_EQ_U(r.threads, 1);
+            /* No false negative: every hash added is found (refused ones were not). */
+            if (r.full == 0) {
+                size_t missed = 0;
+                for (size_t i = 0; i < n; i++)
+                    missed += !cf_contains_hash(f, h[i]);
+                CHECK_EQ_U(missed, 0);
+            }
+            cf_free(f);
+        }
+        cf_free(want);
+        free(h);
+    }
+}
+
+/* A build whose threads' filters cannot all be made fills with fewer, or one: the bytes
+ * stay the same. */
+static void test_alloc_failures(void)
+{
+    cf_config c = {.capacity = 300000,
+                   .fingerprint_bits = 8,
+                   .bucket_size = 1,
+                   .seed = 99,
+                   .flags = CF_SEGMENTED};
+    uint64_t *h = random_hashes(200000, 99);
+    size_t n;
+    CHECK_ST(cf_sort_hashes(h, 200000, 8, 1, &n), CF_OK);
+    cf_filter *want = reference(&c, h, n);
+    for (uint64_t nth = 1; nth <= 12 && want; nth++) {
+        cft_context("build, allocation %llu fails", (unsigned long long)nth);
+        cft_alloc ta;
+        cft_alloc_init(&ta);
+        c.allocator = &ta.a;
+        cf_filter *f = NULL;
+        if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+            continue;
+        cft_alloc_arm(&ta, nth, false);
+        cf_build_report r;
+        CHECK_ST(cf_build_hashes(f, h, n, 4, &r), CF_OK);
+        cft_alloc_disarm(&ta);
+        CHECK(cft_same_bytes(f, want));
+        CHECK_EQ_U(r.added, n);
+        cf_free(f);
+        CHECK_EQ_U(ta.live, 0);
+        CHECK_EQ_U(ta.bad_frees, 0);
+    }
+    cf_free(want);
+    free(h);
+}
+
+static void test_refusals(void)
+{
+    cft_context("build refusals");
+    cf_config c = {.capacity = 1000, .seed = 5, .flags = CF_SEGMENTED};
+    cf_filter *f = NULL;
+    if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+        return;
+    uint64_t h[3] = {3, 2, 1};
+    cf_build_report r;
+    CHECK_ST(cf_build_hashes(f, h, 3, 2, &r), CF_EINVAL); /* not in build order */
+    CHECK_EQ_U(cft_stats(f).items, 0);
+    uint64_t same[2] = {7, 7};
+    CHECK_ST(cf_build_hashes(f, same, 2, 2, &r), CF_EINVAL); /* a repeat */
+    CHECK_ST(cf_build_hashes(NULL, h, 0, 2, &r), CF_EINVAL);
+    CHECK_ST(cf_build_hashes(f, NULL, 1, 2, &r), CF_EINVAL);
+    CHECK_ST(cf_build_hashes(f, h, 1, 2, NULL), CF_EINVAL);
+    CHECK_ST(cf_build_hashes(f, NULL, 0, 2, &r), CF_OK);
+    CHECK_EQ_U(r.added, 0);
+    cf_free(f);
+}
+
+int main(void)
+{
+    cft_init("test_build");
+    static const struct {
+        const char *name;
+        void (*run)(void);
+    } parts[] = {{"sort", test_sort},
+                 {"builds", test_builds},
+                 {"allocation failures", test_alloc_failures},
+                 {"refusals", test_refusals}};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        double t = cft_now();
+        parts[i].run();
+        printf("  %s: %.2f s\n", parts[i].name, cft_now() - t);
+    }
+    return cft_finish();
+}
