@@ -165,9 +165,9 @@ int main(int argc, char **argv)
         return 2;
     }
     g_grow = strchr(suffix, 'g') != NULL;
-    g_flags =
-        (strchr(suffix, 's') ? CF_SEMI_SORT : 0u) | (strchr(suffix, 'c') ? CF_CONCURRENT : 0u) |
-        (strchr(suffix, 'x') ? CF_SEGMENTED : 0u);
+    g_flags = (strchr(suffix, 's') ? CF_SEMI_SORT : 0u) |
+              (strchr(suffix, 'c') ? CF_CONCURRENT : 0u) |
+              (strchr(suffix, 'x') ? CF_SEGMENTED : 0u);
     size_t total = FILLED + LOOKUPS + BATCH;
     uint64_t *h = malloc(total * sizeof *h), *keys = malloc(total * sizeof *keys);
     const void **ptrs = malloc(total * sizeof *ptrs);

@@ -764,6 +764,48 @@ CF_API cf_status cf_place_in(const cf_mapping *m, uint64_t h, cf_place *out);
  * tag is 0. Thread safety: reentrant. */
 CF_API uint64_t cf_alt_in(const cf_mapping *m, uint64_t bucket, uint32_t tag);
 
+/* Segments built apart: a segment's keys go nowhere else, so the segments of a filter can
+ * be filled in different processes or machines (cuckoofilter.dask does) and joined:
+ * each part gets the hashes of its range of segments (cf_place_in's bucket[0] >>
+ * segment_bits says which), fills that range's table bytes with cf_build_segments, and
+ * cf_put_segments copies them into the filter cf_new(config) made. With the hashes of
+ * every range, in build order, the filter is byte for byte the one cf_build_hashes
+ * makes, if every key fits in its segments. */
+
+/* The mapping the filter cf_new(config) makes has, without making it (a client that
+ * routes keys to the servers of ranges of segments needs nothing else).
+ * Returns CF_OK and fills *out; CF_EINVAL for a config cf_new refuses, a RedisBloom
+ * layout or a window, or NULL pointers. Thread safety: reentrant. */
+CF_API cf_status cf_config_mapping(const cf_config *config, cf_mapping *out);
+
+/* The bytes of the table of segments [first, end) of a filter of `config`.
+ * Returns CF_OK and sets *bytes; CF_EINVAL if the config is not segmented, the range is
+ * empty or past the last segment, or a pointer is NULL. Thread safety: reentrant. */
+CF_API cf_status cf_segments_size(const cf_config *config, uint64_t first, uint64_t end,
+                                  size_t *bytes);
+
+/* Fill out[0 .. out_len) (cf_segments_size bytes) with the table of segments
+ * [first, end) of a filter of `config` after adding hashes[0 .. n) to it in order, the
+ * hashes in build order without repeats (cf_sort_hashes) and all in those segments.
+ * *added receives how many went in. It uses a table of the range's size, no more.
+ * Returns CF_OK; CF_FULL, out untouched, if a key found no room in its segment (the
+ * whole filter would have stashed it, or grown); CF_EINVAL for a config that is not
+ * segmented, a range as above, hashes out of order or of other segments, a wrong out_len
+ * or NULL pointers; CF_ENOMEM. Thread safety: reentrant. */
+CF_API cf_status cf_build_segments(const cf_config *config, uint64_t first, uint64_t end,
+                                   const uint64_t *hashes, size_t n, void *out, size_t out_len,
+                                   uint64_t *added);
+
+/* Copy the table bytes of segments [first, end) (as cf_build_segments makes them) into
+ * f, replacing what those segments held; its item count follows.
+ * Returns CF_OK; CF_ECORRUPT, f unchanged, if a bucket is not one a filter writes;
+ * CF_EINVAL if f is not a segmented filter of one sub-filter (not concurrent, not a
+ * window), for a range as above, a length other than cf_segments_size's, or NULL
+ * pointers; CF_EREADONLY; CF_ENOMEM (the check's copy). Thread safety: modifies f; needs
+ * exclusive access. */
+CF_API cf_status cf_put_segments(cf_filter *f, uint64_t first, uint64_t end, const void *bytes,
+                                 size_t len);
+
 /* ------------------------------------------------------------------------------------ */
 /* Saving and loading                                                                   */
 /* ------------------------------------------------------------------------------------ */

@@ -456,3 +456,144 @@ cf_status cf_build_hashes(cf_filter *f, const uint64_t *hashes, size_t n, unsign
     *report = r;
     return bad;
 }
+
+/* ------------------------------------------------------------------------------------ */
+/* Segments built apart                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+cf_status cf_config_mapping(const cf_config *config, cf_mapping *out)
+{
+    cf_config c;
+    cf__params p;
+    uint64_t buckets;
+    size_t bytes;
+    if (!out)
+        return CF_EINVAL;
+    cf_status st = cf__config_sized(config, sizeof *config, &c, &p, &buckets, &bytes, NULL);
+    if (st != CF_OK)
+        return st;
+    if (p.redisbloom || c.generations)
+        return CF_EINVAL;
+    out->buckets = buckets;
+    out->tag_bits = p.shape.f;
+    out->segment_bits = p.shape.seg;
+    return CF_OK;
+}
+
+/* The settings of a segmented config, sized: its params, its first table's buckets and
+ * the bytes of one segment; CF_EINVAL for another config. */
+static cf_status cf__segmented(const cf_config *config, cf__params *p, uint64_t *buckets,
+                               uint64_t *seg_bytes)
+{
+    cf_config c;
+    size_t bytes;
+    cf_status st = cf__config_sized(config, sizeof *config, &c, p, buckets, &bytes, NULL);
+    if (st != CF_OK)
+        return st;
+    if (!p->shape.seg || p->redisbloom || c.generations)
+        return CF_EINVAL;
+    /* (2^16 buckets of whole bytes, or of 4-bit slots: a whole number of bytes) */
+    *seg_bytes = (UINT64_C(1) << p->shape.seg) * p->shape.bucket_bits / 8u;
+    return CF_OK;
+}
+
+cf_status cf_segments_size(const cf_config *config, uint64_t first, uint64_t end, size_t *bytes)
+{
+    cf__params p;
+    uint64_t buckets, seg_bytes;
+    if (!bytes)
+        return CF_EINVAL;
+    cf_status st = cf__segmented(config, &p, &buckets, &seg_bytes);
+    if (st != CF_OK)
+        return st;
+    if (first >= end || end > buckets >> p.shape.seg)
+        return CF_EINVAL;
+    *bytes = (size_t)((end - first) * seg_bytes); /* at most the table, which fits size_t */
+    return CF_OK;
+}
+
+/* Segments [first, end) of a table of `buckets` buckets are a table of their own (both
+ * buckets of each of their keys, and every eviction, stay in them): a table of
+ * (end - first) segments holds their keys the same way, each key at its bucket less the
+ * range's first, given the hash of a key with the same fingerprint whose first bucket
+ * that is (cf__walk's, in build order). */
+cf_status cf_build_segments(const cf_config *config, uint64_t first, uint64_t end,
+                            const uint64_t *hashes, size_t n, void *out, size_t out_len,
+                            uint64_t *added)
+{
+    cf__params p;
+    uint64_t buckets, seg_bytes;
+    if (!config || (!hashes && n > 0) || !out || !added)
+        return CF_EINVAL;
+    cf_status st = cf__segmented(config, &p, &buckets, &seg_bytes);
+    if (st != CF_OK)
+        return st;
+    unsigned f = p.shape.f, seg = p.shape.seg;
+    if (first >= end || end > buckets >> seg || out_len != (end - first) * seg_bytes ||
+        !cf__in_order(hashes, n, f))
+        return CF_EINVAL;
+    for (size_t i = 0; i<n; i += n - 1> i ? n - 1 - i : 1) { /* the first and the last */
+        uint64_t s = cf__mulhi(hashes[i] << f, buckets) >> seg;
+        if (s < first || s >= end)
+            return CF_EINVAL;
+    }
+    uint64_t base = first << seg, range = (end - first) << seg;
+    p.expansion = 0;
+    p.concurrent = false;
+    cf_filter *part;
+    st = cf__filter_make(&p, config->allocator, 1, range, true, cf__first_ops(&p), &part);
+    if (st != CF_OK)
+        return st;
+    cf__walk w;
+    if (!cf__walk_init(&w, f, range)) { /* range <= buckets, which the config checked */
+        cf_free(part);
+        return CF_EINVAL;
+    }
+    uint64_t at = 0; /* the walk's bucket */
+    *added = 0;
+    for (size_t i = 0; i < n && st == CF_OK; i++) {
+        cf__key k = cf__key_bits(f, hashes[i]);
+        uint64_t b = cf__mulhi(k.x, buckets) - base;
+        for (; at < b; at++)
+            cf__walk_next(&w);
+        st = cf_add_hash(part, cf__walk_hash(&w, k.fp));
+        if (st == CF_OK && part->stash_n != 0)
+            st = CF_FULL; /* the whole filter would stash it: not a segment's to say */
+        *added += st == CF_OK;
+    }
+    if (st == CF_OK)
+        memcpy(out, part->t0.data, out_len);
+    cf_free(part);
+    return st;
+}
+
+cf_status cf_put_segments(cf_filter *f, uint64_t first, uint64_t end, const void *bytes, size_t len)
+{
+    if (!f || !bytes)
+        return CF_EINVAL;
+    if (cf__read_only(f))
+        return CF_EREADONLY;
+    const cf__shape *s = cf__shape0(f);
+    if (cf__kind_of(f) != &cf__kind_plain || !s->seg || f->ntables != 1 || f->tables != &f->t0)
+        return CF_EINVAL;
+    uint64_t seg_bytes = (UINT64_C(1) << s->seg) * s->bucket_bits / 8u;
+    if (first >= end || end > f->t0.buckets >> s->seg || len != (end - first) * seg_bytes)
+        return CF_EINVAL;
+    /* Checked in a copy with the padding probes read past the last bucket: a bucket out
+     * of canonical form changes nothing. */
+    uint64_t nb = (end - first) << s->seg, used = 0, was = 0;
+    uint8_t *copy = cf__malloc(f, len + CF__TABLE_PAD);
+    if (!copy)
+        return CF_ENOMEM;
+    memcpy(copy, bytes, len);
+    memset(copy + len, 0, CF__TABLE_PAD);
+    bool sound = cf__table_scan(s, copy, 0, nb, &used);
+    cf__mfree(f, copy);
+    if (!sound)
+        return CF_ECORRUPT;
+    uint8_t *at = f->t0.data + first * seg_bytes;
+    (void)cf__table_scan(s, f->t0.data, first << s->seg, end << s->seg, &was); /* f's: sound */
+    memcpy(at, bytes, len);
+    f->t0.items = f->t0.items - was + used;
+    return CF_OK;
+}

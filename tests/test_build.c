@@ -211,6 +211,113 @@ static void test_alloc_failures(void)
     free(h);
 }
 
+/* The segments of a filter built apart, range by range, and put together: the bytes of
+ * cf_build_hashes, for every way of cutting the segments into ranges tried. */
+static void test_segments_apart(void)
+{
+    static const cf_config configs[] = {
+        {.capacity = 700000, .seed = 31, .flags = CF_SEGMENTED},
+        {.capacity = 600000,
+         .fingerprint_bits = 13,
+         .seed = 32,
+         .flags = CF_SEGMENTED | CF_SEMI_SORT},
+        {.capacity = 300000,
+         .fingerprint_bits = 7,
+         .bucket_size = 1,
+         .seed = 33,
+         .flags = CF_SEGMENTED},
+    };
+    for (size_t ci = 0; ci < sizeof configs / sizeof configs[0]; ci++) {
+        const cf_config *c = &configs[ci];
+        cft_context("segments apart: config %zu", ci);
+        cf_mapping m;
+        if (!CHECK_ST(cf_config_mapping(c, &m), CF_OK) || !CHECK(m.segment_bits == CF_SEGMENT_BITS))
+            continue;
+        uint64_t segments = m.buckets >> m.segment_bits;
+        size_t n;
+        uint64_t *h = random_hashes(c->capacity * 9 / 10, c->seed);
+        CHECK_ST(cf_sort_hashes(h, c->capacity * 9 / 10, m.tag_bits, 2, &n), CF_OK);
+        cf_filter *want = NULL;
+        cf_build_report r;
+        if (!CHECK_ST(cf_new(c, &want), CF_OK) ||
+            !CHECK_ST(cf_build_hashes(want, h, n, 1, &r), CF_OK))
+            continue;
+        for (uint64_t ranges = 1; ranges <= segments; ranges += 2) {
+            cf_filter *f = NULL;
+            if (!CHECK_ST(cf_new(c, &f), CF_OK))
+                break;
+            size_t at = 0;
+            uint64_t total = 0;
+            for (uint64_t k = 0; k < ranges; k++) {
+                uint64_t first = segments * k / ranges, end = segments * (k + 1) / ranges;
+                size_t from = at;
+                cf_place pl;
+                while (at < n && cf_place_in(&m, h[at], &pl) == CF_OK &&
+                       pl.bucket[0] >> m.segment_bits < end)
+                    at++;
+                size_t len = 0;
+                CHECK_ST(cf_segments_size(c, first, end, &len), CF_OK);
+                uint8_t *part = malloc(len);
+                uint64_t added = 0;
+                CHECK_ST(cf_build_segments(c, first, end, h + from, at - from, part, len, &added),
+                         CF_OK);
+                CHECK_EQ_U(added, at - from);
+                total += added;
+                CHECK_ST(cf_put_segments(f, first, end, part, len), CF_OK);
+                free(part);
+            }
+            CHECK_EQ_U(total, n);
+            CHECK_EQ_U(cft_stats(f).items, n);
+            CHECK_MSG(cft_same_bytes(f, want), "%llu ranges: not the bytes of cf_build_hashes",
+                      (unsigned long long)ranges);
+            cf_free(f);
+        }
+        /* Refusals: hashes of another segment, a wrong length, an empty or past range. */
+        size_t len = 0;
+        CHECK_ST(cf_segments_size(c, 0, 1, &len), CF_OK);
+        uint8_t *part = calloc(len + 1, 1);
+        uint64_t added;
+        CHECK_ST(cf_build_segments(c, 0, 1, h + n - 1, 1, part, len, &added), CF_EINVAL);
+        CHECK_ST(cf_build_segments(c, 0, 1, h, 1, part, len + 1, &added), CF_EINVAL);
+        CHECK_ST(cf_build_segments(c, 1, 1, h, 0, part, 0, &added), CF_EINVAL);
+        CHECK_ST(cf_segments_size(c, 0, segments + 1, &len), CF_EINVAL);
+        CHECK_ST(cf_put_segments(want, 0, 1, part, len + 1), CF_EINVAL);
+        if (c->flags & CF_SEMI_SORT) { /* a code past the last: refused, nothing changed */
+            memset(part, 0xff, len);
+            uint64_t items = cft_stats(want).items;
+            CHECK_ST(cf_put_segments(want, 0, 1, part, len), CF_ECORRUPT);
+            CHECK_EQ_U(cft_stats(want).items, items);
+        }
+        /* An empty segment put over a full one: its items go. */
+        memset(part, 0, len);
+        uint64_t before = cft_stats(want).items;
+        CHECK_ST(cf_put_segments(want, 0, 1, part, len), CF_OK);
+        CHECK(cft_stats(want).items < before);
+        free(part);
+        cf_free(want);
+        free(h);
+    }
+    /* A segment given more keys than fit: CF_FULL, nothing written. */
+    cf_config c = {.capacity = 1000,
+                   .fingerprint_bits = 8,
+                   .bucket_size = 1,
+                   .seed = 40,
+                   .flags = CF_SEGMENTED};
+    uint64_t *h = random_hashes(80000, 40);
+    size_t n, len;
+    CHECK_ST(cf_sort_hashes(h, 80000, 8, 1, &n), CF_OK);
+    CHECK_ST(cf_segments_size(&c, 0, 1, &len), CF_OK);
+    uint8_t *part = malloc(len);
+    memset(part, 0x5a, len);
+    uint64_t added = 0;
+    CHECK_ST(cf_build_segments(&c, 0, 1, h, n, part, len, &added), CF_FULL);
+    CHECK(added > 0 && added < n && part[0] == 0x5a);
+    cf_config plain = {.capacity = 1000, .seed = 40, .flags = CF_UNSEGMENTED};
+    CHECK_ST(cf_segments_size(&plain, 0, 1, &len), CF_EINVAL);
+    free(part);
+    free(h);
+}
+
 static void test_refusals(void)
 {
     cft_context("build refusals");
@@ -241,6 +348,7 @@ int main(void)
     } parts[] = {{"sort", test_sort},
                  {"builds", test_builds},
                  {"allocation failures", test_alloc_failures},
+                 {"segments apart", test_segments_apart},
                  {"refusals", test_refusals}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         double t = cft_now();

@@ -12,6 +12,7 @@ __version__: str
 class Error(Exception): ...
 class FilterFull(Error):
     added: int
+    filter: CuckooFilter  # build(): the keys that fit
 class ReadOnlyFilter(Error): ...
 class CorruptFilter(Error, ValueError): ...
 class FileError(Error, OSError): ...
@@ -33,6 +34,7 @@ class CuckooFilter:
         window: float | None = ...,
         generations: int | None = ...,
         clock: Callable[[], float] | None = ...,
+        segmented: bool | None = ...,
     ) -> None: ...
     def advance(self) -> None: ...
     @property
@@ -74,6 +76,27 @@ class CuckooFilter:
     def __ior__(self, other: CuckooFilter) -> CuckooFilter: ...
     @classmethod
     def empty_like(cls, model: CuckooFilter) -> CuckooFilter: ...
+    @classmethod
+    def build(
+        cls,
+        keys: Iterable[Key] | _Buffer,
+        *,
+        capacity: int | None = ...,
+        threads: int = ...,
+        fpr: float | None = ...,
+        fingerprint_bits: int | None = ...,
+        bucket_size: int | None = ...,
+        expansion: int | None = ...,
+        seed: int | None = ...,
+        max_sub_filters: int | None = ...,
+        semi_sort: bool = ...,
+        redisbloom: bool = ...,
+        concurrent: bool = ...,
+        window: float | None = ...,
+        generations: int | None = ...,
+        clock: Callable[[], float] | None = ...,
+        segmented: bool | None = ...,
+    ) -> CuckooFilter: ...
     def __copy__(self) -> CuckooFilter: ...
     def save(self, path: _Path) -> None: ...
     @classmethod

@@ -9,35 +9,36 @@
     f = cuckoofilter.dask.build(urls, capacity=100_000_000, fpr=0.001, progress=True)
     f.save("urls.cf")
 
-Every partition builds a filter of the whole capacity with the same seed and settings (so
-that they merge exactly), holding that partition's keys; a tree reduction merges them,
-`split_every` at a time, into the one filter returned. The keys never leave their
-workers: only filters travel, each the size of the finished filter (a partition's filter
-is mostly empty, and its memory on its worker is the whole filter's).
+The filter holds the distinct keys of the collection, and its bytes are those that
+`cuckoo build --seed S --capacity N` writes for the same keys and options (a key in two
+partitions is stored once).
 
-A merge re-inserts every fingerprint of the filters it takes (as many inserts as their
-keys, at the high load where inserts cost the most), so fewer, larger partitions build
-faster: with as many partitions as workers there is one merge per worker.
+A segmented filter (the default from 2^22 buckets, about 16M keys; segmented=True at any
+size) is built without merges: each partition's keys are hashed where they are, and the
+8-byte hashes travel to the task of the range of segments they fall in (a shuffle of the
+hashes, never of filters); each range task fills the table of its segments alone, and the
+ranges are put together. No fingerprint is inserted twice, and a worker holds its ranges'
+tables and hashes, not the filter. Any other filter is filled by one task from the hashes
+of every partition.
 
 Keys are what CuckooFilter.add takes: bytes, str (UTF-8) and ints in [0, 2**64) (their
 8 bytes, little-endian); numpy integer arrays and integer columns are taken as such ints.
-A key that is in two partitions is stored twice (counts add up, as add() twice would);
-drop duplicates first (`bag.distinct()`, `series.drop_duplicates()`) for a set.
 """
 
 import secrets
 
-from . import CuckooFilter
+from . import CuckooFilter, FilterFull
 
 __all__ = ["build"]
 
-# Filters merged by one reduction task: few enough that a worker holds them at once.
+# Pieces of hashes joined by one task on the way to the task that fills an unsegmented
+# filter: few enough that a worker holds them at once.
 DEFAULT_SPLIT_EVERY = 8
 
 
 def _keys_of(part):
-    """A partition's keys in a form add_many takes: a uint64 buffer for integers (numpy
-    arrays, integer columns), else a list."""
+    """A partition's keys in a form the filter's batch calls take: a uint64 buffer for
+    integers (numpy arrays, integer columns), else a list."""
     import numpy as np
 
     values = getattr(part, "values", part)  # a pandas Series: its values
@@ -50,19 +51,40 @@ def _keys_of(part):
     return list(values)
 
 
-def _partition_filter(part, settings):
-    f = CuckooFilter(**settings)
-    f.add_many(_keys_of(part))
+def _hashes(part, settings):
+    """A partition's hashes (8 bytes each), as the filter of `settings` makes them."""
+    probe = CuckooFilter(1, **{**settings, "segmented": False, "concurrent": False})
+    return probe.hashes(_keys_of(part))
+
+
+def _split(part, ranges, capacity, settings):
+    """A partition's hashes, one piece per range of segments."""
+    return tuple(CuckooFilter._split_hashes(_keys_of(part), ranges, capacity, **settings))
+
+
+def _join(*pieces):
+    return b"".join(pieces)
+
+
+def _fill_range(first, end, tag_bits, capacity, settings, *pieces):
+    """The table of segments [first, end) holding the distinct hashes of the pieces."""
+    hashes = CuckooFilter._sort_hashes(b"".join(pieces), tag_bits, 1)
+    return first, end, CuckooFilter._build_segments(first, end, hashes, capacity, **settings)
+
+
+def _fill_whole(capacity, tag_bits, settings, hashes):
+    f = CuckooFilter(capacity, **{**settings, "concurrent": False})
+    _, full = f._build_hashes(CuckooFilter._sort_hashes(hashes, tag_bits, 0), 0)
+    if full:
+        raise FilterFull(f"{full} keys did not fit in a filter of capacity {capacity}")
     return f
 
 
-def _merge(*filters):
-    # Each input is a partial result that only this task uses, so the first one takes
-    # the others in place instead of being copied.
-    out = filters[0]
-    for f in filters[1:]:
-        out.merge(f)
-    return out
+def _assemble(capacity, settings, *parts):
+    f = CuckooFilter(capacity, **{**settings, "concurrent": False})
+    for first, end, table in parts:
+        f._put_segments(first, end, table)
+    return f
 
 
 def _partitions(collection):
@@ -87,6 +109,15 @@ def _partitions(collection):
     )
 
 
+def _workers():
+    """The workers of the active distributed Client, or 1."""
+    try:
+        from distributed import default_client
+        return max(1, len(default_client().scheduler_info()["workers"]))
+    except (ImportError, ValueError):
+        return 1
+
+
 def build(
     collection,
     capacity,
@@ -95,20 +126,25 @@ def build(
     fingerprint_bits=None,
     bucket_size=None,
     seed=None,
+    segmented=None,
     concurrent=True,
+    ranges=None,
     split_every=DEFAULT_SPLIT_EVERY,
     progress=False,
 ):
-    """One CuckooFilter holding every key of `collection`: a dask bag, a one-dimensional
-    dask array, or a dask dataframe column (a Series).
+    """One CuckooFilter holding the distinct keys of `collection`: a dask bag, a
+    one-dimensional dask array, or a dask dataframe column (a Series).
 
-    capacity: the keys of the whole collection (each partition's filter has it).
-    fpr, fingerprint_bits, bucket_size: as for CuckooFilter. The filter is fixed-size: a
-    collection with more keys than the capacity raises FilterFull.
-    seed: the hash seed every partition shares; None draws a secret one here (it travels
-    to the workers in the task graph).
+    capacity: the filter's, as `cuckoo build --capacity` (the distinct keys it is sized
+    for). fpr, fingerprint_bits, bucket_size, segmented: as for CuckooFilter. The filter
+    is fixed-size: a collection with more keys than fit raises FilterFull.
+    seed: the hash seed; None draws a secret one here (it travels to the workers in the
+    task graph).
     concurrent: whether the returned filter is concurrent (as CuckooFilter's argument).
-    split_every: filters merged by one task of the tree reduction (2 or more).
+    ranges: a segmented filter is filled by this many tasks, each a range of whole
+    segments (default: twice the workers of the active Client, at least the partitions,
+    at most the segments).
+    split_every: an unsegmented filter's hash pieces joined by one task (2 or more).
     progress: show Dask's progress bar while it runs (distributed's when a Client is
     active, else dask.diagnostics.ProgressBar).
 
@@ -121,20 +157,36 @@ def build(
         raise ValueError("split_every must be an integer from 2")
     if seed is None:
         seed = secrets.randbits(64) or 1
-    settings = {"capacity": capacity, "seed": seed, "concurrent": False}
+    settings = {"seed": seed}
     for name, value in (("fpr", fpr), ("fingerprint_bits", fingerprint_bits),
-                        ("bucket_size", bucket_size)):
+                        ("bucket_size", bucket_size), ("segmented", segmented)):
         if value is not None:
             settings[name] = value
-    CuckooFilter(**{**settings, "capacity": 1})  # the settings' errors, here and now
+    CuckooFilter(1, **settings, concurrent=False)  # the settings' errors, here and now
+    segment_bits, segments, tag_bits = CuckooFilter._segment_plan(capacity, **settings)
+    parts = _partitions(collection)
 
-    level = [dask.delayed(_partition_filter)(p, settings) for p in _partitions(collection)]
-    if not level:
-        level = [dask.delayed(CuckooFilter)(**settings)]
-    while len(level) > 1:
-        level = [dask.delayed(_merge)(*level[i:i + split_every])
-                 for i in range(0, len(level), split_every)]
-    result = _compute(level[0], progress)
+    if segment_bits:
+        if ranges is None:
+            ranges = max(2 * _workers(), len(parts))
+        if not isinstance(ranges, int) or ranges < 1:
+            raise ValueError("ranges must be a positive integer")
+        ranges = min(ranges, segments)
+        pieces = [dask.delayed(_split, nout=ranges)(p, ranges, capacity, settings)
+                  for p in parts]
+        filled = []
+        for r in range(ranges):
+            first, end = segments * r // ranges, segments * (r + 1) // ranges
+            filled.append(dask.delayed(_fill_range)(first, end, tag_bits, capacity, settings,
+                                                    *[piece[r] for piece in pieces]))
+        task = dask.delayed(_assemble)(capacity, settings, *filled)
+    else:
+        level = [dask.delayed(_hashes)(p, settings) for p in parts] or [b""]
+        while len(level) > 1:
+            level = [dask.delayed(_join)(*level[i:i + split_every])
+                     for i in range(0, len(level), split_every)]
+        task = dask.delayed(_fill_whole)(capacity, tag_bits, settings, level[0])
+    result = _compute(task, progress)
     return result if not concurrent else CuckooFilter.from_bytes(result.to_bytes())
 
 

@@ -511,37 +511,46 @@ static int pycf_uint_arg(PyObject *o, const char *name, unsigned long long min,
     return 0;
 }
 
-static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+/* The constructor's arguments as a config (checked by the library), whether the filter is
+ * to be concurrent, and its clock (NULL: time.time; Py_None: none); 0, or -1 with an
+ * exception. */
+static int pycf_parse(PyObject *args, PyObject *kwargs, cf_config *out, int *concurrent_out,
+                      PyObject **clock_out)
 {
     /* Writable copies: the keyword list is char ** before Python 3.13. */
     char k_cap[] = "capacity", k_fpr[] = "fpr", k_f[] = "fingerprint_bits", k_b[] = "bucket_size",
          k_e[] = "expansion", k_seed[] = "seed", k_max[] = "max_sub_filters",
          k_semi[] = "semi_sort", k_cc[] = "concurrent", k_rb[] = "redisbloom", k_w[] = "window",
-         k_g[] = "generations", k_clock[] = "clock";
-    char *names[] = {k_cap,  k_fpr, k_f,  k_b, k_e, k_seed,  k_max,
-                     k_semi, k_cc,  k_rb, k_w, k_g, k_clock, NULL};
+         k_g[] = "generations", k_clock[] = "clock", k_seg[] = "segmented";
+    char *names[] = {k_cap, k_fpr, k_f, k_b, k_e,     k_seed, k_max, k_semi,
+                     k_cc,  k_rb,  k_w, k_g, k_clock, k_seg,  NULL};
     PyObject *capacity = NULL, *fbits = NULL, *bsize = NULL, *expansion = NULL, *seed = NULL,
-             *max_subs = NULL, *fpr = NULL, *window = NULL, *gens = NULL, *clock = NULL;
+             *max_subs = NULL, *fpr = NULL, *window = NULL, *gens = NULL, *clock = NULL,
+             *segmented = NULL;
     int semi = 0, concurrent = 1, redisbloom = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOOOpppOOO", names, &capacity, &fpr,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOOOpppOOOO", names, &capacity, &fpr,
                                      &fbits, &bsize, &expansion, &seed, &max_subs, &semi,
-                                     &concurrent, &redisbloom, &window, &gens, &clock))
-        return NULL;
+                                     &concurrent, &redisbloom, &window, &gens, &clock, &segmented))
+        return -1;
+    /* segmented: None chooses by size (CF_SEGMENTED_MIN_BUCKETS), True or False asks */
+    int seg = segmented && segmented != Py_None ? PyObject_IsTrue(segmented) : -1;
+    if (segmented && segmented != Py_None && seg < 0)
+        return -1;
     unsigned long long cap, f, b, e, s, m, g;
     uint64_t window_ms = 0;
     if (window && window != Py_None && pycf_window_arg(window, &window_ms) < 0)
-        return NULL;
+        return -1;
     if (pycf_uint_arg(gens, "generations", 0, CF_MAX_GENERATIONS, window_ms ? PYCF_GENERATIONS : 0,
                       &g) < 0)
-        return NULL;
+        return -1;
     if (g && (!window_ms || g < 2)) {
         PyErr_SetString(PyExc_ValueError, window_ms ? "generations must be at least 2"
                                                     : "generations is for a window: give window");
-        return NULL;
+        return -1;
     }
     if (clock && clock != Py_None && !PyCallable_Check(clock)) {
         PyErr_SetString(PyExc_TypeError, "clock must be a callable giving seconds, or None");
-        return NULL;
+        return -1;
     }
     /* capacity None is refused as a missing capacity would be (min 1, default 0) */
     if (pycf_uint_arg(capacity, "capacity", 1, UINT64_MAX, 0, &cap) < 0 ||
@@ -550,7 +559,7 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         pycf_uint_arg(expansion, "expansion", 0, UINT_MAX, 0, &e) < 0 ||
         pycf_uint_arg(seed, "seed", 0, UINT64_MAX, 0, &s) < 0 ||
         pycf_uint_arg(max_subs, "max_sub_filters", 0, UINT_MAX, 0, &m) < 0)
-        return NULL;
+        return -1;
     cf_config cfg = {
         .capacity = cap,
         .fingerprint_bits = (unsigned)f,
@@ -560,40 +569,55 @@ static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         .max_sub_filters = (unsigned)m,
         .flags = (concurrent ? CF_CONCURRENT : 0u) |
                  (seed && seed != Py_None ? CF_FIXED_SEED : 0u) | (semi ? CF_SEMI_SORT : 0u) |
-                 (redisbloom ? CF_REDISBLOOM : 0u),
+                 (redisbloom ? CF_REDISBLOOM : 0u) | (seg == 1 ? CF_SEGMENTED : 0u) |
+                 (seg == 0 ? CF_UNSEGMENTED : 0u),
         .generations = (unsigned)g,
         .window = window_ms,
     };
     if (window_ms && (e || redisbloom)) {
         PyErr_SetString(PyExc_ValueError, "a window's generations keep one size and this "
                                           "library's layout: no expansion, no redisbloom");
-        return NULL;
+        return -1;
     }
     if (fpr && fpr != Py_None) {
         double p = PyFloat_AsDouble(fpr);
         if (p == -1.0 && PyErr_Occurred())
-            return NULL;
+            return -1;
         if (!(p > 0.0 && p < 1.0)) {
             PyErr_SetString(PyExc_ValueError, "fpr must be between 0 and 1");
-            return NULL;
+            return -1;
         }
         if (f) {
             PyErr_SetString(PyExc_ValueError, "give fpr or fingerprint_bits, not both");
-            return NULL;
+            return -1;
         }
         cfg.target_fpr = p;
     }
     if (cap == 0) {
         PyErr_Format(PyExc_ValueError, "capacity must be in [1, %llu]",
                      (unsigned long long)UINT64_MAX);
-        return NULL;
+        return -1;
     }
-    cf_filter *out;
     const char *why = NULL;
     if (cf_config_check(&cfg, &why) != CF_OK) { /* the library's own words for its rules */
         PyErr_SetString(PyExc_ValueError, why);
-        return NULL;
+        return -1;
     }
+    *out = cfg;
+    *concurrent_out = concurrent;
+    *clock_out = clock;
+    return 0;
+}
+
+static PyObject *pycf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    cf_config cfg;
+    int concurrent;
+    PyObject *clock;
+    if (pycf_parse(args, kwargs, &cfg, &concurrent, &clock) < 0)
+        return NULL;
+    unsigned long long cap = cfg.capacity;
+    cf_filter *out;
     cf_status st = cf_new(&cfg, &out);
     size_t need;
     if (st == CF_ENOMEM && cf_bytes_needed(&cfg, &need) == CF_OK)
@@ -898,6 +922,7 @@ static PyObject *pycf_get_stats(pycf_filter *self, void *unused)
         pycf_put(d, "expansion", PyLong_FromUnsignedLong(c.expansion)) < 0 ||
         pycf_put(d, "max_sub_filters", PyLong_FromUnsignedLong(c.max_sub_filters)) < 0 ||
         pycf_put(d, "semi_sort", PyBool_FromLong((c.flags & CF_SEMI_SORT) != 0)) < 0 ||
+        pycf_put(d, "segmented", PyBool_FromLong((c.flags & CF_SEGMENTED) != 0)) < 0 ||
         pycf_put(d, "redisbloom", PyBool_FromLong((c.flags & CF_REDISBLOOM) != 0)) < 0 ||
         pycf_put(d, "concurrent", PyBool_FromLong(self->concurrent)) < 0 ||
         pycf_put(d, "read_only", PyBool_FromLong(self->mapped)) < 0 ||
@@ -1108,6 +1133,412 @@ static PyObject *pycf_or(PyObject *a, PyObject *b)
     if (out && pycf_merge_into((pycf_filter *)out, (pycf_filter *)b) < 0)
         Py_CLEAR(out);
     return out;
+}
+
+/* The hashes of the keys of batch b (as filter f hashes them) into a new array of b->n;
+ * NULL with an exception. */
+static uint64_t *pycf_batch_hashes(pycf_batch *b, const cf_filter *f, Py_ssize_t *n)
+{
+    uint64_t *h = PyMem_Malloc((size_t)(b->n > 0 ? b->n : 1) * sizeof *h);
+    if (!h) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_ssize_t i = 0;
+    while (i < b->n) {
+        Py_ssize_t count = pycf_batch_chunk(b, f, i);
+        if (count < 0) {
+            PyMem_Free(h);
+            return NULL;
+        }
+        if (count == 0) /* a list another thread shortened */
+            break;
+        for (Py_ssize_t j = 0; j < count; j++)
+            h[i + j] = b->is_u64 ? cf_hash(f, b->keys[j], 8) : b->hashes[j];
+        i += count;
+    }
+    *n = i;
+    return h;
+}
+
+/* The filter cls(capacity, **opts), or NULL with an exception. */
+static pycf_filter *pycf_make(PyTypeObject *type, uint64_t capacity, PyObject *opts)
+{
+    PyObject *cap = PyLong_FromUnsignedLongLong(capacity);
+    PyObject *args = cap ? PyTuple_Pack(1, cap) : NULL;
+    Py_XDECREF(cap);
+    if (!args)
+        return NULL;
+    PyObject *f = pycf_new(type, args, opts);
+    Py_DECREF(args);
+    return (pycf_filter *)f;
+}
+
+/* The filter's bytes loaded again as a concurrent filter (the library's threads fill a
+ * plain one only); NULL with an exception. */
+static PyObject *pycf_as_concurrent(PyTypeObject *type, pycf_filter *plain)
+{
+    size_t n = cf_serialized_size(plain->f);
+    void *buf = PyMem_Malloc(n ? n : 1);
+    if (!buf)
+        return PyErr_NoMemory();
+    cf_status st = cf_serialize(plain->f, buf, n, NULL);
+    PyObject *out =
+        st == CF_OK ? pycf_from_buffer(type, buf, n, true) : pycf_raise(type, st, NULL, 0);
+    PyMem_Free(buf);
+    return out;
+}
+
+static PyObject *pycf_build(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 1) {
+        PyErr_SetString(PyExc_TypeError, "build() takes the keys, then keyword options");
+        return NULL;
+    }
+    PyObject *opts = kwargs ? PyDict_Copy(kwargs) : PyDict_New();
+    if (!opts)
+        return NULL;
+    PyObject *result = NULL, *filter = NULL;
+    pycf_filter *probe = NULL, *built = NULL;
+    pycf_batch *b = NULL;
+    uint64_t *h = NULL;
+    /* The options build() takes besides the constructor's. */
+    PyObject *cap_o = PyDict_GetItemString(opts, "capacity");
+    PyObject *threads_o = PyDict_GetItemString(opts, "threads");
+    PyObject *cc_o = PyDict_GetItemString(opts, "concurrent");
+    PyObject *window_o = PyDict_GetItemString(opts, "window");
+    unsigned long long capacity, threads;
+    int concurrent = cc_o ? PyObject_IsTrue(cc_o) : 1;
+    bool windowed = window_o && window_o != Py_None;
+    if (concurrent < 0 || pycf_uint_arg(cap_o, "capacity", 1, UINT64_MAX, 0, &capacity) < 0 ||
+        pycf_uint_arg(threads_o, "threads", 0, 256, 0, &threads) < 0)
+        goto done;
+    if ((cap_o && PyDict_DelItemString(opts, "capacity") < 0) ||
+        (threads_o && PyDict_DelItemString(opts, "threads") < 0))
+        goto done;
+    /* The seed first: the keys are hashed before the filter, sized by them, is made. */
+    PyObject *seed_o = PyDict_GetItemString(opts, "seed");
+    if (!seed_o || seed_o == Py_None) {
+        uint64_t seed;
+        if (cf_random_seed(&seed) != CF_OK) {
+            PyErr_SetString(PyExc_OSError, "the system gave no random seed (give seed=)");
+            goto done;
+        }
+        PyObject *v = PyLong_FromUnsignedLongLong(seed);
+        if (!v || PyDict_SetItemString(opts, "seed", v) < 0) {
+            Py_XDECREF(v);
+            goto done;
+        }
+        Py_DECREF(v);
+    }
+    /* A plain filter is filled by threads; a concurrent one is its copy afterwards. A
+     * window's generations are filled one key after another anyway. */
+    if (!windowed && PyDict_SetItemString(opts, "concurrent", Py_False) < 0)
+        goto done;
+    probe = pycf_make(type, 1, opts); /* the options checked, and the keys' hash */
+    if (!probe || !(b = pycf_batch_open(PyTuple_GET_ITEM(args, 0))))
+        goto done;
+    Py_ssize_t n = 0;
+    if (!(h = pycf_batch_hashes(b, probe->f, &n)))
+        goto done;
+    cf_config c;
+    cf_get_config(probe->f, &c);
+    size_t distinct = 0;
+    PyThreadState *ts = PyEval_SaveThread();
+    cf_status st = cf_sort_hashes(h, (size_t)n, c.fingerprint_bits, (unsigned)threads, &distinct);
+    PyEval_RestoreThread(ts);
+    if (st != CF_OK) {
+        pycf_raise(type, st, NULL, 0);
+        goto done;
+    }
+    built = pycf_make(type, capacity ? capacity : (distinct ? distinct : 1u), opts);
+    if (!built)
+        goto done;
+    cf_build_report r;
+    ts = PyEval_SaveThread();
+    st = cf_build_hashes(built->f, h, distinct, (unsigned)threads, &r);
+    PyEval_RestoreThread(ts);
+    if (st != CF_OK) {
+        pycf_raise(type, st, NULL, 0);
+        goto done;
+    }
+    filter = concurrent && !windowed ? pycf_as_concurrent(type, built) : Py_NewRef(built);
+    if (!filter)
+        goto done;
+    if (r.full) { /* FilterFull, with the keys that fit in `filter` and their count */
+        pycf_raise(type, CF_FULL, NULL, 0);
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyErr_NormalizeException(&et, &ev, &tb);
+        PyObject *added = PyLong_FromUnsignedLongLong(r.added);
+        if (ev && added) {
+            PyObject_SetAttrString(ev, "added", added);
+            PyObject_SetAttrString(ev, "filter", filter);
+        }
+        Py_XDECREF(added);
+        PyErr_Restore(et, ev, tb);
+        goto done;
+    }
+    result = Py_NewRef(filter);
+done:
+    Py_XDECREF(filter);
+    Py_XDECREF((PyObject *)built);
+    Py_XDECREF((PyObject *)probe);
+    PyMem_Free(h);
+    pycf_batch_close(b);
+    Py_DECREF(opts);
+    return result;
+}
+
+/* The hashes h[0 .. n) as bytes, 8 little-endian each. */
+static PyObject *pycf_le_bytes(const uint64_t *h, size_t n)
+{
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n * 8);
+    if (out)
+        for (size_t i = 0; i < n; i++)
+            pycf_le64((unsigned char *)PyBytes_AS_STRING(out) + 8 * i, h[i]);
+    return out;
+}
+
+/* f.hashes(keys) -> bytes: each key's hash by f. */
+static PyObject *pycf_hashes(pycf_filter *self, PyObject *keys)
+{
+    pycf_batch *b = pycf_batch_open(keys);
+    if (!b)
+        return NULL;
+    Py_ssize_t n = 0;
+    uint64_t *h = pycf_batch_hashes(b, self->f, &n);
+    pycf_batch_close(b);
+    if (!h)
+        return NULL;
+    PyObject *out = pycf_le_bytes(h, (size_t)n);
+    PyMem_Free(h);
+    return out;
+}
+
+/* The uint64 values of a bytes-like object of little-endian hashes, as a new array;
+ * NULL with an exception. */
+static uint64_t *pycf_hash_array(PyObject *o, size_t *n)
+{
+    Py_buffer v;
+    if (PyObject_GetBuffer(o, &v, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (v.len % 8) {
+        PyBuffer_Release(&v);
+        PyErr_SetString(PyExc_ValueError, "hashes are 8 bytes each");
+        return NULL;
+    }
+    *n = (size_t)v.len / 8;
+    uint64_t *h = PyMem_Malloc(*n ? *n * 8 : 1);
+    if (!h) {
+        PyBuffer_Release(&v);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (size_t i = 0; i < *n; i++) {
+        const unsigned char *p = (const unsigned char *)v.buf + 8 * i;
+        uint64_t x = 0;
+        for (unsigned j = 0; j < 8; j++)
+            x |= (uint64_t)p[j] << (8 * j);
+        h[i] = x;
+    }
+    PyBuffer_Release(&v);
+    return h;
+}
+
+/* The config of the constructor's keyword options with capacity `capacity` (kwargs may
+ * hold it; it is the segments' arguments that are positional); 0, or -1. */
+static int pycf_config_of(PyObject *capacity, PyObject *kwargs, cf_config *c)
+{
+    PyObject *args = PyTuple_Pack(1, capacity);
+    if (!args)
+        return -1;
+    int concurrent;
+    PyObject *clock;
+    int r = pycf_parse(args, kwargs, c, &concurrent, &clock);
+    Py_DECREF(args);
+    c->flags &= ~(unsigned)CF_CONCURRENT;
+    return r;
+}
+
+/* CuckooFilter._segment_plan(capacity, **options) -> (segment_bits, segments, tag_bits):
+ * how the filter of those settings is cut (segment_bits 0: it is not). */
+static PyObject *pycf_segment_plan(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)type;
+    PyObject *capacity;
+    if (!PyArg_ParseTuple(args, "O", &capacity))
+        return NULL;
+    cf_config c;
+    if (pycf_config_of(capacity, kwargs, &c) < 0)
+        return NULL;
+    cf_mapping m;
+    if (cf_config_mapping(&c, &m) != CF_OK) {
+        PyErr_SetString(PyExc_ValueError, "no mapping: a window or RedisBloom's layout");
+        return NULL;
+    }
+    return Py_BuildValue("(IKI)", m.segment_bits,
+                         (unsigned long long)(m.segment_bits ? m.buckets >> m.segment_bits : 0),
+                         m.tag_bits);
+}
+
+/* CuckooFilter._sort_hashes(hashes, tag_bits, threads) -> bytes: build order, repeats
+ * dropped. */
+static PyObject *pycf_sort_hashes_py(PyTypeObject *type, PyObject *args)
+{
+    (void)type;
+    PyObject *o;
+    unsigned bits, threads;
+    if (!PyArg_ParseTuple(args, "OII", &o, &bits, &threads))
+        return NULL;
+    size_t n, d = 0;
+    uint64_t *h = pycf_hash_array(o, &n);
+    if (!h)
+        return NULL;
+    PyThreadState *ts = PyEval_SaveThread();
+    cf_status st = cf_sort_hashes(h, n, bits, threads, &d);
+    PyEval_RestoreThread(ts);
+    PyObject *out = st == CF_OK ? pycf_le_bytes(h, d) : pycf_raise(type, st, NULL, 0);
+    PyMem_Free(h);
+    return out;
+}
+
+/* CuckooFilter._build_segments(first, end, hashes, capacity, **options) -> bytes: the
+ * table of segments [first, end) holding the hashes (build order); FilterFull if one
+ * did not fit. */
+static PyObject *pycf_build_segments_py(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    unsigned long long first, end;
+    PyObject *o, *capacity;
+    if (!PyArg_ParseTuple(args, "KKOO", &first, &end, &o, &capacity))
+        return NULL;
+    cf_config c;
+    size_t len, n;
+    if (pycf_config_of(capacity, kwargs, &c) < 0)
+        return NULL;
+    if (cf_segments_size(&c, first, end, &len) != CF_OK) {
+        PyErr_SetString(PyExc_ValueError, "not a range of the segments of that filter");
+        return NULL;
+    }
+    uint64_t *h = pycf_hash_array(o, &n);
+    if (!h)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
+    if (!out) {
+        PyMem_Free(h);
+        return NULL;
+    }
+    uint64_t added = 0;
+    PyThreadState *ts = PyEval_SaveThread();
+    cf_status st = cf_build_segments(&c, first, end, h, n, PyBytes_AS_STRING(out), len, &added);
+    PyEval_RestoreThread(ts);
+    PyMem_Free(h);
+    if (st != CF_OK) {
+        Py_DECREF(out);
+        return pycf_raise(type, st, NULL, 0);
+    }
+    return out;
+}
+
+/* CuckooFilter._split_hashes(keys, ranges, capacity, **options) -> list of bytes: the
+ * keys' hashes by the filter of those settings, split by the range of segments their
+ * first bucket lies in, range r being segments [S r / R, S (r + 1) / R). */
+static PyObject *pycf_split_hashes(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *keys, *capacity;
+    unsigned long long ranges;
+    if (!PyArg_ParseTuple(args, "OKO", &keys, &ranges, &capacity))
+        return NULL;
+    cf_config c;
+    cf_mapping m;
+    if (pycf_config_of(capacity, kwargs, &c) < 0)
+        return NULL;
+    uint64_t segments = 0;
+    if (cf_config_mapping(&c, &m) == CF_OK && m.segment_bits)
+        segments = m.buckets >> m.segment_bits;
+    if (ranges < 1 || ranges > segments) {
+        PyErr_SetString(PyExc_ValueError, "ranges must be 1 to the filter's segments");
+        return NULL;
+    }
+    cf_config small = c; /* the same hash, in a small table */
+    small.capacity = 1;
+    small.flags &= ~(unsigned)CF_SEGMENTED;
+    cf_filter *probe;
+    cf_status st = cf_new(&small, &probe);
+    if (st != CF_OK)
+        return pycf_raise(type, st, NULL, 0);
+    pycf_batch *b = pycf_batch_open(keys);
+    Py_ssize_t n = 0;
+    uint64_t *h = b ? pycf_batch_hashes(b, probe, &n) : NULL;
+    pycf_batch_close(b);
+    cf_free(probe);
+    if (!h)
+        return NULL;
+    size_t *count = PyMem_Calloc((size_t)ranges, sizeof *count);
+    unsigned *which = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *which);
+    PyObject *out = count && which ? PyList_New((Py_ssize_t)ranges) : NULL;
+    if (!count || !which)
+        PyErr_NoMemory();
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        cf_place pl;
+        (void)cf_place_in(&m, h[i], &pl); /* the mapping is cf_config_mapping's: valid */
+        uint64_t seg = pl.bucket[0] >> m.segment_bits;
+        which[i] = (unsigned)(((seg + 1) * ranges - 1) / segments);
+        count[which[i]]++;
+    }
+    for (unsigned long long r = 0; out && r < ranges; r++) {
+        PyObject *piece = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count[r] * 8);
+        if (!piece) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)r, piece);
+        count[r] = 0; /* now: the piece's hashes so far */
+    }
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *piece = PyList_GET_ITEM(out, which[i]);
+        pycf_le64((unsigned char *)PyBytes_AS_STRING(piece) + 8 * count[which[i]]++, h[i]);
+    }
+    PyMem_Free(count);
+    PyMem_Free(which);
+    PyMem_Free(h);
+    return out;
+}
+
+/* f._build_hashes(hashes, threads) -> (added, full): cf_build_hashes of hashes in build
+ * order. */
+static PyObject *pycf_build_hashes_py(pycf_filter *self, PyObject *args)
+{
+    PyObject *o;
+    unsigned threads;
+    if (!PyArg_ParseTuple(args, "OI", &o, &threads))
+        return NULL;
+    size_t n;
+    uint64_t *h = pycf_hash_array(o, &n);
+    if (!h)
+        return NULL;
+    cf_build_report r;
+    PyThreadState *ts = PyEval_SaveThread();
+    cf_status st = cf_build_hashes(self->f, h, n, threads, &r);
+    PyEval_RestoreThread(ts);
+    PyMem_Free(h);
+    if (st != CF_OK)
+        return pycf_raise(Py_TYPE(self), st, NULL, 0);
+    return Py_BuildValue("(KK)", (unsigned long long)r.added, (unsigned long long)r.full);
+}
+
+/* f._put_segments(first, end, data): the table bytes of segments [first, end) into f. */
+static PyObject *pycf_put_segments_py(pycf_filter *self, PyObject *args)
+{
+    unsigned long long first, end;
+    Py_buffer v;
+    if (!PyArg_ParseTuple(args, "KKy*", &first, &end, &v))
+        return NULL;
+    cf_status st = cf_put_segments(self->f, first, end, v.buf, (size_t)v.len);
+    PyBuffer_Release(&v);
+    if (st != CF_OK)
+        return pycf_raise(Py_TYPE(self), st, NULL, 0);
+    Py_RETURN_NONE;
 }
 
 static PyObject *pycf_empty_like(PyTypeObject *type, PyObject *model)
@@ -1499,6 +1930,22 @@ PyDoc_STRVAR(pycf_merge_doc,
              "Raises ValueError saying what differs (\"seeds differ\", ...) or that a filter\n"
              "cannot merge with itself, FilterFull if the keys do not fit, ReadOnlyFilter\n"
              "for an open() one, TypeError for anything but a CuckooFilter.");
+PyDoc_STRVAR(pycf_hashes_doc,
+             "hashes(keys) -> bytes\n\n"
+             "Each key's hash as this filter makes it (its seed; RedisBloom's hash for that\n"
+             "layout), 8 bytes little-endian each: what a program that places keys itself\n"
+             "(the segments of a filter built apart) starts from.");
+PyDoc_STRVAR(pycf_build_doc,
+             "build(keys, *, capacity=None, threads=0, **options) -> CuckooFilter\n\n"
+             "A filter of the distinct keys (bytes, str, buffers, or a numpy uint64 array),\n"
+             "sized for them unless capacity is given, made with the constructor's options.\n"
+             "A segmented filter (segmented=True, or by default one of at least 2^22\n"
+             "buckets, about 16M keys) is filled by `threads` threads (0: one per\n"
+             "processor), each its own segments: the same bytes for any number of them, the\n"
+             "bytes `cuckoo build --seed S --capacity N` writes for the same keys. Without a\n"
+             "seed, a secret one is drawn. A concurrent filter (the default) is the plain one\n"
+             "the threads fill, copied. FilterFull if some keys did not fit, with `added` and\n"
+             "`filter` (the keys that fit) set.");
 PyDoc_STRVAR(pycf_empty_like_doc,
              "empty_like(model) -> CuckooFilter\n\n"
              "An empty filter that merges with `model`: its settings and seed (a window, its\n"
@@ -1544,7 +1991,7 @@ PyDoc_STRVAR(pycf_stats_doc,
              "item held, or per unit of capacity while empty), fpr (the expected\n"
              "false-positive rate now), fpr_bound (the most it can reach), bytes, slots,\n"
              "buckets, sub_filters, fingerprint_bits, bucket_size, stashed, expansion,\n"
-             "max_sub_filters, semi_sort, redisbloom, concurrent, read_only.");
+             "max_sub_filters, semi_sort, segmented, redisbloom, concurrent, read_only.");
 
 static PyMethodDef pycf_methods[] = {
     {"add", (PyCFunction)pycf_add, METH_O, pycf_add_doc},
@@ -1563,6 +2010,18 @@ static PyMethodDef pycf_methods[] = {
     {"copy", (PyCFunction)pycf_copy, METH_NOARGS, pycf_copy_doc},
     {"merge", (PyCFunction)pycf_merge, METH_O, pycf_merge_doc},
     {"empty_like", (PyCFunction)pycf_empty_like, METH_O | METH_CLASS, pycf_empty_like_doc},
+    {"build", (PyCFunction)(void (*)(void))pycf_build, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     pycf_build_doc},
+    {"hashes", (PyCFunction)pycf_hashes, METH_O, pycf_hashes_doc},
+    {"_segment_plan", (PyCFunction)(void (*)(void))pycf_segment_plan,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, NULL},
+    {"_sort_hashes", (PyCFunction)pycf_sort_hashes_py, METH_VARARGS | METH_CLASS, NULL},
+    {"_build_segments", (PyCFunction)(void (*)(void))pycf_build_segments_py,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, NULL},
+    {"_put_segments", (PyCFunction)pycf_put_segments_py, METH_VARARGS, NULL},
+    {"_split_hashes", (PyCFunction)(void (*)(void))pycf_split_hashes,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, NULL},
+    {"_build_hashes", (PyCFunction)pycf_build_hashes_py, METH_VARARGS, NULL},
     {"__copy__", (PyCFunction)pycf_copy, METH_NOARGS, pycf_copy_doc},
     {"__reduce__", (PyCFunction)pycf_reduce, METH_NOARGS, NULL},
     {"save", (PyCFunction)pycf_save, METH_O, pycf_save_doc},
@@ -1597,7 +2056,8 @@ PyDoc_STRVAR(
     pycf_type_doc,
     "CuckooFilter(capacity, *, fpr=None, fingerprint_bits=None, bucket_size=4, expansion=0,\n"
     "             seed=None, max_sub_filters=32, semi_sort=False, concurrent=True,\n"
-    "             redisbloom=False, window=None, generations=8, clock=time.time)\n\n"
+    "             redisbloom=False, window=None, generations=8, clock=time.time,\n"
+    "             segmented=None)\n\n"
     "A set of keys that answers `key in f` with no false negatives and a small,\n"
     "tunable rate of false positives, in a few bytes per key, and that can delete.\n\n"
     "capacity: keys to hold. fpr: the false-positive rate wanted at full load (sets the\n"
@@ -1609,7 +2069,10 @@ PyDoc_STRVAR(
     "redisbloom: RedisBloom's layout (its hash, 8-bit fingerprints, power-of-two\n"
     "sub-filters, bucket_size 2 and 20 kicks by default, no seed), answering as\n"
     "RedisBloom's CF.*\n"
-    "commands would; files of that layout load as it, whatever this says.\n\n"
+    "commands would; files of that layout load as it, whatever this says.\n"
+    "segmented: tables of segments of 65536 buckets that threads and Dask workers fill\n"
+    "apart (build()); None: from 2^22 buckets (about 16M keys) on; True, False: always,\n"
+    "never (False: the format that libraries before 0.3 read).\n\n"
     "window: a filter that forgets: a key is found for at least `window` seconds after\n"
     "its last add, and is gone within window * G / (G - 1) for G `generations` (default\n"
     "8), each a filter of `capacity` keys (fpr then counts all of them; no expansion).\n"

@@ -559,6 +559,40 @@ def test_merge_union_counts_and_operators(concurrent):
     assert abs(merged_fp - direct_fp) <= 5 * (direct_fp ** 0.5) + 10
 
 
+def test_build_same_bytes_for_any_threads_and_the_tool(tmp_path):
+    """build(): the distinct keys, sized by them; a segmented filter filled by threads gives
+    the same bytes for any number of them, and the bytes `cuckoo build` writes."""
+    ks = keys(300000, b"b")
+    one = cf.CuckooFilter.build(ks + ks[:100], seed=11, segmented=True, bucket_size=1,
+                                threads=1, concurrent=False)
+    assert len(one) == 300000 and one.capacity == 300000 and one.stats["segmented"]
+    assert all(one.contains_many(ks))
+    for threads in (0, 2, 3, 4):
+        other = cf.CuckooFilter.build(ks, seed=11, segmented=True, bucket_size=1, threads=threads)
+        assert other.stats["concurrent"] and other.to_bytes() == one.to_bytes(), threads
+    path = tmp_path / "keys.txt"
+    path.write_bytes(b"".join(k + b"\n" for k in ks))
+    out = tmp_path / "built.cf"
+    subprocess.run([TOOL, "build", str(out), "--seed", "11", "--mapping", "segmented",
+                    "--bucket-size", "1", "-q", "--jobs", "2", str(path)], check=True)
+    assert out.read_bytes() == one.to_bytes()
+    # numpy keys (each the 8 bytes of a uint64), the same keys as ints.
+    ids = np.arange(50000, dtype=np.uint64)
+    f = cf.CuckooFilter.build(ids, seed=4)
+    assert len(f) == 50000 and all(f.contains_many(ids)) and 49999 in f
+    assert f.to_bytes() == cf.CuckooFilter.build(list(range(50000)), seed=4).to_bytes()
+    # Too many keys for the capacity: FilterFull, with the filter of those that fit.
+    with pytest.raises(cf.FilterFull) as e:
+        cf.CuckooFilter.build(ks[:5000], capacity=1000, seed=1)
+    assert 0 < e.value.added == len(e.value.filter) < 5000
+    with pytest.raises(TypeError):
+        cf.CuckooFilter.build(ks, 100)
+    with pytest.raises(ValueError):
+        cf.CuckooFilter.build(ks, threads=-1)
+    with pytest.raises(ValueError):
+        cf.CuckooFilter.build(ks, capacity=0)
+
+
 def test_merge_refusals_change_nothing(tmp_path):
     a = cf.CuckooFilter(capacity=20000, seed=5)
     a.add_many(keys(3000))

@@ -8,6 +8,7 @@ a missing dask or distributed fails the run, it does not skip.
 import io
 import os
 import contextlib
+import subprocess
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ import cuckoofilter as cf
 import cuckoofilter.dask as cfd
 
 SEED = int(os.environ.get("CF_TEST_SEED") or 20261126)
+TOOL = os.environ.get("CUCKOO")
 PROBES = 200_000
 
 
@@ -75,6 +77,50 @@ def test_bag_array_and_column_on_a_cluster(client):
     # Without a seed, one secret seed for all partitions: still every key.
     s = cfd.build(db.from_sequence(keys, npartitions=5), capacity=150_000)
     assert sum(s.contains_many(keys)) == len(keys)
+
+
+def tool_build(tmp_path, keys, capacity, seed, *options):
+    """The bytes `cuckoo build --seed S --capacity N` writes for the keys."""
+    assert TOOL and os.access(TOOL, os.X_OK), "CUCKOO must name the cuckoo tool"
+    src, out = tmp_path / "keys.txt", tmp_path / "tool.cf"
+    src.write_text("".join(k + "\n" for k in keys))
+    subprocess.run([TOOL, "build", str(out), "--force", "-q", "--seed", str(seed),
+                    "--capacity", str(capacity), *options, str(src)], check=True)
+    return out.read_bytes()
+
+
+def repeated_key(i, n=90_000):
+    return f"t-{i % n}"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_same_bytes_as_the_tool(client, tmp_path, workers):
+    """Segmented (4 segments, built range by range on the workers) and any-size (one
+    task): for 1, 3 and 8 partitions, with keys repeated across partitions (made on the
+    workers: the graph stays small), the bytes of `cuckoo build` of the same keys."""
+    keys = [repeated_key(i) for i in range(90_000)]
+    cluster = None
+    if workers == 1:
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=None)
+        c = Client(cluster)
+    else:
+        c = client
+    try:
+        with c.as_current():
+            for segmented, options in ((True, ["--mapping", "segmented", "--bucket-size", "1"]),
+                                       (None, [])):
+                extra = {"segmented": True, "bucket_size": 1} if segmented else {}
+                want = tool_build(tmp_path, keys, 100_000, 5, *options)
+                for partitions in (1, 3, 8):
+                    bag = db.range(100_000, npartitions=partitions).map(repeated_key)
+                    f = cfd.build(bag, capacity=100_000, seed=5, concurrent=False, **extra)
+                    assert f.to_bytes() == want, (segmented, partitions, workers)
+                    assert f.stats["segmented"] == bool(segmented)
+    finally:
+        if cluster is not None:
+            c.close()
+            cluster.close()
 
 
 def test_progress_bar(client):

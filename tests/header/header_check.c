@@ -91,6 +91,16 @@ struct cf_header_check_api {
     uint64_t (*count_at)(const cf_filter *, const void *, size_t, uint64_t);
     void (*contains_keys_at)(const cf_filter *, const void *const *, const size_t *, size_t,
                              uint64_t, bool *);
+    cf_status (*get_mapping)(const cf_filter *, cf_mapping *);
+    cf_status (*place_in)(const cf_mapping *, uint64_t, cf_place *);
+    uint64_t (*alt_in)(const cf_mapping *, uint64_t, uint32_t);
+    cf_status (*sort_hashes)(uint64_t *, size_t, unsigned, unsigned, size_t *);
+    cf_status (*build_hashes)(cf_filter *, const uint64_t *, size_t, unsigned, cf_build_report *);
+    cf_status (*config_mapping)(const cf_config *, cf_mapping *);
+    cf_status (*segments_size)(const cf_config *, uint64_t, uint64_t, size_t *);
+    cf_status (*build_segments)(const cf_config *, uint64_t, uint64_t, const uint64_t *, size_t,
+                                void *, size_t, uint64_t *);
+    cf_status (*put_segments)(cf_filter *, uint64_t, uint64_t, const void *, size_t);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
@@ -151,6 +161,15 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_contains_at,
     cf_count_at,
     cf_contains_keys_at,
+    cf_get_mapping,
+    cf_place_in,
+    cf_alt_in,
+    cf_sort_hashes,
+    cf_build_hashes,
+    cf_config_mapping,
+    cf_segments_size,
+    cf_build_segments,
+    cf_put_segments,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and
