@@ -820,9 +820,8 @@ CF_API cf_status cf_put_segments(cf_filter *f, uint64_t first, uint64_t end, con
  * filter. A filter loaded from its bytes answers exactly as the one that was saved. */
 
 /* The newest format version this library writes and reads: 3, for segmented filters
- * (CF_SEGMENTED); every other filter is written as version 2, which older libraries
- * read. Version 2 (library 0.2) changed how keys map to buckets; a version-1 file gets
- * CF_EVERSION: rebuild it from its keys. */
+ * (CF_SEGMENTED); every other filter is written as version 2. Version 2 changed how keys
+ * map to buckets; a version-1 file gets CF_EVERSION: rebuild it from its keys. */
 #define CF_FORMAT_VERSION 3u
 
 /* The exact number of bytes cf_serialize writes for f; 0 if f is NULL or still loading. */

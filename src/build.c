@@ -11,8 +11,12 @@
  *
  * Each thread adds through a filter of its own (a shadow: the same settings, fixed,
  * over the same table bytes), so that item counts, the eviction search's memory and the
- * stash are its own. An add that would change more than the table (a stash entry, and in
- * a growing filter growth) is where the threads' work ends: the shadow that meets it
+ * stash are its own. An add that finds no room changes no table (the search plans its
+ * moves before making any), only the stash or the filter's size. In a fixed filter it
+ * goes to the stash, or is refused once the stash is full: the threads note such keys and
+ * go on, and afterwards the first of them in key order fill the stash, the others are
+ * counted refused, as one add after another would have had it. In a growing filter it
+ * makes the filter grow, and everything after it goes elsewhere: the thread that meets it
  * stops there, the segments of later threads are cleared, and the rest of the keys go in
  * one after the other through the filter itself, exactly as they would have.
  *
@@ -281,8 +285,11 @@ typedef struct cf__fill_job {
     const uint64_t *hashes;
     size_t from, split, to;
     size_t stop;
-    uint64_t end;   /* one past its last segment */
-    bool last_part; /* the round: the last segment's keys, else the others */
+    uint64_t end;                   /* one past its last segment */
+    bool last_part;                 /* the round: the last segment's keys, else the others */
+    bool fixed;                     /* keys that find no room are noted, not stopped at */
+    size_t failed[CF__STASH_SLOTS]; /* the first such keys (a stash's worth) */
+    size_t nfailed;                 /* all of them */
 } cf__fill_job;
 
 static void *cf__fill_worker(void *p)
@@ -292,12 +299,18 @@ static void *cf__fill_worker(void *p)
     if (j->stop != j->to) /* stopped in the first round */
         return NULL;
     for (size_t i = from; i < to; i++) {
-        /* Anything but a slot of the table (a stash entry, an error) is for the filter
-         * itself, in order (see the top). */
-        if (cf_add_hash(j->shadow, j->hashes[i]) != CF_OK || j->shadow->stash_n != 0) {
+        /* Anything but a slot of the table (a stash entry, a refusal) is the filter's to
+         * say, in key order (see the top). */
+        unsigned stashed = j->shadow->stash_n;
+        if (cf_add_hash(j->shadow, j->hashes[i]) == CF_OK && j->shadow->stash_n == stashed)
+            continue;
+        if (!j->fixed) {
             j->stop = i;
             return NULL;
         }
+        if (j->nfailed < CF__STASH_SLOTS)
+            j->failed[j->nfailed] = i;
+        j->nfailed++;
     }
     return NULL;
 }
@@ -380,7 +393,8 @@ static bool cf__fill_segments(cf_filter *f, const uint64_t *hashes, size_t n, un
                                 .split = cf__first_in(f, hashes, n, next - 1u),
                                 .to = to,
                                 .stop = to,
-                                .end = next};
+                                .end = next,
+                                .fixed = f->expansion == 0};
         if (cf__shadow_of(f, &job[i].shadow) != CF_OK) {
             for (unsigned k = 0; k < i; k++)
                 cf__shadow_free(job[k].shadow);
@@ -403,9 +417,24 @@ static bool cf__fill_segments(cf_filter *f, const uint64_t *hashes, size_t n, un
     for (unsigned i = 0; i < jobs; i++) {
         if (i <= stopped) {
             f->t0.items += job[i].shadow->t0.items;
-            r->added += job[i].stop - job[i].from;
+            r->added += job[i].stop - job[i].from - job[i].nfailed;
         }
         cf__shadow_free(job[i].shadow);
+    }
+    /* A fixed filter's keys that found no room: the first ones in key order stashed, the
+     * others refused (the stash is empty in the simple state). */
+    for (unsigned i = 0; i < jobs; i++) {
+        for (size_t e = 0; e < job[i].nfailed; e++) {
+            if (e < CF__STASH_SLOTS && f->stash_n < CF__STASH_SLOTS && cf__stash_room(f)) {
+                cf__key k = cf__key_bits(f->fp_bits, hashes[job[i].failed[e]]);
+                uint64_t i1, i2;
+                cf__buckets0(&f->t0, &k, &i1, &i2);
+                cf__stash_push(f, (cf__stash){i1, k.fp, 0});
+                r->added++;
+            } else {
+                r->full++;
+            }
+        }
     }
     if (stopped < jobs) {
         /* (2^16 buckets of whole bytes or of 4-bit slots: a whole number of bytes) */

@@ -108,12 +108,12 @@ static void test_builds(void)
          true,
          false,
          2},
-        {"segmented, fixed, filled past its room",
-         {.capacity = 100000, .fingerprint_bits = 8, .bucket_size = 2, .flags = CF_SEGMENTED},
-         400000,
-         false,
+        {"segmented, fixed, filled past its room (stash, refusals)",
+         {.capacity = 200000, .fingerprint_bits = 8, .bucket_size = 1, .flags = CF_SEGMENTED},
+         600000,
          true,
-         0},
+         true,
+         4},
         {"segmented, growing past its first table",
          {.capacity = 100000,
           .fingerprint_bits = 10,
@@ -155,6 +155,7 @@ static void test_builds(void)
                       threads);
             CHECK_EQ_U(r.added + r.full, n);
             CHECK_EQ_U(cft_stats(f).items, r.added);
+            CHECK(!bc->overfilled || cft_stats(f).stashed == 8);
             CHECK_MSG(!bc->overfilled || r.full > 0, "no add was refused");
             CHECK_MSG(bc->overfilled || r.full == 0, "%llu adds refused",
                       (unsigned long long)r.full);

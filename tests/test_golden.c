@@ -592,6 +592,47 @@ static void test_vectors(bool print)
     }
 }
 
+/* The placements of docs/FORMAT.md's "Test vectors": the library's (cf_place_in) and the
+ * document's formulas, each against the table. */
+static void test_mapping_vectors(void)
+{
+    static const struct {
+        uint64_t h, m;
+        unsigned f, s;
+        uint64_t i1, i2;
+        uint32_t fp;
+    } v[] = {
+        {UINT64_C(0x0123456789abcdef), 1000, 12, 0, 204, 39, 18},
+        {UINT64_C(0xfedcba9876543210), 1000, 12, 0, 795, 286, 4077},
+        {UINT64_C(0x0000000000000000), 1000, 12, 0, 0, 619, 1},
+        {UINT64_C(0x0123456789abcdef), 131072, 12, 16, 26796, 22171, 18},
+        {UINT64_C(0xfedcba9876543210), 131072, 12, 16, 104275, 99314, 4077},
+        {UINT64_C(0x8000000000000001), 131072, 12, 16, 0, 28255, 2048},
+        {UINT64_C(0x0123456789abcdef), 13172736, 12, 16, 2693092, 2697683, 18},
+        {UINT64_C(0xfedcba9876543210), 196608, 8, 16, 169519, 164510, 254},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        cft_context("mapping vector %zu", i);
+        cf_mapping m = {v[i].m, v[i].f, v[i].s};
+        cf_place p;
+        if (CHECK_ST(cf_place_in(&m, v[i].h, &p), CF_OK)) {
+            CHECK_EQ_U(p.bucket[0], v[i].i1);
+            CHECK_EQ_U(p.bucket[1], v[i].i2);
+            CHECK_EQ_U(p.tag, v[i].fp);
+        }
+        /* From the document: fp, x, i1 = mulhi(x, m), off and alt0. */
+        uint32_t fp = (uint32_t)(v[i].h >> (64 - v[i].f));
+        fp += fp == 0;
+        uint64_t x = v[i].h << v[i].f, i1 = ref_scale(x, v[i].m);
+        uint64_t mix = (uint64_t)fp * fp * UINT64_C(0x9e3779b97f4a7c15);
+        uint64_t i2 = v[i].s ? i1 ^ ((mix >> (64 - v[i].s)) | 1u)
+                             : ((ref_scale(mix, v[i].m) | 1u) + v[i].m - i1) % v[i].m;
+        CHECK_EQ_U(fp, v[i].fp);
+        CHECK_EQ_U(i1, v[i].i1);
+        CHECK_EQ_U(i2, v[i].i2);
+    }
+}
+
 /* The reference reader against the library for random filters of many shapes, 4-slot
  * buckets semi-sorted too. */
 static void test_reference_reader(void)
@@ -688,6 +729,7 @@ int main(void)
     cft_init("test_golden");
     const char *p = getenv("CF_GOLDEN_PRINT");
     test_vectors(p && *p && strcmp(p, "0") != 0);
+    test_mapping_vectors();
     test_reference_reader();
     return cft_finish();
 }

@@ -2072,7 +2072,7 @@ PyDoc_STRVAR(
     "commands would; files of that layout load as it, whatever this says.\n"
     "segmented: tables of segments of 65536 buckets that threads and Dask workers fill\n"
     "apart (build()); None: from 2^22 buckets (about 16M keys) on; True, False: always,\n"
-    "never (False: the format that libraries before 0.3 read).\n\n"
+    "never (False: format version 2, the tables of any size).\n\n"
     "window: a filter that forgets: a key is found for at least `window` seconds after\n"
     "its last add, and is gone within window * G / (G - 1) for G `generations` (default\n"
     "8), each a filter of `capacity` keys (fpr then counts all of them; no expansion).\n"

@@ -1,0 +1,191 @@
+/*
+ * segments.c - the figures of segmented tables (CF_SEGMENTED) against the any-size mapping
+ * of format version 2, from which CF_SEGMENTED_MIN_BUCKETS was chosen
+ * (docs/PERFORMANCE.md, "Segmented tables"):
+ *
+ *   cf-bench-segments sizes        memory of each mapping for capacities 1M to 200M
+ *   cf-bench-segments loads N [R]  load at the first failed insert, b = 2, 4, 8, a table
+ *                                  sized for N keys, R seeds each (default 3)
+ *   cf-bench-segments fpr N        false-positive rate of N keys, N absent keys probed
+ *   cf-bench-segments fill N [J]   sort and fill times of N keys (cf_sort_hashes,
+ *                                  cf_build_hashes) with 1 and J threads (default 2), at
+ *                                  fingerprint widths 8, 12, 13, 16 and 18
+ *
+ * Keys are random 64-bit hashes from a fixed seed; every filter has a fixed seed.
+ */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime, in common.h */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The hashes' generator: splitmix64 from this seed. */
+#define SEED UINT64_C(0x5e6)
+
+static uint64_t *hashes_from(uint64_t seed, size_t n)
+{
+    uint64_t *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h) {
+        fprintf(stderr, "cf-bench-segments: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++)
+        h[i] = bench_mix64(seed + i * BENCH_GOLDEN);
+    return h;
+}
+
+static cf_filter *make(uint64_t capacity, unsigned f, unsigned b, unsigned flags, uint64_t seed)
+{
+    cf_config c = {.capacity = capacity,
+                   .fingerprint_bits = f,
+                   .bucket_size = b,
+                   .seed = seed,
+                   .flags = flags | CF_FIXED_SEED};
+    cf_filter *out = NULL;
+    if (cf_new(&c, &out) != CF_OK) {
+        fprintf(stderr, "cf-bench-segments: cf_new failed (capacity %llu)\n",
+                (unsigned long long)capacity);
+        exit(1);
+    }
+    return out;
+}
+
+static void sizes(void)
+{
+    static const double caps[] = {1e6, 2e6, 4e6, 8e6, 12e6, 16e6, 17e6, 32e6, 50e6, 100e6, 200e6};
+    printf("%12s %12s %12s %9s %s\n", "capacity", "any-size", "segmented", "extra", "default");
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        cf_config c = {.capacity = (uint64_t)caps[i], .flags = CF_UNSEGMENTED};
+        cf_mapping any, seg, dflt;
+        cf_config_mapping(&c, &any);
+        c.flags = CF_SEGMENTED;
+        cf_config_mapping(&c, &seg);
+        c.flags = 0;
+        cf_config_mapping(&c, &dflt);
+        printf("%12.0f %12llu %12llu %8.2f%% %s\n", caps[i], (unsigned long long)any.buckets,
+               (unsigned long long)seg.buckets,
+               100.0 * ((double)seg.buckets / (double)any.buckets - 1.0),
+               dflt.segment_bits ? "segmented" : "any-size");
+    }
+}
+
+/* The load of a fixed filter at its first failed insert (the first key it stashes). */
+static double load_at_failure(uint64_t n, unsigned b, unsigned flags, uint64_t seed)
+{
+    cf_filter *f = make(n, 12, b, flags, seed);
+    cf_stats s;
+    for (uint64_t i = 0;; i++) {
+        uint64_t h = bench_mix64(seed * 1000003u + i * BENCH_GOLDEN);
+        cf_status st = cf_add_hash(f, h);
+        cf_get_stats(f, &s);
+        if (st != CF_OK || s.stashed > 0)
+            break;
+    }
+    cf_free(f);
+    return (double)(s.items - s.stashed) / (double)s.slots;
+}
+
+static void loads(uint64_t n, unsigned runs)
+{
+    static const unsigned bs[] = {2, 4, 8};
+    printf("load at the first failed insert, f 12, a table sized for %llu keys, %u seeds\n",
+           (unsigned long long)n, runs);
+    printf("%3s %10s %-40s %-40s\n", "b", "", "any-size", "segmented");
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) {
+        printf("%3u %10s", bs[i], "");
+        for (unsigned m = 0; m < 2; m++) {
+            char line[64] = "";
+            for (unsigned r = 0; r < runs; r++) {
+                double l = load_at_failure(n, bs[i], m ? CF_SEGMENTED : CF_UNSEGMENTED, r + 1);
+                size_t used = strlen(line);
+                snprintf(line + used, sizeof line - used, "%s%.4f", r ? " " : "", l);
+            }
+            printf(" %-40s", line);
+            fflush(stdout);
+        }
+        printf("\n");
+    }
+}
+
+static void fpr(uint64_t n)
+{
+    uint64_t *h = hashes_from(SEED, n), *probe = hashes_from(SEED + 1, n);
+    bool *out = malloc(n * sizeof *out);
+    printf("false-positive rate, f 12 b 4, %llu keys, %llu absent keys probed\n",
+           (unsigned long long)n, (unsigned long long)n);
+    for (unsigned m = 0; m < 2; m++) {
+        cf_filter *f = make(n, 12, 4, m ? CF_SEGMENTED : CF_UNSEGMENTED, 9);
+        cf_add_many(f, h, n, 0, NULL);
+        cf_contains_many(f, probe, n, out);
+        uint64_t hits = 0;
+        for (uint64_t i = 0; i < n; i++)
+            hits += out[i];
+        cf_stats s;
+        cf_get_stats(f, &s);
+        printf("%-10s load %.4f rate %.6f%% (expected %.6f%%)\n", m ? "segmented" : "any-size",
+               s.load_factor, 100.0 * (double)hits / (double)n, 100.0 * s.fpr);
+        cf_free(f);
+    }
+    free(out);
+    free(h);
+    free(probe);
+}
+
+static void fill(uint64_t n, unsigned jobs)
+{
+    static const unsigned widths[] = {8, 12, 13, 16, 18};
+    uint64_t *h = hashes_from(SEED, n), *work = malloc(n * sizeof *work);
+    printf("%llu keys, default mapping: sort and fill seconds, 1 thread / %u threads\n",
+           (unsigned long long)n, jobs);
+    printf("%5s %9s %17s %17s %7s %7s\n", "width", "segments", "sort", "fill", "sort x", "fill x");
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        double t[2][2];
+        unsigned segments = 0;
+        for (unsigned k = 0; k < 2; k++) {
+            unsigned threads = k ? jobs : 1u;
+            memcpy(work, h, n * sizeof *h);
+            size_t d = 0;
+            double t0 = bench_now();
+            cf_sort_hashes(work, n, widths[w], threads, &d);
+            double t1 = bench_now();
+            cf_filter *f = make(d, widths[w], 4, 0, 5);
+            cf_build_report r;
+            double t2 = bench_now();
+            cf_build_hashes(f, work, d, threads, &r);
+            double t3 = bench_now();
+            cf_mapping m;
+            cf_get_mapping(f, &m);
+            segments = m.segment_bits ? (unsigned)(m.buckets >> m.segment_bits) : 0u;
+            t[k][0] = t1 - t0;
+            t[k][1] = t3 - t2;
+            cf_free(f);
+        }
+        printf("%5u %9u %8.2f / %6.2f %8.2f / %6.2f %6.2fx %6.2fx\n", widths[w], segments, t[0][0],
+               t[1][0], t[0][1], t[1][1], t[0][0] / t[1][0], t[0][1] / t[1][1]);
+        fflush(stdout);
+    }
+    free(work);
+    free(h);
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "sizes";
+    uint64_t n = argc > 2 ? (uint64_t)strtod(argv[2], NULL) : 0;
+    unsigned extra = argc > 3 ? (unsigned)atoi(argv[3]) : 0;
+    if (strcmp(what, "sizes") == 0)
+        sizes();
+    else if (strcmp(what, "loads") == 0 && n)
+        loads(n, extra ? extra : 3u);
+    else if (strcmp(what, "fpr") == 0 && n)
+        fpr(n);
+    else if (strcmp(what, "fill") == 0 && n)
+        fill(n, extra ? extra : 2u);
+    else {
+        fprintf(stderr, "usage: cf-bench-segments sizes | loads N [SEEDS] | fpr N | fill N "
+                        "[THREADS]\n");
+        return 2;
+    }
+    return 0;
+}
