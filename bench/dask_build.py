@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """A filter of N URL-like keys from text files: one process reading the files and calling
-add_many, against cuckoofilter.dask.build on a distributed.LocalCluster of W worker
-processes reading the same files (a partition per file group), both at fpr 0.001.
+add_many, one process reading them and calling CuckooFilter.build (its threads fill a
+segmented filter), against cuckoofilter.dask.build on a distributed.LocalCluster of W
+worker processes reading the same files (a partition per file group), all at fpr 0.001.
 
 Usage: bench/dask_build.py [--keys N] [--files F] [--partitions P] [--workers W]
                            [--dir DIR] [--runs R]
 The files (DIR/urlsNN.txt, N keys in all) are written first if they are missing. Prints
-each run's seconds, and checks that both filters hold every key of one file and have the
-same false-positive rate within noise. Needs PYTHONPATH to find cuckoofilter
+each run's seconds and the workers' peak memory (their largest resident set so far), and
+checks that the filters hold every key of one file, that the Dask filter has the bytes of
+CuckooFilter.build's, and that add_many's has the same false-positive rate within noise. Needs PYTHONPATH to find cuckoofilter
 (build/python).
 """
 
@@ -47,6 +49,19 @@ def single(paths, n):
     return time.perf_counter() - t, f
 
 
+def single_build(paths, n):
+    t = time.perf_counter()
+    f = cf.CuckooFilter.build(read_lines(paths), capacity=n, fpr=0.001, seed=3)
+    return time.perf_counter() - t, f
+
+
+def peak_rss_mb(client):
+    import resource
+
+    rss = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return max(rss.values()) / 1024
+
+
 def on_dask(paths, n, partitions, client):
     import dask.bag as db
     import cuckoofilter.dask as cfd
@@ -77,14 +92,18 @@ def main():
     first = read_lines(paths[:1])
     for run in range(a.runs):
         ts, fs = single(paths, n)
+        tb, fb = single_build(paths, n)
         td, fd = on_dask(paths, n, a.partitions, client)
         assert all(fs.contains_many(first)) and all(fd.contains_many(first))
-        assert len(fs) == len(fd) == n
+        assert len(fs) == len(fd) == len(fb) == n
+        assert fd.to_bytes() == fb.to_bytes(), "the Dask filter is not CuckooFilter.build's"
         ps, pd = sum(fs.contains_many(probes)), sum(fd.contains_many(probes))
         assert abs(ps - pd) <= 5 * max(ps, 1) ** 0.5 + 10, (ps, pd)
-        print(f"run {run + 1}: {n} keys, one process {ts:.1f} s, dask ({a.workers} workers, "
-              f"{a.partitions} partitions) {td:.1f} s, ratio {td / ts:.2f}; false positives "
-              f"in 1M absent keys {ps} and {pd}", flush=True)
+        print(f"run {run + 1}: {n} keys ({'segmented' if fd.stats['segmented'] else 'any-size'}),"
+              f" one process: add_many {ts:.1f} s, build {tb:.1f} s; dask ({a.workers} workers,"
+              f" {a.partitions} partitions) {td:.1f} s: {ts / td:.2f}x add_many, "
+              f"{tb / td:.2f}x build; worker peak {peak_rss_mb(client):.0f} MB; false "
+              f"positives in 1M absent keys {ps} and {pd}", flush=True)
     client.close()
 
 

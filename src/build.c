@@ -285,11 +285,10 @@ typedef struct cf__fill_job {
     const uint64_t *hashes;
     size_t from, split, to;
     size_t stop;
-    uint64_t end;                   /* one past its last segment */
-    bool last_part;                 /* the round: the last segment's keys, else the others */
-    bool fixed;                     /* keys that find no room are noted, not stopped at */
-    size_t failed[CF__STASH_SLOTS]; /* the first such keys (a stash's worth) */
-    size_t nfailed;                 /* all of them */
+    uint64_t end;   /* one past its last segment */
+    bool last_part; /* the round: the last segment's keys, else the others */
+    bool fixed;     /* keys that find no room are noted (the shadow's stash), not stopped at */
+    size_t refused; /* keys the shadow refused once its stash was full */
 } cf__fill_job;
 
 static void *cf__fill_worker(void *p)
@@ -298,19 +297,23 @@ static void *cf__fill_worker(void *p)
     size_t from = j->last_part ? j->split : j->from, to = j->last_part ? j->to : j->split;
     if (j->stop != j->to) /* stopped in the first round */
         return NULL;
+    if (j->fixed) { /* batched: the shadow's stash and refusals keep the key order */
+        cf_status status[CF__BUILD_BATCH];
+        for (size_t at = from; at < to; at += CF__BUILD_BATCH) {
+            size_t k = to - at < CF__BUILD_BATCH ? to - at : CF__BUILD_BATCH;
+            cf_add_many(j->shadow, j->hashes + at, k, 0, status);
+            for (size_t i = 0; i < k; i++)
+                j->refused += status[i] != CF_OK;
+        }
+        return NULL;
+    }
     for (size_t i = from; i < to; i++) {
-        /* Anything but a slot of the table (a stash entry, a refusal) is the filter's to
-         * say, in key order (see the top). */
-        unsigned stashed = j->shadow->stash_n;
-        if (cf_add_hash(j->shadow, j->hashes[i]) == CF_OK && j->shadow->stash_n == stashed)
-            continue;
-        if (!j->fixed) {
+        /* Anything but a slot of the table (a stash entry) makes a growing filter grow:
+         * the rest is the filter's to do, in key order (see the top). */
+        if (cf_add_hash(j->shadow, j->hashes[i]) != CF_OK || j->shadow->stash_n != 0) {
             j->stop = i;
             return NULL;
         }
-        if (j->nfailed < CF__STASH_SLOTS)
-            j->failed[j->nfailed] = i;
-        j->nfailed++;
     }
     return NULL;
 }
@@ -414,28 +417,26 @@ static bool cf__fill_segments(cf_filter *f, const uint64_t *hashes, size_t n, un
         if (job[i].stop != job[i].to)
             stopped = i;
     const cf__shape *s = cf__shape0(f);
-    for (unsigned i = 0; i < jobs; i++) {
-        if (i <= stopped) {
-            f->t0.items += job[i].shadow->t0.items;
-            r->added += job[i].stop - job[i].from - job[i].nfailed;
-        }
-        cf__shadow_free(job[i].shadow);
-    }
-    /* A fixed filter's keys that found no room: the first ones in key order stashed, the
-     * others refused (the stash is empty in the simple state). */
-    for (unsigned i = 0; i < jobs; i++) {
-        for (size_t e = 0; e < job[i].nfailed; e++) {
-            if (e < CF__STASH_SLOTS && f->stash_n < CF__STASH_SLOTS && cf__stash_room(f)) {
-                cf__key k = cf__key_bits(f->fp_bits, hashes[job[i].failed[e]]);
-                uint64_t i1, i2;
-                cf__buckets0(&f->t0, &k, &i1, &i2);
-                cf__stash_push(f, (cf__stash){i1, k.fp, 0});
+    for (unsigned i = 0; i <= stopped && i < jobs; i++) {
+        const cf_filter *sh = job[i].shadow;
+        unsigned stashed = job[i].fixed ? sh->stash_n : 0u;
+        f->t0.items += sh->t0.items;
+        r->added += job[i].stop - job[i].from - stashed - job[i].refused;
+        /* A fixed filter's keys that found no room, in key order (a shadow stashes its
+         * first ones, then refuses): the filter's stash takes the first of them, as many
+         * as it has room for, and refuses the others (it is empty in the simple state). */
+        for (unsigned e = 0; e < stashed; e++) {
+            if (f->stash_n < CF__STASH_SLOTS && cf__stash_room(f)) {
+                cf__stash_push(f, cf__stash_of(sh)[e]);
                 r->added++;
             } else {
                 r->full++;
             }
         }
+        r->full += job[i].refused;
     }
+    for (unsigned i = 0; i < jobs; i++)
+        cf__shadow_free(job[i].shadow);
     if (stopped < jobs) {
         /* (2^16 buckets of whole bytes or of 4-bit slots: a whole number of bytes) */
         uint64_t seg_bytes = (UINT64_C(1) << s->seg) * s->bucket_bits / 8u;
@@ -457,6 +458,37 @@ static bool cf__in_order(const uint64_t *hashes, size_t n, unsigned f)
     return true;
 }
 
+/* A thread's share of that check: hashes[from - 1 .. to) (the one before its first too). */
+typedef struct cf__order_job {
+    const uint64_t *hashes;
+    size_t from, to;
+    unsigned f;
+    bool ok;
+} cf__order_job;
+
+static void *cf__order_worker(void *p)
+{
+    cf__order_job *j = p;
+    size_t first = j->from ? j->from - 1u : 0u;
+    j->ok = cf__in_order(j->hashes + first, j->to - first, j->f);
+    return NULL;
+}
+
+/* cf__in_order with `jobs` threads, each a slice (a pass over memory: on a filter filled
+ * by threads, one thread's would be a good part of the time). */
+static bool cf__in_order_by(const uint64_t *hashes, size_t n, unsigned f, unsigned jobs)
+{
+    cf__order_job job[CF__BUILD_THREADS_MAX];
+    for (unsigned i = 0; i < jobs; i++)
+        job[i] = (cf__order_job){hashes, cf__slice_at(n, jobs, i), cf__slice_at(n, jobs, i + 1), f,
+                                 false};
+    cf__run_jobs(cf__order_worker, job, sizeof job[0], jobs);
+    for (unsigned i = 0; i < jobs; i++)
+        if (!job[i].ok)
+            return false;
+    return true;
+}
+
 cf_status cf_build_hashes(cf_filter *f, const uint64_t *hashes, size_t n, unsigned threads,
                           cf_build_report *report)
 {
@@ -466,19 +498,19 @@ cf_status cf_build_hashes(cf_filter *f, const uint64_t *hashes, size_t n, unsign
         return CF_EREADONLY;
     cf_config c;
     cf_get_config(f, &c);
-    if (!cf__in_order(hashes, n, c.fingerprint_bits))
-        return CF_EINVAL;
-    cf_build_report r = {.added = 0, .full = 0, .threads = 1};
-    cf_status bad = CF_OK;
-    size_t done = 0;
     /* Threads for a segmented plain filter in its simple state with two segments each. */
     const cf__shape *s = cf__shape0(f);
     unsigned jobs = 1;
     if (cf__kind_of(f) == &cf__kind_plain && s->seg && cf__is_simple(f) && f->tables == &f->t0) {
         uint64_t pairs = (f->t0.buckets >> s->seg) / 2u;
         jobs = cf__threads_for(threads, n, CF__BUILD_MIN_KEYS);
-        jobs = (uint64_t)jobs > pairs ? (unsigned)pairs : jobs;
+        jobs = (uint64_t)jobs > pairs ? (unsigned)(pairs ? pairs : 1u) : jobs;
     }
+    if (!cf__in_order_by(hashes, n, c.fingerprint_bits, jobs))
+        return CF_EINVAL;
+    cf_build_report r = {.added = 0, .full = 0, .threads = 1};
+    cf_status bad = CF_OK;
+    size_t done = 0;
     if (jobs > 1 && cf__fill_segments(f, hashes, n, jobs, &done, &r))
         r.threads = jobs;
     cf__fill_in_order(f, hashes + done, n - done, &r, &bad);
