@@ -115,7 +115,7 @@ CONFIGURE_ASAN = CC="$(ASAN_CC)" CXX="$(ASAN_CXX)" $(CMAKE) -S . -B $(ASAN_BUILD
 CONFIGURE_TSAN = CC="$(FUZZ_CC)" CXX="$(FUZZ_CXX)" $(CMAKE) -S . -B $(TSAN_BUILD_DIR) \
 	-DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
 	-DCF_SANITIZE=thread -DCF_BUILD_BENCH=OFF $(ALL_CMAKE_ARGS)
-CF_TSAN_TESTS = test_concurrent test_window test_merge
+CF_TSAN_TESTS = test_concurrent test_window test_merge test_build
 
 # libFuzzer build: clang (libFuzzer is clang's), ASan+UBSan like the sanitizer pass, -O2
 # for speed. Only fuzz targets are built there; tests are the other builds' business.

@@ -193,8 +193,9 @@ typedef struct cf_config {
  * second bucket with one XOR. Its bucket count is rounded up to whole segments, which
  * costs at most 1.6 % of memory at that size (and 24 % at 1M keys: smaller tables keep
  * the any-size mapping of format version 2). CF_SEGMENTED asks for segments at any size,
- * CF_UNSEGMENTED for the any-size mapping at any size; both at once, or either with
- * CF_REDISBLOOM, is CF_EINVAL. A segmented filter saves as format version 3. */
+ * CF_UNSEGMENTED for the any-size mapping at any size; CF_SEGMENTED with CF_UNSEGMENTED or
+ * CF_REDISBLOOM (whose layout has its own mapping) is CF_EINVAL. A segmented filter saves
+ * as format version 3. */
 #define CF_SEGMENTED       32u
 #define CF_UNSEGMENTED     64u
 

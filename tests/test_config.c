@@ -505,6 +505,81 @@ static void test_semi_config(void)
     }
 }
 
+/* The mapping: the flags' rules, the default's switch at CF_SEGMENTED_MIN_BUCKETS, and
+ * cf_get_config's flags, which make the same mapping again. */
+static void test_mapping_config(void)
+{
+    cft_context("mapping config");
+    const char *why = NULL;
+    cf_config both = {.capacity = 1000, .flags = CF_SEGMENTED | CF_UNSEGMENTED};
+    CHECK_ST(cf_config_check(&both, &why), CF_EINVAL);
+    CHECK(why && strstr(why, "segments"));
+    cf_config rb = {.capacity = 1000, .flags = CF_SEGMENTED | CF_REDISBLOOM};
+    CHECK_ST(cf_config_check(&rb, &why), CF_EINVAL);
+    cf_config rb_any = {.capacity = 1000, .flags = CF_UNSEGMENTED | CF_REDISBLOOM};
+    CHECK_ST(cf_config_check(&rb_any, NULL), CF_OK);
+    /* The default: segments from CF_SEGMENTED_MIN_BUCKETS buckets of the any-size sizing
+     * on, found by bisection over the capacity. */
+    uint64_t lo = 1, hi = UINT64_C(1) << 26;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        cf_config c = {.capacity = mid};
+        cf_mapping m;
+        CHECK_ST(cf_config_mapping(&c, &m), CF_OK);
+        if (m.segment_bits)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    cf_config below = {.capacity = lo - 1, .flags = CF_UNSEGMENTED}, at = {.capacity = lo};
+    cf_mapping mb, ma;
+    CHECK_ST(cf_config_mapping(&below, &mb), CF_OK);
+    CHECK_ST(cf_config_mapping(&at, &ma), CF_OK);
+    at.flags = CF_UNSEGMENTED;
+    cf_mapping ma_any;
+    CHECK_ST(cf_config_mapping(&at, &ma_any), CF_OK);
+    CHECK(mb.buckets < CF_SEGMENTED_MIN_BUCKETS && ma_any.buckets >= CF_SEGMENTED_MIN_BUCKETS);
+    CHECK_EQ_U(ma.segment_bits, CF_SEGMENT_BITS);
+    CHECK_EQ_U(ma.buckets % (UINT64_C(1) << CF_SEGMENT_BITS), 0);
+    CHECK(ma.buckets >= ma_any.buckets &&
+          ma.buckets - ma_any.buckets < (UINT64_C(1) << CF_SEGMENT_BITS));
+    printf("  segmented by default from capacity %llu (%llu buckets)\n", (unsigned long long)lo,
+           (unsigned long long)ma.buckets);
+    /* cf_get_config says what makes the same mapping: CF_SEGMENTED for a segmented
+     * filter, CF_UNSEGMENTED for an any-size one the default would segment, neither for a
+     * small one. */
+    static const struct {
+        uint64_t capacity;
+        unsigned flags, want;
+    } cases[] = {{1000, 0, 0},
+                 {1000, CF_SEGMENTED, CF_SEGMENTED},
+                 {1000, CF_UNSEGMENTED, 0},
+                 {20000000, CF_UNSEGMENTED, CF_UNSEGMENTED}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cf_config c = {.capacity = cases[i].capacity, .seed = 3, .flags = cases[i].flags};
+        cf_mapping m1, m2;
+        CHECK_ST(cf_config_mapping(&c, &m1), CF_OK);
+        cf_filter *f = NULL, *g = NULL;
+        if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+            continue;
+        cf_config back;
+        cf_get_config(f, &back);
+        CHECK_EQ_U(back.flags & (CF_SEGMENTED | CF_UNSEGMENTED), cases[i].want);
+        CHECK_ST(cf_get_mapping(f, &m2), CF_OK);
+        CHECK(m1.buckets == m2.buckets && m1.segment_bits == m2.segment_bits);
+        if (CHECK_ST(cf_new(&back, &g), CF_OK)) {
+            cf_mapping m3;
+            CHECK_ST(cf_get_mapping(g, &m3), CF_OK);
+            CHECK(m3.buckets == m2.buckets && m3.segment_bits == m2.segment_bits);
+            cf_free(g);
+        }
+        cf_free(f);
+    }
+    cf_config rbc = {.capacity = 1000, .flags = CF_REDISBLOOM};
+    cf_mapping mrb;
+    CHECK_ST(cf_config_mapping(&rbc, &mrb), CF_EINVAL);
+}
+
 int main(void)
 {
     cft_init("test_config");
@@ -518,6 +593,7 @@ int main(void)
     test_seeds();
     test_growth_config();
     test_semi_config();
+    test_mapping_config();
     cft_context("end");
     CHECK_ALLOC_CLEAN(&capped);
     return cft_finish();

@@ -235,6 +235,30 @@ static void refused(cf_filter *dst, const cf_filter *src, cf_status want, const 
     cf_free(before);
 }
 
+/* Segmented filters made alike merge: every key of either is found. */
+static void test_segmented(void)
+{
+    cft_context("merge of segmented filters");
+    cf_config c = {.capacity = 300000, .seed = 21, .flags = CF_SEGMENTED};
+    cf_filter *a = cft_new(c), *b = cft_new(c);
+    uint8_t key[CFT_KEY_MAX];
+    for (uint64_t id = 0; a && b && id < 100000; id++) {
+        size_t len = cft_key(key, id % 2 ? 3 : 4, id);
+        CHECK_ST(cf_add(id % 2 ? a : b, key, len), CF_OK);
+    }
+    if (a && b && CHECK_ST(cf_merge(a, b, NULL), CF_OK)) {
+        uint64_t missed = 0;
+        for (uint64_t id = 0; id < 100000; id++) {
+            size_t len = cft_key(key, id % 2 ? 3 : 4, id);
+            missed += !cf_contains(a, key, len);
+        }
+        CHECK_EQ_U(missed, 0);
+        CHECK_EQ_U(cft_stats(a).items, 100000);
+    }
+    cf_free(a);
+    cf_free(b);
+}
+
 static void test_refusals(const char *dir)
 {
     cf_config c = {.capacity = 1000, .seed = 11};
@@ -258,6 +282,7 @@ static void test_refusals(const char *dir)
         {{.capacity = 1000, .seed = 11, .bucket_size = 2}, "bucket sizes differ"},
         {{.capacity = 1000, .seed = 11, .fingerprint_bits = 12, .flags = CF_SEMI_SORT},
          "encodings differ"},
+        {{.capacity = 1000, .seed = 11, .flags = CF_SEGMENTED}, "mappings differ"},
         {{.capacity = 5000, .seed = 11}, "first sub-filter sizes differ"},
         {{.capacity = 1000, .seed = 11, .generations = 4}, "windowed"},
         {{.capacity = 1000, .flags = CF_REDISBLOOM}, "RedisBloom"},
@@ -269,7 +294,7 @@ static void test_refusals(const char *dir)
         size_t len = cft_key(key, 2, i);
         CHECK_ST(cf_add(src, key, len), CF_OK);
         refused(dst, src, CF_EINVAL, differ[i].reason);
-        if (i >= 5) { /* the other way round too */
+        if (i >= 6) { /* the other way round too */
             cf_filter *dst2 = copy_of(src);
             cf_filter *like = NULL;
             CHECK_ST(cf_new_like(src, NULL, &like), CF_OK);
@@ -572,6 +597,7 @@ int main(void)
     test_grown(CF_GROW_SAME_WIDTH, 210);
     test_self_copy(300);
     test_refusals(dir);
+    test_segmented();
     test_alloc_failures(0);
     test_alloc_failures(CF_CONCURRENT);
     test_like_and_files(dir);
