@@ -2042,6 +2042,28 @@ static void cfm_rb_aof_rewrite(cf_rm_io *aof, cf_rm_string *key, void *value)
     }
 }
 
+/* RedisBloom's type digests what it saves and CF.SCANDUMP gives (its header and tables),
+ * not this library's image of the filter: the image carries fields RedisBloom's formats
+ * do not (the capacity it was reserved with), which a copy loaded from them makes anew,
+ * so that a replica's DEBUG DIGEST would differ from its primary's over equal filters. */
+static void cfm_rb_digest(cf_rm_digest *md, void *value)
+{
+    const cfm_value *v = value;
+    unsigned char header[CFM_RB_HEADER];
+    cfm_rb_header(v, header);
+    cf_rm.DigestAddStringBuffer(md, (const char *)header, sizeof header);
+    unsigned k;
+    uint64_t at = 0, off, len;
+    while (cfm_rb_chunk_at(v->f, at, &k, &off, &len) && len) {
+        char *buf = cf_rm.Alloc((size_t)len);
+        cf_table_read(v->f, k, off, buf, (size_t)len);
+        cf_rm.DigestAddStringBuffer(md, buf, (size_t)len);
+        cf_rm.Free(buf);
+        at += len;
+    }
+    cf_rm.DigestEndSequence(md);
+}
+
 /* The AOF rebuilds a filter with the very chunks CF.SCANDUMP would give. */
 static void cfm_aof_rewrite(cf_rm_io *aof, cf_rm_string *key, void *value)
 {
@@ -2630,6 +2652,7 @@ int RedisModule_OnLoad(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     methods.rdb_load = cfm_rb_rdb_load;
     methods.rdb_save = cfm_rb_rdb_save;
     methods.aof_rewrite = cfm_rb_aof_rewrite;
+    methods.digest = cfm_rb_digest;
     cfm_rb_type = cf_rm.CreateDataType(ctx, CFM_RB_TYPE_NAME, CFM_RB_ENCVER, &methods);
     if (!cfm_rb_type)
         return CF_RM_ERR;

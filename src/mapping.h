@@ -172,8 +172,8 @@ static inline uint64_t cf__seg_offset(uint64_t mix, unsigned seg)
 }
 
 /* The other bucket of `bucket` in a first sub-filter of m buckets and segments of 2^seg
- * (0: the any-size mapping), for a fingerprint whose mix is `mix`. SEG, when not 0, is seg
- * as a constant: the per-shape code of fast.c is compiled for each mapping. */
+ * (0: the any-size mapping), for a fingerprint whose mix is `mix`. seg is a constant in
+ * the per-shape code of fast.c (compiled once per mapping), else read from the shape. */
 static CF__INLINE uint64_t cf__alt_mix(uint64_t bucket, uint64_t mix, uint64_t m, unsigned seg)
 {
     if (seg)

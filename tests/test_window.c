@@ -357,19 +357,21 @@ static void test_differential(unsigned semi)
 static void test_every_kind(void)
 {
     static const struct {
-        unsigned f, b, semi;
-    } shapes[] = {{8, 4, 0},  {12, 4, 0}, {16, 4, 0}, {8, 2, 0},  {12, 2, 0}, {16, 2, 0},
-                  {8, 8, 0},  {4, 4, 0},  {13, 4, 0}, {32, 4, 0}, {9, 4, 1},  {13, 4, 1},
-                  {12, 4, 1}, {5, 4, 1},  {17, 3, 0}, {24, 1, 0}};
+        unsigned f, b, semi, seg; /* seg: CF_SEGMENTED generations */
+    } shapes[] = {{8, 4, 0, 0},  {12, 4, 0, 0}, {16, 4, 0, 0}, {8, 2, 0, 0},  {12, 2, 0, 0},
+                  {16, 2, 0, 0}, {8, 8, 0, 0},  {4, 4, 0, 0},  {13, 4, 0, 0}, {32, 4, 0, 0},
+                  {9, 4, 1, 0},  {13, 4, 1, 0}, {12, 4, 1, 0}, {5, 4, 1, 0},  {17, 3, 0, 0},
+                  {24, 1, 0, 0}, {12, 4, 0, 1}, {13, 4, 1, 1}, {7, 3, 0, 1}};
     char path[64];
     snprintf(path, sizeof path, "/tmp/cf-test-window-kinds-%ld.cf", (long)getpid());
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (unsigned cc = 0; cc < 2; cc++) {
-            cft_context("every kind: f %u b %u semi %u concurrent %u", shapes[i].f, shapes[i].b,
-                        shapes[i].semi, cc);
+            cft_context("every kind: f %u b %u semi %u segmented %u concurrent %u", shapes[i].f,
+                        shapes[i].b, shapes[i].semi, shapes[i].seg, cc);
             cf_config c = win_config(200, shapes[i].f, 3, 0);
             c.bucket_size = shapes[i].b;
-            c.flags |= (shapes[i].semi ? CF_SEMI_SORT : 0u) | (cc ? CF_CONCURRENT : 0u);
+            c.flags |= (shapes[i].semi ? CF_SEMI_SORT : 0u) | (cc ? CF_CONCURRENT : 0u) |
+                       (shapes[i].seg ? CF_SEGMENTED : 0u);
             cf_filter *f = cft_new(c);
             if (!f)
                 continue;

@@ -189,6 +189,10 @@ def build_filters(c, rng):
         check(n >= 3, f"{k} should have grown to several sub-filters, has {n}")
 
     ok(c.call("CF.RESERVE", "big", 20000000, "FPBITS", 16, "BUCKETSIZE", 4), "CF.RESERVE big")
+    # Past the default's switch: a segmented table, format version 3 (its header chunk
+    # after the module's 24-byte prefix), which every part below moves.
+    header = c.call("CF.SCANDUMP", "big", 0)[1]
+    check(header[24 + 8] == 3 and header[24 + 60] == 16, "big: not a segmented filter")
     items = F.items("big", 20000)
     for i in range(0, len(items), 1000):
         r = c.call("CF.INSERT", "big", "ITEMS", *items[i:i + 1000])

@@ -284,6 +284,11 @@ class Stream:
             cmds = [["CF.ADD", "grower", f"g{self.rng.getrandbits(40)}"] for _ in range(6)]
             if "grower" not in self.items:
                 cmds.insert(0, ["CF.RESERVE", "grower", 40, "EXPANSION", 1, "BUCKETSIZE", 4])
+            # And one segmented (format 3: 17M items are past the default's switch).
+            cmds += [["CF.ADD", "segmented", f"s{self.rng.getrandbits(40)}"] for _ in range(4)]
+            if "segmented" not in self.items:
+                cmds.insert(len(cmds) - 4, ["CF.RESERVE", "segmented", 17000000,
+                                            "BUCKETSIZE", 4, "FPBITS", 12])
             for cmd, r in zip(cmds, self.c.pipeline(cmds)):
                 self.record(cmd, r)
             if i % 10 == 3:
