@@ -177,7 +177,7 @@ static void test_builds(void)
     }
 }
 
-/* A build whose threads' filters cannot all be made fills with fewer, or one: the bytes
+/* A build whose threads' filters cannot all be made fills with one thread: the bytes
  * stay the same. */
 static void test_alloc_failures(void)
 {

@@ -633,6 +633,24 @@ static void test_mapping_vectors(void)
     }
 }
 
+/* The reference reader, from f's bytes, against the library for the n keys of stream
+ * `seed` (added, some deleted) and n others. */
+static void check_reader(const cf_filter *f, uint64_t seed, uint64_t n)
+{
+    size_t len = cf_serialized_size(f);
+    uint8_t *b = malloc(len);
+    CHECK_ST(cf_serialize(f, b, len, NULL), CF_OK);
+    uint8_t k[CFT_KEY_MAX];
+    uint64_t diff = 0;
+    for (uint64_t i = 0; i < 2 * n; i++) {
+        size_t kl = cft_key_var(k, i < n ? seed : seed + 1, i);
+        uint64_t want = ref_count(b, k, kl);
+        diff += cf_count(f, k, kl) != want || cf_contains(f, k, kl) != (want > 0);
+    }
+    CHECK_MSG(diff == 0, "%llu answers differ from the reference reader", (unsigned long long)diff);
+    free(b);
+}
+
 /* The reference reader against the library for random filters of many shapes, 4-slot
  * buckets semi-sorted too. */
 static void test_reference_reader(void)
@@ -666,18 +684,7 @@ static void test_reference_reader(void)
                     (void)cf_add(f, k, cft_key_var(k, seed, i));
                 for (uint64_t i = 0; i < n; i += 5)
                     (void)cf_delete(f, k, cft_key_var(k, seed, i));
-                size_t len = cf_serialized_size(f);
-                uint8_t *b = malloc(len);
-                CHECK_ST(cf_serialize(f, b, len, NULL), CF_OK);
-                uint64_t diff = 0;
-                for (uint64_t i = 0; i < 2 * n; i++) {
-                    size_t kl = cft_key_var(k, i < n ? seed : seed + 1, i);
-                    uint64_t want = ref_count(b, k, kl);
-                    diff += cf_count(f, k, kl) != want || cf_contains(f, k, kl) != (want > 0);
-                }
-                CHECK_MSG(diff == 0, "%llu answers differ from the reference reader",
-                          (unsigned long long)diff);
-                free(b);
+                check_reader(f, seed, n);
                 cf_free(f);
                 filters++;
             }
@@ -706,18 +713,7 @@ static void test_reference_reader(void)
         for (uint64_t j = 0; j < n; j += 5)
             CHECK_ST(cf_delete(f, k, cft_key_var(k, seed, j)), CF_OK);
         CHECK(!e || cft_stats(f).sub_filters >= 2);
-        size_t len = cf_serialized_size(f);
-        uint8_t *b = malloc(len);
-        CHECK_ST(cf_serialize(f, b, len, NULL), CF_OK);
-        uint64_t diff = 0;
-        for (uint64_t j = 0; j < 2 * n; j++) {
-            size_t kl = cft_key_var(k, j < n ? seed : seed + 1, j);
-            uint64_t want = ref_count(b, k, kl);
-            diff += cf_count(f, k, kl) != want || cf_contains(f, k, kl) != (want > 0);
-        }
-        CHECK_MSG(diff == 0, "%llu answers differ from the reference reader",
-                  (unsigned long long)diff);
-        free(b);
+        check_reader(f, seed, n);
         cf_free(f);
         filters++;
     }
