@@ -765,13 +765,17 @@ CF_API cf_status cf_place_in(const cf_mapping *m, uint64_t h, cf_place *out);
  * tag is 0. Thread safety: reentrant. */
 CF_API uint64_t cf_alt_in(const cf_mapping *m, uint64_t bucket, uint32_t tag);
 
-/* Segments built apart: a segment's keys go nowhere else, so the segments of a filter can
- * be filled in different processes or machines (cuckoofilter.dask does) and joined:
- * each part gets the hashes of its range of segments (cf_place_in's bucket[0] >>
+/* Segments built apart: a segment's keys go nowhere else, so the segments of a fixed
+ * filter can be filled in different processes or machines (cuckoofilter.dask does) and
+ * joined: each part gets the hashes of its range of segments (cf_place_in's bucket[0] >>
  * segment_bits says which), fills that range's table bytes with cf_build_segments, and
- * cf_put_segments copies them into the filter cf_new(config) made. With the hashes of
- * every range, in build order, the filter is byte for byte the one cf_build_hashes
- * makes, if every key fits in its segments. */
+ * cf_put_segments copies them into the filter cf_new(config) made; the keys that found
+ * no room in their segments go to its stash, the first ones in build order, with
+ * cf_stash_unplaced. With the hashes of every range, in build order, the filter is byte
+ * for byte the one cf_build_hashes makes. */
+
+/* The stash of a fixed filter: this many fingerprints that found no slot. */
+#define CF_STASH_SLOTS 8u
 
 /* The mapping the filter cf_new(config) makes has, without making it (a client that
  * routes keys to the servers of ranges of segments needs nothing else).
@@ -785,17 +789,26 @@ CF_API cf_status cf_config_mapping(const cf_config *config, cf_mapping *out);
 CF_API cf_status cf_segments_size(const cf_config *config, uint64_t first, uint64_t end,
                                   size_t *bytes);
 
+/* What cf_build_segments did. */
+typedef struct cf_segments_report {
+    uint64_t added;                          /* keys held in the table bytes */
+    uint64_t unplaced;                       /* keys that found no room in their segment */
+    uint64_t first_unplaced[CF_STASH_SLOTS]; /* the hashes of the first of them, in order
+                                                (as many as there are, up to 8) */
+} cf_segments_report;
+
 /* Fill out[0 .. out_len) (cf_segments_size bytes) with the table of segments
- * [first, end) of a filter of `config` after adding hashes[0 .. n) to it in order, the
- * hashes in build order without repeats (cf_sort_hashes) and all in those segments.
- * *added receives how many went in. It uses a table of the range's size, no more.
- * Returns CF_OK; CF_FULL, out untouched, if a key found no room in its segment (the
- * whole filter would have stashed it, or grown); CF_EINVAL for a config that is not
- * segmented, a range as above, hashes out of order or of other segments, a wrong out_len
- * or NULL pointers; CF_ENOMEM. Thread safety: reentrant. */
+ * [first, end) of a fixed filter of `config` after adding hashes[0 .. n) to it in order,
+ * the hashes in build order without repeats (cf_sort_hashes) and all in those segments.
+ * A key that finds no room changes nothing and is counted in report->unplaced (the whole
+ * filter stashes the first such keys of all ranges, in order: cf_stash_unplaced). It
+ * uses a table of the range's size, no more.
+ * Returns CF_OK; CF_EINVAL for a config that is not segmented or grows, a range as
+ * above, hashes out of order or of other segments, a wrong out_len or NULL pointers;
+ * CF_ENOMEM. Thread safety: reentrant. */
 CF_API cf_status cf_build_segments(const cf_config *config, uint64_t first, uint64_t end,
                                    const uint64_t *hashes, size_t n, void *out, size_t out_len,
-                                   uint64_t *added);
+                                   cf_segments_report *report);
 
 /* Copy the table bytes of segments [first, end) (as cf_build_segments makes them) into
  * f, replacing what those segments held; its item count follows.
@@ -806,6 +819,17 @@ CF_API cf_status cf_build_segments(const cf_config *config, uint64_t first, uint
  * exclusive access. */
 CF_API cf_status cf_put_segments(cf_filter *f, uint64_t first, uint64_t end, const void *bytes,
                                  size_t len);
+
+/* The keys that found no room in their segments (cf_build_segments' first_unplaced of
+ * every range, in range order) into f's stash, while it has room: hashes[0 .. n) in
+ * order, each as the add that found no room would have stashed it. *stashed receives how
+ * many went in; the others are refused, as cf_add_hash refuses a key once the stash is
+ * full.
+ * Returns CF_OK; CF_EINVAL if f is not a fixed segmented filter of one sub-filter (not
+ * concurrent) or for NULL pointers (hashes may be NULL when n is 0); CF_EREADONLY;
+ * CF_ENOMEM (the stash's memory). Thread safety: modifies f; needs exclusive access. */
+CF_API cf_status cf_stash_unplaced(cf_filter *f, const uint64_t *hashes, size_t n,
+                                   uint64_t *stashed);
 
 /* ------------------------------------------------------------------------------------ */
 /* Saving and loading                                                                   */

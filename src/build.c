@@ -578,28 +578,33 @@ cf_status cf_segments_size(const cf_config *config, uint64_t first, uint64_t end
  * (end - first) segments holds their keys the same way, each key at its bucket less the
  * range's first, given the hash of a key with the same fingerprint whose first bucket
  * that is (cf__walk's, in build order). */
+/* The segment of hash h's first bucket in a table of `buckets` buckets and segments of
+ * 2^seg, for f-bit fingerprints. */
+static uint64_t cf__segment_in(uint64_t h, unsigned f, uint64_t buckets, unsigned seg)
+{
+    return cf__mulhi(h << f, buckets) >> seg;
+}
+
 cf_status cf_build_segments(const cf_config *config, uint64_t first, uint64_t end,
                             const uint64_t *hashes, size_t n, void *out, size_t out_len,
-                            uint64_t *added)
+                            cf_segments_report *report)
 {
     cf__params p;
     uint64_t buckets, seg_bytes;
-    if (!config || (!hashes && n > 0) || !out || !added)
+    if (!config || (!hashes && n > 0) || !out || !report)
         return CF_EINVAL;
     cf_status st = cf__segmented(config, &p, &buckets, &seg_bytes);
     if (st != CF_OK)
         return st;
     unsigned f = p.shape.f, seg = p.shape.seg;
-    if (first >= end || end > buckets >> seg || out_len != (end - first) * seg_bytes ||
-        !cf__in_order(hashes, n, f))
+    if (p.expansion != 0 || first >= end || end > buckets >> seg ||
+        out_len != (end - first) * seg_bytes || !cf__in_order(hashes, n, f))
         return CF_EINVAL;
-    for (size_t i = 0; i<n; i += n - 1> i ? n - 1 - i : 1) { /* the first and the last */
-        uint64_t s = cf__mulhi(hashes[i] << f, buckets) >> seg;
-        if (s < first || s >= end)
-            return CF_EINVAL;
-    }
+    /* In order: the first and the last in the range are all in it. */
+    if (n > 0 && (cf__segment_in(hashes[0], f, buckets, seg) < first ||
+                  cf__segment_in(hashes[n - 1], f, buckets, seg) >= end))
+        return CF_EINVAL;
     uint64_t base = first << seg, range = (end - first) << seg;
-    p.expansion = 0;
     p.concurrent = false;
     cf_filter *part;
     st = cf__filter_make(&p, config->allocator, 1, range, true, cf__first_ops(&p), &part);
@@ -611,21 +616,27 @@ cf_status cf_build_segments(const cf_config *config, uint64_t first, uint64_t en
         return CF_EINVAL;
     }
     uint64_t at = 0; /* the walk's bucket */
-    *added = 0;
-    for (size_t i = 0; i < n && st == CF_OK; i++) {
+    cf_segments_report r = {0};
+    for (size_t i = 0; i < n; i++) {
         cf__key k = cf__key_bits(f, hashes[i]);
         uint64_t b = cf__mulhi(k.x, buckets) - base;
         for (; at < b; at++)
             cf__walk_next(&w);
-        st = cf_add_hash(part, cf__walk_hash(&w, k.fp));
-        if (st == CF_OK && part->stash_n != 0)
-            st = CF_FULL; /* the whole filter would stash it: not a segment's to say */
-        *added += st == CF_OK;
+        /* A key that finds no room changes no table: the part's stash (its first ones),
+         * or a refusal, say so, and the whole filter's stash decides. */
+        unsigned stashed = part->stash_n;
+        if (cf_add_hash(part, cf__walk_hash(&w, k.fp)) == CF_OK && part->stash_n == stashed) {
+            r.added++;
+            continue;
+        }
+        if (r.unplaced < CF_STASH_SLOTS)
+            r.first_unplaced[r.unplaced] = hashes[i];
+        r.unplaced++;
     }
-    if (st == CF_OK)
-        memcpy(out, part->t0.data, out_len);
+    memcpy(out, part->t0.data, out_len);
     cf_free(part);
-    return st;
+    *report = r;
+    return CF_OK;
 }
 
 cf_status cf_put_segments(cf_filter *f, uint64_t first, uint64_t end, const void *bytes, size_t len)
@@ -656,5 +667,27 @@ cf_status cf_put_segments(cf_filter *f, uint64_t first, uint64_t end, const void
     (void)cf__table_scan(s, f->t0.data, first << s->seg, end << s->seg, &was); /* f's: sound */
     memcpy(at, bytes, len);
     f->t0.items = f->t0.items - was + used;
+    return CF_OK;
+}
+
+cf_status cf_stash_unplaced(cf_filter *f, const uint64_t *hashes, size_t n, uint64_t *stashed)
+{
+    if (!f || (!hashes && n > 0) || !stashed)
+        return CF_EINVAL;
+    if (cf__read_only(f))
+        return CF_EREADONLY;
+    if (cf__kind_of(f) != &cf__kind_plain || !cf__shape0(f)->seg || f->ntables != 1 ||
+        f->expansion != 0)
+        return CF_EINVAL;
+    *stashed = 0;
+    for (size_t i = 0; i < n && f->stash_n < CF__STASH_SLOTS; i++) {
+        if (!cf__stash_room(f))
+            return CF_ENOMEM;
+        cf__key k = cf__key_bits(f->fp_bits, hashes[i]);
+        uint64_t i1, i2;
+        cf__buckets0(&f->t0, &k, &i1, &i2);
+        cf__stash_push(f, (cf__stash){i1, k.fp, 0});
+        ++*stashed;
+    }
     return CF_OK;
 }

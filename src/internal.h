@@ -118,7 +118,7 @@ typedef struct cf__node {
  * of its key's bucket pair in sub-filter `table`: lookups, counts and deletes see it
  * there. It makes a fixed-size filter hold its capacity even when a small table or a
  * 2-choice (b = 1) table happens to overflow, which random keys do now and then. */
-#define CF__STASH_SLOTS 8u
+#define CF__STASH_SLOTS CF_STASH_SLOTS
 
 typedef struct cf__stash {
     uint64_t bucket; /* either bucket of the pair */

@@ -212,75 +212,114 @@ static void test_alloc_failures(void)
     free(h);
 }
 
+/* The filter of config c holding the hashes h[0 .. n) (build order), built apart in
+ * `ranges` ranges of segments and put together: each range's table, then the keys that
+ * found no room in their segments, the first ones of all ranges in order, to the stash.
+ * *unplaced receives how many found none; NULL on a failure (reported). */
+static cf_filter *built_apart(const cf_config *c, const cf_mapping *m, const uint64_t *h, size_t n,
+                              uint64_t ranges, uint64_t *unplaced)
+{
+    cf_filter *f = NULL;
+    if (!CHECK_ST(cf_new(c, &f), CF_OK))
+        return NULL;
+    uint64_t segments = m->buckets >> m->segment_bits, total = 0, stashed = 0;
+    uint64_t first_unplaced[CF_STASH_SLOTS * 64];
+    size_t nfirst = 0, at = 0;
+    *unplaced = 0;
+    for (uint64_t k = 0; k < ranges; k++) {
+        uint64_t first = segments * k / ranges, end = segments * (k + 1) / ranges;
+        size_t from = at;
+        cf_place pl;
+        while (at < n && cf_place_in(m, h[at], &pl) == CF_OK &&
+               pl.bucket[0] >> m->segment_bits < end)
+            at++;
+        size_t len = 0;
+        CHECK_ST(cf_segments_size(c, first, end, &len), CF_OK);
+        uint8_t *part = malloc(len);
+        cf_segments_report r;
+        CHECK_ST(cf_build_segments(c, first, end, h + from, at - from, part, len, &r), CF_OK);
+        CHECK_EQ_U(r.added + r.unplaced, at - from);
+        for (uint64_t e = 0; e < r.unplaced && e < CF_STASH_SLOTS && nfirst < 64 * CF_STASH_SLOTS;
+             e++)
+            first_unplaced[nfirst++] = r.first_unplaced[e];
+        total += r.added;
+        *unplaced += r.unplaced;
+        CHECK_ST(cf_put_segments(f, first, end, part, len), CF_OK);
+        free(part);
+    }
+    CHECK_ST(cf_stash_unplaced(f, first_unplaced, nfirst, &stashed), CF_OK);
+    CHECK_EQ_U(stashed, *unplaced < CF_STASH_SLOTS ? *unplaced : CF_STASH_SLOTS);
+    CHECK_EQ_U(total + *unplaced, n);
+    CHECK_EQ_U(cft_stats(f).items, total + stashed);
+    return f;
+}
+
 /* The segments of a filter built apart, range by range, and put together: the bytes of
- * cf_build_hashes, for every way of cutting the segments into ranges tried. */
+ * cf_build_hashes, for every way of cutting the segments into ranges tried, a fixed
+ * filter given more keys than fit too (its stash, then refusals). */
 static void test_segments_apart(void)
 {
-    static const cf_config configs[] = {
-        {.capacity = 700000, .seed = 31, .flags = CF_SEGMENTED},
-        {.capacity = 600000,
-         .fingerprint_bits = 13,
-         .seed = 32,
-         .flags = CF_SEGMENTED | CF_SEMI_SORT},
-        {.capacity = 300000,
-         .fingerprint_bits = 7,
-         .bucket_size = 1,
-         .seed = 33,
-         .flags = CF_SEGMENTED},
+    static const struct {
+        cf_config c;
+        size_t keys;
+    } configs[] = {
+        {{.capacity = 700000, .seed = 31, .flags = CF_SEGMENTED}, 630000},
+        {{.capacity = 600000,
+          .fingerprint_bits = 13,
+          .seed = 32,
+          .flags = CF_SEGMENTED | CF_SEMI_SORT},
+         540000},
+        {{.capacity = 300000,
+          .fingerprint_bits = 7,
+          .bucket_size = 1,
+          .seed = 33,
+          .flags = CF_SEGMENTED},
+         270000},
+        {{.capacity = 200000,
+          .fingerprint_bits = 8,
+          .bucket_size = 1,
+          .seed = 34,
+          .flags = CF_SEGMENTED},
+         600000},
     };
     for (size_t ci = 0; ci < sizeof configs / sizeof configs[0]; ci++) {
-        const cf_config *c = &configs[ci];
+        const cf_config *c = &configs[ci].c;
         cft_context("segments apart: config %zu", ci);
         cf_mapping m;
         if (!CHECK_ST(cf_config_mapping(c, &m), CF_OK) || !CHECK(m.segment_bits == CF_SEGMENT_BITS))
             continue;
         uint64_t segments = m.buckets >> m.segment_bits;
         size_t n;
-        uint64_t *h = random_hashes(c->capacity * 9 / 10, c->seed);
-        CHECK_ST(cf_sort_hashes(h, c->capacity * 9 / 10, m.tag_bits, 2, &n), CF_OK);
+        uint64_t *h = random_hashes(configs[ci].keys, c->seed);
+        CHECK_ST(cf_sort_hashes(h, configs[ci].keys, m.tag_bits, 2, &n), CF_OK);
         cf_filter *want = NULL;
         cf_build_report r;
         if (!CHECK_ST(cf_new(c, &want), CF_OK) ||
             !CHECK_ST(cf_build_hashes(want, h, n, 1, &r), CF_OK))
             continue;
         for (uint64_t ranges = 1; ranges <= segments; ranges += 2) {
-            cf_filter *f = NULL;
-            if (!CHECK_ST(cf_new(c, &f), CF_OK))
+            uint64_t unplaced = 0;
+            cf_filter *f = built_apart(c, &m, h, n, ranges, &unplaced);
+            if (!f)
                 break;
-            size_t at = 0;
-            uint64_t total = 0;
-            for (uint64_t k = 0; k < ranges; k++) {
-                uint64_t first = segments * k / ranges, end = segments * (k + 1) / ranges;
-                size_t from = at;
-                cf_place pl;
-                while (at < n && cf_place_in(&m, h[at], &pl) == CF_OK &&
-                       pl.bucket[0] >> m.segment_bits < end)
-                    at++;
-                size_t len = 0;
-                CHECK_ST(cf_segments_size(c, first, end, &len), CF_OK);
-                uint8_t *part = malloc(len);
-                uint64_t added = 0;
-                CHECK_ST(cf_build_segments(c, first, end, h + from, at - from, part, len, &added),
-                         CF_OK);
-                CHECK_EQ_U(added, at - from);
-                total += added;
-                CHECK_ST(cf_put_segments(f, first, end, part, len), CF_OK);
-                free(part);
-            }
-            CHECK_EQ_U(total, n);
-            CHECK_EQ_U(cft_stats(f).items, n);
+            CHECK_EQ_U(unplaced, r.full + cft_stats(want).stashed);
             CHECK_MSG(cft_same_bytes(f, want), "%llu ranges: not the bytes of cf_build_hashes",
                       (unsigned long long)ranges);
             cf_free(f);
         }
-        /* Refusals: hashes of another segment, a wrong length, an empty or past range. */
+        CHECK(ci < 3 ? r.full == 0 : r.full > 0 && cft_stats(want).stashed == CF_STASH_SLOTS);
+        /* Refusals: hashes of another segment, a wrong length, an empty or past range, a
+         * growing filter. */
         size_t len = 0;
         CHECK_ST(cf_segments_size(c, 0, 1, &len), CF_OK);
         uint8_t *part = calloc(len + 1, 1);
-        uint64_t added;
-        CHECK_ST(cf_build_segments(c, 0, 1, h + n - 1, 1, part, len, &added), CF_EINVAL);
-        CHECK_ST(cf_build_segments(c, 0, 1, h, 1, part, len + 1, &added), CF_EINVAL);
-        CHECK_ST(cf_build_segments(c, 1, 1, h, 0, part, 0, &added), CF_EINVAL);
+        cf_segments_report sr;
+        CHECK_ST(cf_build_segments(c, 0, 1, h + n - 1, 1, part, len, &sr), CF_EINVAL);
+        CHECK_ST(cf_build_segments(c, 0, 1, h, 1, part, len + 1, &sr), CF_EINVAL);
+        CHECK_ST(cf_build_segments(c, 1, 1, h, 0, part, 0, &sr), CF_EINVAL);
+        cf_config grows = *c;
+        grows.expansion = 2;
+        CHECK_ST(cf_build_segments(&grows, 0, 1, h, 1, part, len, &sr), CF_EINVAL);
         CHECK_ST(cf_segments_size(c, 0, segments + 1, &len), CF_EINVAL);
         CHECK_ST(cf_put_segments(want, 0, 1, part, len + 1), CF_EINVAL);
         if (c->flags & CF_SEMI_SORT) { /* a code past the last: refused, nothing changed */
@@ -298,25 +337,15 @@ static void test_segments_apart(void)
         cf_free(want);
         free(h);
     }
-    /* A segment given more keys than fit: CF_FULL, nothing written. */
-    cf_config c = {.capacity = 1000,
-                   .fingerprint_bits = 8,
-                   .bucket_size = 1,
-                   .seed = 40,
-                   .flags = CF_SEGMENTED};
-    uint64_t *h = random_hashes(80000, 40);
-    size_t n, len;
-    CHECK_ST(cf_sort_hashes(h, 80000, 8, 1, &n), CF_OK);
-    CHECK_ST(cf_segments_size(&c, 0, 1, &len), CF_OK);
-    uint8_t *part = malloc(len);
-    memset(part, 0x5a, len);
-    uint64_t added = 0;
-    CHECK_ST(cf_build_segments(&c, 0, 1, h, n, part, len, &added), CF_FULL);
-    CHECK(added > 0 && added < n && part[0] == 0x5a);
     cf_config plain = {.capacity = 1000, .seed = 40, .flags = CF_UNSEGMENTED};
+    size_t len;
     CHECK_ST(cf_segments_size(&plain, 0, 1, &len), CF_EINVAL);
-    free(part);
-    free(h);
+    cf_filter *f = NULL;
+    uint64_t stashed;
+    if (CHECK_ST(cf_new(&plain, &f), CF_OK)) {
+        CHECK_ST(cf_stash_unplaced(f, NULL, 0, &stashed), CF_EINVAL);
+        cf_free(f);
+    }
 }
 
 static void test_refusals(void)

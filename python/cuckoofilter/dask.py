@@ -67,9 +67,12 @@ def _join(*pieces):
 
 
 def _fill_range(first, end, tag_bits, capacity, settings, *pieces):
-    """The table of segments [first, end) holding the distinct hashes of the pieces."""
+    """The table of segments [first, end) holding the distinct hashes of the pieces, and
+    those that found no room there (their count, the first of them)."""
     hashes = CuckooFilter._sort_hashes(b"".join(pieces), tag_bits, 1)
-    return first, end, CuckooFilter._build_segments(first, end, hashes, capacity, **settings)
+    table, unplaced, first_unplaced = CuckooFilter._build_segments(first, end, hashes, capacity,
+                                                                   **settings)
+    return first, end, table, unplaced, first_unplaced
 
 
 def _fill_whole(capacity, tag_bits, settings, hashes):
@@ -81,9 +84,17 @@ def _fill_whole(capacity, tag_bits, settings, hashes):
 
 
 def _assemble(capacity, settings, *parts):
+    """The ranges put together; the keys that found no room in their segments to the
+    stash, the first ones in key order (as one add after another stashes them), and
+    FilterFull if more did than it holds."""
     f = CuckooFilter(capacity, **{**settings, "concurrent": False})
-    for first, end, table in parts:
+    for first, end, table, _, _ in parts:
         f._put_segments(first, end, table)
+    unplaced = sum(part[3] for part in parts)
+    stashed = f._stash_unplaced(b"".join(part[4] for part in parts))
+    if unplaced > stashed:
+        raise FilterFull(f"{unplaced - stashed} keys did not fit in a filter of capacity "
+                         f"{capacity}")
     return f
 
 

@@ -1403,9 +1403,9 @@ static PyObject *pycf_sort_hashes_py(PyTypeObject *type, PyObject *args)
     return out;
 }
 
-/* CuckooFilter._build_segments(first, end, hashes, capacity, **options) -> bytes: the
- * table of segments [first, end) holding the hashes (build order); FilterFull if one
- * did not fit. */
+/* CuckooFilter._build_segments(first, end, hashes, capacity, **options) -> (table,
+ * unplaced, first_unplaced): the table of segments [first, end) holding the hashes (build
+ * order), the count of those that found no room, and the first of them (as hashes). */
 static PyObject *pycf_build_segments_py(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     unsigned long long first, end;
@@ -1423,21 +1423,45 @@ static PyObject *pycf_build_segments_py(PyTypeObject *type, PyObject *args, PyOb
     uint64_t *h = pycf_hash_array(o, &n);
     if (!h)
         return NULL;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
-    if (!out) {
+    PyObject *table = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
+    if (!table) {
         PyMem_Free(h);
         return NULL;
     }
-    uint64_t added = 0;
+    cf_segments_report r;
     PyThreadState *ts = PyEval_SaveThread();
-    cf_status st = cf_build_segments(&c, first, end, h, n, PyBytes_AS_STRING(out), len, &added);
+    cf_status st = cf_build_segments(&c, first, end, h, n, PyBytes_AS_STRING(table), len, &r);
     PyEval_RestoreThread(ts);
     PyMem_Free(h);
     if (st != CF_OK) {
-        Py_DECREF(out);
+        Py_DECREF(table);
         return pycf_raise(type, st, NULL, 0);
     }
+    PyObject *firsts = pycf_le_bytes(
+        r.first_unplaced, r.unplaced < CF_STASH_SLOTS ? (size_t)r.unplaced : CF_STASH_SLOTS);
+    PyObject *out =
+        firsts ? Py_BuildValue("(NKN)", table, (unsigned long long)r.unplaced, firsts) : NULL;
+    if (!out) {
+        Py_DECREF(table);
+        Py_XDECREF(firsts);
+    }
     return out;
+}
+
+/* f._stash_unplaced(hashes) -> stashed: the first keys that found no room in their
+ * segments, into the stash while it has room. */
+static PyObject *pycf_stash_unplaced_py(pycf_filter *self, PyObject *o)
+{
+    size_t n;
+    uint64_t *h = pycf_hash_array(o, &n);
+    if (!h)
+        return NULL;
+    uint64_t stashed = 0;
+    cf_status st = cf_stash_unplaced(self->f, h, n, &stashed);
+    PyMem_Free(h);
+    if (st != CF_OK)
+        return pycf_raise(Py_TYPE(self), st, NULL, 0);
+    return PyLong_FromUnsignedLongLong(stashed);
 }
 
 /* CuckooFilter._split_hashes(keys, ranges, capacity, **options) -> list of bytes: the
@@ -2019,6 +2043,7 @@ static PyMethodDef pycf_methods[] = {
     {"_build_segments", (PyCFunction)(void (*)(void))pycf_build_segments_py,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, NULL},
     {"_put_segments", (PyCFunction)pycf_put_segments_py, METH_VARARGS, NULL},
+    {"_stash_unplaced", (PyCFunction)pycf_stash_unplaced_py, METH_O, NULL},
     {"_split_hashes", (PyCFunction)(void (*)(void))pycf_split_hashes,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, NULL},
     {"_build_hashes", (PyCFunction)pycf_build_hashes_py, METH_VARARGS, NULL},

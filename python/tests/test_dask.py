@@ -159,3 +159,7 @@ def test_refusals():
     with pytest.raises(cf.FilterFull):
         with dask.config.set(scheduler="sync"):
             cfd.build(db.from_sequence(str_keys(5_000), npartitions=4), capacity=1_000)
+    with pytest.raises(cf.FilterFull):  # segmented: the ranges' keys that found no room
+        with dask.config.set(scheduler="sync"):
+            cfd.build(db.range(200_000, npartitions=3).map(repeated_key, 200_000),
+                      capacity=50_000, segmented=True, bucket_size=1)

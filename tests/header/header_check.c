@@ -99,8 +99,9 @@ struct cf_header_check_api {
     cf_status (*config_mapping)(const cf_config *, cf_mapping *);
     cf_status (*segments_size)(const cf_config *, uint64_t, uint64_t, size_t *);
     cf_status (*build_segments)(const cf_config *, uint64_t, uint64_t, const uint64_t *, size_t,
-                                void *, size_t, uint64_t *);
+                                void *, size_t, cf_segments_report *);
     cf_status (*put_segments)(cf_filter *, uint64_t, uint64_t, const void *, size_t);
+    cf_status (*stash_unplaced)(cf_filter *, const uint64_t *, size_t, uint64_t *);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
@@ -170,6 +171,7 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_segments_size,
     cf_build_segments,
     cf_put_segments,
+    cf_stash_unplaced,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and
