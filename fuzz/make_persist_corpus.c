@@ -522,9 +522,11 @@ static void deserialize_seeds(void)
         {.capacity = 80, .f = 13, .b = 4, .seed = 13, .flags = CF_SEMI_SORT},
         {.capacity = 80, .f = 5, .b = 4, .seed = 14, .flags = CF_SEMI_SORT},
         {.capacity = 40, .f = 32, .b = 4, .seed = 15, .flags = CF_SEMI_SORT},
+        /* format version 3: one segment, in its smallest bytes (4-bit, 1-slot buckets) */
+        {.capacity = 60, .f = 4, .b = 1, .seed = 16, .flags = CF_SEGMENTED},
     };
     static const char *const odd_names[] = {"f7-b3",    "f5-b16",  "f32-b255", "f13-b5-kicks65535",
-                                            "semi-f13", "semi-f5", "semi-f32"};
+                                            "semi-f13", "semi-f5", "semi-f32", "segmented-f4-b1"};
     for (unsigned i = 0; i < sizeof odd / sizeof odd[0]; i++) {
         cf_filter *f = make(&odd[i]);
         fill(f, (unsigned)odd[i].capacity / 2, 40 + i, 0);

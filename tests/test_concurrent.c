@@ -183,6 +183,19 @@ static void test_differential(void)
         {.capacity = 2000, .fingerprint_bits = 8, .bucket_size = 2},
         {.capacity = 2000, .fingerprint_bits = 8, .bucket_size = 8},
         {.capacity = 2000, .fingerprint_bits = 9, .bucket_size = 4, .flags = CF_SEMI_SORT},
+        /* Segmented tables (one segment of 2^16 buckets: 2-choice buckets fill it), of a
+         * fast shape, a semi-sorted one and one read at run time, one growing. */
+        {.capacity = 2000, .fingerprint_bits = 12, .bucket_size = 4, .flags = CF_SEGMENTED},
+        {.capacity = 2000,
+         .fingerprint_bits = 13,
+         .bucket_size = 4,
+         .flags = CF_SEGMENTED | CF_SEMI_SORT},
+        {.capacity = 2000, .fingerprint_bits = 6, .bucket_size = 1, .flags = CF_SEGMENTED},
+        {.capacity = 500,
+         .fingerprint_bits = 8,
+         .bucket_size = 1,
+         .expansion = 2,
+         .flags = CF_SEGMENTED},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         diff_shape(shapes[i], cft_subseed(100 + i));
@@ -464,6 +477,12 @@ static void test_stress(void)
         "near full semi-sorted 11/4",
         (cf_config){
             .capacity = roomy, .fingerprint_bits = 11, .bucket_size = 4, .flags = CF_SEMI_SORT},
+        false);
+    /* A segmented one (its own per-shape code): lookups beside writers there too. */
+    stress_run(
+        "segmented 12/4",
+        (cf_config){
+            .capacity = roomy, .fingerprint_bits = 12, .bucket_size = 4, .flags = CF_SEGMENTED},
         false);
     /* A growing one that starts small: it grows while readers read. */
     stress_run("growing", (cf_config){.capacity = 1024, .expansion = 2}, false);
