@@ -496,6 +496,10 @@ cf_status cf_build_hashes(cf_filter *f, const uint64_t *hashes, size_t n, unsign
         return CF_EINVAL;
     if (cf__read_only(f))
         return CF_EREADONLY;
+    if (n == 0) { /* (hashes may be NULL then: no pointer is made from it) */
+        *report = (cf_build_report){.added = 0, .full = 0, .threads = 1};
+        return CF_OK;
+    }
     cf_config c;
     cf_get_config(f, &c);
     /* Threads for a segmented plain filter in its simple state with two segments each. */
