@@ -191,8 +191,9 @@ typedef struct cf_config {
  * that threads, processes or machines can each fill their own segments of one filter
  * (cf_build_hashes, `cuckoo build --jobs`, cuckoofilter.dask), and lookups compute the
  * second bucket with one XOR. Its bucket count is rounded up to whole segments, which
- * costs at most 1.6 % of memory at that size (and 24 % at 1M keys: smaller tables keep
- * the any-size mapping of format version 2). CF_SEGMENTED asks for segments at any size,
+ * costs at most 1/64 of the memory at that size but much more in small tables, which keep
+ * the any-size mapping of format version 2 (docs/PERFORMANCE.md, "Segmented tables", has
+ * the figures). CF_SEGMENTED asks for segments at any size,
  * CF_UNSEGMENTED for the any-size mapping at any size; CF_SEGMENTED with CF_UNSEGMENTED or
  * CF_REDISBLOOM (whose layout has its own mapping) is CF_EINVAL. A segmented filter saves
  * as format version 3. */
@@ -731,7 +732,8 @@ CF_API uint64_t cf_alt_bucket(uint64_t bucket, uint32_t tag, uint64_t buckets);
  * cluster that serves a range of segments). The calls below place keys by either mapping. */
 
 /* Buckets per segment of a segmented filter: 2^16 (smaller segments fill less far before
- * the first failed insert: 94.7 % at 2^12 buckets against 96 % for 2^16 and more). */
+ * the first failed insert, below the load a table is sized for; docs/PERFORMANCE.md,
+ * "Tuned constants"). */
 #define CF_SEGMENT_BITS          16u
 /* Tables of at least this many buckets are segmented unless CF_UNSEGMENTED: 64 segments,
  * where rounding up to whole segments costs at most 1/64 of the memory. */
