@@ -35,6 +35,7 @@ typedef struct filter_facts {
     cf_stats s;
     size_t file_bytes;
     uint64_t gen_items[CF_MAX_GENERATIONS]; /* a window's, oldest first */
+    uint64_t first_buckets; /* the first sub-filter's (each generation's, for a window) */
 } filter_facts;
 
 /* The format version of the filter's tables: 3 for segmented ones (a window's own header
@@ -48,16 +49,7 @@ static unsigned format_version(const filter_facts *x)
  * mapping. */
 static uint64_t segments_of(const filter_facts *x)
 {
-    if (!(x->cfg.flags & CF_SEGMENTED))
-        return 0;
-    uint64_t first = x->s.generations ? x->s.buckets / x->s.generations : x->s.buckets;
-    if (!x->s.generations) {
-        uint64_t scale = 1; /* the first of sub-filters grown by expansion e: m, m e, ... */
-        for (unsigned k = 1; k < x->s.sub_filters; k++)
-            scale = scale * x->cfg.expansion + 1u;
-        first = x->s.buckets / scale;
-    }
-    return first >> CF_SEGMENT_BITS;
+    return (x->cfg.flags & CF_SEGMENTED) ? x->first_buckets >> CF_SEGMENT_BITS : 0u;
 }
 
 /* A windowed filter's span of one generation, W / (G - 1), to the millisecond. */
@@ -120,8 +112,9 @@ static void print_text(const char *path, const filter_facts *x)
     printf("%-*s %u%s\n", w, "bucket size", c->bucket_size,
            (c->flags & CF_SEMI_SORT) ? " (semi-sorted: f - 1 bits per slot)" : "");
     if (segments_of(x))
-        printf("%-*s segmented: %" PRIu64 " segments of %llu buckets%s\n", w, "mapping",
-               segments_of(x), 1ull << CF_SEGMENT_BITS, s->generations ? " per generation" : "");
+        printf("%-*s segmented: %" PRIu64 " segment%s of %llu buckets%s\n", w, "mapping",
+               segments_of(x), segments_of(x) == 1 ? "" : "s", 1ull << CF_SEGMENT_BITS,
+               s->generations ? " per generation" : "");
     else
         printf("%-*s any-size%s\n", w, "mapping",
                (c->flags & CF_REDISBLOOM) ? " (RedisBloom's: powers of two)" : "");
@@ -251,6 +244,10 @@ int cmd_info(int argc, char **argv)
     }
     cf_get_config(f, &x->cfg);
     cf_get_stats(f, &x->s);
+    cf_mapping m; /* a window maps keys in each generation: its buckets, G of them */
+    x->first_buckets = cf_get_mapping(f, &m) == CF_OK ? m.buckets
+                       : x->s.generations             ? x->s.buckets / x->s.generations
+                                                      : 0u;
     x->file_bytes = cf_serialized_size(f);
     for (unsigned i = 0; i < x->s.generations; i++) {
         cf_stats g;

@@ -361,6 +361,13 @@ static uint64_t cf__segment_of(const cf_filter *f, uint64_t h)
     return cf__mulhi(k.x, f->t0.buckets) >> cf__shape0(f)->seg;
 }
 
+/* The bytes of one segment of tables of shape s (2^16 buckets of whole bytes, or of 4-bit
+ * slots: a whole number of bytes). */
+static uint64_t cf__segment_bytes(const cf__shape *s)
+{
+    return (UINT64_C(1) << s->seg) * s->bucket_bits / 8u;
+}
+
 /* The first index in hashes[0 .. n) whose segment is at least s (they are in order). */
 static size_t cf__first_in(const cf_filter *f, const uint64_t *hashes, size_t n, uint64_t s)
 {
@@ -438,8 +445,7 @@ static bool cf__fill_segments(cf_filter *f, const uint64_t *hashes, size_t n, un
     for (unsigned i = 0; i < jobs; i++)
         cf__shadow_free(job[i].shadow);
     if (stopped < jobs) {
-        /* (2^16 buckets of whole bytes or of 4-bit slots: a whole number of bytes) */
-        uint64_t seg_bytes = (UINT64_C(1) << s->seg) * s->bucket_bits / 8u;
+        uint64_t seg_bytes = cf__segment_bytes(s);
         uint64_t from_seg = job[stopped].end;
         memset(f->t0.data + from_seg * seg_bytes, 0, (size_t)((segments - from_seg) * seg_bytes));
         *done = job[stopped].stop;
@@ -526,19 +532,27 @@ cf_status cf_build_hashes(cf_filter *f, const uint64_t *hashes, size_t n, unsign
 /* Segments built apart                                                                 */
 /* ------------------------------------------------------------------------------------ */
 
-cf_status cf_config_mapping(const cf_config *config, cf_mapping *out)
+/* A config's settings and first table's buckets, without a filter; CF_EINVAL for
+ * RedisBloom's layout or a window, whose keys map their own way. */
+static cf_status cf__sized(const cf_config *config, cf__params *p, uint64_t *buckets)
 {
     cf_config c;
+    size_t bytes;
+    cf_status st = cf__config_sized(config, sizeof *config, &c, p, buckets, &bytes, NULL);
+    if (st == CF_OK && (p->redisbloom || c.generations))
+        st = CF_EINVAL;
+    return st;
+}
+
+cf_status cf_config_mapping(const cf_config *config, cf_mapping *out)
+{
     cf__params p;
     uint64_t buckets;
-    size_t bytes;
     if (!out)
         return CF_EINVAL;
-    cf_status st = cf__config_sized(config, sizeof *config, &c, &p, &buckets, &bytes, NULL);
+    cf_status st = cf__sized(config, &p, &buckets);
     if (st != CF_OK)
         return st;
-    if (p.redisbloom || c.generations)
-        return CF_EINVAL;
     out->buckets = buckets;
     out->tag_bits = p.shape.f;
     out->segment_bits = p.shape.seg;
@@ -550,16 +564,12 @@ cf_status cf_config_mapping(const cf_config *config, cf_mapping *out)
 static cf_status cf__segmented(const cf_config *config, cf__params *p, uint64_t *buckets,
                                uint64_t *seg_bytes)
 {
-    cf_config c;
-    size_t bytes;
-    cf_status st = cf__config_sized(config, sizeof *config, &c, p, buckets, &bytes, NULL);
-    if (st != CF_OK)
-        return st;
-    if (!p->shape.seg || p->redisbloom || c.generations)
-        return CF_EINVAL;
-    /* (2^16 buckets of whole bytes, or of 4-bit slots: a whole number of bytes) */
-    *seg_bytes = (UINT64_C(1) << p->shape.seg) * p->shape.bucket_bits / 8u;
-    return CF_OK;
+    cf_status st = cf__sized(config, p, buckets);
+    if (st == CF_OK && !p->shape.seg)
+        st = CF_EINVAL;
+    if (st == CF_OK)
+        *seg_bytes = cf__segment_bytes(&p->shape);
+    return st;
 }
 
 cf_status cf_segments_size(const cf_config *config, uint64_t first, uint64_t end, size_t *bytes)
@@ -652,7 +662,7 @@ cf_status cf_put_segments(cf_filter *f, uint64_t first, uint64_t end, const void
     const cf__shape *s = cf__shape0(f);
     if (cf__kind_of(f) != &cf__kind_plain || !s->seg || f->ntables != 1 || f->tables != &f->t0)
         return CF_EINVAL;
-    uint64_t seg_bytes = (UINT64_C(1) << s->seg) * s->bucket_bits / 8u;
+    uint64_t seg_bytes = cf__segment_bytes(s);
     if (first >= end || end > f->t0.buckets >> s->seg || len != (end - first) * seg_bytes)
         return CF_EINVAL;
     /* Checked in a copy with the padding probes read past the last bucket: a bucket out

@@ -203,6 +203,25 @@ static PyObject *pycf_raise(PyTypeObject *type, cf_status st, PyObject *path, in
 }
 
 /* A new Python object owning f (which it frees on failure). */
+/* FilterFull with `added`, the keys that went in, and (if not NULL) `filter`, the filter
+ * that holds them; NULL. */
+static PyObject *pycf_raise_full(PyTypeObject *type, unsigned long long added, PyObject *filter)
+{
+    pycf_raise(type, CF_FULL, NULL, 0);
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    PyObject *n = PyLong_FromUnsignedLongLong(added);
+    if (ev && n) {
+        PyObject_SetAttrString(ev, "added", n);
+        if (filter)
+            PyObject_SetAttrString(ev, "filter", filter);
+    }
+    Py_XDECREF(n);
+    PyErr_Restore(et, ev, tb);
+    return NULL;
+}
+
 static PyObject *pycf_wrap(PyTypeObject *type, cf_filter *f, bool concurrent, bool mapped)
 {
     pycf_filter *self = (pycf_filter *)type->tp_alloc(type, 0);
@@ -854,18 +873,9 @@ static PyObject *pycf_add_many(pycf_filter *self, PyObject *keys)
     if (PyErr_Occurred())
         return NULL;
     if (first_bad != CF_OK) {
-        pycf_raise(Py_TYPE(self), first_bad, NULL, 0);
-        if (first_bad == CF_FULL) {
-            PyObject *type, *value, *tb;
-            PyErr_Fetch(&type, &value, &tb);
-            PyErr_NormalizeException(&type, &value, &tb);
-            PyObject *n = PyLong_FromSize_t(added);
-            if (value && n)
-                PyObject_SetAttrString(value, "added", n);
-            Py_XDECREF(n);
-            PyErr_Restore(type, value, tb);
-        }
-        return NULL;
+        if (first_bad == CF_FULL)
+            return pycf_raise_full(Py_TYPE(self), added, NULL);
+        return pycf_raise(Py_TYPE(self), first_bad, NULL, 0);
     }
     return PyLong_FromSize_t(added);
 }
@@ -1266,17 +1276,7 @@ static PyObject *pycf_build(PyTypeObject *type, PyObject *args, PyObject *kwargs
     if (!filter)
         goto done;
     if (r.full) { /* FilterFull, with the keys that fit in `filter` and their count */
-        pycf_raise(type, CF_FULL, NULL, 0);
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        PyErr_NormalizeException(&et, &ev, &tb);
-        PyObject *added = PyLong_FromUnsignedLongLong(r.added);
-        if (ev && added) {
-            PyObject_SetAttrString(ev, "added", added);
-            PyObject_SetAttrString(ev, "filter", filter);
-        }
-        Py_XDECREF(added);
-        PyErr_Restore(et, ev, tb);
+        pycf_raise_full(type, r.added, filter);
         goto done;
     }
     result = Py_NewRef(filter);
