@@ -20,6 +20,11 @@
  * - Deletes beside moves: a small filter near full, one thread adding and deleting so that
  *   evictions keep moving fingerprints, another deleting and adding back keys of its own:
  *   every delete of a key held succeeds, every key held is found, the count is exact.
+ * - Segment owners: writers of a segmented filter that each add, then delete, the keys of
+ *   their own segments, at 93 % load (evictions all the time): the filter ends byte for
+ *   byte as one thread doing the same leaves it, whatever the interleaving. Writers of
+ *   different segments never meet: no lock word, counter, table word or eviction of one
+ *   touches another's (table.h, "Synchronized tables"; a stripe lies in one segment).
  * - Planning steps: a writer's planning search on the stack, which tries 16 nodes, then
  *   64, 256 and the budget, each with a visited set of its own size (cf__bfs_steps), and
  *   the same search in kept memory with the whole budget at once give the same answer
@@ -895,6 +900,92 @@ static void test_plan_steps(void)
     cf_free(f);
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Segment owners                                                                       */
+/* ------------------------------------------------------------------------------------ */
+
+#define OWNERS          3u   /* more writers than cores: preempted holding stripes */
+#define OWNERS_SEGMENTS 4u   /* one or two each */
+#define OWNERS_LOAD     0.93 /* of the slots: most adds near the end evict */
+#define OWNERS_DELETE   3u   /* each writer then deletes every third of its keys */
+
+typedef struct owner {
+    cf_filter *f;
+    const uint64_t *keys; /* every key, in order; this writer's are those of its segments */
+    const uint64_t *seg;  /* each key's segment */
+    size_t n;
+    unsigned me, of; /* its segments: those s with s % of == me */
+    uint64_t refused;
+} owner;
+
+static void *owner_run(void *p)
+{
+    owner *o = p;
+    for (size_t i = 0; i < o->n; i++)
+        if (o->seg[i] % o->of == o->me)
+            o->refused += cf_add_hash(o->f, o->keys[i]) != CF_OK;
+    for (size_t i = 0; i < o->n; i += OWNERS_DELETE)
+        if (o->seg[i] % o->of == o->me)
+            o->refused += cf_delete_hash(o->f, o->keys[i]) != CF_OK;
+    return NULL;
+}
+
+static void test_segment_owners(void)
+{
+    cft_context("segment owners");
+    cf_config c = {.capacity = 1000,
+                   .fingerprint_bits = 12,
+                   .bucket_size = 4,
+                   .seed = 31,
+                   .flags = CF_CONCURRENT | CF_SEGMENTED};
+    /* exactly OWNERS_SEGMENTS segments: their slots, at 95 % (the sizing) */
+    c.capacity = (uint64_t)((double)(OWNERS_SEGMENTS << CF_SEGMENT_BITS) * 4 * 0.95);
+    cf_filter *f = cft_new(c), *one = cft_new(c);
+    cf_mapping m;
+    if (!f || !one || !CHECK_ST(cf_get_mapping(f, &m), CF_OK) ||
+        !CHECK_EQ_U(m.buckets >> m.segment_bits, OWNERS_SEGMENTS)) {
+        cf_free(f);
+        cf_free(one);
+        return;
+    }
+    size_t n = (size_t)((double)m.buckets * 4 * OWNERS_LOAD);
+    uint64_t *keys = malloc(n * sizeof *keys), *seg = malloc(n * sizeof *seg);
+    cft_rng r = cft_rng_make(cft_subseed(1200));
+    for (size_t i = 0; keys && seg && i < n; i++) {
+        cf_place pl;
+        keys[i] = cft_next(&r);
+        CHECK_ST(cf_place_in(&m, keys[i], &pl), CF_OK);
+        seg[i] = pl.bucket[0] >> m.segment_bits;
+    }
+    owner o[OWNERS];
+    pthread_t t[OWNERS];
+    bool started[OWNERS] = {false};
+    for (unsigned i = 0; keys && seg && i < OWNERS; i++) {
+        o[i] = (owner){f, keys, seg, n, i, OWNERS, 0};
+        started[i] = CHECK(pthread_create(&t[i], NULL, owner_run, &o[i]) == 0);
+    }
+    for (unsigned i = 0; i < OWNERS; i++)
+        if (started[i]) {
+            pthread_join(t[i], NULL);
+            CHECK_EQ_U(o[i].refused, 0);
+        }
+    /* one thread, the same operations, writer after writer */
+    for (unsigned i = 0; keys && seg && i < OWNERS; i++) {
+        o[i] = (owner){one, keys, seg, n, i, OWNERS, 0};
+        owner_run(&o[i]);
+        CHECK_EQ_U(o[i].refused, 0);
+    }
+    cf_stats st = cft_stats(f);
+    printf("  segment owners: %u writers, %zu keys, load %.3f before the deletes, %llu stashed\n",
+           OWNERS, n, (double)n / (double)(m.buckets * 4), (unsigned long long)st.stashed);
+    CHECK_MSG(cft_same_bytes(f, one), "writers of their own segments left other bytes than one "
+                                      "thread doing the same");
+    free(keys);
+    free(seg);
+    cf_free(f);
+    cf_free(one);
+}
+
 int main(void)
 {
     cft_init("test_concurrent");
@@ -903,6 +994,7 @@ int main(void)
     test_growth_beside_readers();
     test_writers_together();
     test_deletes_beside_moves();
+    test_segment_owners();
     test_plan_steps();
     return cft_finish();
 }
