@@ -31,8 +31,6 @@
 /* First length of the hash array: 8192 entries (64 KiB), small next to any filter; it
  * doubles from there. */
 #define ARRAY_INITIAL ((size_t)1 << 13)
-/* --jobs: at most this many threads (far more than the cores it pays to use). */
-#define JOBS_MAX      256u
 /* Keys per cf_build_hashes call, at least: each call's threads share its segments, so a
  * call needs many (8M keys of 4-slot buckets are 32 segments); between calls, the
  * progress line moves. */
@@ -217,7 +215,7 @@ int cmd_build(int argc, char **argv)
         else if (id == OPT_PROGRESS)
             show_progress = true;
         else if (id == OPT_JOBS) {
-            if (!cli_parse_uint("build", "jobs", value, 1, JOBS_MAX, false, &jobs))
+            if (!cli_parse_uint("build", "jobs", value, 1, CLI_JOBS_MAX, false, &jobs))
                 return CLI_EXIT_USAGE;
         } else if (cli_shape_option("build", id, value, &o) == SHAPE_BAD) {
             return CLI_EXIT_USAGE;

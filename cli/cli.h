@@ -95,6 +95,8 @@ bool cli_count_add(add_counts *c, cf_status st);
 /* Hashes per cf_add_many call: enough to overlap the memory reads of their buckets, few
  * enough that a batch's hashes and statuses stay on the stack (3 KiB). */
 #define CLI_ADD_BATCH 256
+/* --jobs: at most this many threads (far more than the cores it pays to use). */
+#define CLI_JOBS_MAX  256u
 
 /* Adds hashes[0 .. n) to f through cf_add_many, CLI_ADD_BATCH at a time (flags 0 or
  * CF_ADD_UNIQUE: what one cf_add_hash or cf_add_unique per key would do), counting each

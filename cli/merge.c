@@ -1,7 +1,8 @@
 /*
  * merge.c - `cuckoo merge OUT IN...`: one filter holding every key of several (cf_merge).
  *
- * OUT starts as a copy of the first input and takes the others in order; it is saved
+ * OUT starts as a copy of the first input and takes the others in order (cf_merge_threads:
+ * --jobs threads for segmented filters, the same file for any number); it is saved
  * atomically at the end, or not at all. When OUT exists (--force), it is locked from
  * before the inputs are read until it is replaced, so that a command adding to it
  * meanwhile waits instead of losing its keys; name OUT among the inputs to keep its keys.
@@ -22,6 +23,9 @@ static const char merge_help[] =
     "\n"
     "  --force                 replace OUT if it exists (name it among the inputs too to\n"
     "                          keep its keys)\n"
+    "  -j, --jobs N            merge segmented filters (--mapping, in create and build)\n"
+    "                          with N threads, each its own segments (default 1; at most\n"
+    "                          256): the file is the same for every N\n"
     "  -q, --quiet             no summary\n"
     "  -h, --help              show this help\n"
     "\n"
@@ -36,9 +40,11 @@ static const char merge_help[] =
 int cmd_merge(int argc, char **argv)
 {
     static const cli_opt opts[] = {{"force", 0, false, OPT_FORCE},
+                                   {"jobs", 'j', true, OPT_JOBS},
                                    {"quiet", 'q', false, OPT_QUIET},
                                    {"help", 'h', false, OPT_HELP}};
     bool force = false, quiet = false;
+    uint64_t jobs = 1;
     cli_parser p;
     cli_parser_init(&p, "merge", merge_help, opts, sizeof opts / sizeof opts[0], argc, argv);
     const char *value;
@@ -48,6 +54,9 @@ int cmd_merge(int argc, char **argv)
             force = true;
         else if (id == OPT_QUIET)
             quiet = true;
+        else if (id == OPT_JOBS &&
+                 !cli_parse_uint("merge", "jobs", value, 1, CLI_JOBS_MAX, false, &jobs))
+            return CLI_EXIT_USAGE;
     }
     if (id == CLI_OPT_STOP)
         return p.status;
@@ -71,7 +80,7 @@ int cmd_merge(int argc, char **argv)
             break;
         }
         const char *why = NULL;
-        if (in && (st = cf_merge(merged, in, &why)) != CF_OK) {
+        if (in && (st = cf_merge_threads(merged, in, (unsigned)jobs, &why)) != CF_OK) {
             cli_error("%s: does not merge into %s: %s (nothing saved)", argv[i], out,
                       why ? why : cf_strerror(st));
             status = CLI_EXIT_FILE;

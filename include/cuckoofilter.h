@@ -432,6 +432,27 @@ CF_API cf_status cf_new_like(const cf_filter *model, const cf_allocator *allocat
  * read meanwhile (writers wait); src is only read (a CF_CONCURRENT src's writers wait). */
 CF_API cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason);
 
+/* cf_merge with up to `threads` threads (0: one per online processor; 1: cf_merge). Where
+ * dst is a plain segmented filter (CF_SEGMENTED, or the default from
+ * CF_SEGMENTED_MIN_BUCKETS) in its simple state (one sub-filter, an empty stash) and src's
+ * first sub-filter is of its size, each thread re-inserts the fingerprints of its own run
+ * of whole segments, which no other thread's touch: the result is byte for byte
+ * cf_merge's, for any number of threads (every merge that can go segment by segment does,
+ * with one thread too). Should a fingerprint find no slot in its segment, the merge puts
+ * dst's table back and goes on with one thread, as cf_merge describes. Threads add nothing
+ * to a merge that cannot go segment by segment (they are not started), nor for fewer
+ * than 65,536 fingerprints a thread. Same returns and thread safety as cf_merge; the
+ * threads allocate nothing, and their shadows (a filter's head each) are allocated with
+ * dst's allocator before any starts. */
+CF_API cf_status cf_merge_threads(cf_filter *dst, const cf_filter *src, unsigned threads,
+                                  const char **reason);
+
+/* Whether cf_merge takes dst and src as they are made: CF_OK, or CF_EINVAL with cf_merge's
+ * reason ("seeds differ", ...) in *reason if not NULL. Nothing about room, memory or a
+ * read-only dst is checked, and nothing changes. Thread safety: concurrent with other
+ * const calls on both. */
+CF_API cf_status cf_merge_check(const cf_filter *dst, const cf_filter *src, const char **reason);
+
 /* ------------------------------------------------------------------------------------ */
 /* Figures, settings, versions                                                          */
 /* ------------------------------------------------------------------------------------ */
@@ -832,6 +853,48 @@ CF_API cf_status cf_put_segments(cf_filter *f, uint64_t first, uint64_t end, con
  * CF_ENOMEM (the stash's memory). Thread safety: modifies f; needs exclusive access. */
 CF_API cf_status cf_stash_unplaced(cf_filter *f, const uint64_t *hashes, size_t n,
                                    uint64_t *stashed);
+
+/* Merges by ranges of segments (cuckoofilter.dask's merge): the fingerprints of a
+ * segment stay in it through a merge too, so filters made alike (cf_merge) merge range by
+ * range, anywhere. For each range, cf_get_segments gives each filter's table bytes, and
+ * cf_merge_segments adds to the first's those of the others, each followed by its stash
+ * entries of that range (cf_stash_hashes); cf_put_segments puts the ranges into a filter
+ * made like them (cf_new_like), and cf_stash_unplaced gives its stash the first filter's
+ * stash entries, then the fingerprints that found no room, filter by filter, each
+ * filter's table ones in range order, then its stash ones in stash order. The filter is
+ * then byte for byte the one cf_merge makes of the same filters in the same order. */
+
+/* Copy the table bytes of segments [first, end) of f (as cf_put_segments takes them) to
+ * out[0 .. len).
+ * Returns CF_OK; CF_EINVAL if f is not a segmented filter of one sub-filter (not a
+ * window), for a range as above, a length other than cf_segments_size's, or NULL
+ * pointers. Thread safety: concurrent with other const calls (a CF_CONCURRENT f's writers
+ * wait). */
+CF_API cf_status cf_get_segments(const cf_filter *f, uint64_t first, uint64_t end, void *out,
+                                 size_t len);
+
+/* The entries of f's stash as hashes in stash order, as cf_merge_segments and
+ * cf_stash_unplaced take them (a hash of a key with the entry's fingerprint and first
+ * bucket) into out[0 .. cap); *n receives their number (at most CF_STASH_SLOTS: pass
+ * that much room).
+ * Returns CF_OK; CF_EINVAL if f is not a segmented filter of one sub-filter, cap is below
+ * the count, or for NULL pointers. Thread safety: as cf_get_segments. */
+CF_API cf_status cf_stash_hashes(const cf_filter *f, uint64_t *out, size_t cap, size_t *n);
+
+/* Add to dst[0 .. len), the table bytes of segments [first, end) of a fixed filter of
+ * `config`, every fingerprint of src[0 .. len) (the same range of a filter made alike;
+ * NULL: none), bucket after bucket as cf_merge adds them, then the keys of hashes[0 .. n)
+ * in order (a filter's stash entries in the range: cf_stash_hashes). A fingerprint that
+ * finds no room changes nothing and is counted in report->unplaced, first_unplaced
+ * holding the hashes of the first of them (for cf_stash_unplaced). On any error dst is
+ * unchanged. It uses two tables of the range's size.
+ * Returns CF_OK; CF_ECORRUPT if a bucket of dst or src is not one a filter writes;
+ * CF_EINVAL for a config that is not segmented or grows, a range as above, a length other
+ * than cf_segments_size's, hashes of other segments, or NULL pointers (hashes may be NULL
+ * when n is 0); CF_ENOMEM. Thread safety: reentrant. */
+CF_API cf_status cf_merge_segments(const cf_config *config, uint64_t first, uint64_t end, void *dst,
+                                   size_t len, const void *src, const uint64_t *hashes, size_t n,
+                                   cf_segments_report *report);
 
 /* ------------------------------------------------------------------------------------ */
 /* Saving and loading                                                                   */

@@ -26,21 +26,18 @@
  * each first adds the keys of all its segments but its last, and after every thread has,
  * the keys of its last.
  */
-#include "plain.h"
+#include "build.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
-/* Threads cf_sort_hashes and cf_build_hashes start at most: far more than the cores it
- * pays to use. */
-#define CF__BUILD_THREADS_MAX 256u
 /* Runs of hashes this short are sorted by insertion rather than by another radix pass. */
-#define CF__SORT_SMALL        32u
+#define CF__SORT_SMALL     32u
 /* Fewer hashes than this per thread are not worth one (to sort or to fill): a thread's
  * start costs tens of microseconds. */
-#define CF__BUILD_MIN_KEYS    ((size_t)1 << 16)
+#define CF__BUILD_MIN_KEYS ((size_t)1 << 16)
 
 /* The sort key of hash h for f-bit fingerprints: its index bits on top (rotl(h, f)). */
 static uint64_t cf__order_key(uint64_t h, unsigned f)
@@ -53,9 +50,7 @@ static uint64_t cf__order_hash(uint64_t k, unsigned f)
     return k >> f | k << (64u - f);
 }
 
-/* Threads to use for `want` (0: one per online processor), at most one per `per` items
- * of n, and at least one. */
-static unsigned cf__threads_for(unsigned want, size_t n, size_t per)
+unsigned cf__threads_for(unsigned want, size_t n, size_t per)
 {
     if (want == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -70,9 +65,7 @@ static unsigned cf__threads_for(unsigned want, size_t n, size_t per)
     return want;
 }
 
-/* Starts worker(jobs[i]) on a thread of its own for i in [1, n), runs jobs[0] here, and
- * waits for them all; a job whose thread could not start runs here too. */
-static void cf__run_jobs(void *(*worker)(void *), void *jobs, size_t size, unsigned n)
+void cf__run_jobs(void *(*worker)(void *), void *jobs, size_t size, unsigned n)
 {
     pthread_t threads[CF__BUILD_THREADS_MAX];
     bool started[CF__BUILD_THREADS_MAX] = {false};
@@ -318,10 +311,7 @@ static void *cf__fill_worker(void *p)
     return NULL;
 }
 
-/* A filter with f's settings, fixed, over f's first table (which it must never free),
- * with the room for a stash entry already made: its thread then allocates nothing (f's
- * allocator need not be thread-safe). */
-static cf_status cf__shadow_of(const cf_filter *f, cf_filter **out)
+cf_status cf__shadow_of(const cf_filter *f, cf_filter **out)
 {
     cf_config c, resolved;
     cf__params p;
@@ -348,7 +338,7 @@ static cf_status cf__shadow_of(const cf_filter *f, cf_filter **out)
     return CF_OK;
 }
 
-static void cf__shadow_free(cf_filter *s)
+void cf__shadow_free(cf_filter *s)
 {
     s->t0.data = NULL;
     cf_free(s);
@@ -703,5 +693,149 @@ cf_status cf_stash_unplaced(cf_filter *f, const uint64_t *hashes, size_t n, uint
         cf__stash_push(f, (cf__stash){i1, k.fp, 0});
         ++*stashed;
     }
+    return CF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Merges by ranges                                                                     */
+/* ------------------------------------------------------------------------------------ */
+
+/* Is f a segmented filter of one sub-filter whose segments [first, end) are len bytes? */
+static bool cf__range_of(const cf_filter *f, uint64_t first, uint64_t end, size_t len)
+{
+    const cf__shape *s = cf__shape0(f);
+    const cf__kind *k = cf__kind_of(f);
+    return (k == &cf__kind_plain || k == &cf__kind_plain_cc) && s->seg && f->ntables == 1 &&
+           first < end && end <= f->t0.buckets >> s->seg &&
+           len == (end - first) * cf__segment_bytes(s);
+}
+
+cf_status cf_get_segments(const cf_filter *f, uint64_t first, uint64_t end, void *out, size_t len)
+{
+    if (!f || !out)
+        return CF_EINVAL;
+    cf__hold(f);
+    cf_status st = CF_EINVAL;
+    if (cf__range_of(f, first, end, len)) {
+        memcpy(out, f->t0.data + first * cf__segment_bytes(cf__shape0(f)), len);
+        st = CF_OK;
+    }
+    cf__unhold(f);
+    return st;
+}
+
+/* The hash of a key with fingerprint fp whose first bucket is `bucket` of a first table
+ * of `buckets` buckets (a walk moved there). */
+static uint64_t cf__hash_at(unsigned f, uint64_t buckets, uint64_t bucket, uint32_t fp)
+{
+    cf__walk w = {0};
+    (void)cf__walk_init(&w, f, buckets); /* (a filter's table has a walk: cf_config checks) */
+    cf__walk_seek(&w, bucket);
+    return cf__walk_hash(&w, fp);
+}
+
+cf_status cf_stash_hashes(const cf_filter *f, uint64_t *out, size_t cap, size_t *n)
+{
+    if (!f || !out || !n)
+        return CF_EINVAL;
+    cf__hold(f);
+    cf_status st = CF_EINVAL;
+    uint64_t segments = f->t0.buckets >> cf__shape0(f)->seg;
+    if (segments &&
+        cf__range_of(f, 0, segments, (size_t)(segments * cf__segment_bytes(cf__shape0(f)))) &&
+        f->stash_n <= cap) {
+        const cf__stash *stash = cf__stash_of(f);
+        for (unsigned e = 0; e < f->stash_n; e++)
+            out[e] = cf__hash_at(f->fp_bits, f->t0.buckets, stash[e].bucket, stash[e].fp);
+        *n = f->stash_n;
+        st = CF_OK;
+    }
+    cf__unhold(f);
+    return st;
+}
+
+/* A fixed plain filter of the range's size holding the range's table bytes `bytes`
+ * (checked: CF_ECORRUPT for a bucket out of canonical form), its item count theirs. */
+static cf_status cf__range_filter(const cf__params *p, const cf_allocator *a, uint64_t range,
+                                  const void *bytes, size_t len, cf_filter **out)
+{
+    cf_status st = cf__filter_make(p, a, 1, range, true, cf__first_ops(p), out);
+    if (st != CF_OK)
+        return st;
+    cf_filter *part = *out;
+    memcpy(part->t0.data, bytes, len); /* (the pad after it stays zero) */
+    uint64_t used = 0;
+    if (!cf__table_scan(&p->shape, part->t0.data, 0, range, &used)) {
+        cf_free(part);
+        *out = NULL;
+        return CF_ECORRUPT;
+    }
+    part->t0.items = used;
+    return CF_OK;
+}
+
+/* Key hash h (of the whole table's `buckets`) into part, the range from bucket `base` on
+ * (walk w over the range: a key whose first bucket is the same in it), noted in *r. */
+static void cf__range_add(cf_filter *part, cf__walk *w, uint32_t fp, uint64_t full_hash,
+                          cf_segments_report *r)
+{
+    unsigned stashed = part->stash_n;
+    if (cf_add_hash(part, cf__walk_hash(w, fp)) == CF_OK && part->stash_n == stashed) {
+        r->added++;
+        return;
+    }
+    if (r->unplaced < CF_STASH_SLOTS)
+        r->first_unplaced[r->unplaced] = full_hash;
+    r->unplaced++;
+}
+
+cf_status cf_merge_segments(const cf_config *config, uint64_t first, uint64_t end, void *dst,
+                            size_t len, const void *src, const uint64_t *hashes, size_t n,
+                            cf_segments_report *report)
+{
+    cf__params p;
+    uint64_t buckets, seg_bytes;
+    if (!config || !dst || (!hashes && n > 0) || !report)
+        return CF_EINVAL;
+    cf_status st = cf__segmented(config, &p, &buckets, &seg_bytes);
+    if (st != CF_OK)
+        return st;
+    unsigned f = p.shape.f, seg = p.shape.seg;
+    if (p.expansion != 0 || first >= end || end > buckets >> seg ||
+        len != (end - first) * seg_bytes)
+        return CF_EINVAL;
+    for (size_t i = 0; i < n; i++) /* every key in the range */
+        if (cf__segment_in(hashes[i], f, buckets, seg) - first >= end - first)
+            return CF_EINVAL;
+    uint64_t base = first << seg, range = (end - first) << seg;
+    p.concurrent = false;
+    cf_filter *part = NULL, *from = NULL;
+    st = cf__range_filter(&p, config->allocator, range, dst, len, &part);
+    if (st == CF_OK && src)
+        st = cf__range_filter(&p, config->allocator, range, src, len, &from);
+    /* over the range, and over the whole table from the range's first bucket */
+    cf__walk w = {0}, whole = {0};
+    if (st == CF_OK && (!cf__walk_init(&w, f, range) || !cf__walk_init(&whole, f, buckets)))
+        st = CF_EINVAL; /* (range <= buckets, which the config checked) */
+    if (st != CF_OK) {
+        cf_free(part);
+        cf_free(from);
+        return st;
+    }
+    cf_segments_report r = {0};
+    cf__walk_seek(&whole, base);
+    uint32_t fps[CF_MAX_BUCKET_SIZE];
+    for (uint64_t x = 0; from && x < range; x++, cf__walk_next(&w), cf__walk_next(&whole))
+        for (unsigned j = 0, k = cf__bucket_fps(&from->t0, &p.shape, x, fps); j < k; j++)
+            cf__range_add(part, &w, fps[j], cf__walk_hash(&whole, fps[j]), &r);
+    for (size_t i = 0; i < n; i++) {
+        cf__key k = cf__key_bits(f, hashes[i]);
+        cf__walk_seek(&w, cf__mulhi(k.x, buckets) - base);
+        cf__range_add(part, &w, k.fp, hashes[i], &r);
+    }
+    memcpy(dst, part->t0.data, len);
+    cf_free(part);
+    cf_free(from);
+    *report = r;
     return CF_OK;
 }

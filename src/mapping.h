@@ -127,6 +127,31 @@ static inline void cf__walk_next(cf__walk *w)
     w->rem = rem >= w->m ? rem - w->m : rem;
 }
 
+/* The walk moved to bucket x (< m) at once: x * 2^64 = x * q * m + x * r, so its floor
+ * over m is x * q + floor(x * r / m), the product x * r taken bit by bit modulo m (it may
+ * pass 2^64, and no 128-bit type is assumed). */
+static inline void cf__walk_seek(cf__walk *w, uint64_t x)
+{
+    uint64_t quo = 0, rem = 0; /* x's bits so far, times r: quo * m + rem, rem < m < 2^60 */
+    for (unsigned bit = 64; bit-- > 0;) {
+        quo <<= 1;
+        rem <<= 1;
+        if (rem >= w->m) {
+            rem -= w->m;
+            quo++;
+        }
+        if (x >> bit & 1u) {
+            rem += w->r;
+            if (rem >= w->m) {
+                rem -= w->m;
+                quo++;
+            }
+        }
+    }
+    w->base = x * w->q + quo;
+    w->rem = rem;
+}
+
 /* The fingerprint the key has in sub-filter t: k->fp, and for a wider one the low ext bits
  * of (h * CF__EXT_MULT) >> 32 above it. */
 static inline uint32_t cf__fp_in(const cf__key *k, const cf__table *t)

@@ -20,7 +20,7 @@
  * Both filters' writers' locks are held throughout (taken in address order, so that two
  * merges of the same pair the other way round cannot deadlock).
  */
-#include "plain.h"
+#include "build.h"
 
 #include <string.h>
 
@@ -150,16 +150,132 @@ static bool cf__merge_by_hash(cf_filter *dst, const cf__table *t, cf_status *st)
     return true;
 }
 
+/* Segment by segment. A segmented table's keys of one segment change nothing outside it
+ * (build.c), and a fingerprint's pair in dst's first table is its own in src's when the
+ * two are alike: so threads that each re-insert the fingerprints of a run of whole
+ * segments, in bucket order, through a shadow of dst (build.h), make the bytes one thread
+ * makes, whatever their number. Neighbouring segments are never written at once: each
+ * thread first does all its segments but its last, then, after every thread has, its
+ * last. A fingerprint that finds no slot (an add that finds no room changes no table, only
+ * the shadow's stash) ends its thread's part; the merge then puts the table back and takes
+ * the sequential path, which has the stash and growth. Used for every merge it can serve,
+ * with one thread as with many, so that the result never depends on their number. */
+
+/* Fingerprints a merge thread takes at least (a thread's start costs tens of
+ * microseconds). */
+#define CF__MERGE_MIN_ITEMS ((uint64_t)1 << 16)
+
+/* One thread's part: segments [first, end) of src's first table t, through its shadow. */
+typedef struct cf__merge_job {
+    cf_filter *shadow;
+    const cf__table *t;
+    unsigned f; /* the fingerprints' width */
+    uint64_t first, end;
+    bool last_part; /* the round: the last segment, else the others */
+    bool no_room;   /* a fingerprint found no slot in the table */
+} cf__merge_job;
+
+static void *cf__merge_worker(void *p)
+{
+    cf__merge_job *j = p;
+    const cf__shape *s = j->t->shape;
+    uint64_t from = (j->last_part ? j->end - 1u : j->first) << s->seg;
+    uint64_t to = (j->last_part ? j->end : j->end - 1u) << s->seg;
+    cf__walk w;
+    if (j->no_room || from == to || !cf__walk_init(&w, j->f, j->t->buckets))
+        return NULL; /* (the walk exists: cf__merge_segments checked it) */
+    cf__walk_seek(&w, from);
+    cf_filter *sh = j->shadow;
+    uint64_t hashes[CF__MERGE_BATCH];
+    cf_status sts[CF__MERGE_BATCH];
+    uint32_t fps[CF_MAX_BUCKET_SIZE];
+    size_t n = 0;
+    for (uint64_t x = from; x < to; x++, cf__walk_next(&w)) {
+        for (unsigned i = 0, k = cf__bucket_fps(j->t, s, x, fps); i < k; i++)
+            hashes[n++] = cf__walk_hash(&w, fps[i]);
+        if (n > CF__MERGE_BATCH - s->b || (n && x + 1 == to)) {
+            if (sh->ops->add_many(sh, hashes, n, 0, sts) != n || sh->stash_n != 0) {
+                j->no_room = true;
+                return NULL;
+            }
+            n = 0;
+        }
+    }
+    return NULL;
+}
+
+/* How cf__merge_segments went. */
+enum cf__by_segments {
+    CF__SEGS_DONE,    /* every fingerprint of t is in dst's table */
+    CF__SEGS_NO_ROOM, /* one found no slot: dst's table is part done, to be put back */
+    CF__SEGS_NOT_RUN  /* the threads' memory is not there: nothing changed */
+};
+
+/* Can src's first table t go into dst segment by segment? dst a plain filter in its
+ * simple state whose table is segmented, and t of its size and width (cf__merge_refusal
+ * checked the rest). */
+static bool cf__by_segments_ok(const cf_filter *dst, const cf__table *t)
+{
+    cf__walk w;
+    return cf__kind_of(dst) == &cf__kind_plain && cf__shape0(dst)->seg && cf__is_simple(dst) &&
+           dst->tables == &dst->t0 && !t->grown && t->shape->ext == 0 &&
+           t->buckets == dst->t0.buckets && cf__walk_init(&w, cf__shape0(dst)->f, t->buckets);
+}
+
+/* The fingerprints of src's first table t into dst's, segment by segment, with `threads`
+ * threads at most (0: one per processor), where cf__by_segments_ok says so. */
+static enum cf__by_segments cf__merge_segments(cf_filter *dst, const cf__table *t, unsigned threads)
+{
+    cf__merge_job job[CF__BUILD_THREADS_MAX];
+    uint64_t segments = t->buckets >> t->shape->seg;
+    unsigned jobs = cf__threads_for(threads, (size_t)t->items, CF__MERGE_MIN_ITEMS);
+    if ((uint64_t)jobs > segments / 2u) /* two segments each at least (see above) */
+        jobs = segments >= 2u ? (unsigned)(segments / 2u) : 1u;
+    for (unsigned i = 0; i < jobs; i++) {
+        job[i] = (cf__merge_job){.t = t,
+                                 .f = cf__shape0(dst)->f,
+                                 .first = segments * i / jobs,
+                                 .end = segments * (i + 1u) / jobs};
+        if (cf__shadow_of(dst, &job[i].shadow) != CF_OK) {
+            for (unsigned k = 0; k < i; k++)
+                cf__shadow_free(job[k].shadow);
+            return CF__SEGS_NOT_RUN;
+        }
+    }
+    for (unsigned round = 0; round < 2; round++) {
+        for (unsigned i = 0; i < jobs; i++)
+            job[i].last_part = round == 1;
+        cf__run_jobs(cf__merge_worker, job, sizeof job[0], jobs);
+    }
+    bool no_room = false;
+    for (unsigned i = 0; i < jobs; i++) {
+        no_room |= job[i].no_room;
+        dst->t0.items += job[i].shadow->t0.items;
+        cf__shadow_free(job[i].shadow);
+    }
+    return no_room ? CF__SEGS_NO_ROOM : CF__SEGS_DONE;
+}
+
 /* Every fingerprint of src into dst: the oldest sub-filter's first (they have the fewest
- * places to go, so they take them while there is room), then the stash. Through the
+ * places to go, so they take them while there is room), then the stash. Segment by
+ * segment where dst and src's first table allow it, with `threads` (undo: how to put dst
+ * back if a fingerprint finds no slot there; NULL: never that way). Else through the
  * insert path where dst is one sub-filter that cannot grow (fast: plain, fixed, one) and
  * the sub-filter has the first one's size and width; else each with cf__place_fp. */
-static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool fast)
+static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool fast,
+                               const cf__merge_undo *undo, unsigned threads)
 {
     for (unsigned k = 0; k < src->ntables; k++) {
         const cf__table *t = &src->tables[k];
         const cf__shape *s = t->shape;
         cf_status st;
+        if (k == 0 && undo && cf__by_segments_ok(dst, t)) {
+            enum cf__by_segments r = cf__merge_segments(dst, t, threads);
+            if (r == CF__SEGS_DONE)
+                continue;
+            if (r == CF__SEGS_NO_ROOM)
+                cf__undo_apply(dst, undo);
+        }
         if (fast && !t->grown && s->ext == 0 && cf__merge_by_hash(dst, t, &st)) {
             if (st != CF_OK)
                 return st;
@@ -182,7 +298,7 @@ static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool fast)
 }
 
 /* The merge of filters that may merge, their writers' locks held. */
-static cf_status cf__merge_held(cf_filter *dst, const cf_filter *src)
+static cf_status cf__merge_held(cf_filter *dst, const cf_filter *src, unsigned threads)
 {
     if (cf__cannot_fit(dst, src))
         return CF_FULL;
@@ -191,14 +307,14 @@ static cf_status cf__merge_held(cf_filter *dst, const cf_filter *src)
         cf_filter *trial = NULL;
         st = cf__copy_plain(dst, &trial);
         if (st == CF_OK) /* the very path the second run takes: cf__place_fp's */
-            st = cf__merge_all(trial, src, false);
+            st = cf__merge_all(trial, src, false, NULL, 0);
         unsigned ntables = trial ? trial->ntables : 0, stash_n = trial ? trial->stash_n : 0;
         if (trial)
             cf__release(trial);
         if (st == CF_OK) /* what the trial allocated, allocated on dst before it changes */
             st = cf__reserve_like(dst, ntables, stash_n);
         if (st == CF_OK) {
-            st = cf__merge_all(dst, src, false);
+            st = cf__merge_all(dst, src, false, NULL, 0);
             cf__reserve_drop(dst);
         }
         return st;
@@ -206,14 +322,28 @@ static cf_status cf__merge_held(cf_filter *dst, const cf_filter *src)
     cf__merge_undo u;
     if ((st = cf__undo_save(dst, &u)) != CF_OK)
         return st;
-    st = cf__merge_all(dst, src, dst->expansion == 0 && dst->ntables == 1);
+    st = cf__merge_all(dst, src, dst->expansion == 0 && dst->ntables == 1, &u, threads);
     if (st != CF_OK)
         cf__undo_apply(dst, &u);
     cf__mfree(dst, u.block);
     return st;
 }
 
+cf_status cf_merge_check(const cf_filter *dst, const cf_filter *src, const char **reason)
+{
+    const char *why = cf__merge_refusal(dst, src);
+    if (reason)
+        *reason = why;
+    return why ? CF_EINVAL : CF_OK;
+}
+
 cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason)
+{
+    return cf_merge_threads(dst, src, 1, reason);
+}
+
+cf_status cf_merge_threads(cf_filter *dst, const cf_filter *src, unsigned threads,
+                           const char **reason)
 {
     const char *why = NULL;
     cf_status st = CF_EINVAL;
@@ -225,7 +355,7 @@ cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **reason)
         const cf_filter *second = first == dst ? src : dst;
         cf__hold(first);
         cf__hold(second);
-        st = cf__merge_held(dst, src);
+        st = cf__merge_held(dst, src, threads);
         cf__unhold(second);
         cf__unhold(first);
         why = st == CF_OK     ? NULL

@@ -3,7 +3,8 @@
  * with 1 to 4 threads against the filter that cf_add_many of the same hashes in the same
  * order gives, byte for byte: filters that fit, fixed ones filled past their room (stash,
  * refusals), growing ones that grow, unsegmented ones (one thread), and builds whose
- * threads' filters cannot be made. Every added key is found afterwards.
+ * threads' filters cannot be made. Every added key is found afterwards. Merges by ranges
+ * of segments (cf_get_segments, cf_merge_segments, cf_stash_hashes) against cf_merge.
  */
 #include "testutil.h"
 
@@ -348,6 +349,202 @@ static void test_segments_apart(void)
     }
 }
 
+/* Keys for `filled` that stop once the stash holds this many. */
+#define UNTIL_STASHED 2u
+#define TO_STASH      UINT64_MAX
+
+/* A fixed segmented filter like c (seed included) holding keys [from, from + n) of
+ * stream 9 (refused ones are dropped), or with n TO_STASH keys from `from` on until
+ * UNTIL_STASHED of them are in its stash. */
+static cf_filter *filled(const cf_config *c, uint64_t from, uint64_t n)
+{
+    cf_filter *f = NULL;
+    if (!CHECK_ST(cf_new(c, &f), CF_OK))
+        return NULL;
+    uint8_t key[CFT_KEY_MAX];
+    for (uint64_t id = from; id - from < n; id++) {
+        if (n == TO_STASH && cft_stats(f).stashed == UNTIL_STASHED)
+            break;
+        size_t len = cft_key(key, 9, id);
+        (void)cf_add(f, key, len);
+    }
+    return f;
+}
+
+/* Filters src[0 .. nsrc) merged range by range as the header says (`ranges` ranges); NULL
+ * with *full set if more fingerprints found no room than the stash holds. */
+static cf_filter *merged_apart(cf_filter *const *src, size_t nsrc, uint64_t ranges, bool *full)
+{
+    cf_config c;
+    cf_mapping m;
+    cf_get_config(src[0], &c);
+    if (!CHECK_ST(cf_get_mapping(src[0], &m), CF_OK))
+        return NULL;
+    uint64_t segments = m.buckets >> m.segment_bits;
+    /* each source's stash hashes, and the hashes that found no room: by source, the table
+     * ones of every range, then the stash ones (noted by index, to put in stash order) */
+    uint64_t stash[8][CF_STASH_SLOTS], table_out[8][64], stash_out[8][CF_STASH_SLOTS];
+    size_t nstash[8], ntable[8] = {0};
+    bool stash_lost[8][CF_STASH_SLOTS] = {{false}};
+    uint64_t lost = 0;
+    for (size_t i = 0; i < nsrc; i++)
+        CHECK_ST(cf_stash_hashes(src[i], stash[i], CF_STASH_SLOTS, &nstash[i]), CF_OK);
+    cf_filter *out = NULL;
+    if (!CHECK_ST(cf_new_like(src[0], NULL, &out), CF_OK))
+        return NULL;
+    for (uint64_t k = 0; k < ranges; k++) {
+        uint64_t first = segments * k / ranges, end = segments * (k + 1) / ranges;
+        size_t len = 0;
+        CHECK_ST(cf_segments_size(&c, first, end, &len), CF_OK);
+        uint8_t *dst = malloc(len), *part = malloc(len);
+        CHECK_ST(cf_get_segments(src[0], first, end, dst, len), CF_OK);
+        for (size_t i = 1; i < nsrc; i++) {
+            cf_segments_report r;
+            CHECK_ST(cf_get_segments(src[i], first, end, part, len), CF_OK);
+            CHECK_ST(cf_merge_segments(&c, first, end, dst, len, part, NULL, 0, &r), CF_OK);
+            for (uint64_t e = 0; e < r.unplaced && e < CF_STASH_SLOTS && ntable[i] < 64; e++)
+                table_out[i][ntable[i]++] = r.first_unplaced[e];
+            lost += r.unplaced;
+            uint64_t in_range[CF_STASH_SLOTS];
+            size_t nin = 0, index[CF_STASH_SLOTS];
+            for (size_t e = 0; e < nstash[i]; e++) {
+                cf_place pl;
+                CHECK_ST(cf_place_in(&m, stash[i][e], &pl), CF_OK);
+                uint64_t s = pl.bucket[0] >> m.segment_bits;
+                if (s >= first && s < end) {
+                    index[nin] = e;
+                    in_range[nin++] = stash[i][e];
+                }
+            }
+            CHECK_ST(cf_merge_segments(&c, first, end, dst, len, NULL, in_range, nin, &r), CF_OK);
+            /* which of them found no room: each reported hash is one of them, in order */
+            for (uint64_t e = 0, at = 0; e < r.unplaced && e < CF_STASH_SLOTS; e++) {
+                while (at < nin && in_range[at] != r.first_unplaced[e])
+                    at++;
+                if (CHECK(at < nin))
+                    stash_lost[i][index[at++]] = true;
+            }
+            lost += r.unplaced;
+        }
+        CHECK_ST(cf_put_segments(out, first, end, dst, len), CF_OK);
+        free(dst);
+        free(part);
+    }
+    uint64_t order[8 * (64 + CF_STASH_SLOTS) + CF_STASH_SLOTS];
+    size_t n = 0;
+    for (size_t e = 0; e < nstash[0]; e++)
+        order[n++] = stash[0][e];
+    for (size_t i = 1; i < nsrc; i++) {
+        for (size_t e = 0; e < ntable[i]; e++)
+            order[n++] = table_out[i][e];
+        for (size_t e = 0; e < nstash[i]; e++)
+            if (stash_lost[i][e])
+                order[n++] = stash[i][e];
+        (void)stash_out;
+    }
+    uint64_t stashed = 0;
+    CHECK_ST(cf_stash_unplaced(out, order, n, &stashed), CF_OK);
+    *full = stashed < nstash[0] + lost;
+    if (*full) {
+        cf_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Merges range by range give cf_merge's bytes, for every cut into ranges tried: sources
+ * with room, a source with stash entries, and a merge that does not fit. */
+static void test_merge_apart(void)
+{
+    /* 3 segments filled to 95 % by the capacity */
+    cf_config c = {.capacity = 3u * 249036u, .seed = 41, .flags = CF_SEGMENTED};
+    struct {
+        uint64_t n[3];
+        const char *what;
+    } cases[] = {
+        {{180000, 180000, 180000}, "room to spare"},
+        {{TO_STASH, 10, 0}, "a first source with its stash"},
+        {{20, TO_STASH, 0}, "a source with its stash"},
+        {{420000, 420000, 0}, "more than fits"},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        cft_context("merge apart: %s", cases[ci].what);
+        cf_filter *src[3] = {NULL, NULL, NULL};
+        size_t nsrc = 0;
+        for (uint64_t from = 0; nsrc < 3 && cases[ci].n[nsrc]; from += 1000000u, nsrc++)
+            src[nsrc] = filled(&c, from, cases[ci].n[nsrc]);
+        cf_filter *want = NULL;
+        cf_status st = CF_OK;
+        CHECK_ST(cf_new_like(src[0], NULL, &want), CF_OK);
+        CHECK_ST(cf_merge(want, src[0], NULL), CF_OK);
+        for (size_t i = 1; i < nsrc && st == CF_OK; i++)
+            st = cf_merge(want, src[i], NULL);
+        bool stashes = false;
+        for (size_t i = 0; i < nsrc; i++)
+            stashes |= cft_stats(src[i]).stashed > 0;
+        CHECK(ci == 1 || ci == 2 ? stashes : !stashes);
+        for (uint64_t ranges = 1; ranges <= 3; ranges++) {
+            bool full = false;
+            cf_filter *f = merged_apart(src, nsrc, ranges, &full);
+            CHECK_EQ_I(full, st == CF_FULL);
+            if (st == CF_OK)
+                CHECK_MSG(f && cft_same_bytes(f, want), "%llu ranges: not cf_merge's bytes",
+                          (unsigned long long)ranges);
+            cf_free(f);
+        }
+        CHECK(ci == 3 ? st == CF_FULL : st == CF_OK);
+        cf_free(want);
+        for (size_t i = 0; i < nsrc; i++)
+            cf_free(src[i]);
+    }
+    /* Refusals: not segmented, a bad length, a corrupt range, hashes of other segments. */
+    cft_context("merge apart: refusals");
+    cf_filter *f = filled(&c, 0, 1000), *g = NULL;
+    cf_config un = {.capacity = 1000, .seed = 41, .flags = CF_UNSEGMENTED};
+    size_t len = 0, n = 0;
+    uint64_t hs[CF_STASH_SLOTS];
+    CHECK_ST(cf_segments_size(&c, 0, 1, &len), CF_OK);
+    uint8_t *part = calloc(len, 1), *dst = calloc(len, 1);
+    cf_segments_report r;
+    if (f && CHECK_ST(cf_new(&un, &g), CF_OK)) {
+        CHECK_ST(cf_get_segments(g, 0, 1, part, len), CF_EINVAL);
+        CHECK_ST(cf_stash_hashes(g, hs, CF_STASH_SLOTS, &n), CF_EINVAL);
+        CHECK_ST(cf_merge_segments(&un, 0, 1, dst, len, part, NULL, 0, &r), CF_EINVAL);
+        CHECK_ST(cf_get_segments(f, 0, 1, part, len - 1), CF_EINVAL);
+        CHECK_ST(cf_get_segments(f, 0, 4, part, len), CF_EINVAL);
+        CHECK_ST(cf_get_segments(f, 0, 1, part, len), CF_OK);
+        CHECK_ST(cf_merge_segments(&c, 0, 1, dst, len - 1, part, NULL, 0, &r), CF_EINVAL);
+        memcpy(dst, part, len);
+        uint64_t far = 0; /* a hash whose first bucket is in the last segment */
+        cf_mapping m;
+        cf_place pl;
+        CHECK_ST(cf_get_mapping(f, &m), CF_OK);
+        for (uint64_t h = 1; far == 0; h += UINT64_C(0x9e3779b97f4a7c15))
+            if (cf_place_in(&m, h, &pl) == CF_OK && pl.bucket[0] >> m.segment_bits == 2)
+                far = h;
+        CHECK_ST(cf_merge_segments(&c, 0, 1, dst, len, NULL, &far, 1, &r), CF_EINVAL);
+        CHECK(memcmp(dst, part, len) == 0);
+        cf_config semi = {.capacity = c.capacity,
+                          .fingerprint_bits = 13,
+                          .seed = 41,
+                          .flags = CF_SEGMENTED | CF_SEMI_SORT};
+        size_t slen = 0;
+        CHECK_ST(cf_segments_size(&semi, 0, 1, &slen), CF_OK);
+        uint8_t *bad = malloc(slen), *zero = calloc(slen, 1);
+        memset(bad, 0xff, slen); /* codes past the last */
+        CHECK_ST(cf_merge_segments(&semi, 0, 1, zero, slen, bad, NULL, 0, &r), CF_ECORRUPT);
+        CHECK_ST(cf_merge_segments(&semi, 0, 1, bad, slen, zero, NULL, 0, &r), CF_ECORRUPT);
+        CHECK_ST(cf_merge_segments(&semi, 0, 1, zero, slen, zero, NULL, 0, &r), CF_OK);
+        free(bad);
+        free(zero);
+        CHECK_ST(cf_merge_segments(&c, 0, 1, NULL, len, part, NULL, 0, &r), CF_EINVAL);
+    }
+    free(part);
+    free(dst);
+    cf_free(f);
+    cf_free(g);
+}
+
 static void test_refusals(void)
 {
     cft_context("build refusals");
@@ -379,6 +576,7 @@ int main(void)
                  {"builds", test_builds},
                  {"allocation failures", test_alloc_failures},
                  {"segments apart", test_segments_apart},
+                 {"merges apart", test_merge_apart},
                  {"refusals", test_refusals}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         double t = cft_now();

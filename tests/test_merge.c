@@ -231,6 +231,11 @@ static void refused(cf_filter *dst, const cf_filter *src, cf_status want, const 
     CHECK_ST(cf_merge(dst, src, &why), want);
     CHECK_MSG(why && strstr(why, reason), "reason \"%s\", want \"%s\"", why ? why : "(null)",
               reason);
+    if (want == CF_EINVAL) { /* cf_merge_check says the same, without a merge */
+        const char *said = NULL;
+        CHECK_ST(cf_merge_check(dst, src, &said), CF_EINVAL);
+        CHECK(said && why && strcmp(said, why) == 0);
+    }
     CHECK(before && cft_same_bytes(dst, before));
     cf_free(before);
 }
@@ -255,6 +260,138 @@ static void test_segmented(void)
         CHECK_EQ_U(missed, 0);
         CHECK_EQ_U(cft_stats(a).items, 100000);
     }
+    cf_free(a);
+    cf_free(b);
+}
+
+/* Filters a and b of config c, keys [0, na) of stream 5 in a and [na, na + nb) in b. */
+static bool fill_pair(cf_config c, uint64_t na, uint64_t nb, cf_filter **a, cf_filter **b)
+{
+    *a = cft_new(c);
+    *b = cft_new(c);
+    uint8_t key[CFT_KEY_MAX];
+    for (uint64_t id = 0; *a && *b && id < na + nb; id++) {
+        size_t len = cft_key(key, 5, id);
+        if (!CHECK_ST(cf_add(id < na ? *a : *b, key, len), CF_OK))
+            break;
+    }
+    return *a && *b;
+}
+
+/* Segment by segment (cf_merge_threads): the same bytes for any number of threads, one
+ * and "one per processor" included, every key found, the counts exact; a merge that does
+ * not fit its segments puts the table back and goes on as cf_merge does, with the same
+ * result for any number of threads; one that does not fit at all leaves dst as it was. */
+static void test_segments_threads(void)
+{
+    cft_context("merge segment by segment, with threads");
+    /* 9 segments (not a power of two: the threads' walks start mid-table), 4 threads of
+     * at least 2 segments and 65,536 fingerprints each */
+    cf_config c = {.capacity = cft_scaled(2000000), .seed = 23, .flags = CF_SEGMENTED};
+    uint64_t na = c.capacity * 3 / 10, nb = c.capacity * 3 / 10;
+    cf_filter *a, *b;
+    if (!fill_pair(c, na, nb, &a, &b))
+        goto out;
+    cf_filter *one = copy_of(a);
+    const char *said = "unset";
+    CHECK_ST(cf_merge_check(a, b, &said), CF_OK);
+    CHECK(said == NULL);
+    if (!one || !CHECK_ST(cf_merge(one, b, NULL), CF_OK))
+        goto out1;
+    uint8_t key[CFT_KEY_MAX];
+    uint64_t missed = 0;
+    for (uint64_t id = 0; id < na + nb; id++) {
+        size_t len = cft_key(key, 5, id);
+        missed += !cf_contains(one, key, len);
+    }
+    CHECK_EQ_U(missed, 0);
+    CHECK_EQ_U(cft_stats(one).items, na + nb);
+    unsigned threads[] = {2, 3, 4, 0, 64};
+    for (size_t i = 0; i < sizeof threads / sizeof threads[0]; i++) {
+        cft_context("merge segment by segment, %u threads", threads[i]);
+        cf_filter *m = copy_of(a);
+        const char *why = "unset";
+        if (m && CHECK_ST(cf_merge_threads(m, b, threads[i], &why), CF_OK)) {
+            CHECK(why == NULL);
+            CHECK_MSG(cft_same_bytes(m, one), "%u threads merge other bytes than one", threads[i]);
+        }
+        cf_free(m);
+    }
+    /* A src that grew: its first sub-filter by segments, the rest one after another. */
+    cft_context("merge segment by segment, a grown source");
+    {
+        cf_config g = c;
+        g.capacity = c.capacity / 16u; /* one segment */
+        g.expansion = 2;
+        cf_filter *grown = cft_new(g), *dst2 = copy_of(a), *dst1 = copy_of(a);
+        uint64_t ng = c.capacity / 4u;
+        for (uint64_t id = 0; grown && id < ng; id++) {
+            size_t len = cft_key(key, 6, id);
+            CHECK_ST(cf_add(grown, key, len), CF_OK);
+        }
+        /* (a grown source of another first size is refused: make dst like it) */
+        cf_filter *like = NULL;
+        if (grown && CHECK_ST(cf_new_like(grown, NULL, &like), CF_OK) &&
+            CHECK(cft_stats(grown).sub_filters > 1)) {
+            CHECK_ST(cf_merge_threads(like, grown, 1, NULL), CF_OK);
+            cf_filter *like2 = NULL;
+            CHECK_ST(cf_new_like(grown, NULL, &like2), CF_OK);
+            if (like2 && CHECK_ST(cf_merge_threads(like2, grown, 4, NULL), CF_OK))
+                CHECK(cft_same_bytes(like, like2));
+            missed = 0;
+            for (uint64_t id = 0; id < ng; id++) {
+                size_t len = cft_key(key, 6, id);
+                missed += !cf_contains(like, key, len);
+            }
+            CHECK_EQ_U(missed, 0);
+            cf_free(like2);
+        }
+        cf_free(like);
+        cf_free(grown);
+        cf_free(dst1);
+        cf_free(dst2);
+    }
+    /* Past the first failure: the least merged load whose merge succeeds with a stash
+     * entry (a fingerprint that found no slot in its segment). */
+    cft_context("merge segment by segment, a segment without room");
+    c.capacity = 3u * 249036u; /* 3 segments just filled to 95 % (2^16 * 4 * 0.95 each) */
+    bool seen_stash = false, seen_full = false;
+    for (unsigned per_mille = 495; per_mille <= 525 && !(seen_stash && seen_full); per_mille++) {
+        cf_filter *x, *y;
+        uint64_t n = c.capacity * per_mille / 1000u;
+        if (!fill_pair(c, n, n, &x, &y)) {
+            cf_free(x);
+            cf_free(y);
+            break;
+        }
+        cf_filter *m1 = copy_of(x), *m4 = copy_of(x);
+        cf_status s1 = m1 ? cf_merge_threads(m1, y, 1, NULL) : CF_ENOMEM;
+        cf_status s4 = m4 ? cf_merge_threads(m4, y, 4, NULL) : CF_ENOMEM;
+        CHECK_ST(s4, s1);
+        if (s1 == CF_OK && cft_stats(m1).stashed > 0 && !seen_stash) {
+            seen_stash = true;
+            CHECK(cft_same_bytes(m1, m4));
+            missed = 0;
+            for (uint64_t id = 0; id < 2 * n; id++) {
+                size_t len = cft_key(key, 5, id);
+                missed += !cf_contains(m4, key, len);
+            }
+            CHECK_EQ_U(missed, 0);
+        } else if (s1 == CF_FULL && !seen_full) {
+            seen_full = true;
+            CHECK(cft_same_bytes(m1, x));
+            CHECK(cft_same_bytes(m4, x));
+        }
+        cf_free(m1);
+        cf_free(m4);
+        cf_free(x);
+        cf_free(y);
+    }
+    CHECK_MSG(seen_stash && seen_full, "no merged load gave a stash (%d) and a refusal (%d)",
+              seen_stash, seen_full);
+out1:
+    cf_free(one);
+out:
     cf_free(a);
     cf_free(b);
 }
@@ -563,6 +700,23 @@ static void test_walk(void)
                 uint32_t fp = (uint32_t)(cft_below(&r, (UINT64_C(1) << f) - 1) + 1);
                 cf__key k = cf__key_bits(f, cf__walk_hash(&w, fp));
                 wrong += k.fp != fp || cf__mulhi(k.x, m) != b;
+                if (b % 97 == 0) { /* a walk moved there at once is where the steps are */
+                    cf__walk s;
+                    (void)cf__walk_init(&s, f, m);
+                    cf__walk_seek(&s, b);
+                    wrong += s.base != w.base || s.rem != w.rem;
+                }
+            }
+            for (unsigned t = 0; t < 200; t++) { /* anywhere, far beyond the steps */
+                uint64_t x = cft_below(&r, m - 1);
+                cf__walk s;
+                (void)cf__walk_init(&s, f, m);
+                cf__walk_seek(&s, x);
+                uint32_t fp = (uint32_t)((UINT64_C(1) << f) - 1);
+                cf__key k = cf__key_bits(f, cf__walk_hash(&s, fp));
+                /* x's least fraction: one unit (2^f) less maps below x */
+                wrong += cf__mulhi(k.x, m) != x ||
+                         (x > 0 && cf__mulhi(k.x - (UINT64_C(1) << f), m) == x);
             }
         }
         cf__walk w;
@@ -598,6 +752,7 @@ int main(void)
     test_self_copy(300);
     test_refusals(dir);
     test_segmented();
+    test_segments_threads();
     test_alloc_failures(0);
     test_alloc_failures(CF_CONCURRENT);
     test_like_and_files(dir);

@@ -23,13 +23,23 @@ of every partition.
 
 Keys are what CuckooFilter.add takes: bytes, str (UTF-8) and ints in [0, 2**64) (their
 8 bytes, little-endian); numpy integer arrays and integer columns are taken as such ints.
+
+Filter files made alike merge range by range of segments, on the workers:
+
+    f = cuckoofilter.dask.merge(["monday.cf", "tuesday.cf", "wednesday.cf"])
+
+Each task reads the same range of segments of every file (memory-mapped: a worker holds
+its ranges, not the filters) and adds the other files' fingerprints of that range to the
+first's; the ranges are put together. The bytes are those CuckooFilter.merge gives
+merging the files in order into a copy of the first (`cuckoo merge` likewise).
 """
 
+import os
 import secrets
 
 from . import CuckooFilter, FilterFull
 
-__all__ = ["build"]
+__all__ = ["build", "merge"]
 
 # Pieces of hashes joined by one task on the way to the task that fills an unsegmented
 # filter: few enough that a worker holds them at once.
@@ -95,6 +105,58 @@ def _assemble(capacity, settings, *parts):
     if unplaced > stashed:
         raise FilterFull(f"{unplaced - stashed} keys did not fit in a filter of capacity "
                          f"{capacity}")
+    return f
+
+
+def _merge_range(paths, first, end):
+    """Segments [first, end) of the first filter of `paths` with those of the others added:
+    the table, and for each other filter the fingerprints that found no room (the count
+    and first hashes of its table's, the stash positions of its stash entries')."""
+    filters = [CuckooFilter.open(p, verify=False) for p in paths]  # (checked on the client)
+    dst = bytearray(filters[0]._get_segments(first, end))
+    lost = []
+    for f in filters[1:]:
+        count, firsts = filters[0]._merge_segments(first, end, dst, f._get_segments(first, end),
+                                                   b"")
+        stash = [(i, h) for i, (h, segment) in enumerate(f._stash_hashes())
+                 if first <= segment < end]
+        hashes = b"".join(h.to_bytes(8, "little") for _, h in stash)
+        n, out = filters[0]._merge_segments(first, end, dst, None, hashes)
+        # which stash entries found no room: the reported hashes, in their order
+        positions, at = [], 0
+        for k in range(min(n, len(out) // 8)):
+            h = int.from_bytes(out[8 * k:8 * k + 8], "little")
+            while stash[at][1] != h:
+                at += 1
+            positions.append(stash[at][0])
+            at += 1
+        lost.append((count, firsts, n, positions))
+    return first, end, bytes(dst), lost
+
+
+def _assemble_merge(paths, *parts):
+    """The ranges put together, then the stash: the first filter's entries, then filter by
+    filter what found no room (its table's in range order, then its stash entries' in
+    stash order), as cf_merge would have stashed them; FilterFull if they do not fit."""
+    filters = [CuckooFilter.open(p, verify=False) for p in paths]
+    f = CuckooFilter.empty_like(filters[0], concurrent=False)
+    for first, end, table, _ in parts:
+        f._put_segments(first, end, table)
+    order = [h for h, _ in filters[0]._stash_hashes()]
+    needed = len(order)
+    for i, src in enumerate(filters[1:]):
+        lost_positions = set()
+        for part in parts:  # in range order
+            count, firsts, n, positions = part[3][i]
+            needed += count + n
+            order += [int.from_bytes(firsts[k:k + 8], "little") for k in range(0, len(firsts), 8)]
+            lost_positions.update(positions)
+        stash = src._stash_hashes()
+        order += [stash[k][0] for k in sorted(lost_positions)]
+    stashed = f._stash_unplaced(b"".join(h.to_bytes(8, "little") for h in order))
+    if needed > stashed:
+        raise FilterFull(f"{needed - stashed} fingerprints did not fit: the merged filters "
+                         "hold more than the first one's capacity")
     return f
 
 
@@ -198,6 +260,55 @@ def build(
                      for i in range(0, len(level), split_every)]
         task = dask.delayed(_fill_whole)(capacity, tag_bits, settings, level[0])
     result = _compute(task, progress)
+    return result if not concurrent else CuckooFilter.from_bytes(result.to_bytes())
+
+
+def merge(paths, *, ranges=None, concurrent=True, progress=False):
+    """One CuckooFilter holding every key of the filter files `paths`, merged range by
+    range of segments by Dask tasks: byte for byte what merging them in order into a copy
+    of the first gives (CuckooFilter.merge, `cuckoo merge OUT IN...`). Counts add up: a key
+    in two files counts twice.
+
+    The files must be readable from the workers at those paths (shared storage), and made
+    alike (CuckooFilter.empty_like of one model, or the same settings and seed; build()
+    and `cuckoo build --seed S --capacity N` make them so), fixed-size and segmented
+    (segmented=True, or the default from about 16M keys), each one sub-filter. Their
+    checksums are verified here first, once; each task then maps its range of every file.
+    ranges: tasks, each a range of whole segments (default: twice the workers of the active
+    Client, at most the segments). concurrent, progress: as for build().
+
+    Raises ValueError for files that do not merge (saying why), FilterFull if the merged
+    fingerprints do not fit the first file's capacity, and what CuckooFilter.open raises
+    for a file it cannot read.
+    """
+    import dask
+
+    paths = [os.fspath(p) for p in paths]
+    if not paths:
+        raise ValueError("merge() takes at least one filter file")
+    filters = [CuckooFilter.open(p) for p in paths]  # every checksum, once
+    model = filters[0]
+    for path, f in zip(paths[1:], filters[1:]):
+        try:
+            model._merge_check(f)
+        except ValueError as e:
+            raise ValueError(f"{path} does not merge into {paths[0]}: {e}") from None
+    stats = model.stats
+    if not stats["segmented"] or stats["expansion"] or stats["sub_filters"] != 1:
+        raise ValueError("merge() takes fixed-size segmented filters of one sub-filter "
+                         "(merge others with CuckooFilter.merge)")
+    buckets, _, segment_bits = model._mapping()
+    segments = buckets >> segment_bits
+    del filters, model
+    if ranges is None:
+        ranges = 2 * _workers()
+    if not isinstance(ranges, int) or ranges < 1:
+        raise ValueError("ranges must be a positive integer")
+    ranges = min(ranges, segments)
+    merged = [dask.delayed(_merge_range)(paths, segments * r // ranges,
+                                         segments * (r + 1) // ranges)
+              for r in range(ranges)]
+    result = _compute(dask.delayed(_assemble_merge)(paths, *merged), progress)
     return result if not concurrent else CuckooFilter.from_bytes(result.to_bytes())
 
 

@@ -1081,8 +1081,8 @@ static bool pycf_is_filter(PyTypeObject *type, PyObject *o)
     return PyObject_TypeCheck(o, pycf_state_of_type(type)->filter_type);
 }
 
-/* Merge other's keys into self (cf_merge): 0, or -1 with the exception set. */
-static int pycf_merge_into(pycf_filter *self, pycf_filter *other)
+/* Merge other's keys into self (cf_merge_threads): 0, or -1 with the exception set. */
+static int pycf_merge_into(pycf_filter *self, pycf_filter *other, unsigned threads)
 {
     PyTypeObject *type = Py_TYPE(self);
     if (self->mapped) {
@@ -1097,10 +1097,10 @@ static int pycf_merge_into(pycf_filter *self, pycf_filter *other)
      * library takes its lock) and a source that is concurrent or never changes. */
     if (self->concurrent && pycf_lookups_free(other)) {
         PyThreadState *ts = PyEval_SaveThread();
-        st = cf_merge(self->f, other->f, &why);
+        st = cf_merge_threads(self->f, other->f, threads, &why);
         PyEval_RestoreThread(ts);
     } else {
-        st = cf_merge(self->f, other->f, &why);
+        st = cf_merge_threads(self->f, other->f, threads, &why);
     }
     if (st == CF_OK)
         return 0;
@@ -1113,12 +1113,23 @@ static int pycf_merge_into(pycf_filter *self, pycf_filter *other)
     return -1;
 }
 
-static PyObject *pycf_merge(pycf_filter *self, PyObject *other)
+/* Threads merge(), |= and | use unless told: one per processor, as build() (the bytes are
+ * the same for any number). */
+#define PYCF_MERGE_THREADS 0u
+
+static PyObject *pycf_merge(pycf_filter *self, PyObject *args, PyObject *kwargs)
 {
+    char k_other[] = "other", k_threads[] = "threads";
+    char *names[] = {k_other, k_threads, NULL};
+    PyObject *other, *threads_o = NULL;
+    unsigned long long threads;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:merge", names, &other, &threads_o) ||
+        pycf_uint_arg(threads_o, "threads", 0, 256, PYCF_MERGE_THREADS, &threads) < 0)
+        return NULL;
     if (!pycf_is_filter(Py_TYPE(self), other))
         return PyErr_Format(PyExc_TypeError, "merge() takes a CuckooFilter, not %.100s",
                             Py_TYPE(other)->tp_name);
-    if (pycf_merge_into(self, (pycf_filter *)other) < 0)
+    if (pycf_merge_into(self, (pycf_filter *)other, (unsigned)threads) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -1128,7 +1139,7 @@ static PyObject *pycf_ior(PyObject *a, PyObject *b)
 {
     if (!pycf_is_filter(Py_TYPE(a), b))
         Py_RETURN_NOTIMPLEMENTED;
-    if (pycf_merge_into((pycf_filter *)a, (pycf_filter *)b) < 0)
+    if (pycf_merge_into((pycf_filter *)a, (pycf_filter *)b, PYCF_MERGE_THREADS) < 0)
         return NULL;
     return Py_NewRef(a);
 }
@@ -1140,7 +1151,7 @@ static PyObject *pycf_or(PyObject *a, PyObject *b)
     if (!pycf_is_filter(mine, a) || !pycf_is_filter(mine, b))
         Py_RETURN_NOTIMPLEMENTED;
     PyObject *out = pycf_copy((pycf_filter *)a, NULL);
-    if (out && pycf_merge_into((pycf_filter *)out, (pycf_filter *)b) < 0)
+    if (out && pycf_merge_into((pycf_filter *)out, (pycf_filter *)b, PYCF_MERGE_THREADS) < 0)
         Py_CLEAR(out);
     return out;
 }
@@ -1565,19 +1576,155 @@ static PyObject *pycf_put_segments_py(pycf_filter *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *pycf_empty_like(PyTypeObject *type, PyObject *model)
+/* f._get_segments(first, end) -> bytes: the table bytes of segments [first, end). */
+static PyObject *pycf_get_segments_py(pycf_filter *self, PyObject *args)
 {
+    unsigned long long first, end;
+    if (!PyArg_ParseTuple(args, "KK", &first, &end))
+        return NULL;
+    cf_config c;
+    size_t len;
+    cf_get_config(self->f, &c);
+    if (cf_segments_size(&c, first, end, &len) != CF_OK) {
+        PyErr_SetString(PyExc_ValueError, "not a range of the segments of this filter");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
+    if (!out)
+        return NULL;
+    cf_status st = cf_get_segments(self->f, first, end, PyBytes_AS_STRING(out), len);
+    if (st != CF_OK) {
+        Py_DECREF(out);
+        return pycf_raise(Py_TYPE(self), st, NULL, 0);
+    }
+    return out;
+}
+
+/* f._stash_hashes() -> [(hash, segment), ...]: its stash entries as hashes, in stash
+ * order, each with the segment of its first bucket. */
+static PyObject *pycf_stash_hashes_py(pycf_filter *self, PyObject *unused)
+{
+    (void)unused;
+    uint64_t h[CF_STASH_SLOTS];
+    size_t n = 0;
+    cf_mapping m;
+    cf_status st = cf_stash_hashes(self->f, h, CF_STASH_SLOTS, &n);
+    if (st == CF_OK)
+        st = cf_get_mapping(self->f, &m);
+    if (st != CF_OK)
+        return pycf_raise(Py_TYPE(self), st, NULL, 0);
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        cf_place p;
+        (void)cf_place_in(&m, h[i], &p); /* (the filter's own mapping) */
+        PyObject *pair = Py_BuildValue("(KK)", (unsigned long long)h[i],
+                                       (unsigned long long)(p.bucket[0] >> m.segment_bits));
+        if (!pair)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, (Py_ssize_t)i, pair);
+    }
+    return out;
+}
+
+/* f._mapping() -> (buckets, tag_bits, segment_bits): its first sub-filter's mapping. */
+static PyObject *pycf_mapping_py(pycf_filter *self, PyObject *unused)
+{
+    (void)unused;
+    cf_mapping m;
+    cf_status st = cf_get_mapping(self->f, &m);
+    if (st != CF_OK)
+        return pycf_raise(Py_TYPE(self), st, NULL, 0);
+    return Py_BuildValue("(KII)", (unsigned long long)m.buckets, m.tag_bits, m.segment_bits);
+}
+
+/* f._merge_check(other) -> None: ValueError with cf_merge's reason where the two do not
+ * merge as they are made. */
+static PyObject *pycf_merge_check_py(pycf_filter *self, PyObject *other)
+{
+    if (!pycf_is_filter(Py_TYPE(self), other))
+        return PyErr_Format(PyExc_TypeError, "takes a CuckooFilter, not %.100s",
+                            Py_TYPE(other)->tp_name);
+    const char *why = NULL;
+    if (cf_merge_check(self->f, ((pycf_filter *)other)->f, &why) != CF_OK)
+        return PyErr_Format(PyExc_ValueError, "%s", why ? why : "these filters do not merge");
+    Py_RETURN_NONE;
+}
+
+/* f._merge_segments(first, end, dst, src, hashes) -> (unplaced, first_unplaced): src's
+ * fingerprints (bytes of the same range, or None), then the keys of `hashes`, added to
+ * the writable dst, the table bytes of segments [first, end) of filters made like f. */
+static PyObject *pycf_merge_segments_py(pycf_filter *self, PyObject *args)
+{
+    unsigned long long first, end;
+    Py_buffer dst, src = {0};
+    PyObject *src_o, *hashes_o;
+    if (!PyArg_ParseTuple(args, "KKw*OO", &first, &end, &dst, &src_o, &hashes_o))
+        return NULL;
+    if (src_o != Py_None && PyObject_GetBuffer(src_o, &src, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&dst);
+        return NULL;
+    }
+    size_t n = 0;
+    uint64_t *h = pycf_hash_array(hashes_o, &n);
+    PyObject *out = NULL;
+    if (h && src_o != Py_None && src.len != dst.len) {
+        PyErr_SetString(PyExc_ValueError, "the source range's length differs");
+    } else if (h) {
+        cf_config c;
+        cf_get_config(self->f, &c);
+        c.flags &= ~(unsigned)CF_CONCURRENT;
+        cf_segments_report r;
+        PyThreadState *ts = PyEval_SaveThread();
+        cf_status st = cf_merge_segments(&c, first, end, dst.buf, (size_t)dst.len,
+                                         src_o != Py_None ? src.buf : NULL, h, n, &r);
+        PyEval_RestoreThread(ts);
+        if (st != CF_OK) {
+            pycf_raise(Py_TYPE(self), st, NULL, 0);
+        } else {
+            PyObject *firsts =
+                pycf_le_bytes(r.first_unplaced,
+                              r.unplaced < CF_STASH_SLOTS ? (size_t)r.unplaced : CF_STASH_SLOTS);
+            out = firsts ? Py_BuildValue("(KN)", (unsigned long long)r.unplaced, firsts) : NULL;
+        }
+    }
+    PyMem_Free(h);
+    if (src_o != Py_None)
+        PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    return out;
+}
+
+static PyObject *pycf_empty_like(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    char k_model[] = "model", k_cc[] = "concurrent";
+    char *names[] = {k_model, k_cc, NULL};
+    PyObject *model, *cc_o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:empty_like", names, &model, &cc_o))
+        return NULL;
     if (!pycf_is_filter(type, model))
         return PyErr_Format(PyExc_TypeError, "empty_like() takes a CuckooFilter, not %.100s",
                             Py_TYPE(model)->tp_name);
     pycf_filter *m = (pycf_filter *)model;
+    int concurrent = cc_o && cc_o != Py_None ? PyObject_IsTrue(cc_o) : -1;
+    if (cc_o && cc_o != Py_None && concurrent < 0)
+        return NULL;
     cf_filter *f = NULL;
-    cf_status st = cf_new_like(m->f, NULL, &f);
+    cf_status st;
+    if (concurrent < 0) {
+        st = cf_new_like(m->f, NULL, &f);
+    } else { /* the model's settings and seed, concurrent as asked */
+        cf_config c;
+        cf_get_config(m->f, &c);
+        c.flags = concurrent ? c.flags | CF_CONCURRENT : c.flags & ~(unsigned)CF_CONCURRENT;
+        st = cf_new(&c, &f);
+    }
     if (st != CF_OK)
         return pycf_raise(type, st, NULL, 0);
-    /* A new filter is concurrent as a copy would be, and changes: a model from open()
-     * gives one made as new filters are. */
-    PyObject *out = pycf_wrap(type, f, pycf_copy_concurrent(m), false);
+    /* A new filter is concurrent as a copy would be, unless asked, and changes: a model
+     * from open() gives one made as new filters are. */
+    PyObject *out =
+        pycf_wrap(type, f, concurrent < 0 ? pycf_copy_concurrent(m) : concurrent != 0, false);
     if (out) /* a window keeps its model's clock */
         ((pycf_filter *)out)->clock = Py_XNewRef(m->clock);
     return out;
@@ -1944,13 +2091,16 @@ PyDoc_STRVAR(pycf_copy_doc, "copy() -> CuckooFilter\n\n"
                             "An independent copy, concurrent unless this filter was made\n"
                             "with concurrent=False (a copy of an open() one is writable).");
 PyDoc_STRVAR(pycf_merge_doc,
-             "merge(other) -> None\n\n"
+             "merge(other, *, threads=0) -> None\n\n"
              "Add every key of `other` to this filter (also f |= other; f | other makes a\n"
              "new one): each is found, counts add up (a key in both counts twice), and the\n"
              "false-positive rate is the formula's at the merged load. Filters merge when\n"
              "made alike: from one model with empty_like(), or with the same settings and\n"
              "seed. Give them the capacity of all their keys together: a key keeps its place\n"
              "only in the first sub-filter (or one of its size). All or nothing.\n"
+             "threads: segmented filters made with concurrent=False merge with that many\n"
+             "threads (0: one per processor), each its own segments, to the same bytes as\n"
+             "one; a concurrent filter merges with one (its lookups run meanwhile).\n"
              "Raises ValueError saying what differs (\"seeds differ\", ...) or that a filter\n"
              "cannot merge with itself, FilterFull if the keys do not fit, ReadOnlyFilter\n"
              "for an open() one, TypeError for anything but a CuckooFilter.");
@@ -1971,9 +2121,9 @@ PyDoc_STRVAR(pycf_build_doc,
              "the threads fill, copied. FilterFull if some keys did not fit, with `added` and\n"
              "`filter` (the keys that fit) set.");
 PyDoc_STRVAR(pycf_empty_like_doc,
-             "empty_like(model) -> CuckooFilter\n\n"
+             "empty_like(model, *, concurrent=None) -> CuckooFilter\n\n"
              "An empty filter that merges with `model`: its settings and seed (a window, its\n"
-             "clock), concurrent as model.copy() would be.");
+             "clock), concurrent as model.copy() would be, or as `concurrent` says.");
 PyDoc_STRVAR(pycf_save_doc,
              "save(path) -> None\n\n"
              "Write the filter to path atomically (a temporary file, flushed, renamed over\n"
@@ -2032,8 +2182,10 @@ static PyMethodDef pycf_methods[] = {
     {"from_bytes", (PyCFunction)(void (*)(void))pycf_from_bytes,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, pycf_from_bytes_doc},
     {"copy", (PyCFunction)pycf_copy, METH_NOARGS, pycf_copy_doc},
-    {"merge", (PyCFunction)pycf_merge, METH_O, pycf_merge_doc},
-    {"empty_like", (PyCFunction)pycf_empty_like, METH_O | METH_CLASS, pycf_empty_like_doc},
+    {"merge", (PyCFunction)(void (*)(void))pycf_merge, METH_VARARGS | METH_KEYWORDS,
+     pycf_merge_doc},
+    {"empty_like", (PyCFunction)(void (*)(void))pycf_empty_like,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, pycf_empty_like_doc},
     {"build", (PyCFunction)(void (*)(void))pycf_build, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      pycf_build_doc},
     {"hashes", (PyCFunction)pycf_hashes, METH_O, pycf_hashes_doc},
@@ -2044,6 +2196,11 @@ static PyMethodDef pycf_methods[] = {
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, NULL},
     {"_put_segments", (PyCFunction)pycf_put_segments_py, METH_VARARGS, NULL},
     {"_stash_unplaced", (PyCFunction)pycf_stash_unplaced_py, METH_O, NULL},
+    {"_get_segments", (PyCFunction)pycf_get_segments_py, METH_VARARGS, NULL},
+    {"_stash_hashes", (PyCFunction)pycf_stash_hashes_py, METH_NOARGS, NULL},
+    {"_merge_check", (PyCFunction)pycf_merge_check_py, METH_O, NULL},
+    {"_mapping", (PyCFunction)pycf_mapping_py, METH_NOARGS, NULL},
+    {"_merge_segments", (PyCFunction)pycf_merge_segments_py, METH_VARARGS, NULL},
     {"_split_hashes", (PyCFunction)(void (*)(void))pycf_split_hashes,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, NULL},
     {"_build_hashes", (PyCFunction)pycf_build_hashes_py, METH_VARARGS, NULL},

@@ -593,6 +593,30 @@ def test_build_same_bytes_for_any_threads_and_the_tool(tmp_path):
         cf.CuckooFilter.build(ks, capacity=0)
 
 
+def test_merge_threads_same_bytes():
+    # Segmented filters (4 segments) merge segment by segment: the same bytes for any
+    # number of threads; a concurrent destination merges with one, to the same bytes too.
+    a = cf.CuckooFilter(capacity=900000, seed=9, segmented=True, concurrent=False)
+    b = cf.CuckooFilter.empty_like(a)
+    ka, kb = keys(300000, b"a"), keys(300000, b"b")
+    a.add_many(ka)
+    b.add_many(kb)
+    merged = []
+    for threads in (1, 2, 4, 0):
+        m = a.copy()
+        m.merge(b, threads=threads)
+        merged.append(m.to_bytes())
+    assert all(x == merged[0] for x in merged)
+    cc = cf.CuckooFilter.from_bytes(a.to_bytes(), concurrent=True)
+    cc.merge(b, threads=2)
+    assert cc.to_bytes() == merged[0]
+    assert all(cf.CuckooFilter.from_bytes(merged[0]).contains_many(ka + kb))
+    with pytest.raises(ValueError, match="threads"):
+        a.merge(b, threads=257)
+    with pytest.raises(TypeError):
+        a.merge(b, 2)
+
+
 def test_merge_refusals_change_nothing(tmp_path):
     a = cf.CuckooFilter(capacity=20000, seed=5)
     a.add_many(keys(3000))

@@ -1,7 +1,9 @@
 """cuckoofilter.dask.build on a distributed.LocalCluster of 2 worker processes (loopback
 only), from a bag, an array and a dataframe column: every key is found, and the rate of
 false positives is that of a filter built in this process from the same keys. Also the
-local scheduler without a cluster, the progress bar, and the refusals. Dask is required:
+local scheduler without a cluster, the progress bar, and the refusals. cuckoofilter.dask.merge
+of filter files, range by range on the workers: the bytes of CuckooFilter.merge of the same
+files in the same order, stashes and a merge that does not fit included. Dask is required:
 a missing dask or distributed fails the run, it does not skip.
 """
 
@@ -121,6 +123,68 @@ def test_same_bytes_as_the_tool(client, tmp_path, workers):
         if cluster is not None:
             c.close()
             cluster.close()
+
+
+def merge_files(tmp_path, fill):
+    """Filter files made alike (4 segments of 2^16 buckets of 4, fixed), filter i holding
+    fill[i] keys of its own (None: until its stash holds two)."""
+    paths = []
+    model = cf.CuckooFilter(4 * 249_036, seed=SEED % 2**32 or 1, segmented=True,
+                            concurrent=False)
+    for i, n in enumerate(fill):
+        f = cf.CuckooFilter.empty_like(model)
+        if n is None:
+            j = 0
+            while f.stats["stashed"] < 2:
+                f.add_many(str_keys(10_000, prefix=f"s{i}-{j}-"))
+                j += 1
+        else:
+            f.add_many(str_keys(n, prefix=f"m{i}-"))
+        paths.append(str(tmp_path / f"in{len(paths)}.cf"))
+        f.save(paths[-1])
+    return paths
+
+
+def merged_here(paths):
+    """CuckooFilter.merge of the files, in order, into a copy of the first."""
+    out = cf.CuckooFilter.load(paths[0], concurrent=False)
+    for p in paths[1:]:
+        out.merge(cf.CuckooFilter.load(p))
+    return out
+
+
+@pytest.mark.parametrize("fill", [(250_000, 250_000, 250_000), (None, 30), (40, None)],
+                         ids=["room", "first-stashed", "source-stashed"])
+def test_merge_same_bytes(client, tmp_path, fill):
+    paths = merge_files(tmp_path, fill)
+    want = merged_here(paths).to_bytes()
+    with client.as_current():
+        for ranges in (1, 3, 4):
+            f = cfd.merge(paths, ranges=ranges, concurrent=False)
+            assert f.to_bytes() == want, ranges
+    f = cfd.merge(paths)  # the default ranges, a concurrent filter
+    assert f.stats["concurrent"] and f.to_bytes() == want
+
+
+def test_merge_refusals(client, tmp_path):
+    paths = merge_files(tmp_path, (520_000, 520_000))
+    with pytest.raises(cf.FilterFull):
+        merged_here(paths)
+    with client.as_current(), pytest.raises(cf.FilterFull):
+        cfd.merge(paths)
+    other = cf.CuckooFilter(4 * 249_036, seed=7, segmented=True)
+    other.save(tmp_path / "other.cf")
+    with pytest.raises(ValueError, match="seeds differ"):
+        cfd.merge([paths[0], tmp_path / "other.cf"])
+    small = cf.CuckooFilter(1000, seed=7)
+    small.save(tmp_path / "small.cf")
+    with pytest.raises(ValueError, match="segmented"):
+        cfd.merge([tmp_path / "small.cf"])
+    with pytest.raises(ValueError, match="at least one"):
+        cfd.merge([])
+    (tmp_path / "bad.cf").write_bytes(b"not a filter")
+    with pytest.raises(cf.CorruptFilter):
+        cfd.merge([paths[0], tmp_path / "bad.cf"])
 
 
 def test_progress_bar(client):

@@ -741,6 +741,23 @@ def test_build(t):
     t.ok(t.run(["merge", merged, built["a"], built["b"], "-q"]), "merge two builds made alike",
          quiet=True)
     t.all_present(merged, inp, "merge of two builds with --capacity")
+    # Segmented filters merge segment by segment: the same file for any --jobs.
+    seg = {}
+    for name in ("a", "b"):
+        seg[name] = t.path(f"build-seg-{name}.cf")
+        part = [b"%s-%d" % (name.encode(), i) for i in range(150000)]
+        res = t.run(["build", seg[name], "--capacity", "600000", "--seed", "9", "--mapping",
+                     "segmented", "-q"], input=lines(part))
+        t.ok(res, f"build --mapping segmented ({name})", quiet=True)
+    outs = []
+    for jobs in ("1", "3"):
+        outs.append(t.path(f"merge-jobs{jobs}.cf"))
+        t.ok(t.run(["merge", outs[-1], seg["a"], seg["b"], "-q", "--jobs", jobs]),
+             f"merge --jobs {jobs}", quiet=True)
+    t.check(all(os.path.exists(o) for o in outs) and read(outs[0]) == read(outs[1]),
+            "merge --jobs 3 wrote another file than --jobs 1")
+    t.usage_error(t.run(["merge", t.path("no.cf"), seg["a"], seg["b"], "--jobs", "0"]),
+                  "merge --jobs 0")
     # Fewer than the keys: a fixed filter takes what fits, saves it, and says so (exit 3).
     small = t.path("build-cap-small.cf")
     res = t.run(["build", small, "--capacity", "500", "--seed", "9"], input=lines(keys))

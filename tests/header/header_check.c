@@ -46,6 +46,8 @@ struct cf_header_check_api {
     cf_status (*config_check)(const cf_config *, const char **);
     cf_status (*new_like)(const cf_filter *, const cf_allocator *, cf_filter **);
     cf_status (*merge)(cf_filter *, const cf_filter *, const char **);
+    cf_status (*merge_threads)(cf_filter *, const cf_filter *, unsigned, const char **);
+    cf_status (*merge_check)(const cf_filter *, const cf_filter *, const char **);
     void (*get_stats)(const cf_filter *, cf_stats *);
     const char *(*describe)(cf_status);
     const char *(*version)(void);
@@ -102,6 +104,10 @@ struct cf_header_check_api {
                                 void *, size_t, cf_segments_report *);
     cf_status (*put_segments)(cf_filter *, uint64_t, uint64_t, const void *, size_t);
     cf_status (*stash_unplaced)(cf_filter *, const uint64_t *, size_t, uint64_t *);
+    cf_status (*get_segments)(const cf_filter *, uint64_t, uint64_t, void *, size_t);
+    cf_status (*stash_hashes)(const cf_filter *, uint64_t *, size_t, size_t *);
+    cf_status (*merge_segments)(const cf_config *, uint64_t, uint64_t, void *, size_t, const void *,
+                                const uint64_t *, size_t, cf_segments_report *);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
@@ -119,6 +125,8 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_config_check,
     cf_new_like,
     cf_merge,
+    cf_merge_threads,
+    cf_merge_check,
     cf_get_stats,
     cf_strerror,
     cf_version,
@@ -172,6 +180,9 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_build_segments,
     cf_put_segments,
     cf_stash_unplaced,
+    cf_get_segments,
+    cf_stash_hashes,
+    cf_merge_segments,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and
