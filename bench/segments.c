@@ -10,6 +10,11 @@
  *   cf-bench-segments fill N [J]   sort and fill times of N keys (cf_sort_hashes,
  *                                  cf_build_hashes) with 1 and J threads (default 2), at
  *                                  fingerprint widths 8, 12, 13, 16 and 18
+ *   cf-bench-segments merge N [J]  merge times of two filters made alike for N keys, of
+ *                                  0.49 N each (at N the fullest segment may find no
+ *                                  room: the merge then goes on with one thread), with
+ *                                  1 and J threads (cf_merge_threads, default 2), at
+ *                                  widths 8, 12, 13, 16 and 18
  *
  * Keys are random 64-bit hashes from a fixed seed; every filter has a fixed seed.
  */
@@ -169,6 +174,53 @@ static void fill(uint64_t n, unsigned jobs)
     free(h);
 }
 
+/* A filter of capacity n, width f, holding hashes h[0 .. k) (sorted into work). */
+static cf_filter *built(uint64_t n, unsigned f, const uint64_t *h, size_t k, uint64_t *work)
+{
+    memcpy(work, h, k * sizeof *h);
+    size_t d = 0;
+    cf_sort_hashes(work, k, f, 0, &d);
+    cf_filter *out = make(n, f, 4, 0, 5);
+    cf_build_report r;
+    cf_build_hashes(out, work, d, 0, &r);
+    return out;
+}
+
+static void merge(uint64_t n, unsigned jobs)
+{
+    static const unsigned widths[] = {8, 12, 13, 16, 18};
+    uint64_t *h = hashes_from(SEED, n), *work = malloc(n * sizeof *work);
+    size_t half = (size_t)(n / 100 * 49), all = 2 * half;
+    printf("%zu keys in two filters made alike for %llu, default mapping: merge seconds, "
+           "median of 3 runs (1 thread, %u threads alternating)\n",
+           all, (unsigned long long)n, jobs);
+    printf("%5s %9s %8s %8s %7s\n", "width", "segments", "1", "threads", "x");
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        cf_filter *b = built(n, widths[w], h + half, all - half, work);
+        double t[2][3];
+        for (unsigned run = 0; run < 3; run++)
+            for (unsigned k = 0; k < 2; k++) {
+                cf_filter *dst = built(n, widths[w], h, half, work); /* a's twin */
+                double t0 = bench_now();
+                cf_status st = cf_merge_threads(dst, b, k ? jobs : 1u, NULL);
+                t[k][run] = bench_now() - t0;
+                if (st != CF_OK)
+                    fprintf(stderr, "cf-bench-segments: merge: %s\n", cf_strerror(st));
+                cf_free(dst);
+            }
+        cf_mapping m;
+        cf_get_mapping(b, &m);
+        double one = bench_median(t[0], 3), many = bench_median(t[1], 3);
+        printf("%5u %9llu %8.2f %8.2f %6.2fx\n", widths[w],
+               (unsigned long long)(m.segment_bits ? m.buckets >> m.segment_bits : 0), one, many,
+               one / many);
+        fflush(stdout);
+        cf_free(b);
+    }
+    free(work);
+    free(h);
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "sizes";
@@ -182,9 +234,11 @@ int main(int argc, char **argv)
         fpr(n);
     else if (strcmp(what, "fill") == 0 && n)
         fill(n, extra ? extra : 2u);
+    else if (strcmp(what, "merge") == 0 && n)
+        merge(n, extra ? extra : 2u);
     else {
         fprintf(stderr, "usage: cf-bench-segments sizes | loads N [SEEDS] | fpr N | fill N "
-                        "[THREADS]\n");
+                        "[THREADS] | merge N [THREADS]\n");
         return 2;
     }
     return 0;

@@ -156,9 +156,12 @@ static bool cf__merge_by_hash(cf_filter *dst, const cf__table *t, cf_status *st)
  * segments, in bucket order, through a shadow of dst (build.h), make the bytes one thread
  * makes, whatever their number. Neighbouring segments are never written at once: each
  * thread first does all its segments but its last, then, after every thread has, its
- * last. A fingerprint that finds no slot (an add that finds no room changes no table, only
- * the shadow's stash) ends its thread's part; the merge then puts the table back and takes
- * the sequential path, which has the stash and growth. Used for every merge it can serve,
+ * last. A fingerprint that finds no slot changes no table, only its shadow's stash (or
+ * is refused once that is full): into a fixed dst, the threads note such fingerprints and
+ * go on, and afterwards they go to dst's stash in bucket order, as one insert after
+ * another would have put them, or the merge is refused if they are more than it holds.
+ * A growing dst would grow at the first: the thread that meets one stops, and the merge
+ * puts the table back and takes the sequential path. Used for every merge it can serve,
  * with one thread as with many, so that the result never depends on their number. */
 
 /* Fingerprints a merge thread takes at least (a thread's start costs tens of
@@ -170,9 +173,11 @@ typedef struct cf__merge_job {
     cf_filter *shadow;
     const cf__table *t;
     unsigned f; /* the fingerprints' width */
+    bool fixed; /* dst does not grow: fingerprints without a slot are noted */
     uint64_t first, end;
-    bool last_part; /* the round: the last segment, else the others */
-    bool no_room;   /* a fingerprint found no slot in the table */
+    bool last_part;   /* the round: the last segment, else the others */
+    bool stopped;     /* (growing dst) a fingerprint found no slot: the thread stopped */
+    uint64_t refused; /* (fixed dst) ones its shadow refused, its stash being full */
 } cf__merge_job;
 
 static void *cf__merge_worker(void *p)
@@ -182,7 +187,7 @@ static void *cf__merge_worker(void *p)
     uint64_t from = (j->last_part ? j->end - 1u : j->first) << s->seg;
     uint64_t to = (j->last_part ? j->end : j->end - 1u) << s->seg;
     cf__walk w;
-    if (j->no_room || from == to || !cf__walk_init(&w, j->f, j->t->buckets))
+    if (j->stopped || from == to || !cf__walk_init(&w, j->f, j->t->buckets))
         return NULL; /* (the walk exists: cf__merge_segments checked it) */
     cf__walk_seek(&w, from);
     cf_filter *sh = j->shadow;
@@ -194,22 +199,17 @@ static void *cf__merge_worker(void *p)
         for (unsigned i = 0, k = cf__bucket_fps(j->t, s, x, fps); i < k; i++)
             hashes[n++] = cf__walk_hash(&w, fps[i]);
         if (n > CF__MERGE_BATCH - s->b || (n && x + 1 == to)) {
-            if (sh->ops->add_many(sh, hashes, n, 0, sts) != n || sh->stash_n != 0) {
-                j->no_room = true;
+            size_t added = sh->ops->add_many(sh, hashes, n, 0, sts);
+            if (!j->fixed && (added != n || sh->stash_n != 0)) {
+                j->stopped = true;
                 return NULL;
             }
+            j->refused += n - added;
             n = 0;
         }
     }
     return NULL;
 }
-
-/* How cf__merge_segments went. */
-enum cf__by_segments {
-    CF__SEGS_DONE,    /* every fingerprint of t is in dst's table */
-    CF__SEGS_NO_ROOM, /* one found no slot: dst's table is part done, to be put back */
-    CF__SEGS_NOT_RUN  /* the threads' memory is not there: nothing changed */
-};
 
 /* Can src's first table t go into dst segment by segment? dst a plain filter in its
  * simple state whose table is segmented, and t of its size and width (cf__merge_refusal
@@ -223,23 +223,30 @@ static bool cf__by_segments_ok(const cf_filter *dst, const cf__table *t)
 }
 
 /* The fingerprints of src's first table t into dst's, segment by segment, with `threads`
- * threads at most (0: one per processor), where cf__by_segments_ok says so. */
-static enum cf__by_segments cf__merge_segments(cf_filter *dst, const cf__table *t, unsigned threads)
+ * threads at most (0: one per processor), where cf__by_segments_ok says so. CF_OK, every
+ * one in dst's table or stash; CF_FULL, CF_ENOMEM (dst's table part done, to be put
+ * back); or *fallback set, CF_OK: a growing dst's table part done, to be put back and
+ * merged the sequential way, or nothing done (the threads' memory is not there). */
+static cf_status cf__merge_segments(cf_filter *dst, const cf__table *t, unsigned threads,
+                                    bool *fallback)
 {
     cf__merge_job job[CF__BUILD_THREADS_MAX];
     uint64_t segments = t->buckets >> t->shape->seg;
     unsigned jobs = cf__threads_for(threads, (size_t)t->items, CF__MERGE_MIN_ITEMS);
     if ((uint64_t)jobs > segments / 2u) /* two segments each at least (see above) */
         jobs = segments >= 2u ? (unsigned)(segments / 2u) : 1u;
+    *fallback = false;
     for (unsigned i = 0; i < jobs; i++) {
         job[i] = (cf__merge_job){.t = t,
                                  .f = cf__shape0(dst)->f,
+                                 .fixed = dst->expansion == 0,
                                  .first = segments * i / jobs,
                                  .end = segments * (i + 1u) / jobs};
         if (cf__shadow_of(dst, &job[i].shadow) != CF_OK) {
             for (unsigned k = 0; k < i; k++)
                 cf__shadow_free(job[k].shadow);
-            return CF__SEGS_NOT_RUN;
+            *fallback = true;
+            return CF_OK;
         }
     }
     for (unsigned round = 0; round < 2; round++) {
@@ -247,13 +254,24 @@ static enum cf__by_segments cf__merge_segments(cf_filter *dst, const cf__table *
             job[i].last_part = round == 1;
         cf__run_jobs(cf__merge_worker, job, sizeof job[0], jobs);
     }
-    bool no_room = false;
+    uint64_t unplaced = 0;
     for (unsigned i = 0; i < jobs; i++) {
-        no_room |= job[i].no_room;
+        *fallback |= job[i].stopped;
+        unplaced += job[i].shadow->stash_n + job[i].refused;
         dst->t0.items += job[i].shadow->t0.items;
-        cf__shadow_free(job[i].shadow);
     }
-    return no_room ? CF__SEGS_NO_ROOM : CF__SEGS_DONE;
+    cf_status st = !*fallback && unplaced > CF__STASH_SLOTS - dst->stash_n ? CF_FULL : CF_OK;
+    /* the shadows' stashes in bucket order: dst's (it is empty in the simple state) */
+    for (unsigned i = 0; i < jobs && st == CF_OK && !*fallback; i++)
+        for (unsigned e = 0; e < job[i].shadow->stash_n && st == CF_OK; e++) {
+            if (cf__stash_room(dst))
+                cf__stash_push(dst, cf__stash_of(job[i].shadow)[e]);
+            else
+                st = CF_ENOMEM;
+        }
+    for (unsigned i = 0; i < jobs; i++)
+        cf__shadow_free(job[i].shadow);
+    return st;
 }
 
 /* Every fingerprint of src into dst: the oldest sub-filter's first (they have the fewest
@@ -270,11 +288,12 @@ static cf_status cf__merge_all(cf_filter *dst, const cf_filter *src, bool fast,
         const cf__shape *s = t->shape;
         cf_status st;
         if (k == 0 && undo && cf__by_segments_ok(dst, t)) {
-            enum cf__by_segments r = cf__merge_segments(dst, t, threads);
-            if (r == CF__SEGS_DONE)
+            bool fallback;
+            if ((st = cf__merge_segments(dst, t, threads, &fallback)) != CF_OK)
+                return st;
+            if (!fallback)
                 continue;
-            if (r == CF__SEGS_NO_ROOM)
-                cf__undo_apply(dst, undo);
+            cf__undo_apply(dst, undo); /* (nothing to put back where nothing ran) */
         }
         if (fast && !t->grown && s->ext == 0 && cf__merge_by_hash(dst, t, &st)) {
             if (st != CF_OK)
