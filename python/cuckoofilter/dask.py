@@ -108,11 +108,17 @@ def _assemble(capacity, settings, *parts):
     return f
 
 
-def _merge_range(paths, first, end):
+def _verify(path):
+    """Raises what CuckooFilter.open raises for a file that fails its checksums."""
+    CuckooFilter.open(path)
+
+
+def _merge_range(paths, first, end, *verified):
     """Segments [first, end) of the first filter of `paths` with those of the others added:
     the table, and for each other filter the fingerprints that found no room (the count
     and first hashes of its table's, the stash positions of its stash entries')."""
-    filters = [CuckooFilter.open(p, verify=False) for p in paths]  # (checked on the client)
+    del verified  # (the files' checks, which this task waits for)
+    filters = [CuckooFilter.open(p, verify=False) for p in paths]
     dst = bytearray(filters[0]._get_segments(first, end))
     lost = []
     for f in filters[1:]:
@@ -120,6 +126,9 @@ def _merge_range(paths, first, end):
                                                    b"")
         stash = [(i, h) for i, (h, segment) in enumerate(f._stash_hashes())
                  if first <= segment < end]
+        if not stash:
+            lost.append((count, firsts, 0, []))
+            continue
         hashes = b"".join(h.to_bytes(8, "little") for _, h in stash)
         n, out = filters[0]._merge_segments(first, end, dst, None, hashes)
         # which stash entries found no room: the reported hashes, in their order
@@ -134,11 +143,10 @@ def _merge_range(paths, first, end):
     return first, end, bytes(dst), lost
 
 
-def _assemble_merge(paths, *parts):
+def _assemble_merge(filters, parts):
     """The ranges put together, then the stash: the first filter's entries, then filter by
     filter what found no room (its table's in range order, then its stash entries' in
     stash order), as cf_merge would have stashed them; FilterFull if they do not fit."""
-    filters = [CuckooFilter.open(p, verify=False) for p in paths]
     f = CuckooFilter.empty_like(filters[0], concurrent=False)
     for first, end, table, _ in parts:
         f._put_segments(first, end, table)
@@ -275,7 +283,8 @@ def merge(paths, *, ranges=None, concurrent=True, progress=False):
     (segmented=True, or the default from about 16M keys), each one sub-filter. Their
     checksums are verified here first, once; each task then maps its range of every file.
     ranges: tasks, each a range of whole segments (default: twice the workers of the active
-    Client, at most the segments). concurrent, progress: as for build().
+    Client, at most the segments). concurrent, progress: as for build(). The ranges come
+    back here and are put together in this process, which then holds the filter.
 
     Raises ValueError for files that do not merge (saying why), FilterFull if the merged
     fingerprints do not fit the first file's capacity, and what CuckooFilter.open raises
@@ -286,7 +295,8 @@ def merge(paths, *, ranges=None, concurrent=True, progress=False):
     paths = [os.fspath(p) for p in paths]
     if not paths:
         raise ValueError("merge() takes at least one filter file")
-    filters = [CuckooFilter.open(p) for p in paths]  # every checksum, once
+    # Their headers here (checked, mapped); their checksums on the workers, once each.
+    filters = [CuckooFilter.open(p, verify=False) for p in paths]
     model = filters[0]
     for path, f in zip(paths[1:], filters[1:]):
         try:
@@ -299,16 +309,16 @@ def merge(paths, *, ranges=None, concurrent=True, progress=False):
                          "(merge others with CuckooFilter.merge)")
     buckets, _, segment_bits = model._mapping()
     segments = buckets >> segment_bits
-    del filters, model
     if ranges is None:
         ranges = 2 * _workers()
     if not isinstance(ranges, int) or ranges < 1:
         raise ValueError("ranges must be a positive integer")
     ranges = min(ranges, segments)
+    verified = [dask.delayed(_verify)(p) for p in paths]
     merged = [dask.delayed(_merge_range)(paths, segments * r // ranges,
-                                         segments * (r + 1) // ranges)
+                                         segments * (r + 1) // ranges, *verified)
               for r in range(ranges)]
-    result = _compute(dask.delayed(_assemble_merge)(paths, *merged), progress)
+    result = _assemble_merge(filters, _compute(dask.delayed(list)(merged), progress))
     return result if not concurrent else CuckooFilter.from_bytes(result.to_bytes())
 
 

@@ -185,6 +185,12 @@ def test_merge_refusals(client, tmp_path):
     (tmp_path / "bad.cf").write_bytes(b"not a filter")
     with pytest.raises(cf.CorruptFilter):
         cfd.merge([paths[0], tmp_path / "bad.cf"])
+    # a flipped table byte: the header reads, the checksum (checked on a worker) does not
+    data = bytearray(open(paths[1], "rb").read())
+    data[len(data) // 2] ^= 0x40
+    (tmp_path / "flipped.cf").write_bytes(bytes(data))
+    with client.as_current(), pytest.raises(cf.CorruptFilter):
+        cfd.merge([paths[0], tmp_path / "flipped.cf"])
 
 
 def test_progress_bar(client):
