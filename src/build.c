@@ -330,7 +330,7 @@ cf_status cf__shadow_of(const cf_filter *f, cf_filter **out)
                          cf__first_ops(&p), out);
     if (st != CF_OK)
         return st;
-    if (!cf__stash_room(*out)) {
+    if (!cf__stash_room(*out) || !cf__search_ready(*out)) {
         cf_free(*out);
         return CF_ENOMEM;
     }
@@ -589,20 +589,32 @@ static uint64_t cf__segment_in(uint64_t h, unsigned f, uint64_t buckets, unsigne
     return cf__mulhi(h << f, buckets) >> seg;
 }
 
+/* The settings of a fixed segmented config whose segments [first, end) are len bytes: its
+ * params and its first table's buckets; CF_EINVAL for another config or range. */
+static cf_status cf__range_sized(const cf_config *config, uint64_t first, uint64_t end, size_t len,
+                                 cf__params *p, uint64_t *buckets)
+{
+    uint64_t seg_bytes;
+    cf_status st = cf__segmented(config, p, buckets, &seg_bytes);
+    if (st == CF_OK && (p->expansion != 0 || first >= end || end > *buckets >> p->shape.seg ||
+                        len != (end - first) * seg_bytes))
+        st = CF_EINVAL;
+    return st;
+}
+
 cf_status cf_build_segments(const cf_config *config, uint64_t first, uint64_t end,
                             const uint64_t *hashes, size_t n, void *out, size_t out_len,
                             cf_segments_report *report)
 {
     cf__params p;
-    uint64_t buckets, seg_bytes;
+    uint64_t buckets;
     if (!config || (!hashes && n > 0) || !out || !report)
         return CF_EINVAL;
-    cf_status st = cf__segmented(config, &p, &buckets, &seg_bytes);
+    cf_status st = cf__range_sized(config, first, end, out_len, &p, &buckets);
     if (st != CF_OK)
         return st;
     unsigned f = p.shape.f, seg = p.shape.seg;
-    if (p.expansion != 0 || first >= end || end > buckets >> seg ||
-        out_len != (end - first) * seg_bytes || !cf__in_order(hashes, n, f))
+    if (!cf__in_order(hashes, n, f))
         return CF_EINVAL;
     /* In order: the first and the last in the range are all in it. */
     if (n > 0 && (cf__segment_in(hashes[0], f, buckets, seg) < first ||
@@ -794,16 +806,13 @@ cf_status cf_merge_segments(const cf_config *config, uint64_t first, uint64_t en
                             cf_segments_report *report)
 {
     cf__params p;
-    uint64_t buckets, seg_bytes;
+    uint64_t buckets;
     if (!config || !dst || (!hashes && n > 0) || !report)
         return CF_EINVAL;
-    cf_status st = cf__segmented(config, &p, &buckets, &seg_bytes);
+    cf_status st = cf__range_sized(config, first, end, len, &p, &buckets);
     if (st != CF_OK)
         return st;
     unsigned f = p.shape.f, seg = p.shape.seg;
-    if (p.expansion != 0 || first >= end || end > buckets >> seg ||
-        len != (end - first) * seg_bytes)
-        return CF_EINVAL;
     for (size_t i = 0; i < n; i++) /* every key in the range */
         if (cf__segment_in(hashes[i], f, buckets, seg) - first >= end - first)
             return CF_EINVAL;

@@ -20,9 +20,9 @@ CF__HIDDEN unsigned cf__threads_for(unsigned want, size_t n, size_t per);
 CF__HIDDEN void cf__run_jobs(void *(*worker)(void *), void *jobs, size_t size, unsigned n);
 
 /* A filter with f's settings, fixed, over f's first table (which it must never free),
- * with the room for a stash entry already made: its thread then allocates nothing (f's
- * allocator need not be thread-safe). An add that finds no room in it changes no table,
- * only its stash. */
+ * with its stash's memory and the search memory of its own its evictions may take already
+ * made: its thread then allocates nothing (f's allocator need not be thread-safe). An add
+ * that finds no room in it changes no table, only its stash. */
 CF__HIDDEN cf_status cf__shadow_of(const cf_filter *f, cf_filter **out);
 CF__HIDDEN void cf__shadow_free(cf_filter *s);
 

@@ -333,6 +333,13 @@ static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64
     return cf__bfs_steps(t, &z, marks, budget, CF__STACK_NODES, false, i1, i2, fp) == CF__MOVED;
 }
 
+bool cf__search_ready(cf_filter *f)
+{
+    return cf__search_of(f) ||
+           cf__table_size(f->t0.shape, f->t0.buckets) < CF__OWN_SEARCH_MIN_TABLE ||
+           cf__own_search(f, f->max_kicks + 2u) != NULL;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Inserts whose buckets are full                                                       */
 /* ------------------------------------------------------------------------------------ */

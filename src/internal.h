@@ -677,6 +677,11 @@ static inline cf__search *cf__search_of(cf_filter *f)
  * the allocation failed (the search then runs on the stack, as before). */
 CF__HIDDEN cf__search *cf__own_search(cf_filter *f, uint32_t budget);
 
+/* The search memory of its own that an eviction in f's first table may take, made now if
+ * it will be wanted (evict.c): false if it could not be. A filter that threads write
+ * through then allocates nothing on them. */
+CF__HIDDEN bool cf__search_ready(cf_filter *f);
+
 /* A new stash entry, in a stash with room; stash entry e dropped (the stash's memory goes
  * with its last entry, but a concurrent filter's, which readers may be reading). */
 CF__HIDDEN void cf__stash_push(cf_filter *f, cf__stash x);

@@ -146,10 +146,14 @@ static void test_builds(void)
             continue;
         for (unsigned threads = 1; threads <= 4; threads++) {
             cf_filter *f = NULL;
+            cft_thread_alloc ota; /* the threads allocate nothing */
+            cft_thread_alloc_init(&ota);
+            c.allocator = &ota.a;
             if (!CHECK_ST(cf_new(&c, &f), CF_OK))
                 continue;
             cf_build_report r;
             CHECK_ST(cf_build_hashes(f, h, n, threads, &r), CF_OK);
+            CHECK_EQ_U(atomic_load(&ota.elsewhere), 0);
             CHECK_MSG(cft_same_bytes(f, want),
                       "%u threads: the bytes differ from one add after "
                       "another",

@@ -264,6 +264,18 @@ static void test_segmented(void)
     cf_free(b);
 }
 
+/* Keys [0, n) of `stream` that f does not find. */
+static uint64_t missing(const cf_filter *f, unsigned stream, uint64_t n)
+{
+    uint8_t key[CFT_KEY_MAX];
+    uint64_t missed = 0;
+    for (uint64_t id = 0; id < n; id++) {
+        size_t len = cft_key(key, stream, id);
+        missed += !cf_contains(f, key, len);
+    }
+    return missed;
+}
+
 /* f loaded with CF_CONCURRENT: NULL on failure. */
 static cf_filter *concurrent_copy(const cf_filter *f)
 {
@@ -311,12 +323,7 @@ static void test_segments_threads(void)
     if (!one || !CHECK_ST(cf_merge(one, b, NULL), CF_OK))
         goto out1;
     uint8_t key[CFT_KEY_MAX];
-    uint64_t missed = 0;
-    for (uint64_t id = 0; id < na + nb; id++) {
-        size_t len = cft_key(key, 5, id);
-        missed += !cf_contains(one, key, len);
-    }
-    CHECK_EQ_U(missed, 0);
+    CHECK_EQ_U(missing(one, 5, na + nb), 0);
     CHECK_EQ_U(cft_stats(one).items, na + nb);
     unsigned threads[] = {2, 3, 4, 0, 64};
     for (size_t i = 0; i < sizeof threads / sizeof threads[0]; i++) {
@@ -335,7 +342,7 @@ static void test_segments_threads(void)
         cf_config g = c;
         g.capacity = c.capacity / 16u; /* one segment */
         g.expansion = 2;
-        cf_filter *grown = cft_new(g), *dst2 = copy_of(a), *dst1 = copy_of(a);
+        cf_filter *grown = cft_new(g);
         uint64_t ng = c.capacity / 4u;
         for (uint64_t id = 0; grown && id < ng; id++) {
             size_t len = cft_key(key, 6, id);
@@ -350,23 +357,17 @@ static void test_segments_threads(void)
             CHECK_ST(cf_new_like(grown, NULL, &like2), CF_OK);
             if (like2 && CHECK_ST(cf_merge_threads(like2, grown, 4, NULL), CF_OK))
                 CHECK(cft_same_bytes(like, like2));
-            missed = 0;
-            for (uint64_t id = 0; id < ng; id++) {
-                size_t len = cft_key(key, 6, id);
-                missed += !cf_contains(like, key, len);
-            }
-            CHECK_EQ_U(missed, 0);
+            CHECK_EQ_U(missing(like, 6, ng), 0);
             cf_free(like2);
         }
         cf_free(like);
         cf_free(grown);
-        cf_free(dst1);
-        cf_free(dst2);
     }
     /* Past the first failure: the least merged load whose merge succeeds with a stash
      * entry (a fingerprint that found no slot in its segment). */
     cft_context("merge segment by segment, a segment without room");
-    c.capacity = 3u * 249036u; /* 3 segments just filled to 95 % (2^16 * 4 * 0.95 each) */
+    /* 6 segments just filled to 95 % (2^16 * 4 * 0.95 each): 3 threads of 2 segments */
+    c.capacity = 6u * 249036u;
     bool seen_stash = false, seen_full = false;
     for (unsigned per_mille = 495; per_mille <= 525 && !(seen_stash && seen_full); per_mille++) {
         cf_filter *x, *y;
@@ -376,10 +377,18 @@ static void test_segments_threads(void)
             cf_free(y);
             break;
         }
-        cf_filter *m1 = copy_of(x), *m4 = copy_of(x);
+        cf_filter *m1 = copy_of(x), *m4 = NULL;
+        cft_thread_alloc ota;
+        cft_thread_alloc_init(&ota);
+        size_t bytes = cf_serialized_size(x);
+        uint8_t *buf = malloc(bytes);
+        if (buf && CHECK_ST(cf_serialize(x, buf, bytes, NULL), CF_OK))
+            CHECK_ST(cf_deserialize(buf, bytes, &ota.a, &m4), CF_OK);
+        free(buf);
         cf_status s1 = m1 ? cf_merge_threads(m1, y, 1, NULL) : CF_ENOMEM;
         cf_status s4 = m4 ? cf_merge_threads(m4, y, 4, NULL) : CF_ENOMEM;
         CHECK_ST(s4, s1);
+        CHECK_EQ_U(atomic_load(&ota.elsewhere), 0);
         if (s1 == CF_OK && cft_stats(m1).stashed > 0 && !seen_stash) {
             seen_stash = true;
             CHECK(cft_same_bytes(m1, m4));
@@ -388,12 +397,7 @@ static void test_segments_threads(void)
             if (CHECK(cc != NULL) && CHECK_ST(cf_merge(cc, y, NULL), CF_OK))
                 CHECK_MSG(cft_same_bytes(cc, m1), "segment by segment, not the sequential bytes");
             cf_free(cc);
-            missed = 0;
-            for (uint64_t id = 0; id < 2 * n; id++) {
-                size_t len = cft_key(key, 5, id);
-                missed += !cf_contains(m4, key, len);
-            }
-            CHECK_EQ_U(missed, 0);
+            CHECK_EQ_U(missing(m4, 5, 2 * n), 0);
         } else if (s1 == CF_FULL && !seen_full) {
             seen_full = true;
             CHECK(cft_same_bytes(m1, x));

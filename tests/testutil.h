@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -598,6 +599,44 @@ static inline void cft_alloc_init(cft_alloc *t)
     t->a.alloc = cft_alloc_fn;
     t->a.free = cft_free_fn;
     t->a.ctx = t;
+}
+
+/* An allocator (malloc's) that counts its calls from threads other than the one that set
+ * it up: a library's own threads must make none, a caller's allocator need not be
+ * thread-safe. A thread-local's address tells the threads apart. */
+static _Thread_local char cft_thread_mark;
+
+typedef struct cft_thread_alloc {
+    cf_allocator a; /* hand &t->a to a filter; a.ctx == t */
+    const char *owner;
+    atomic_uint elsewhere;
+} cft_thread_alloc;
+
+static inline void cft_thread_note(cft_thread_alloc *t)
+{
+    if (&cft_thread_mark != t->owner)
+        atomic_fetch_add(&t->elsewhere, 1u);
+}
+
+static inline void *cft_thread_alloc_fn(void *ctx, size_t size)
+{
+    cft_thread_note((cft_thread_alloc *)ctx);
+    return malloc(size);
+}
+
+static inline void cft_thread_free_fn(void *ctx, void *ptr)
+{
+    cft_thread_note((cft_thread_alloc *)ctx);
+    free(ptr);
+}
+
+static inline void cft_thread_alloc_init(cft_thread_alloc *t)
+{
+    t->a.alloc = cft_thread_alloc_fn;
+    t->a.free = cft_thread_free_fn;
+    t->a.ctx = t;
+    t->owner = &cft_thread_mark;
+    atomic_init(&t->elsewhere, 0u);
 }
 
 /* Make the nth next call fail (n >= 1); with persist, that call and every later one. */
