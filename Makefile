@@ -222,7 +222,7 @@ bench-redis: deps build
 # name prefixed with the target's (ops-crash-<sha1>, ...).
 fuzz: deps
 	@if [ ! -f fuzz/fuzz_$(FUZZ_TARGET).c ] || [ ! -d fuzz/corpus/$(FUZZ_TARGET) ]; then \
-		echo "make fuzz: no fuzz target '$(FUZZ_TARGET)' (FUZZ_TARGET=ops, deserialize, chunks," \
+		echo "make fuzz: no fuzz target '$(FUZZ_TARGET)' (FUZZ_TARGET=ops, deserialize, chunks, segments," \
 		     "module, kvlog or keys: fuzz/fuzz_<target>.c and fuzz/corpus/<target>/)" >&2; \
 		exit 2; \
 	fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seed inputs of fuzz_module, fuzz_kvlog and fuzz_keys (fuzz/corpus/<target>/),
+"""Writes the seed inputs of fuzz_module, fuzz_kvlog, fuzz_keys and fuzz_segments
+(fuzz/corpus/<target>/),
 in the byte formats described at the top of each target.
 
 Usage: make_seeds.py LIBCUCKOOFILTER_SO [CORPUS_DIR]
@@ -119,6 +120,18 @@ def keys_seeds(d):
             save(d, bytes([flags, 3]) + body)
 
 
+def segments_seeds(d):
+    def record(offset, value, to_src=False, hashed=False):
+        return struct.pack("<IBB", offset | (1 << 31 if to_src else 0), value, int(hashed))
+
+    for shape in range(4):
+        for mode in (0o00, 0o31, 0o77, 0o107, 0o166):  # keys in each, the last segment
+            save(d, bytes([shape, mode]) + u64(0x5E65 + shape))
+        save(d, bytes([shape, 0o44]) + u64(7) + record(100, 0xFF) + record(4000, 0x10, True))
+        save(d, bytes([shape, 0o33]) + u64(9) + record(77, 0, hashed=True)
+             + record(12345, 0, hashed=True))
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         sys.stderr.write(__doc__)
@@ -126,11 +139,12 @@ def main():
     lib = Lib(sys.argv[1])
     root = sys.argv[2] if len(sys.argv) == 3 else os.path.join(os.path.dirname(
         os.path.abspath(__file__)), "corpus")
-    for name in ("module", "kvlog", "keys"):
+    for name in ("module", "kvlog", "keys", "segments"):
         os.makedirs(os.path.join(root, name), exist_ok=True)
     module_seeds(lib, os.path.join(root, "module"))
     kvlog_seeds(os.path.join(root, "kvlog"))
     keys_seeds(os.path.join(root, "keys"))
+    segments_seeds(os.path.join(root, "segments"))
     return 0
 
 
