@@ -602,6 +602,28 @@ static cf_status cf__range_sized(const cf_config *config, uint64_t first, uint64
     return st;
 }
 
+/* The key with fingerprint fp whose first bucket is walk w's (over the range the table of
+ * `part` is) added to part; full_hash is its hash in the whole table. A key that finds no
+ * room changes no table (the part's stash takes its first ones, then refusals): it is
+ * noted in *r, and the whole filter's stash decides. CF_OK, or CF_ENOMEM (the part's
+ * stash's memory). */
+static cf_status cf__range_add(cf_filter *part, const cf__walk *w, uint32_t fp, uint64_t full_hash,
+                               cf_segments_report *r)
+{
+    unsigned stashed = part->stash_n;
+    cf_status st = cf_add_hash(part, cf__walk_hash(w, fp));
+    if (st == CF_ENOMEM)
+        return st;
+    if (st == CF_OK && part->stash_n == stashed) {
+        r->added++;
+        return CF_OK;
+    }
+    if (r->unplaced < CF_STASH_SLOTS)
+        r->first_unplaced[r->unplaced] = full_hash;
+    r->unplaced++;
+    return CF_OK;
+}
+
 cf_status cf_build_segments(const cf_config *config, uint64_t first, uint64_t end,
                             const uint64_t *hashes, size_t n, void *out, size_t out_len,
                             cf_segments_report *report)
@@ -633,26 +655,19 @@ cf_status cf_build_segments(const cf_config *config, uint64_t first, uint64_t en
     }
     uint64_t at = 0; /* the walk's bucket */
     cf_segments_report r = {0};
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && st == CF_OK; i++) {
         cf__key k = cf__key_bits(f, hashes[i]);
         uint64_t b = cf__mulhi(k.x, buckets) - base;
         for (; at < b; at++)
             cf__walk_next(&w);
-        /* A key that finds no room changes no table: the part's stash (its first ones),
-         * or a refusal, say so, and the whole filter's stash decides. */
-        unsigned stashed = part->stash_n;
-        if (cf_add_hash(part, cf__walk_hash(&w, k.fp)) == CF_OK && part->stash_n == stashed) {
-            r.added++;
-            continue;
-        }
-        if (r.unplaced < CF_STASH_SLOTS)
-            r.first_unplaced[r.unplaced] = hashes[i];
-        r.unplaced++;
+        st = cf__range_add(part, &w, k.fp, hashes[i], &r);
     }
-    memcpy(out, part->t0.data, out_len);
+    if (st == CF_OK) {
+        memcpy(out, part->t0.data, out_len);
+        *report = r;
+    }
     cf_free(part);
-    *report = r;
-    return CF_OK;
+    return st;
 }
 
 cf_status cf_put_segments(cf_filter *f, uint64_t first, uint64_t end, const void *bytes, size_t len)
@@ -786,21 +801,6 @@ static cf_status cf__range_filter(const cf__params *p, const cf_allocator *a, ui
     return CF_OK;
 }
 
-/* Key hash h (of the whole table's `buckets`) into part, the range from bucket `base` on
- * (walk w over the range: a key whose first bucket is the same in it), noted in *r. */
-static void cf__range_add(cf_filter *part, cf__walk *w, uint32_t fp, uint64_t full_hash,
-                          cf_segments_report *r)
-{
-    unsigned stashed = part->stash_n;
-    if (cf_add_hash(part, cf__walk_hash(w, fp)) == CF_OK && part->stash_n == stashed) {
-        r->added++;
-        return;
-    }
-    if (r->unplaced < CF_STASH_SLOTS)
-        r->first_unplaced[r->unplaced] = full_hash;
-    r->unplaced++;
-}
-
 cf_status cf_merge_segments(const cf_config *config, uint64_t first, uint64_t end, void *dst,
                             size_t len, const void *src, const uint64_t *hashes, size_t n,
                             cf_segments_report *report)
@@ -834,17 +834,21 @@ cf_status cf_merge_segments(const cf_config *config, uint64_t first, uint64_t en
     cf_segments_report r = {0};
     cf__walk_seek(&whole, base);
     uint32_t fps[CF_MAX_BUCKET_SIZE];
-    for (uint64_t x = 0; from && x < range; x++, cf__walk_next(&w), cf__walk_next(&whole))
-        for (unsigned j = 0, k = cf__bucket_fps(&from->t0, &p.shape, x, fps); j < k; j++)
-            cf__range_add(part, &w, fps[j], cf__walk_hash(&whole, fps[j]), &r);
-    for (size_t i = 0; i < n; i++) {
+    for (uint64_t x = 0; from && x < range && st == CF_OK;
+         x++, cf__walk_next(&w), cf__walk_next(&whole))
+        for (unsigned j = 0, k = cf__bucket_fps(&from->t0, &p.shape, x, fps); j < k && st == CF_OK;
+             j++)
+            st = cf__range_add(part, &w, fps[j], cf__walk_hash(&whole, fps[j]), &r);
+    for (size_t i = 0; i < n && st == CF_OK; i++) {
         cf__key k = cf__key_bits(f, hashes[i]);
         cf__walk_seek(&w, cf__mulhi(k.x, buckets) - base);
-        cf__range_add(part, &w, k.fp, hashes[i], &r);
+        st = cf__range_add(part, &w, k.fp, hashes[i], &r);
     }
-    memcpy(dst, part->t0.data, len);
+    if (st == CF_OK) {
+        memcpy(dst, part->t0.data, len);
+        *report = r;
+    }
     cf_free(part);
     cf_free(from);
-    *report = r;
-    return CF_OK;
+    return st;
 }

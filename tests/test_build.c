@@ -542,6 +542,41 @@ static void test_merge_apart(void)
         free(bad);
         free(zero);
         CHECK_ST(cf_merge_segments(&c, 0, 1, NULL, len, part, NULL, 0, &r), CF_EINVAL);
+        /* Allocation failures: CF_ENOMEM and dst as it was, until the merge gets through
+         * (a source that overfills the range, so that its stash's memory is wanted). */
+        cf_config quick = c; /* (short searches: most of the source finds no room) */
+        quick.max_kicks = 8;
+        cf_filter *full = filled(&quick, 5000000, 3u * 249036u);
+        cf_filter *more = filled(&quick, 7000000, 100000);
+        uint8_t *src = malloc(len), *was = malloc(len);
+        CHECK_ST(cf_get_segments(full, 0, 1, dst, len), CF_OK);
+        CHECK_ST(cf_get_segments(more, 0, 1, src, len), CF_OK);
+        memcpy(was, dst, len);
+        uint8_t *want = malloc(len); /* what the merge gives with every allocation */
+        cf_segments_report wr;
+        memcpy(want, dst, len);
+        CHECK_ST(cf_merge_segments(&quick, 0, 1, want, len, src, NULL, 0, &wr), CF_OK);
+        cf_status got = CF_ENOMEM;
+        for (uint64_t nth = 1; nth <= 32 && got == CF_ENOMEM; nth++) {
+            cft_alloc ta;
+            cft_alloc_init(&ta);
+            cf_config failing = quick;
+            failing.allocator = &ta.a;
+            cft_alloc_arm(&ta, nth, false);
+            got = cf_merge_segments(&failing, 0, 1, dst, len, src, NULL, 0, &r);
+            CHECK_MSG(got == CF_OK || got == CF_ENOMEM, "allocation %llu: %s",
+                      (unsigned long long)nth, cf_strerror(got));
+            CHECK(got == CF_OK || memcmp(dst, was, len) == 0);
+            CHECK_EQ_U(ta.live, 0);
+        }
+        CHECK_ST(got, CF_OK);
+        CHECK(wr.unplaced > CF_STASH_SLOTS); /* (its stash was wanted) */
+        CHECK(r.added == wr.added && r.unplaced == wr.unplaced && memcmp(dst, want, len) == 0);
+        free(want);
+        free(src);
+        free(was);
+        cf_free(full);
+        cf_free(more);
     }
     free(part);
     free(dst);
