@@ -19,6 +19,7 @@ import os
 import time
 
 import cuckoofilter as cf
+from dask_cluster import local_client, peak_rss_mb
 
 
 def read_lines(paths):
@@ -55,13 +56,6 @@ def single_build(paths, n):
     return time.perf_counter() - t, f
 
 
-def peak_rss_mb(client):
-    import resource
-
-    rss = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    return max(rss.values()) / 1024
-
-
 def on_dask(paths, n, partitions, client):
     import dask.bag as db
     import cuckoofilter.dask as cfd
@@ -83,11 +77,7 @@ def main():
     a = ap.parse_args()
     n = int(a.keys)
     paths = make_files(a.dir, n, a.files)
-    from distributed import Client, LocalCluster
-
-    client = Client(LocalCluster(n_workers=a.workers, threads_per_worker=1,
-                                 dashboard_address=None))
-    client.run(lambda: __import__("cuckoofilter"))  # imports before the clock starts
+    client = local_client(a.workers)
     probes = [f"absent-{i}" for i in range(1_000_000)]
     first = read_lines(paths[:1])
     for run in range(a.runs):

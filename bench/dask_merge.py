@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 import cuckoofilter as cf
+from dask_cluster import local_client, peak_rss_mb
 
 SEED = 3
 
@@ -54,13 +55,6 @@ def on_dask(paths):
     return time.perf_counter() - t, f
 
 
-def peak_rss_mb(client):
-    import resource
-
-    rss = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    return max(rss.values()) / 1024
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=float, default=50e6)
@@ -71,11 +65,7 @@ def main():
     a = ap.parse_args()
     n = int(a.keys)
     paths = make_files(a.dir, n, a.files)
-    from distributed import Client, LocalCluster
-
-    client = Client(LocalCluster(n_workers=a.workers, threads_per_worker=1,
-                                 dashboard_address=None))
-    client.run(lambda: __import__("cuckoofilter"))  # imports before the clock starts
+    client = local_client(a.workers)
     first = keys_of(0, n, a.files)
     for run in range(a.runs):
         t1, f1 = in_one_process(paths, 1)
