@@ -7,9 +7,9 @@
  * the destination; the rest taken modulo the range's length), and a flag byte whose bit 0
  * makes the record a hash instead (the 4 bytes, mixed with the seed, as a key's hash).
  *   shape  % 4: 4-bit fingerprints, buckets of 1; 8-bit, 1; 4-bit, 2; semi-sorted 5/4
- *   mode   bits 0-2: keys in the destination filter, (mode & 7) sixteenths of its slots; bits
- *          3-5: in the source filter likewise; bit 6: the range is the last segment, else
- *          every one
+ *   mode   bits 0-2: keys in the destination filter, a share of its slots (fz_shares);
+ *          bits 3-5: in the source filter likewise; bit 6: the range is the last segment,
+ *          else every one
  *
  * What it checks:
  * - A range with a bucket a filter never writes, in either input, is CF_ECORRUPT exactly
@@ -31,6 +31,10 @@
 /* A short eviction search: inputs past a filter's room try many, and the fuzzer wants
  * many inputs a second. */
 #define FZ_SEG_KICKS   16u
+
+/* Keys a filter gets, in 256ths of its slots: mostly few (the fuzzer wants many inputs a
+ * second), up to three eighths each: together more than a table of buckets of 1 holds. */
+static const unsigned fz_shares[8] = {0, 2, 8, 32, 48, 64, 80, 96};
 
 static const struct {
     unsigned f, b, flags;
@@ -108,8 +112,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = 0;
     FZ_REQUIRE(cf_segments_size(&c, first, end, &len) == CF_OK);
 
-    size_t unit = (size_t)(m.buckets * c.bucket_size / 16u); /* a sixteenth of the slots */
-    size_t na = (mode & 7u) * unit, nb = (mode >> 3 & 7u) * unit;
+    uint64_t slots = m.buckets * c.bucket_size;
+    size_t na = (size_t)(slots * fz_shares[mode & 7u] / 256u);
+    size_t nb = (size_t)(slots * fz_shares[mode >> 3 & 7u] / 256u);
     uint64_t *keys_a = malloc((na + nb + 1) * sizeof *keys_a), *keys_b = keys_a + na;
     uint64_t hashes[FZ_SEG_HASHES];
     size_t nh = 0;
