@@ -438,8 +438,10 @@ CF_API cf_status cf_merge(cf_filter *dst, const cf_filter *src, const char **rea
  * first sub-filter is of its size, each thread re-inserts the fingerprints of its own run
  * of whole segments, which no other thread's touch: the result is byte for byte
  * cf_merge's, for any number of threads (every merge that can go segment by segment does,
- * with one thread too). Should a fingerprint find no slot in its segment, the merge puts
- * dst's table back and goes on with one thread, as cf_merge describes. Threads add nothing
+ * with one thread too). A fingerprint that finds no slot in its segment goes to a fixed
+ * dst's stash, those of all threads in bucket order (CF_FULL if they are more than it
+ * holds); a growing dst, which would grow, gets its table back and the merge goes on with
+ * one thread, as cf_merge describes. Threads add nothing
  * to a merge that cannot go segment by segment (they are not started), nor for fewer
  * than 65,536 fingerprints a thread. Same returns and thread safety as cf_merge; the
  * threads allocate nothing, and their shadows (a filter's head each) are allocated with
