@@ -869,9 +869,9 @@ CF_API cf_status cf_stash_unplaced(cf_filter *f, const uint64_t *hashes, size_t 
 /* Copy the table bytes of segments [first, end) of f (as cf_put_segments takes them) to
  * out[0 .. len).
  * Returns CF_OK; CF_EINVAL if f is not a segmented filter of one sub-filter (not a
- * window), for a range as above, a length other than cf_segments_size's, or NULL
- * pointers. Thread safety: concurrent with other const calls (a CF_CONCURRENT f's writers
- * wait). */
+ * window) or is still loading, for a range as above, a length other than
+ * cf_segments_size's, or NULL pointers. Thread safety: concurrent with other const calls
+ * (a CF_CONCURRENT f's writers wait). */
 CF_API cf_status cf_get_segments(const cf_filter *f, uint64_t first, uint64_t end, void *out,
                                  size_t len);
 
@@ -879,8 +879,9 @@ CF_API cf_status cf_get_segments(const cf_filter *f, uint64_t first, uint64_t en
  * cf_stash_unplaced take them (a hash of a key with the entry's fingerprint and first
  * bucket) into out[0 .. cap); *n receives their number (at most CF_STASH_SLOTS: pass
  * that much room).
- * Returns CF_OK; CF_EINVAL if f is not a segmented filter of one sub-filter, cap is below
- * the count, or for NULL pointers. Thread safety: as cf_get_segments. */
+ * Returns CF_OK; CF_EINVAL if f is not a segmented filter of one sub-filter or is still
+ * loading, cap is below the count, or for NULL pointers. Thread safety: as
+ * cf_get_segments. */
 CF_API cf_status cf_stash_hashes(const cf_filter *f, uint64_t *out, size_t cap, size_t *n);
 
 /* Add to dst[0 .. len), the table bytes of segments [first, end) of a fixed filter of

@@ -102,17 +102,6 @@ static cf_status do_add(cf_filter *f, add_path p, const uint8_t *k, size_t len)
     return CF_EINVAL;
 }
 
-static uint64_t count_missing(const cf_filter *f, uint64_t stream, uint64_t n)
-{
-    uint8_t k[CFT_KEY_MAX];
-    uint64_t missing = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        size_t len = cft_key(k, stream, i);
-        missing += !cf_contains(f, k, len);
-    }
-    return missing;
-}
-
 static void test_growth(unsigned b, unsigned fb, unsigned e, uint64_t cap, unsigned growths,
                         bool persist, uint64_t tag, unsigned flags)
 {
@@ -175,7 +164,7 @@ static void test_growth(unsigned b, unsigned fb, unsigned e, uint64_t cap, unsig
             CHECK_EQ_U(ta.live_bytes, live_bytes);
             CHECK_EQ_U(ta.bad_frees, 0);
             CHECK_EQ_U(cf_count(f, k, len), count_before);
-            CHECK_EQ_U(count_missing(f, stream, n), 0);
+            CHECK_EQ_U(cft_missing(f, stream, n), 0);
         }
         if (!CHECK_MSG(rc == CF_OK, "key %llu: add never succeeded", (unsigned long long)n))
             break;
@@ -187,14 +176,14 @@ static void test_growth(unsigned b, unsigned fb, unsigned e, uint64_t cap, unsig
                       "an add that allocated went from %u to %u sub-filters", before.sub_filters,
                       s.sub_filters);
             grown++;
-            CHECK_EQ_U(count_missing(f, stream, n + 1), 0);
+            CHECK_EQ_U(cft_missing(f, stream, n + 1), 0);
         } else {
             CHECK_EQ_U(s.sub_filters, before.sub_filters);
         }
         n++;
     }
     CHECK_EQ_U(grown, growths);
-    CHECK_EQ_U(count_missing(f, stream, n), 0);
+    CHECK_EQ_U(cft_missing(f, stream, n), 0);
     cf_stats s = cft_stats(f);
     CHECK_EQ_U(s.items, n);
     CHECK_EQ_U(s.sub_filters, 1 + growths);
@@ -258,7 +247,7 @@ static void test_growth_refused_then_allowed(void)
     }
     CHECK(cft_stats(f).sub_filters > 1);
     CHECK_EQ_U(cft_stats(f).items, tried);
-    CHECK_EQ_U(count_missing(f, 77, tried), 0);
+    CHECK_EQ_U(cft_missing(f, 77, tried), 0);
     cf_free(f);
     CHECK_ALLOC_CLEAN(&ta);
 }

@@ -518,6 +518,19 @@ static void test_merge_apart(void)
         CHECK_ST(cf_get_segments(f, 0, 4, part, len), CF_EINVAL);
         CHECK_ST(cf_get_segments(f, 0, 1, part, len), CF_OK);
         CHECK_ST(cf_merge_segments(&c, 0, 1, dst, len - 1, part, NULL, 0, &r), CF_EINVAL);
+        /* a filter still loading by chunks (its header alone): nothing to read yet */
+        size_t cap = cf_dump_chunk_max(f), clen = 0;
+        uint8_t *chunk = malloc(cap);
+        uint64_t cursor = 0;
+        cf_filter *loading = NULL;
+        CHECK_ST(cf_dump_chunk(f, &cursor, chunk, cap, &clen), CF_OK);
+        if (CHECK_ST(cf_load_chunk(&loading, cursor, chunk, clen, NULL), CF_OK) &&
+            CHECK(cf_is_loading(loading))) {
+            CHECK_ST(cf_get_segments(loading, 0, 1, part, len), CF_EINVAL);
+            CHECK_ST(cf_stash_hashes(loading, hs, CF_STASH_SLOTS, &n), CF_EINVAL);
+        }
+        cf_free(loading);
+        free(chunk);
         memcpy(dst, part, len);
         uint64_t far = 0; /* a hash whose first bucket is in the last segment */
         cf_mapping m;

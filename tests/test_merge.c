@@ -264,18 +264,6 @@ static void test_segmented(void)
     cf_free(b);
 }
 
-/* Keys [0, n) of `stream` that f does not find. */
-static uint64_t missing(const cf_filter *f, unsigned stream, uint64_t n)
-{
-    uint8_t key[CFT_KEY_MAX];
-    uint64_t missed = 0;
-    for (uint64_t id = 0; id < n; id++) {
-        size_t len = cft_key(key, stream, id);
-        missed += !cf_contains(f, key, len);
-    }
-    return missed;
-}
-
 /* f loaded with CF_CONCURRENT: NULL on failure. */
 static cf_filter *concurrent_copy(const cf_filter *f)
 {
@@ -323,7 +311,7 @@ static void test_segments_threads(void)
     if (!one || !CHECK_ST(cf_merge(one, b, NULL), CF_OK))
         goto out1;
     uint8_t key[CFT_KEY_MAX];
-    CHECK_EQ_U(missing(one, 5, na + nb), 0);
+    CHECK_EQ_U(cft_missing(one, 5, na + nb), 0);
     CHECK_EQ_U(cft_stats(one).items, na + nb);
     unsigned threads[] = {2, 3, 4, 0, 64};
     for (size_t i = 0; i < sizeof threads / sizeof threads[0]; i++) {
@@ -357,7 +345,7 @@ static void test_segments_threads(void)
             CHECK_ST(cf_new_like(grown, NULL, &like2), CF_OK);
             if (like2 && CHECK_ST(cf_merge_threads(like2, grown, 4, NULL), CF_OK))
                 CHECK(cft_same_bytes(like, like2));
-            CHECK_EQ_U(missing(like, 6, ng), 0);
+            CHECK_EQ_U(cft_missing(like, 6, ng), 0);
             cf_free(like2);
         }
         cf_free(like);
@@ -397,7 +385,7 @@ static void test_segments_threads(void)
             if (CHECK(cc != NULL) && CHECK_ST(cf_merge(cc, y, NULL), CF_OK))
                 CHECK_MSG(cft_same_bytes(cc, m1), "segment by segment, not the sequential bytes");
             cf_free(cc);
-            CHECK_EQ_U(missing(m4, 5, 2 * n), 0);
+            CHECK_EQ_U(cft_missing(m4, 5, 2 * n), 0);
         } else if (s1 == CF_FULL && !seen_full) {
             seen_full = true;
             CHECK(cft_same_bytes(m1, x));

@@ -601,6 +601,18 @@ static inline void cft_alloc_init(cft_alloc *t)
     t->a.ctx = t;
 }
 
+/* Keys [0, n) of `stream` (cft_key) that f does not find: 0 is no false negative. */
+static inline uint64_t cft_missing(const cf_filter *f, uint64_t stream, uint64_t n)
+{
+    uint8_t key[CFT_KEY_MAX];
+    uint64_t missing = 0;
+    for (uint64_t id = 0; id < n; id++) {
+        size_t len = cft_key(key, stream, id);
+        missing += !cf_contains(f, key, len);
+    }
+    return missing;
+}
+
 /* An allocator (malloc's) that counts its calls from threads other than the one that set
  * it up: a library's own threads must make none, a caller's allocator need not be
  * thread-safe. A thread-local's address tells the threads apart. */
