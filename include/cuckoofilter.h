@@ -816,7 +816,8 @@ CF_API cf_status cf_segments_size(const cf_config *config, uint64_t first, uint6
 
 /* What cf_build_segments did. */
 typedef struct cf_segments_report {
-    uint64_t added;                          /* keys held in the table bytes */
+    uint64_t added;                          /* keys added to the table bytes */
+    uint64_t items;                          /* fingerprints the table bytes hold after */
     uint64_t unplaced;                       /* keys that found no room in their segment */
     uint64_t first_unplaced[CF_STASH_SLOTS]; /* the hashes of the first of them, in order
                                                 (as many as there are, up to 8) */
@@ -898,6 +899,71 @@ CF_API cf_status cf_stash_hashes(const cf_filter *f, uint64_t *out, size_t cap, 
 CF_API cf_status cf_merge_segments(const cf_config *config, uint64_t first, uint64_t end, void *dst,
                                    size_t len, const void *src, const uint64_t *hashes, size_t n,
                                    cf_segments_report *report);
+
+/* Files written by parts: a segmented filter's file made without any process holding its
+ * table (cuckoofilter.dask's build and merge with a path). With the reports of every
+ * range (cf_build_segments, cf_merge_segments):
+ *   1. cf_segments_file_head gives the bytes of the file before its table: the header,
+ *      the stash made of the unplaced hashes (as cf_stash_unplaced makes it) and the
+ *      padding, and where each range goes;
+ *   2. cf_file_begin makes a temporary file of them next to the path, as long as the
+ *      whole file (the table reads as zeros until written);
+ *   3. each range's table bytes are written into it at their offset, by any process that
+ *      sees the file (pwrite; on a network file system, then fsync or close);
+ *   4. cf_file_commit checks the file, writes its checksum and puts it in place, as
+ *      cf_save would have.
+ * The file is then byte for byte the one cf_save writes of the filter made of the same
+ * ranges and unplaced hashes (cf_put_segments, cf_stash_unplaced). */
+
+/* The most bytes before the table of a file of one sub-filter: the header (64), a
+ * descriptor (32), a full stash (8 entries of 16) and the meta checksum (8), padded to a
+ * multiple of 64 (docs/FORMAT.md). */
+#define CF_SEGMENTS_HEAD_MAX 256u
+
+/* Where the parts of a file written by parts go. */
+typedef struct cf_segments_file {
+    uint64_t head_len;      /* the bytes before the table, at offset 0 */
+    uint64_t segment_bytes; /* a segment's table bytes: segments [first, end) go at
+                               head_len + first * segment_bytes */
+    uint64_t total;         /* the file's length */
+    uint64_t stashed;       /* how many of the unplaced hashes the stash holds */
+} cf_segments_file;
+
+/* The first info->head_len bytes, into out[0 .. cap) (cap at least CF_SEGMENTS_HEAD_MAX),
+ * of the file of a fixed segmented filter of `config` whose table holds `items`
+ * fingerprints (the reports' `items`, summed) and whose stash holds the first of
+ * unplaced[0 .. n) (every range's first_unplaced, in range order), while it has room:
+ * info->stashed says how many (fewer than the ranges' unplaced count in all: the keys did
+ * not fit, as cf_add_hash would have said).
+ * Returns CF_OK; CF_EINVAL for a config that is not segmented or grows, more items than
+ * slots, cap below CF_SEGMENTS_HEAD_MAX or NULL pointers (unplaced may be NULL when n is
+ * 0); CF_ENOMEM. Thread safety: reentrant. */
+CF_API cf_status cf_segments_file_head(const cf_config *config, uint64_t items,
+                                       const uint64_t *unplaced, size_t n, void *out, size_t cap,
+                                       cf_segments_file *info);
+
+/* Bytes a temporary name takes beyond its path's (its suffix and the NUL). */
+#define CF_FILE_TEMP_EXTRA 33u
+
+/* Create a new temporary file next to `path` (its name, which cf_save's cleanup knows,
+ * into tmp[0 .. tmp_size), tmp_size at least strlen(path) + CF_FILE_TEMP_EXTRA), holding
+ * head[0 .. len) at offset 0 and `total` bytes long (the rest reads as zeros).
+ * Returns CF_OK; CF_EINVAL for NULL pointers, an empty path, len above total or tmp_size
+ * too small; CF_EIO (errno says why), and then no file is left. Thread safety: reentrant. */
+CF_API cf_status cf_file_begin(const char *path, const void *head, size_t len, uint64_t total,
+                               char *tmp, size_t tmp_size);
+
+/* Finish the temporary file `tmp` that cf_file_begin made for `path`, its parts written:
+ * check it as cf_validate_file would but for its checksum (every table's item count and
+ * buckets included), write the checksum, make it durable and rename it over `path`, as
+ * cf_save does (a file there keeps its owner and permissions; a symbolic link is
+ * followed).
+ * Returns CF_OK; CF_ECORRUPT with *reason (reason may be NULL) if the file is not a whole
+ * filter file (a part missing or written at the wrong offset), and tmp is left as it was
+ * for the caller to remove or complete; CF_EINVAL for NULL pointers or a path that is not
+ * a regular file; CF_EIO (errno says why; tmp is left as it was). Thread safety:
+ * reentrant; writers of the same path: the last rename wins, as for cf_save. */
+CF_API cf_status cf_file_commit(const char *tmp, const char *path, const char **reason);
 
 /* ------------------------------------------------------------------------------------ */
 /* Saving and loading                                                                   */

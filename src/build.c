@@ -27,6 +27,7 @@
  * the keys of its last.
  */
 #include "build.h"
+#include "image.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -664,6 +665,7 @@ cf_status cf_build_segments(const cf_config *config, uint64_t first, uint64_t en
     }
     if (st == CF_OK) {
         memcpy(out, part->t0.data, out_len);
+        r.items = part->t0.items;
         *report = r;
     }
     cf_free(part);
@@ -701,15 +703,10 @@ cf_status cf_put_segments(cf_filter *f, uint64_t first, uint64_t end, const void
     return CF_OK;
 }
 
-cf_status cf_stash_unplaced(cf_filter *f, const uint64_t *hashes, size_t n, uint64_t *stashed)
+/* hashes[0 .. n) into f's stash while it has room, each at its first bucket; how many
+ * went in into *stashed. CF_OK or CF_ENOMEM. */
+static cf_status cf__stash_in(cf_filter *f, const uint64_t *hashes, size_t n, uint64_t *stashed)
 {
-    if (!f || (!hashes && n > 0) || !stashed)
-        return CF_EINVAL;
-    if (cf__read_only(f))
-        return CF_EREADONLY;
-    if (cf__kind_of(f) != &cf__kind_plain || !cf__shape0(f)->seg || f->ntables != 1 ||
-        f->expansion != 0)
-        return CF_EINVAL;
     *stashed = 0;
     for (size_t i = 0; i < n && f->stash_n < CF__STASH_SLOTS; i++) {
         if (!cf__stash_room(f))
@@ -721,6 +718,49 @@ cf_status cf_stash_unplaced(cf_filter *f, const uint64_t *hashes, size_t n, uint
         ++*stashed;
     }
     return CF_OK;
+}
+
+cf_status cf_stash_unplaced(cf_filter *f, const uint64_t *hashes, size_t n, uint64_t *stashed)
+{
+    if (!f || (!hashes && n > 0) || !stashed)
+        return CF_EINVAL;
+    if (cf__read_only(f))
+        return CF_EREADONLY;
+    if (cf__kind_of(f) != &cf__kind_plain || !cf__shape0(f)->seg || f->ntables != 1 ||
+        f->expansion != 0)
+        return CF_EINVAL;
+    return cf__stash_in(f, hashes, n, stashed);
+}
+
+cf_status cf_segments_file_head(const cf_config *config, uint64_t items, const uint64_t *unplaced,
+                                size_t n, void *out, size_t cap, cf_segments_file *info)
+{
+    cf__params p;
+    uint64_t buckets, seg_bytes;
+    if (!config || (!unplaced && n > 0) || !out || cap < CF_SEGMENTS_HEAD_MAX || !info)
+        return CF_EINVAL;
+    cf_status st = cf__segmented(config, &p, &buckets, &seg_bytes);
+    if (st == CF_OK && (p.expansion != 0 || items > buckets * p.shape.b)) /* (no overflow:
+                                                                     the config sized it) */
+        st = CF_EINVAL;
+    if (st != CF_OK)
+        return st;
+    /* The filter's head without its table: what the file says but for the table bytes. */
+    p.concurrent = false;
+    cf_filter *shell;
+    st = cf__filter_make(&p, config->allocator, 1, buckets, false, cf__first_ops(&p), &shell);
+    if (st != CF_OK)
+        return st;
+    shell->t0.items = items;
+    uint64_t stashed = 0;
+    st = cf__stash_in(shell, unplaced, n, &stashed);
+    if (st == CF_OK) {
+        info->head_len = cf__image_head(shell, out, &info->total);
+        info->segment_bytes = seg_bytes;
+        info->stashed = stashed;
+    }
+    cf_free(shell);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -846,6 +886,7 @@ cf_status cf_merge_segments(const cf_config *config, uint64_t first, uint64_t en
     }
     if (st == CF_OK) {
         memcpy(dst, part->t0.data, len);
+        r.items = part->t0.items;
         *report = r;
     }
     cf_free(part);

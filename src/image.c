@@ -461,14 +461,11 @@ static bool cf__table_sound(const cf__shape *s, const uint8_t *data, uint64_t bu
            used == items;
 }
 
-/* The part of validation that reads the tables: the file sum, the padding and every
- * table's item count. m came from cf__parse_meta over the whole file. */
-static cf_status cf__check_body(const cf__meta *m, const char **why)
+/* The part of validation that reads the tables but for the file sum: the padding and
+ * every table's item count. m came from cf__parse_meta over the whole file. */
+static cf_status cf__check_tables(const cf__meta *m, const char **why)
 {
     const uint8_t *b = m->base;
-    if (XXH3_64bits(b, (size_t)m->total - CF__SUM_BYTES) !=
-        cf__load_le64(b + m->total - CF__SUM_BYTES))
-        return cf__corrupt(why, "checksum mismatch");
     uint64_t pos = m->meta_len;
     const cf__params *p = &m->p;
     cf__shape sk = p->shape;
@@ -488,6 +485,38 @@ static cf_status cf__check_body(const cf__meta *m, const char **why)
         pos = start + cf__load_le64(d + CF__D_LENGTH);
     }
     return CF_OK;
+}
+
+/* The part of validation that reads the tables: the file sum, then cf__check_tables. */
+static cf_status cf__check_body(const cf__meta *m, const char **why)
+{
+    const uint8_t *b = m->base;
+    if (XXH3_64bits(b, (size_t)m->total - CF__SUM_BYTES) !=
+        cf__load_le64(b + m->total - CF__SUM_BYTES))
+        return cf__corrupt(why, "checksum mismatch");
+    return cf__check_tables(m, why);
+}
+
+uint64_t cf__image_head(const cf_filter *f, uint8_t *out, uint64_t *total)
+{
+    cf__sink k;
+    cf__sink_init(&k, out, -1, NULL);
+    cf__emit_meta(&k, f);
+    uint64_t head = cf__table_offset(f, 0);
+    cf__emit_zeros(&k, head - cf__meta_len(f->ntables, f->stash_n));
+    *total = cf__image_len(f);
+    return head;
+}
+
+cf_status cf__image_unsummed(const uint8_t *b, size_t len, uint64_t *sum, const char **why)
+{
+    cf__meta m;
+    cf_status st = cf__parse_meta(b, len, CF__WHOLE, &m, why);
+    if (st == CF_OK)
+        st = cf__check_tables(&m, why);
+    if (st == CF_OK)
+        *sum = XXH3_64bits(b, (size_t)m.total - CF__SUM_BYTES);
+    return st;
 }
 
 cf_status cf__image_parse(const uint8_t *b, size_t len, bool body, cf__params *p, const char **why)

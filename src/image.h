@@ -149,4 +149,15 @@ CF__HIDDEN bool cf__image_same_settings(const uint8_t *a, const uint8_t *b);
 CF__HIDDEN cf_status cf__image_parse(const uint8_t *b, size_t len, bool body, cf__params *p,
                                      const char **why);
 
+/* A file written by parts (cf_segments_file_head, cf_file_commit): the bytes of f's file
+ * before its first table (its meta section and the padding after it) into out, which has
+ * room for CF_SEGMENTS_HEAD_MAX bytes when f has one table; their count, and the file's
+ * length in *total. f's tables are not read (a filter made without them will do). */
+CF__HIDDEN uint64_t cf__image_head(const cf_filter *f, uint8_t *out, uint64_t *total);
+
+/* Every check of a whole image of len bytes but its file sum, which *sum receives (for
+ * the file's last 8 bytes). */
+CF__HIDDEN cf_status cf__image_unsummed(const uint8_t *b, size_t len, uint64_t *sum,
+                                        const char **why);
+
 #endif

@@ -453,6 +453,73 @@ cf_status cf_save(const cf_filter *f, const char *path)
     return st;
 }
 
+/* What a save to *path replaces: a symbolic link is followed (*path then points at
+ * `resolved`, PATH_MAX bytes) and only a regular file is ever replaced (never a device, a
+ * FIFO or a socket: CF_EINVAL). *exists and *old say what is there; an errno value in
+ * *err, or 0. */
+static cf_status cf__target(const char **path, char *resolved, struct stat *old, bool *exists,
+                            int *err)
+{
+    *exists = false;
+    *err = 0;
+    if (lstat(*path, old) != 0) {
+        if (errno != ENOENT)
+            *err = errno;
+    } else {
+        *exists = true;
+        if (S_ISLNK(old->st_mode)) {
+            if (realpath(*path, resolved) && stat(resolved, old) == 0)
+                *path = resolved;
+            else
+                *err = errno;
+        }
+        if (!*err && S_ISDIR(old->st_mode))
+            *err = EISDIR;
+        else if (!*err && !S_ISREG(old->st_mode))
+            return CF_EINVAL;
+    }
+    if (!*err && strlen(*path) >= PATH_MAX)
+        *err = ENAMETOOLONG;
+    return CF_OK;
+}
+
+/* The new file fd replacing `old`: keep its owner and group where this process may (root
+ * may; an ordinary user can give the group of a group of its own), then its permission
+ * bits (a 0640 file stays 0640), set last because a change of owner clears the set-id
+ * bits. An errno value, or 0. */
+static int cf__adopt(int fd, const struct stat *old)
+{
+    if (fchown(fd, old->st_uid, old->st_gid) != 0 && fchown(fd, (uid_t)-1, old->st_gid) != 0 &&
+        errno != EPERM)
+        return errno;
+    return fchmod(fd, old->st_mode & 07777) != 0 ? errno : 0;
+}
+
+/* fd, the temporary file tmp, made durable and closed, then renamed over path (*renamed
+ * says whether it was), and the directory synced; `dir` (which may be tmp's own buffer)
+ * receives path's directory name. An errno value, or 0. */
+static int cf__replace(int fd, const char *tmp, const char *path, char *dir, bool *renamed)
+{
+    *renamed = false;
+    int err = fsync(fd) != 0 ? errno : 0;
+    if (close(fd) != 0 && !err)
+        err = errno;
+    if (err)
+        return err;
+    if (rename(tmp, path) != 0)
+        return errno;
+    *renamed = true;
+    /* The rename is durable only once the directory is synced. Some file systems cannot
+     * sync a directory (EINVAL); there is nothing more to do on those. */
+    cf__dirname(path, dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL))
+        err = errno;
+    if (dfd >= 0)
+        close(dfd);
+    return err;
+}
+
 static cf_status cf__save(const cf_filter *f, const char *path)
 {
     /* One block: the write buffer, the resolved path, then the temporary name (and, after
@@ -463,79 +530,149 @@ static cf_status cf__save(const cf_filter *f, const char *path)
         return CF_ENOMEM;
     char *resolved = (char *)(block + CF__STAGE_BYTES);
     char *tmp = resolved + PATH_MAX;
-    int err = 0;
-    cf_status status = CF_OK;
+    int err;
     struct stat old;
-    bool exists = false;
-    /* A symbolic link is followed: the file it names is replaced, the link stays. And
-     * only a regular file is ever replaced (never a device, a FIFO or a socket). */
-    if (lstat(path, &old) == 0) {
-        exists = true;
-        if (S_ISLNK(old.st_mode)) {
-            if (realpath(path, resolved) && stat(resolved, &old) == 0)
-                path = resolved;
-            else
-                err = errno;
-        }
-        if (!err && S_ISDIR(old.st_mode))
-            err = EISDIR;
-        else if (!err && !S_ISREG(old.st_mode))
-            status = CF_EINVAL;
-    } else if (errno != ENOENT) {
-        err = errno;
-    }
-    size_t plen = strlen(path);
-    if (!err && status == CF_OK && plen >= PATH_MAX)
-        err = ENAMETOOLONG;
-    bool created = false, renamed = false;
-    int fd = -1;
+    bool exists;
+    cf_status status = cf__target(&path, resolved, &old, &exists, &err);
     if (!err && status == CF_OK) {
         cf__remove_stale_temps(path, tmp);
-        fd = cf__create_temp(path, tmp, plen + CF__TMP_SUFFIX);
+        int fd = cf__create_temp(path, tmp, strlen(path) + CF__TMP_SUFFIX);
+        bool renamed = false;
         if (fd < 0)
             err = errno;
-    }
-    if (fd >= 0) {
-        created = true;
-        /* Replacing a file: keep its owner and group where this process may (root may;
-         * an ordinary user can give the group of a group of its own), then its permission
-         * bits (a 0640 file stays 0640), set last because a change of owner clears the
-         * set-id bits. */
-        if (exists && fchown(fd, old.st_uid, old.st_gid) != 0 &&
-            fchown(fd, (uid_t)-1, old.st_gid) != 0 && errno != EPERM)
-            err = errno;
-        if (!err && exists && fchmod(fd, old.st_mode & 07777) != 0)
-            err = errno;
-        if (!err) {
+        if (fd >= 0 && exists)
+            err = cf__adopt(fd, &old);
+        if (fd >= 0 && !err) {
             cf__sink k;
             cf__sink_init(&k, NULL, fd, block);
             cf__codec_of(f)->emit(&k, f);
             cf__flush(&k);
             err = k.err;
         }
-        if (!err && fsync(fd) != 0)
-            err = errno;
-        if (close(fd) != 0 && !err)
-            err = errno;
-        if (!err && rename(tmp, path) != 0)
-            err = errno;
-        renamed = !err;
-    }
-    if (renamed) {
-        /* The rename is durable only once the directory is synced. Some file systems
-         * cannot sync a directory (EINVAL); there is nothing more to do on those. */
-        cf__dirname(path, tmp);
-        int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL))
-            err = errno;
-        if (dfd >= 0)
-            close(dfd);
-    } else if (created) {
-        unlink(tmp);
+        if (fd >= 0 && !err)
+            err = cf__replace(fd, tmp, path, tmp, &renamed);
+        else if (fd >= 0)
+            close(fd);
+        if (fd >= 0 && !renamed)
+            unlink(tmp);
     }
     cf__mfree(f, block);
     if (status != CF_OK)
         return status;
+    errno = err;
+    return err ? CF_EIO : CF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Files written by parts                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+_Static_assert(CF_FILE_TEMP_EXTRA == CF__TMP_SUFFIX, "the header's promise is the names' room");
+
+/* Write p[0 .. n) at offset `at` of fd. An errno value, or 0. */
+static int cf__pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t at)
+{
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, (off_t)at);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return errno;
+        p += w;
+        at += (uint64_t)w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+cf_status cf_file_begin(const char *path, const void *head, size_t len, uint64_t total, char *tmp,
+                        size_t tmp_size)
+{
+    if (!path || !*path || !head || !tmp || len > total || total > (uint64_t)INT64_MAX ||
+        tmp_size < strlen(path) + CF__TMP_SUFFIX)
+        return CF_EINVAL;
+    /* Next to the file a symbolic link names, where cf_file_commit renames it to. */
+    char resolved[PATH_MAX];
+    struct stat old;
+    bool exists;
+    int err;
+    cf_status st = cf__target(&path, resolved, &old, &exists, &err);
+    if (st != CF_OK)
+        return st;
+    if (!err && strlen(path) + CF__TMP_SUFFIX > tmp_size)
+        err = ENAMETOOLONG;
+    int fd = -1;
+    if (!err) {
+        cf__remove_stale_temps(path, tmp);
+        fd = cf__create_temp(path, tmp, tmp_size);
+        if (fd < 0)
+            err = errno;
+    }
+    if (fd >= 0) {
+        err = cf__pwrite_all(fd, head, len, 0);
+        if (!err && ftruncate(fd, (off_t)total) != 0)
+            err = errno;
+        if (close(fd) != 0 && !err)
+            err = errno;
+        if (err)
+            unlink(tmp);
+    }
+    errno = err;
+    return err ? CF_EIO : CF_OK;
+}
+
+cf_status cf_file_commit(const char *tmp, const char *path, const char **reason)
+{
+    const char *why = NULL;
+    if (reason)
+        *reason = NULL;
+    if (!tmp || !path || !*path)
+        return CF_EINVAL;
+    char resolved[PATH_MAX], dir[PATH_MAX];
+    struct stat old, st_tmp;
+    bool exists, renamed = false;
+    int err;
+    cf_status st = cf__target(&path, resolved, &old, &exists, &err);
+    if (st != CF_OK || err) {
+        errno = err;
+        return st != CF_OK ? st : CF_EIO;
+    }
+    int fd = open(tmp, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return CF_EIO;
+    if (fstat(fd, &st_tmp) != 0)
+        err = errno;
+    else if (!S_ISREG(st_tmp.st_mode))
+        st = CF_EINVAL;
+    else if ((uint64_t)st_tmp.st_size > SIZE_MAX)
+        err = EFBIG;
+    else if (st_tmp.st_size < CF__HEADER_BYTES)
+        st = cf__corrupt(&why, "truncated: shorter than a header");
+    if (!err && st == CF_OK) {
+        size_t len = (size_t)st_tmp.st_size;
+        uint8_t *map = cf__map_file(fd, len);
+        uint64_t sum = 0;
+        if (!map)
+            err = errno;
+        else {
+            st = cf__image_unsummed(map, len, &sum, &why);
+            cf__unmap(map, len);
+        }
+        uint8_t b[CF__SUM_BYTES];
+        cf__store_le64(b, sum);
+        if (!err && st == CF_OK)
+            err = cf__pwrite_all(fd, b, sizeof b, len - CF__SUM_BYTES);
+    }
+    if (!err && st == CF_OK && exists)
+        err = cf__adopt(fd, &old);
+    if (!err && st == CF_OK)
+        err = cf__replace(fd, tmp, path, dir, &renamed);
+    else
+        close(fd);
+    if (reason)
+        *reason = why;
+    if (st != CF_OK)
+        return st;
     errno = err;
     return err ? CF_EIO : CF_OK;
 }

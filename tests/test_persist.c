@@ -2383,6 +2383,268 @@ static void test_segmented(void)
     }
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Files written by parts                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+/* A segmented filter's file written by parts: the ranges of segments built apart
+ * (cf_build_segments), the head from their reports, a temporary file, the ranges written
+ * at their offsets in any order, the commit. */
+typedef struct file_parts {
+    const cf_config *c;
+    uint64_t segments, items, unplaced, nfirst;
+    uint64_t first_unplaced[4 * CF_STASH_SLOTS];
+    struct {
+        uint64_t first, end;
+        uint8_t *bytes;
+        size_t len;
+    } range[4];
+    unsigned nranges;
+} file_parts;
+
+/* The ranges of `nranges` of c's filter holding the sorted hashes h[0 .. n). */
+static bool parts_build(file_parts *ps, const cf_config *c, const uint64_t *h, size_t n,
+                        unsigned nranges)
+{
+    cf_mapping m;
+    memset(ps, 0, sizeof *ps);
+    ps->c = c;
+    if (!CHECK_ST(cf_config_mapping(c, &m), CF_OK))
+        return false;
+    ps->segments = m.buckets >> m.segment_bits;
+    ps->nranges = nranges;
+    if (!CHECK(nranges <= ps->segments))
+        return false;
+    size_t at = 0;
+    for (unsigned k = 0; k < nranges; k++) {
+        uint64_t first = ps->segments * k / nranges, end = ps->segments * (k + 1) / nranges;
+        size_t from = at;
+        cf_place pl;
+        while (at < n && cf_place_in(&m, h[at], &pl) == CF_OK &&
+               pl.bucket[0] >> m.segment_bits < end)
+            at++;
+        ps->range[k].first = first;
+        ps->range[k].end = end;
+        CHECK_ST(cf_segments_size(c, first, end, &ps->range[k].len), CF_OK);
+        ps->range[k].bytes = malloc(ps->range[k].len);
+        cf_segments_report r;
+        if (!CHECK_ST(cf_build_segments(c, first, end, h + from, at - from, ps->range[k].bytes,
+                                        ps->range[k].len, &r),
+                      CF_OK))
+            return false;
+        CHECK_EQ_U(r.items, r.added);
+        ps->items += r.items;
+        ps->unplaced += r.unplaced;
+        for (uint64_t e = 0; e < r.unplaced && e < CF_STASH_SLOTS; e++)
+            ps->first_unplaced[ps->nfirst++] = r.first_unplaced[e];
+    }
+    return CHECK_EQ_U(at, n);
+}
+
+static void parts_free(file_parts *ps)
+{
+    for (unsigned k = 0; k < ps->nranges; k++)
+        free(ps->range[k].bytes);
+}
+
+/* Range k written into the temporary file tmp, `shift` segments past its place. */
+static bool parts_write(const file_parts *ps, const cf_segments_file *info, const char *tmp,
+                        unsigned k, int64_t shift)
+{
+    int fd = open(tmp, O_WRONLY);
+    if (!CHECK(fd >= 0))
+        return false;
+    uint64_t at =
+        info->head_len + (uint64_t)((int64_t)ps->range[k].first + shift) * info->segment_bytes;
+    bool ok =
+        pwrite(fd, ps->range[k].bytes, ps->range[k].len, (off_t)at) == (ssize_t)ps->range[k].len;
+    return CHECK(close(fd) == 0 && ok);
+}
+
+static void test_file_parts(void)
+{
+    /* keys: per thousand slots */
+    static const struct {
+        cf_config c;
+        unsigned keys;
+        unsigned ranges;
+    } cases[] = {
+        {{.capacity = 1000000, .seed = 81, .flags = CF_SEGMENTED}, 900, 3},
+        {{.capacity = 600000,
+          .fingerprint_bits = 13,
+          .seed = 82,
+          .flags = CF_SEGMENTED | CF_SEMI_SORT},
+         900,
+         2},
+        /* fuller than a table fills without a failure: the stash */
+        {{.capacity = 480000, .seed = 83, .flags = CF_SEGMENTED}, 960, 2},
+        /* more than fits: a full stash, and refusals */
+        {{.capacity = 100000,
+          .fingerprint_bits = 8,
+          .bucket_size = 1,
+          .seed = 84,
+          .flags = CF_SEGMENTED},
+         1000,
+         1},
+    };
+    char path[PATH_MAX], tmp[PATH_MAX];
+    dir_path(path, sizeof path, "parts.cf");
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const cf_config *c = &cases[ci].c;
+        cft_context("file by parts: case %zu", ci);
+        cf_mapping m;
+        if (!CHECK_ST(cf_config_mapping(c, &m), CF_OK))
+            continue;
+        size_t n =
+            (size_t)(m.buckets * (c->bucket_size ? c->bucket_size : 4u) * cases[ci].keys / 1000);
+        uint64_t *h = malloc(n * sizeof *h);
+        cft_rng rng = cft_rng_make(c->seed);
+        for (size_t i = 0; i < n; i++)
+            h[i] = cft_next(&rng);
+        CHECK_ST(cf_sort_hashes(h, n, m.tag_bits, 1, &n), CF_OK);
+        /* What cf_save writes of the filter built whole. */
+        cf_filter *want = NULL;
+        cf_build_report br;
+        file_parts ps;
+        if (!CHECK_ST(cf_new(c, &want), CF_OK) ||
+            !CHECK_ST(cf_build_hashes(want, h, n, 1, &br), CF_OK) ||
+            !parts_build(&ps, c, h, n, cases[ci].ranges)) {
+            cf_free(want);
+            free(h);
+            continue;
+        }
+        char wpath[PATH_MAX];
+        dir_path(wpath, sizeof wpath, "whole.cf");
+        CHECK_ST(cf_save(want, wpath), CF_OK);
+        buf wb = file_read(wpath);
+        uint8_t head[CF_SEGMENTS_HEAD_MAX];
+        cf_segments_file info;
+        CHECK_ST(cf_segments_file_head(c, ps.items, ps.first_unplaced, ps.nfirst, head, sizeof head,
+                                       &info),
+                 CF_OK);
+        CHECK_EQ_U(info.stashed, cft_stats(want).stashed);
+        CHECK_EQ_U(ps.unplaced - info.stashed, br.full);
+        CHECK_EQ_U(info.total, wb.n);
+        /* the header, a descriptor, the stash and the meta checksum, to a multiple of 64 */
+        CHECK_EQ_U(info.head_len, (64 + 32 + 16 * info.stashed + 8 + 63) / 64 * 64);
+        CHECK(ci < 2 ? info.stashed == 0 : info.stashed > 0);
+        CHECK(ci != 3 || (info.stashed == CF_STASH_SLOTS && ps.unplaced > info.stashed));
+        /* A part missing, then at the wrong place: refused, the old file kept, the
+         * temporary file left; written right, committed. */
+        CHECK(file_write(path, "old", 3));
+        if (!CHECK_ST(cf_file_begin(path, head, info.head_len, info.total, tmp, sizeof tmp), CF_OK))
+            goto next;
+        CHECK(strncmp(tmp, path, strlen(path)) == 0 && strstr(tmp, ".tmp-") != NULL);
+        for (unsigned k = ps.nranges; k-- > 1;)
+            parts_write(&ps, &info, tmp, k, 0);
+        const char *why = NOT_SET;
+        if (ps.items > 0) {
+            CHECK_ST(cf_file_commit(tmp, path, &why), CF_ECORRUPT);
+            CHECK(why != NULL && why != NOT_SET);
+            buf old = file_read(path);
+            CHECK(old.n == 3 && memcmp(old.p, "old", 3) == 0);
+            buf_free(&old);
+            CHECK(access(tmp, F_OK) == 0);
+            if (ps.nranges > 1) {
+                parts_write(&ps, &info, tmp, 0, 1); /* over range 1's first segment */
+                CHECK_ST(cf_file_commit(tmp, path, &why), CF_ECORRUPT);
+                parts_write(&ps, &info, tmp, 1, 0);
+            }
+        }
+        parts_write(&ps, &info, tmp, 0, 0);
+        why = NOT_SET;
+        CHECK_ST(cf_file_commit(tmp, path, &why), CF_OK);
+        CHECK(why == NULL);
+        CHECK(access(tmp, F_OK) != 0);
+        buf got = file_read(path);
+        CHECK_MSG(got.n == wb.n && memcmp(got.p, wb.p, wb.n) == 0,
+                  "the file by parts is not cf_save's (%zu against %zu bytes)", got.n, wb.n);
+        buf_free(&got);
+    next:
+        buf_free(&wb);
+        parts_free(&ps);
+        cf_free(want);
+        free(h);
+        unlink(wpath);
+    }
+    cft_context("file by parts: refusals");
+    cf_config c = {.capacity = 100000, .seed = 85, .flags = CF_SEGMENTED};
+    uint8_t head[CF_SEGMENTS_HEAD_MAX];
+    cf_segments_file info;
+    cf_mapping m;
+    CHECK_ST(cf_config_mapping(&c, &m), CF_OK);
+    uint64_t slots = m.buckets * 4, one = 1;
+    CHECK_ST(cf_segments_file_head(&c, slots + 1, NULL, 0, head, sizeof head, &info), CF_EINVAL);
+    CHECK_ST(cf_segments_file_head(&c, 0, NULL, 0, head, sizeof head - 1, &info), CF_EINVAL);
+    CHECK_ST(cf_segments_file_head(&c, 0, NULL, 1, head, sizeof head, &info), CF_EINVAL);
+    CHECK_ST(cf_segments_file_head(&c, 0, &one, 1, NULL, sizeof head, &info), CF_EINVAL);
+    CHECK_ST(cf_segments_file_head(&c, 0, &one, 1, head, sizeof head, NULL), CF_EINVAL);
+    CHECK_ST(cf_segments_file_head(NULL, 0, NULL, 0, head, sizeof head, &info), CF_EINVAL);
+    cf_config other = c;
+    other.expansion = 2;
+    CHECK_ST(cf_segments_file_head(&other, 0, NULL, 0, head, sizeof head, &info), CF_EINVAL);
+    other = c;
+    other.flags = CF_UNSEGMENTED;
+    CHECK_ST(cf_segments_file_head(&other, 0, NULL, 0, head, sizeof head, &info), CF_EINVAL);
+    /* An empty filter: the file of cf_new's filter. */
+    if (CHECK_ST(cf_segments_file_head(&c, 0, NULL, 0, head, sizeof head, &info), CF_OK) &&
+        CHECK_ST(cf_file_begin(path, head, info.head_len, info.total, tmp, sizeof tmp), CF_OK)) {
+        /* its permission bits and the link to it kept */
+        char target[PATH_MAX], link[PATH_MAX];
+        dir_path(target, sizeof target, "target.cf");
+        dir_path(link, sizeof link, "link.cf");
+        CHECK(file_write(target, "x", 1) && chmod(target, 0640) == 0 && symlink(target, link) == 0);
+        char tmp2[PATH_MAX];
+        CHECK_ST(cf_file_begin(link, head, info.head_len, info.total, tmp2, sizeof tmp2), CF_OK);
+        CHECK_ST(cf_file_commit(tmp2, link, NULL), CF_OK);
+        struct stat st;
+        CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+        CHECK(stat(target, &st) == 0 && (st.st_mode & 07777) == 0640);
+        cf_filter *g = NULL, *e = cft_new(c);
+        if (CHECK_ST(cf_load(target, NULL, &g), CF_OK))
+            CHECK(cft_same_bytes(g, e));
+        cf_free(g);
+        cf_free(e);
+        /* The temporary file cut short: refused. */
+        CHECK(truncate(tmp, (off_t)info.total - 1) == 0);
+        CHECK_ST(cf_file_commit(tmp, path, NULL), CF_ECORRUPT);
+        CHECK(truncate(tmp, 10) == 0);
+        CHECK_ST(cf_file_commit(tmp, path, NULL), CF_ECORRUPT);
+        unlink(tmp);
+        CHECK_ST(cf_file_commit(tmp, path, NULL), CF_EIO);
+        unlink(link);
+        unlink(target);
+    }
+    /* begin's refusals: no file is left. */
+    CHECK_ST(cf_file_begin(path, head, info.head_len, info.total, tmp, strlen(path) + 1),
+             CF_EINVAL);
+    CHECK_ST(cf_file_begin(path, head, 300, 200, tmp, sizeof tmp), CF_EINVAL);
+    CHECK_ST(cf_file_begin("", head, 1, 1, tmp, sizeof tmp), CF_EINVAL);
+    CHECK_ST(cf_file_commit(NULL, path, NULL), CF_EINVAL);
+    char nodir[PATH_MAX];
+    dir_path(nodir, sizeof nodir, "no/such/dir/f.cf");
+    CHECK_ST(cf_file_begin(nodir, head, info.head_len, info.total, tmp, sizeof tmp), CF_EIO);
+    CHECK_ST(cf_file_begin(g_dir, head, info.head_len, info.total, tmp, sizeof tmp), CF_EIO);
+    unlink(path);
+    CHECK_EQ_U(count_temps(g_dir), 0);
+    /* Allocation failures: each refused with CF_ENOMEM, nothing left allocated. */
+    uint64_t stash[3] = {1u << 20, 2u << 20, 3u << 20};
+    for (uint64_t nth = 1;; nth++) {
+        cft_alloc ta;
+        cft_alloc_init(&ta);
+        c.allocator = &ta.a;
+        cft_alloc_arm(&ta, nth, false);
+        cf_status st = cf_segments_file_head(&c, 7, stash, 3, head, sizeof head, &info);
+        CHECK_ALLOC_CLEAN(&ta);
+        if (ta.failures == 0) {
+            CHECK_ST(st, CF_OK);
+            CHECK_EQ_U(info.stashed, 3);
+            break;
+        }
+        CHECK_ST(st, CF_ENOMEM);
+    }
+}
+
 int main(void)
 {
     cft_init("test_persist");
@@ -2398,7 +2660,7 @@ int main(void)
         {"bit flips", test_bit_flips}, {"allocation failures", test_alloc_failures},
         {"extremes", test_extremes},   {"round trips", test_roundtrip_shapes},
         {"streams", test_streams},     {"save paths", test_save_paths},
-        {"segmented", test_segmented},
+        {"segmented", test_segmented}, {"files by parts", test_file_parts},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         double t = cft_now();

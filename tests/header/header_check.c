@@ -108,6 +108,10 @@ struct cf_header_check_api {
     cf_status (*stash_hashes)(const cf_filter *, uint64_t *, size_t, size_t *);
     cf_status (*merge_segments)(const cf_config *, uint64_t, uint64_t, void *, size_t, const void *,
                                 const uint64_t *, size_t, cf_segments_report *);
+    cf_status (*segments_file_head)(const cf_config *, uint64_t, const uint64_t *, size_t, void *,
+                                    size_t, cf_segments_file *);
+    cf_status (*file_begin)(const char *, const void *, size_t, uint64_t, char *, size_t);
+    cf_status (*file_commit)(const char *, const char *, const char **);
 };
 
 extern const struct cf_header_check_api cf_header_check_table;
@@ -183,6 +187,9 @@ const struct cf_header_check_api cf_header_check_table = {
     cf_get_segments,
     cf_stash_hashes,
     cf_merge_segments,
+    cf_segments_file_head,
+    cf_file_begin,
+    cf_file_commit,
 };
 
 /* Zero-initialised by static storage, then fields are set by name: this works in C and
