@@ -21,6 +21,11 @@ ranges are put together. No fingerprint is inserted twice, and a worker holds it
 tables and hashes, not the filter. Any other filter is filled by one task from the hashes
 of every partition.
 
+With a path, the workers write their ranges into that one file, and no process ever
+holds the whole filter (this one writes the file's head and commits it):
+
+    f = cuckoofilter.dask.build(urls, capacity=1_000_000_000, fpr=0.001, path="urls.cf")
+
 Keys are what CuckooFilter.add takes: bytes, str (UTF-8) and ints in [0, 2**64) (their
 8 bytes, little-endian); numpy integer arrays and integer columns are taken as such ints.
 
@@ -77,12 +82,12 @@ def _join(*pieces):
 
 
 def _fill_range(first, end, tag_bits, capacity, settings, *pieces):
-    """The table of segments [first, end) holding the distinct hashes of the pieces, and
-    those that found no room there (their count, the first of them)."""
+    """The table of segments [first, end) holding the distinct hashes of the pieces, those
+    that found no room there (their count, the first of them) and the table's item count."""
     hashes = CuckooFilter._sort_hashes(b"".join(pieces), tag_bits, 1)
-    table, unplaced, first_unplaced = CuckooFilter._build_segments(first, end, hashes, capacity,
-                                                                   **settings)
-    return first, end, table, unplaced, first_unplaced
+    table, unplaced, first_unplaced, items = CuckooFilter._build_segments(
+        first, end, hashes, capacity, **settings)
+    return first, end, table, unplaced, first_unplaced, items
 
 
 def _fill_whole(capacity, tag_bits, settings, hashes):
@@ -93,19 +98,80 @@ def _fill_whole(capacity, tag_bits, settings, hashes):
     return f
 
 
+def _not_fitting(capacity, unplaced, stashed):
+    if unplaced > stashed:
+        raise FilterFull(f"{unplaced - stashed} keys did not fit in a filter of capacity "
+                         f"{capacity}")
+
+
 def _assemble(capacity, settings, *parts):
     """The ranges put together; the keys that found no room in their segments to the
     stash, the first ones in key order (as one add after another stashes them), and
     FilterFull if more did than it holds."""
     f = CuckooFilter(capacity, **{**settings, "concurrent": False})
-    for first, end, table, _, _ in parts:
+    for first, end, table, _, _, _ in parts:
         f._put_segments(first, end, table)
-    unplaced = sum(part[3] for part in parts)
-    stashed = f._stash_unplaced(b"".join(part[4] for part in parts))
-    if unplaced > stashed:
-        raise FilterFull(f"{unplaced - stashed} keys did not fit in a filter of capacity "
-                         f"{capacity}")
+    _not_fitting(capacity, sum(part[3] for part in parts),
+                 f._stash_unplaced(b"".join(part[4] for part in parts)))
     return f
+
+
+def _build_head(capacity, settings, summaries):
+    """The head of the file of the filled ranges (their summaries, in range order), and
+    FilterFull if their unplaced keys do not fit the stash."""
+    items = sum(s[4] for s in summaries)
+    head, segment_bytes, total, stashed = CuckooFilter._segments_file_head(
+        capacity, items, b"".join(s[3] for s in summaries), **settings)
+    _not_fitting(capacity, sum(s[2] for s in summaries), stashed)
+    return head, segment_bytes, total
+
+
+def _save_whole(path, f):
+    f.save(path)
+
+
+def _summary(part):
+    """A filled range without its table: what the client needs to write a file's head."""
+    return part[:2] + part[3:]
+
+
+def _write_range(tmp, offset, part):
+    """A range's table bytes written into the file `tmp` at `offset`, and made durable
+    (seen by the process that commits the file, on a network file system too)."""
+    fd = os.open(tmp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        view, at = memoryview(part[2]), offset
+        while view:
+            n = os.pwrite(fd, view, at)
+            view, at = view[n:], at + n
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _to_file(path, parts, head_of, progress):
+    """The filled ranges `parts` (delayed (first, end, table, ...), in range order) written
+    into one file at path by the workers that hold them: the client writes its head
+    (head_of(summaries) -> head, segment_bytes, total) into a temporary file, each range
+    goes to its offset there, and the client commits it (checked, summed, renamed). No
+    process holds more than its ranges."""
+    import dask
+
+    parts = _persist(parts, progress)
+    summaries = _compute(dask.delayed(list)([dask.delayed(_summary)(p) for p in parts]), False)
+    head, segment_bytes, total = head_of(summaries)
+    tmp = CuckooFilter._file_begin(path, head, total)
+    try:
+        writes = [dask.delayed(_write_range)(tmp, len(head) + s[0] * segment_bytes, p)
+                  for s, p in zip(summaries, parts)]
+        _compute(dask.delayed(list)(writes), progress)
+        CuckooFilter._file_commit(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _verify(path):
@@ -121,16 +187,17 @@ def _merge_range(paths, first, end, *verified):
     filters = [CuckooFilter.open(p, verify=False) for p in paths]
     dst = bytearray(filters[0]._get_segments(first, end))
     lost = []
+    items = None
     for f in filters[1:]:
-        count, firsts = filters[0]._merge_segments(first, end, dst, f._get_segments(first, end),
-                                                   b"")
+        count, firsts, items = filters[0]._merge_segments(first, end, dst,
+                                                          f._get_segments(first, end), b"")
         stash = [(i, h) for i, (h, segment) in enumerate(f._stash_hashes())
                  if first <= segment < end]
         if not stash:
             lost.append((count, firsts, 0, []))
             continue
         hashes = b"".join(h.to_bytes(8, "little") for _, h in stash)
-        n, out = filters[0]._merge_segments(first, end, dst, None, hashes)
+        n, out, items = filters[0]._merge_segments(first, end, dst, None, hashes)
         # which stash entries found no room: the reported hashes, in their order
         positions, at = [], 0
         for k in range(min(n, len(out) // 8)):
@@ -140,32 +207,54 @@ def _merge_range(paths, first, end, *verified):
             positions.append(stash[at][0])
             at += 1
         lost.append((count, firsts, n, positions))
-    return first, end, bytes(dst), lost
+    if items is None:  # one file: its range, checked and counted
+        _, _, items = filters[0]._merge_segments(first, end, dst, None, b"")
+    return first, end, bytes(dst), lost, items
 
 
-def _assemble_merge(filters, parts):
-    """The ranges put together, then the stash: the first filter's entries, then filter by
-    filter what found no room (its table's in range order, then its stash entries' in
-    stash order), as cf_merge would have stashed them; FilterFull if they do not fit."""
-    f = CuckooFilter.empty_like(filters[0], concurrent=False)
-    for first, end, table, _ in parts:
-        f._put_segments(first, end, table)
+def _merge_stash(filters, losts):
+    """The merged filter's stash, as cf_merge would have made it, from each range's
+    account of what found no room (in range order): the first filter's entries, then
+    filter by filter what found no room (its table's in range order, then its stash
+    entries' in stash order), as hashes; and how many fingerprints that is in all."""
     order = [h for h, _ in filters[0]._stash_hashes()]
     needed = len(order)
     for i, src in enumerate(filters[1:]):
         lost_positions = set()
-        for part in parts:  # in range order
-            count, firsts, n, positions = part[3][i]
+        for lost in losts:
+            count, firsts, n, positions = lost[i]
             needed += count + n
             order += [int.from_bytes(firsts[k:k + 8], "little") for k in range(0, len(firsts), 8)]
             lost_positions.update(positions)
         stash = src._stash_hashes()
         order += [stash[k][0] for k in sorted(lost_positions)]
-    stashed = f._stash_unplaced(b"".join(h.to_bytes(8, "little") for h in order))
+    return b"".join(h.to_bytes(8, "little") for h in order), needed
+
+
+def _merge_full(needed, stashed):
     if needed > stashed:
         raise FilterFull(f"{needed - stashed} fingerprints did not fit: the merged filters "
                          "hold more than the first one's capacity")
+
+
+def _assemble_merge(filters, parts):
+    """The ranges put together, then the stash (_merge_stash); FilterFull if it does not
+    hold what found no room."""
+    f = CuckooFilter.empty_like(filters[0], concurrent=False)
+    for first, end, table, _, _ in parts:
+        f._put_segments(first, end, table)
+    order, needed = _merge_stash(filters, [part[3] for part in parts])
+    _merge_full(needed, f._stash_unplaced(order))
     return f
+
+
+def _merge_head(filters, summaries):
+    """The head of the merged file, from the ranges' summaries (in range order)."""
+    order, needed = _merge_stash(filters, [s[2] for s in summaries])
+    head, segment_bytes, total, stashed = filters[0]._file_head(sum(s[3] for s in summaries),
+                                                                order)
+    _merge_full(needed, stashed)
+    return head, segment_bytes, total
 
 
 def _partitions(collection):
@@ -192,11 +281,8 @@ def _partitions(collection):
 
 def _workers():
     """The workers of the active distributed Client, or 1."""
-    try:
-        from distributed import default_client
-        return max(1, len(default_client().scheduler_info()["workers"]))
-    except (ImportError, ValueError):
-        return 1
+    client = _client()
+    return 1 if client is None else max(1, len(client.scheduler_info()["workers"]))
 
 
 def build(
@@ -208,7 +294,8 @@ def build(
     bucket_size=None,
     seed=None,
     segmented=None,
-    concurrent=True,
+    concurrent=None,
+    path=None,
     ranges=None,
     split_every=DEFAULT_SPLIT_EVERY,
     progress=False,
@@ -221,7 +308,15 @@ def build(
     is fixed-size: a collection with more keys than fit raises FilterFull.
     seed: the hash seed; None draws a secret one here (it travels to the workers in the
     task graph).
-    concurrent: whether the returned filter is concurrent (as CuckooFilter's argument).
+    concurrent: whether the returned filter is concurrent (as CuckooFilter's argument;
+    default True, or False with a path).
+    path: write the filter to this file instead, on storage the workers share, and return
+    it opened read-only from there (CuckooFilter.open: memory-mapped; load it with
+    CuckooFilter.load to change it). A segmented filter's ranges are written into the file
+    by the workers that filled them, at their offsets, and no process ever holds the whole
+    filter: this process writes the file's head into a temporary file beside `path`,
+    checks the finished file and renames it over `path` (atomically, as save does). Any
+    other filter is saved by the task that fills it.
     ranges: a segmented filter is filled by this many tasks, each a range of whole
     segments (default: twice the workers of the active Client, at least the partitions,
     at most the segments).
@@ -236,6 +331,7 @@ def build(
 
     if not isinstance(split_every, int) or split_every < 2:
         raise ValueError("split_every must be an integer from 2")
+    path = _out_path(path, concurrent)
     if seed is None:
         seed = secrets.randbits(64) or 1
     settings = {"seed": seed}
@@ -260,6 +356,10 @@ def build(
             first, end = segments * r // ranges, segments * (r + 1) // ranges
             filled.append(dask.delayed(_fill_range)(first, end, tag_bits, capacity, settings,
                                                     *[piece[r] for piece in pieces]))
+        if path is not None:
+            _to_file(path, filled, lambda summaries: _build_head(capacity, settings, summaries),
+                     progress)
+            return CuckooFilter.open(path, verify=False)
         task = dask.delayed(_assemble)(capacity, settings, *filled)
     else:
         level = [dask.delayed(_hashes)(p, settings) for p in parts] or [b""]
@@ -267,11 +367,24 @@ def build(
             level = [dask.delayed(_join)(*level[i:i + split_every])
                      for i in range(0, len(level), split_every)]
         task = dask.delayed(_fill_whole)(capacity, tag_bits, settings, level[0])
+        if path is not None:
+            _compute(dask.delayed(_save_whole)(path, task), progress)
+            return CuckooFilter.open(path, verify=False)
     result = _compute(task, progress)
-    return result if not concurrent else CuckooFilter.from_bytes(result.to_bytes())
+    return result if concurrent is False else CuckooFilter.from_bytes(result.to_bytes())
 
 
-def merge(paths, *, ranges=None, concurrent=True, progress=False):
+def _out_path(path, concurrent):
+    """path as a str (or None), and ValueError for a concurrent filter asked of a file."""
+    if path is None:
+        return None
+    if concurrent:
+        raise ValueError("a filter written to a path comes back memory-mapped and read-only: "
+                         "CuckooFilter.load(path, concurrent=True) makes a concurrent one")
+    return os.fspath(path)
+
+
+def merge(paths, *, ranges=None, concurrent=None, path=None, progress=False):
     """One CuckooFilter holding every key of the filter files `paths`, merged range by
     range of segments by Dask tasks: byte for byte what merging them in order into a copy
     of the first gives (CuckooFilter.merge, `cuckoo merge OUT IN...`). Counts add up: a key
@@ -284,7 +397,9 @@ def merge(paths, *, ranges=None, concurrent=True, progress=False):
     checksums are verified here first, once; each task then maps its range of every file.
     ranges: tasks, each a range of whole segments (default: twice the workers of the active
     Client, at most the segments). concurrent, progress: as for build(). The ranges come
-    back here and are put together in this process, which then holds the filter.
+    back here and are put together in this process, which then holds the filter; with
+    path, as for build(), the workers write them into that file instead (it may be one of
+    `paths`: it is replaced once every range is merged), and no process holds the filter.
 
     Raises ValueError for files that do not merge (saying why), FilterFull if the merged
     fingerprints do not fit the first file's capacity, and what CuckooFilter.open raises
@@ -292,17 +407,18 @@ def merge(paths, *, ranges=None, concurrent=True, progress=False):
     """
     import dask
 
+    out = _out_path(path, concurrent)
     paths = [os.fspath(p) for p in paths]
     if not paths:
         raise ValueError("merge() takes at least one filter file")
     # Their headers here (checked, mapped); their checksums on the workers, once each.
     filters = [CuckooFilter.open(p, verify=False) for p in paths]
     model = filters[0]
-    for path, f in zip(paths[1:], filters[1:]):
+    for name, f in zip(paths[1:], filters[1:]):
         try:
             model._merge_check(f)
         except ValueError as e:
-            raise ValueError(f"{path} does not merge into {paths[0]}: {e}") from None
+            raise ValueError(f"{name} does not merge into {paths[0]}: {e}") from None
     stats = model.stats
     if not stats["segmented"] or stats["expansion"] or stats["sub_filters"] != 1:
         raise ValueError("merge() takes fixed-size segmented filters of one sub-filter "
@@ -318,20 +434,30 @@ def merge(paths, *, ranges=None, concurrent=True, progress=False):
     merged = [dask.delayed(_merge_range)(paths, segments * r // ranges,
                                          segments * (r + 1) // ranges, *verified)
               for r in range(ranges)]
+    if out is not None:
+        _to_file(out, merged, lambda summaries: _merge_head(filters, summaries), progress)
+        return CuckooFilter.open(out, verify=False)
     result = _assemble_merge(filters, _compute(dask.delayed(list)(merged), progress))
-    return result if not concurrent else CuckooFilter.from_bytes(result.to_bytes())
+    return result if concurrent is False else CuckooFilter.from_bytes(result.to_bytes())
+
+
+def _client():
+    """The active distributed Client, or None."""
+    try:
+        from distributed import default_client
+        return default_client()
+    except (ImportError, ValueError):  # no distributed, or no Client active
+        return None
 
 
 def _compute(task, progress):
     """task's value, computed on the active scheduler, with a progress bar if asked."""
-    try:
-        from distributed import default_client, progress as distributed_progress
-        client = default_client()
-    except (ImportError, ValueError):  # no distributed, or no Client active
-        client = None
+    client = _client()
     if client is not None:
         future = client.compute(task)
         if progress:
+            from distributed import progress as distributed_progress
+
             distributed_progress(future)
         return future.result()
     if progress:
@@ -340,3 +466,24 @@ def _compute(task, progress):
         with ProgressBar():
             return task.compute()
     return task.compute()
+
+
+def _persist(tasks, progress):
+    """The tasks computed and their values left where they were computed (a Client's
+    workers), as delayed objects for further tasks."""
+    import dask
+
+    client = _client()
+    if client is not None:
+        tasks = client.persist(tasks)
+        if progress:
+            from distributed import progress as distributed_progress
+
+            distributed_progress(tasks)
+        return tasks
+    if progress:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar():
+            return list(dask.persist(*tasks))
+    return list(dask.persist(*tasks))

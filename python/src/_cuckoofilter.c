@@ -1415,8 +1415,9 @@ static PyObject *pycf_sort_hashes_py(PyTypeObject *type, PyObject *args)
 }
 
 /* CuckooFilter._build_segments(first, end, hashes, capacity, **options) -> (table,
- * unplaced, first_unplaced): the table of segments [first, end) holding the hashes (build
- * order), the count of those that found no room, and the first of them (as hashes). */
+ * unplaced, first_unplaced, items): the table of segments [first, end) holding the hashes
+ * (build order), the count of those that found no room, the first of them (as hashes),
+ * and the fingerprints the table holds. */
 static PyObject *pycf_build_segments_py(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     unsigned long long first, end;
@@ -1450,8 +1451,9 @@ static PyObject *pycf_build_segments_py(PyTypeObject *type, PyObject *args, PyOb
     }
     PyObject *firsts = pycf_le_bytes(
         r.first_unplaced, r.unplaced < CF_STASH_SLOTS ? (size_t)r.unplaced : CF_STASH_SLOTS);
-    PyObject *out =
-        firsts ? Py_BuildValue("(NKN)", table, (unsigned long long)r.unplaced, firsts) : NULL;
+    PyObject *out = firsts ? Py_BuildValue("(NKNK)", table, (unsigned long long)r.unplaced, firsts,
+                                           (unsigned long long)r.items)
+                           : NULL;
     if (!out) {
         Py_DECREF(table);
         Py_XDECREF(firsts);
@@ -1651,9 +1653,10 @@ static PyObject *pycf_merge_check_py(pycf_filter *self, PyObject *other)
     Py_RETURN_NONE;
 }
 
-/* f._merge_segments(first, end, dst, src, hashes) -> (unplaced, first_unplaced): src's
- * fingerprints (bytes of the same range, or None), then the keys of `hashes`, added to
- * the writable dst, the table bytes of segments [first, end) of filters made like f. */
+/* f._merge_segments(first, end, dst, src, hashes) -> (unplaced, first_unplaced, items):
+ * src's fingerprints (bytes of the same range, or None), then the keys of `hashes`, added
+ * to the writable dst, the table bytes of segments [first, end) of filters made like f;
+ * items: the fingerprints dst holds after. */
 static PyObject *pycf_merge_segments_py(pycf_filter *self, PyObject *args)
 {
     unsigned long long first, end;
@@ -1685,7 +1688,9 @@ static PyObject *pycf_merge_segments_py(pycf_filter *self, PyObject *args)
             PyObject *firsts =
                 pycf_le_bytes(r.first_unplaced,
                               r.unplaced < CF_STASH_SLOTS ? (size_t)r.unplaced : CF_STASH_SLOTS);
-            out = firsts ? Py_BuildValue("(KN)", (unsigned long long)r.unplaced, firsts) : NULL;
+            out = firsts ? Py_BuildValue("(KNK)", (unsigned long long)r.unplaced, firsts,
+                                         (unsigned long long)r.items)
+                         : NULL;
         }
     }
     PyMem_Free(h);
@@ -1693,6 +1698,120 @@ static PyObject *pycf_merge_segments_py(pycf_filter *self, PyObject *args)
         PyBuffer_Release(&src);
     PyBuffer_Release(&dst);
     return out;
+}
+
+/* The head of the file of a fixed segmented filter of config c holding `items`
+ * fingerprints, its stash made of the hashes `unplaced`: (head, segment_bytes, total,
+ * stashed), as cf_segments_file_head gives them. */
+static PyObject *pycf_file_head(PyTypeObject *type, const cf_config *c, unsigned long long items,
+                                PyObject *unplaced)
+{
+    size_t n;
+    uint64_t *h = pycf_hash_array(unplaced, &n);
+    if (!h)
+        return NULL;
+    uint8_t head[CF_SEGMENTS_HEAD_MAX];
+    cf_segments_file info;
+    cf_status st = cf_segments_file_head(c, items, h, n, head, sizeof head, &info);
+    PyMem_Free(h);
+    if (st == CF_EINVAL)
+        return PyErr_Format(PyExc_ValueError,
+                            "no file head: not a fixed segmented filter, or %llu items are more "
+                            "than it has slots",
+                            items);
+    if (st != CF_OK)
+        return pycf_raise(type, st, NULL, 0);
+    return Py_BuildValue("(y#KKK)", (const char *)head, (Py_ssize_t)info.head_len,
+                         (unsigned long long)info.segment_bytes, (unsigned long long)info.total,
+                         (unsigned long long)info.stashed);
+}
+
+/* CuckooFilter._segments_file_head(capacity, items, unplaced, **options): the head of the
+ * file of the filter of those settings (pycf_file_head). */
+static PyObject *pycf_segments_file_head_py(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *capacity, *unplaced;
+    unsigned long long items;
+    if (!PyArg_ParseTuple(args, "OKO", &capacity, &items, &unplaced))
+        return NULL;
+    cf_config c;
+    if (pycf_config_of(capacity, kwargs, &c) < 0)
+        return NULL;
+    return pycf_file_head(type, &c, items, unplaced);
+}
+
+/* f._file_head(items, unplaced): the head of the file of a filter made like f
+ * (pycf_file_head). */
+static PyObject *pycf_file_head_like(pycf_filter *self, PyObject *args)
+{
+    PyObject *unplaced;
+    unsigned long long items;
+    if (!PyArg_ParseTuple(args, "KO", &items, &unplaced))
+        return NULL;
+    cf_config c;
+    cf_get_config(self->f, &c);
+    c.flags &= ~(unsigned)CF_CONCURRENT;
+    return pycf_file_head(Py_TYPE(self), &c, items, unplaced);
+}
+
+static int pycf_path(PyObject *o, PyObject **bytes);
+
+/* CuckooFilter._file_begin(path, head, total) -> str: a new temporary file next to path
+ * holding head, total bytes long (cf_file_begin); its name. */
+static PyObject *pycf_file_begin_py(PyTypeObject *type, PyObject *args)
+{
+    PyObject *path, *p;
+    Py_buffer head;
+    unsigned long long total;
+    if (!PyArg_ParseTuple(args, "Oy*K", &path, &head, &total))
+        return NULL;
+    if (pycf_path(path, &p) < 0) {
+        PyBuffer_Release(&head);
+        return NULL;
+    }
+    size_t cap = (size_t)PyBytes_GET_SIZE(p) + CF_FILE_TEMP_EXTRA;
+    char *tmp = PyMem_Malloc(cap);
+    PyObject *out = NULL;
+    if (!tmp) {
+        PyErr_NoMemory();
+    } else {
+        PyThreadState *ts = PyEval_SaveThread();
+        cf_status st =
+            cf_file_begin(PyBytes_AS_STRING(p), head.buf, (size_t)head.len, total, tmp, cap);
+        int err = errno;
+        PyEval_RestoreThread(ts);
+        out = st == CF_OK ? PyUnicode_DecodeFSDefault(tmp) : pycf_raise(type, st, path, err);
+        PyMem_Free(tmp);
+    }
+    Py_DECREF(p);
+    PyBuffer_Release(&head);
+    return out;
+}
+
+/* CuckooFilter._file_commit(tmp, path): the temporary file, its parts written, checked,
+ * summed and renamed over path (cf_file_commit); CorruptFilter with the reason, tmp left
+ * as it was, if it is no whole filter file. */
+static PyObject *pycf_file_commit_py(PyTypeObject *type, PyObject *args)
+{
+    PyObject *tmp_o, *path, *t, *p;
+    if (!PyArg_ParseTuple(args, "OO", &tmp_o, &path))
+        return NULL;
+    if (pycf_path(tmp_o, &t) < 0)
+        return NULL;
+    if (pycf_path(path, &p) < 0) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    const char *reason = NULL;
+    PyThreadState *ts = PyEval_SaveThread();
+    cf_status st = cf_file_commit(PyBytes_AS_STRING(t), PyBytes_AS_STRING(p), &reason);
+    int err = errno;
+    PyEval_RestoreThread(ts);
+    Py_DECREF(t);
+    Py_DECREF(p);
+    if (st != CF_OK)
+        return pycf_raise_reason(type, st, st == CF_ECORRUPT ? tmp_o : path, err, reason);
+    Py_RETURN_NONE;
 }
 
 static PyObject *pycf_empty_like(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -2201,6 +2320,11 @@ static PyMethodDef pycf_methods[] = {
     {"_merge_check", (PyCFunction)pycf_merge_check_py, METH_O, NULL},
     {"_mapping", (PyCFunction)pycf_mapping_py, METH_NOARGS, NULL},
     {"_merge_segments", (PyCFunction)pycf_merge_segments_py, METH_VARARGS, NULL},
+    {"_segments_file_head", (PyCFunction)(void (*)(void))pycf_segments_file_head_py,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, NULL},
+    {"_file_head", (PyCFunction)pycf_file_head_like, METH_VARARGS, NULL},
+    {"_file_begin", (PyCFunction)pycf_file_begin_py, METH_VARARGS | METH_CLASS, NULL},
+    {"_file_commit", (PyCFunction)pycf_file_commit_py, METH_VARARGS | METH_CLASS, NULL},
     {"_split_hashes", (PyCFunction)(void (*)(void))pycf_split_hashes,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, NULL},
     {"_build_hashes", (PyCFunction)pycf_build_hashes_py, METH_VARARGS, NULL},

@@ -119,6 +119,12 @@ def test_same_bytes_as_the_tool(client, tmp_path, workers):
                     f = cfd.build(bag, capacity=100_000, seed=5, concurrent=False, **extra)
                     assert f.to_bytes() == want, (segmented, partitions, workers)
                     assert f.stats["segmented"] == bool(segmented)
+                    # Written into a file by the workers: the same bytes.
+                    out = tmp_path / f"dask-{partitions}.cf"
+                    g = cfd.build(bag, capacity=100_000, seed=5, path=out, **extra)
+                    assert out.read_bytes() == want, (segmented, partitions, workers)
+                    assert g.stats["read_only"] and repeated_key(7) in g
+                    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
     finally:
         if cluster is not None:
             c.close()
@@ -162,7 +168,17 @@ def test_merge_same_bytes(client, tmp_path, fill):
         for ranges in (1, 3, 4):
             f = cfd.merge(paths, ranges=ranges, concurrent=False)
             assert f.to_bytes() == want, ranges
-    f = cfd.merge(paths)  # the default ranges, a concurrent filter
+        # Written into a file by the workers, a new one and then over the first input.
+        out = tmp_path / "merged.cf"
+        for target in (out, paths[0]):
+            g = cfd.merge(paths, ranges=3, path=target)
+            assert open(target, "rb").read() == want
+            assert g.stats["read_only"] and not g.stats["concurrent"]
+            assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+        # One file: its copy.
+        cfd.merge([out], path=tmp_path / "copy.cf")
+        assert (tmp_path / "copy.cf").read_bytes() == want
+    f = cfd.merge([out])  # the default ranges, a concurrent filter, one file
     assert f.stats["concurrent"] and f.to_bytes() == want
 
 
@@ -172,6 +188,11 @@ def test_merge_refusals(client, tmp_path):
         merged_here(paths)
     with client.as_current(), pytest.raises(cf.FilterFull):
         cfd.merge(paths)
+    with client.as_current(), pytest.raises(cf.FilterFull):  # no file, no temporary file
+        cfd.merge(paths, path=tmp_path / "full.cf")
+    assert sorted(os.listdir(tmp_path)) == ["in0.cf", "in1.cf"]
+    with pytest.raises(ValueError, match="read-only"):
+        cfd.merge(paths, path=tmp_path / "cc.cf", concurrent=True)
     other = cf.CuckooFilter(4 * 249_036, seed=7, segmented=True)
     other.save(tmp_path / "other.cf")
     with pytest.raises(ValueError, match="seeds differ"):
@@ -213,7 +234,7 @@ def test_local_scheduler_without_a_cluster():
     assert sum(f.contains_many(keys)) == len(keys)
 
 
-def test_refusals():
+def test_refusals(tmp_path):
     keys = str_keys(1_000, prefix="r")
     frame = dd.from_pandas(pd.DataFrame({"k": keys}), npartitions=2)
     with pytest.raises(TypeError, match="one column"):
@@ -229,7 +250,32 @@ def test_refusals():
     with pytest.raises(cf.FilterFull):
         with dask.config.set(scheduler="sync"):
             cfd.build(db.from_sequence(str_keys(5_000), npartitions=4), capacity=1_000)
-    with pytest.raises(cf.FilterFull):  # segmented: the ranges' keys that found no room
+    for path in (None, tmp_path / "full.cf"):
+        with pytest.raises(cf.FilterFull):  # segmented: the ranges' keys that found no room
+            with dask.config.set(scheduler="sync"):
+                cfd.build(db.range(200_000, npartitions=3).map(repeated_key, 200_000),
+                          capacity=50_000, segmented=True, bucket_size=1, path=path)
+    assert os.listdir(tmp_path) == []  # neither the file nor a temporary one
+    with pytest.raises(ValueError, match="read-only"):
+        cfd.build(db.from_sequence(keys), capacity=2_000, path=tmp_path / "x.cf",
+                  concurrent=True)
+    with pytest.raises(IsADirectoryError):
         with dask.config.set(scheduler="sync"):
-            cfd.build(db.range(200_000, npartitions=3).map(repeated_key, 200_000),
-                      capacity=50_000, segmented=True, bucket_size=1)
+            cfd.build(db.from_sequence(keys), capacity=2_000, segmented=True, path=tmp_path)
+
+
+def test_file_by_parts_refused(tmp_path):
+    """A file whose parts were not all written is refused at the commit, with the reason;
+    the file it would replace stays, and so does the temporary file (for the caller)."""
+    head, segment_bytes, total, stashed = cf.CuckooFilter._segments_file_head(
+        300_000, 5, b"", seed=3, segmented=True)
+    assert stashed == 0 and len(head) == 128 and total > len(head) + segment_bytes
+    target = tmp_path / "f.cf"
+    target.write_bytes(b"before")
+    tmp = cf.CuckooFilter._file_begin(target, head, total)
+    assert os.path.getsize(tmp) == total and os.path.dirname(tmp) == str(tmp_path)
+    with pytest.raises(cf.CorruptFilter, match="table contents disagree"):
+        cf.CuckooFilter._file_commit(tmp, target)
+    assert target.read_bytes() == b"before" and os.path.exists(tmp)
+    with pytest.raises(ValueError, match="more than it has slots"):
+        cf.CuckooFilter._segments_file_head(300_000, 10**9, b"", seed=3, segmented=True)
