@@ -5,7 +5,9 @@ segmented filter), against cuckoofilter.dask.build on a distributed.LocalCluster
 worker processes reading the same files (a partition per file group), all at fpr 0.001.
 
 Usage: bench/dask_build.py [--keys N] [--files F] [--partitions P] [--workers W]
-                           [--dir DIR] [--runs R]
+                           [--dir DIR] [--runs R] [--path FILE]
+With --path, the Dask build writes the filter into FILE (the workers write their ranges
+there; its time includes the file's commit) and the file is compared instead.
 The files (DIR/urlsNN.txt, N keys in all) are written first if they are missing. Prints
 each run's seconds and the workers' peak memory (their largest resident set so far), and
 checks that the filters hold every key of one file, that the Dask filter has the bytes of
@@ -56,13 +58,13 @@ def single_build(paths, n):
     return time.perf_counter() - t, f
 
 
-def on_dask(paths, n, partitions, client):
+def on_dask(paths, n, partitions, client, out=None):
     import dask.bag as db
     import cuckoofilter.dask as cfd
 
     t = time.perf_counter()
     bag = db.from_sequence(paths, npartitions=partitions).map_partitions(read_lines)
-    f = cfd.build(bag, capacity=n, fpr=0.001, seed=3)
+    f = cfd.build(bag, capacity=n, fpr=0.001, seed=3, path=out)
     return time.perf_counter() - t, f
 
 
@@ -74,6 +76,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dir", default="/tmp/cf-dask-bench")
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--path", default=None)
     a = ap.parse_args()
     n = int(a.keys)
     paths = make_files(a.dir, n, a.files)
@@ -83,7 +86,7 @@ def main():
     for run in range(a.runs):
         ts, fs = single(paths, n)
         tb, fb = single_build(paths, n)
-        td, fd = on_dask(paths, n, a.partitions, client)
+        td, fd = on_dask(paths, n, a.partitions, client, a.path)
         assert all(fs.contains_many(first)) and all(fd.contains_many(first))
         assert len(fs) == len(fd) == len(fb) == n
         assert fd.to_bytes() == fb.to_bytes(), "the Dask filter is not CuckooFilter.build's"
@@ -91,7 +94,7 @@ def main():
         assert abs(ps - pd) <= 5 * max(ps, 1) ** 0.5 + 10, (ps, pd)
         print(f"run {run + 1}: {n} keys ({'segmented' if fd.stats['segmented'] else 'any-size'}),"
               f" one process: add_many {ts:.1f} s, build {tb:.1f} s; dask ({a.workers} workers,"
-              f" {a.partitions} partitions) {td:.1f} s: {ts / td:.2f}x add_many, "
+              f" {a.partitions} partitions{', to a file' if a.path else ''}) {td:.1f} s: {ts / td:.2f}x add_many, "
               f"{tb / td:.2f}x build; worker peak {peak_rss_mb(client):.0f} MB; false "
               f"positives in 1M absent keys {ps} and {pd}", flush=True)
     client.close()

@@ -945,9 +945,11 @@ CF_API cf_status cf_segments_file_head(const cf_config *config, uint64_t items,
 /* Bytes a temporary name takes beyond its path's (its suffix and the NUL). */
 #define CF_FILE_TEMP_EXTRA 33u
 
-/* Create a new temporary file next to `path` (its name, which cf_save's cleanup knows,
- * into tmp[0 .. tmp_size), tmp_size at least strlen(path) + CF_FILE_TEMP_EXTRA), holding
- * head[0 .. len) at offset 0 and `total` bytes long (the rest reads as zeros).
+/* Create a new temporary file next to `path` (next to the file it names if it is a
+ * symbolic link), holding head[0 .. len) at offset 0 and `total` bytes long (the rest
+ * reads as zeros); its name, which cf_save's cleanup knows, into tmp[0 .. tmp_size):
+ * tmp_size at least the length of that file's path + CF_FILE_TEMP_EXTRA (PATH_MAX +
+ * CF_FILE_TEMP_EXTRA always does).
  * Returns CF_OK; CF_EINVAL for NULL pointers, an empty path, len above total or tmp_size
  * too small; CF_EIO (errno says why), and then no file is left. Thread safety: reentrant. */
 CF_API cf_status cf_file_begin(const char *path, const void *head, size_t len, uint64_t total,

@@ -597,10 +597,8 @@ cf_status cf_file_begin(const char *path, const void *head, size_t len, uint64_t
     bool exists;
     int err;
     cf_status st = cf__target(&path, resolved, &old, &exists, &err);
-    if (st != CF_OK)
-        return st;
-    if (!err && strlen(path) + CF__TMP_SUFFIX > tmp_size)
-        err = ENAMETOOLONG;
+    if (st != CF_OK || (!err && strlen(path) + CF__TMP_SUFFIX > tmp_size))
+        return CF_EINVAL;
     int fd = -1;
     if (!err) {
         cf__remove_stale_temps(path, tmp);

@@ -2595,6 +2595,10 @@ static void test_file_parts(void)
         dir_path(link, sizeof link, "link.cf");
         CHECK(file_write(target, "x", 1) && chmod(target, 0640) == 0 && symlink(target, link) == 0);
         char tmp2[PATH_MAX];
+        /* room for the link's temporary name, not the target's (two bytes longer) */
+        CHECK_ST(cf_file_begin(link, head, info.head_len, info.total, tmp2,
+                               strlen(link) + CF_FILE_TEMP_EXTRA),
+                 CF_EINVAL);
         CHECK_ST(cf_file_begin(link, head, info.head_len, info.total, tmp2, sizeof tmp2), CF_OK);
         CHECK_ST(cf_file_commit(tmp2, link, NULL), CF_OK);
         struct stat st;

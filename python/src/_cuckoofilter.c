@@ -1769,7 +1769,7 @@ static PyObject *pycf_file_begin_py(PyTypeObject *type, PyObject *args)
         PyBuffer_Release(&head);
         return NULL;
     }
-    size_t cap = (size_t)PyBytes_GET_SIZE(p) + CF_FILE_TEMP_EXTRA;
+    size_t cap = PATH_MAX + CF_FILE_TEMP_EXTRA; /* (a symbolic link's target may be longer) */
     char *tmp = PyMem_Malloc(cap);
     PyObject *out = NULL;
     if (!tmp) {
