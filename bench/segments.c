@@ -4,8 +4,9 @@
  * (docs/PERFORMANCE.md, "Segmented tables"):
  *
  *   cf-bench-segments sizes        memory of each mapping for capacities 1M to 200M
- *   cf-bench-segments loads N [R]  load at the first failed insert, b = 2, 4, 8, a table
- *                                  sized for N keys, R seeds each (default 3)
+ *   cf-bench-segments loads N [R [K]]  load at the first failed insert, b = 2, 4, 8, a
+ *                                  table sized for N keys, R seeds each (default 3), with
+ *                                  an eviction budget of K (default: the library's)
  *   cf-bench-segments fpr N        false-positive rate of N keys, N absent keys probed
  *   cf-bench-segments fill N [J]   sort and fill times of N keys (cf_sort_hashes,
  *                                  cf_build_hashes) with 1 and J threads (default 2), at
@@ -40,12 +41,15 @@ static uint64_t *hashes_from(uint64_t seed, size_t n)
     return h;
 }
 
-static cf_filter *make(uint64_t capacity, unsigned f, unsigned b, unsigned flags, uint64_t seed)
+/* A fixed filter; kicks: its eviction budget (0: the default). */
+static cf_filter *make_kicks(uint64_t capacity, unsigned f, unsigned b, unsigned flags,
+                             uint64_t seed, unsigned kicks)
 {
     cf_config c = {.capacity = capacity,
                    .fingerprint_bits = f,
                    .bucket_size = b,
                    .seed = seed,
+                   .max_kicks = kicks,
                    .flags = flags | CF_FIXED_SEED};
     cf_filter *out = NULL;
     if (cf_new(&c, &out) != CF_OK) {
@@ -54,6 +58,11 @@ static cf_filter *make(uint64_t capacity, unsigned f, unsigned b, unsigned flags
         exit(1);
     }
     return out;
+}
+
+static cf_filter *make(uint64_t capacity, unsigned f, unsigned b, unsigned flags, uint64_t seed)
+{
+    return make_kicks(capacity, f, b, flags, seed, 0);
 }
 
 static void sizes(void)
@@ -76,9 +85,9 @@ static void sizes(void)
 }
 
 /* The load of a fixed filter at its first failed insert (the first key it stashes). */
-static double load_at_failure(uint64_t n, unsigned b, unsigned flags, uint64_t seed)
+static double load_at_failure(uint64_t n, unsigned b, unsigned flags, uint64_t seed, unsigned kicks)
 {
-    cf_filter *f = make(n, 12, b, flags, seed);
+    cf_filter *f = make_kicks(n, 12, b, flags, seed, kicks);
     cf_stats s;
     for (uint64_t i = 0;; i++) {
         uint64_t h = bench_mix64(seed * 1000003u + i * BENCH_GOLDEN);
@@ -91,18 +100,20 @@ static double load_at_failure(uint64_t n, unsigned b, unsigned flags, uint64_t s
     return (double)(s.items - s.stashed) / (double)s.slots;
 }
 
-static void loads(uint64_t n, unsigned runs)
+static void loads(uint64_t n, unsigned runs, unsigned kicks)
 {
     static const unsigned bs[] = {2, 4, 8};
-    printf("load at the first failed insert, f 12, a table sized for %llu keys, %u seeds\n",
-           (unsigned long long)n, runs);
+    printf("load at the first failed insert, f 12, a table sized for %llu keys, %u seeds, "
+           "eviction budget %s\n",
+           (unsigned long long)n, runs, kicks ? "given" : "the default");
     printf("%3s %10s %-40s %-40s\n", "b", "", "any-size", "segmented");
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) {
         printf("%3u %10s", bs[i], "");
         for (unsigned m = 0; m < 2; m++) {
             char line[64] = "";
             for (unsigned r = 0; r < runs; r++) {
-                double l = load_at_failure(n, bs[i], m ? CF_SEGMENTED : CF_UNSEGMENTED, r + 1);
+                double l =
+                    load_at_failure(n, bs[i], m ? CF_SEGMENTED : CF_UNSEGMENTED, r + 1, kicks);
                 size_t used = strlen(line);
                 snprintf(line + used, sizeof line - used, "%s%.4f", r ? " " : "", l);
             }
@@ -226,10 +237,11 @@ int main(int argc, char **argv)
     const char *what = argc > 1 ? argv[1] : "sizes";
     uint64_t n = argc > 2 ? (uint64_t)strtod(argv[2], NULL) : 0;
     unsigned extra = argc > 3 ? (unsigned)atoi(argv[3]) : 0;
+    unsigned kicks = argc > 4 ? (unsigned)atoi(argv[4]) : 0;
     if (strcmp(what, "sizes") == 0)
         sizes();
     else if (strcmp(what, "loads") == 0 && n)
-        loads(n, extra ? extra : 3u);
+        loads(n, extra ? extra : 3u, kicks);
     else if (strcmp(what, "fpr") == 0 && n)
         fpr(n);
     else if (strcmp(what, "fill") == 0 && n)
@@ -237,7 +249,7 @@ int main(int argc, char **argv)
     else if (strcmp(what, "merge") == 0 && n)
         merge(n, extra ? extra : 2u);
     else {
-        fprintf(stderr, "usage: cf-bench-segments sizes | loads N [SEEDS] | fpr N | fill N "
+        fprintf(stderr, "usage: cf-bench-segments sizes | loads N [SEEDS [KICKS]] | fpr N | fill N "
                         "[THREADS] | merge N [THREADS]\n");
         return 2;
     }

@@ -39,6 +39,7 @@ first's; the ranges are put together. The bytes are those CuckooFilter.merge giv
 merging the files in order into a copy of the first (`cuckoo merge` likewise).
 """
 
+import functools
 import os
 import secrets
 
@@ -49,6 +50,13 @@ __all__ = ["build", "merge"]
 # Pieces of hashes joined by one task on the way to the task that fills an unsegmented
 # filter: few enough that a worker holds them at once.
 DEFAULT_SPLIT_EVERY = 8
+
+
+def _task(func, **options):
+    """func with its options bound, for a task whose other arguments are data: a task
+    given a dict (or a list) is evaluated as a nested task, and its data with it, element
+    by element (a partition of 12.5M keys cost 2 s so)."""
+    return functools.partial(func, **options)
 
 
 def _keys_of(part):
@@ -66,13 +74,13 @@ def _keys_of(part):
     return list(values)
 
 
-def _hashes(part, settings):
+def _hashes(part, *, settings):
     """A partition's hashes (8 bytes each), as the filter of `settings` makes them."""
     probe = CuckooFilter(1, **{**settings, "segmented": False, "concurrent": False})
     return probe.hashes(_keys_of(part))
 
 
-def _split(part, ranges, capacity, settings):
+def _split(part, *, ranges, capacity, settings):
     """A partition's hashes, one piece per range of segments."""
     return tuple(CuckooFilter._split_hashes(_keys_of(part), ranges, capacity, **settings))
 
@@ -81,7 +89,7 @@ def _join(*pieces):
     return b"".join(pieces)
 
 
-def _fill_range(first, end, tag_bits, capacity, settings, *pieces):
+def _fill_range(first, end, *pieces, tag_bits, capacity, settings):
     """The table of segments [first, end) holding the distinct hashes of the pieces, those
     that found no room there (their count, the first of them) and the table's item count."""
     hashes = CuckooFilter._sort_hashes(b"".join(pieces), tag_bits, 1)
@@ -90,7 +98,7 @@ def _fill_range(first, end, tag_bits, capacity, settings, *pieces):
     return first, end, table, unplaced, first_unplaced, items
 
 
-def _fill_whole(capacity, tag_bits, settings, hashes):
+def _fill_whole(hashes, *, capacity, tag_bits, settings):
     f = CuckooFilter(capacity, **{**settings, "concurrent": False})
     _, full = f._build_hashes(CuckooFilter._sort_hashes(hashes, tag_bits, 0), 0)
     if full:
@@ -104,7 +112,7 @@ def _not_fitting(capacity, unplaced, stashed):
                          f"{capacity}")
 
 
-def _assemble(capacity, settings, *parts):
+def _assemble(*parts, capacity, settings):
     """The ranges put together; the keys that found no room in their segments to the
     stash, the first ones in key order (as one add after another stashes them), and
     FilterFull if more did than it holds."""
@@ -349,24 +357,26 @@ def build(
         if not isinstance(ranges, int) or ranges < 1:
             raise ValueError("ranges must be a positive integer")
         ranges = min(ranges, segments)
-        pieces = [dask.delayed(_split, nout=ranges)(p, ranges, capacity, settings)
-                  for p in parts]
+        split = _task(_split, ranges=ranges, capacity=capacity, settings=settings)
+        pieces = [dask.delayed(split, nout=ranges)(p) for p in parts]
+        fill = _task(_fill_range, tag_bits=tag_bits, capacity=capacity, settings=settings)
         filled = []
         for r in range(ranges):
             first, end = segments * r // ranges, segments * (r + 1) // ranges
-            filled.append(dask.delayed(_fill_range)(first, end, tag_bits, capacity, settings,
-                                                    *[piece[r] for piece in pieces]))
+            filled.append(dask.delayed(fill)(first, end, *[piece[r] for piece in pieces]))
         if path is not None:
             _to_file(path, filled, lambda summaries: _build_head(capacity, settings, summaries),
                      progress)
             return CuckooFilter.open(path, verify=False)
-        task = dask.delayed(_assemble)(capacity, settings, *filled)
+        task = dask.delayed(_task(_assemble, capacity=capacity, settings=settings))(*filled)
     else:
-        level = [dask.delayed(_hashes)(p, settings) for p in parts] or [b""]
+        hashes = _task(_hashes, settings=settings)
+        level = [dask.delayed(hashes)(p) for p in parts] or [b""]
         while len(level) > 1:
             level = [dask.delayed(_join)(*level[i:i + split_every])
                      for i in range(0, len(level), split_every)]
-        task = dask.delayed(_fill_whole)(capacity, tag_bits, settings, level[0])
+        task = dask.delayed(_task(_fill_whole, capacity=capacity, tag_bits=tag_bits,
+                                  settings=settings))(level[0])
         if path is not None:
             _compute(dask.delayed(_save_whole)(path, task), progress)
             return CuckooFilter.open(path, verify=False)
