@@ -7,6 +7,8 @@
  *   cf-bench-segments loads N [R [K]]  load at the first failed insert, b = 2, 4, 8, a
  *                                  table sized for N keys, R seeds each (default 3), with
  *                                  an eviction budget of K (default: the library's)
+ *   cf-bench-segments budget N     a fill of N keys, then N / 16 more (most refused), with
+ *                                  eviction budgets of 500 and 1000
  *   cf-bench-segments fpr N        false-positive rate of N keys, N absent keys probed
  *   cf-bench-segments fill N [J]   sort and fill times of N keys (cf_sort_hashes,
  *                                  cf_build_hashes) with 1 and J threads (default 2), at
@@ -122,6 +124,34 @@ static void loads(uint64_t n, unsigned runs, unsigned kicks)
         }
         printf("\n");
     }
+}
+
+/* What a segmented table's eviction budget costs: a fill of N keys into a table sized for
+ * them, then N / 16 keys more (a full table, most of them refused in full segments), with
+ * the any-size default budget and with the segmented one. */
+static void budget(uint64_t n)
+{
+    static const unsigned budgets[] = {CF_DEFAULT_MAX_KICKS, CF_DEFAULT_MAX_KICKS_SEGMENTED};
+    uint64_t more = n / 16;
+    uint64_t *h = hashes_from(SEED, n + more);
+    printf("a segmented table, f 12 b 4, %llu keys, then %llu more\n", (unsigned long long)n,
+           (unsigned long long)more);
+    for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
+        cf_filter *f = make_kicks(n, 12, 4, CF_SEGMENTED, 9, budgets[i]);
+        double t0 = bench_now();
+        size_t filled = cf_add_many(f, h, n, 0, NULL);
+        double t1 = bench_now();
+        size_t added = cf_add_many(f, h + n, more, 0, NULL);
+        double t2 = bench_now();
+        cf_stats s;
+        cf_get_stats(f, &s);
+        printf("budget %4u: fill %.2f s (%zu added); then %.2f s, %.2f us a key (%zu added, "
+               "load %.4f)\n",
+               budgets[i], t1 - t0, filled, t2 - t1, 1e6 * (t2 - t1) / (double)more, added,
+               s.load_factor);
+        cf_free(f);
+    }
+    free(h);
 }
 
 static void fpr(uint64_t n)
@@ -242,6 +272,8 @@ int main(int argc, char **argv)
         sizes();
     else if (strcmp(what, "loads") == 0 && n)
         loads(n, extra ? extra : 3u, kicks);
+    else if (strcmp(what, "budget") == 0 && n)
+        budget(n);
     else if (strcmp(what, "fpr") == 0 && n)
         fpr(n);
     else if (strcmp(what, "fill") == 0 && n)
@@ -249,8 +281,10 @@ int main(int argc, char **argv)
     else if (strcmp(what, "merge") == 0 && n)
         merge(n, extra ? extra : 2u);
     else {
-        fprintf(stderr, "usage: cf-bench-segments sizes | loads N [SEEDS [KICKS]] | fpr N | fill N "
-                        "[THREADS] | merge N [THREADS]\n");
+        fprintf(
+            stderr,
+            "usage: cf-bench-segments sizes | loads N [SEEDS [KICKS]] | budget N | fpr N | fill N "
+            "[THREADS] | merge N [THREADS]\n");
         return 2;
     }
     return 0;

@@ -314,7 +314,8 @@ static void print_shape_help(void)
            "                          1e-4: picks the narrowest fingerprint that meets it\n"
            "  --fingerprint-bits F    fingerprint width, %u to %u (default %u: about %.3g%%)\n"
            "  --bucket-size B         slots per bucket, 1 to %u (default %u)\n"
-           "  --max-kicks K           eviction budget per insert, 1 to %u (default %u)\n"
+           "  --max-kicks K           eviction budget per insert, 1 to %u (default %u, %u if\n"
+           "                          segmented)\n"
            "  --expansion X           0 (default): fixed size, adds fail when full; X from 1 to\n"
            "                          %u: when full, append a sub-filter X times larger\n"
            "  --max-sub-filters M     growing filters stop at M sub-filters, 1 to %u (default %u)\n"
@@ -347,9 +348,9 @@ static void print_shape_help(void)
            CF_MIN_FINGERPRINT_BITS, CF_MAX_FINGERPRINT_BITS, CF_DEFAULT_FINGERPRINT_BITS,
            100.0 * cf_expected_fpr(CF_DEFAULT_FINGERPRINT_BITS, CF_DEFAULT_BUCKET_SIZE, 1.0),
            CF_MAX_BUCKET_SIZE, CF_DEFAULT_BUCKET_SIZE, CF_MAX_MAX_KICKS, CF_DEFAULT_MAX_KICKS,
-           CF_MAX_EXPANSION, CF_MAX_SUB_FILTERS, CF_DEFAULT_MAX_SUB_FILTERS,
-           (unsigned long long)CF_SEGMENTED_MIN_BUCKETS, 1ull << CF_SEGMENT_BITS,
-           CF_MAX_GENERATIONS, CLI_DEFAULT_GENERATIONS);
+           CF_DEFAULT_MAX_KICKS_SEGMENTED, CF_MAX_EXPANSION, CF_MAX_SUB_FILTERS,
+           CF_DEFAULT_MAX_SUB_FILTERS, (unsigned long long)CF_SEGMENTED_MIN_BUCKETS,
+           1ull << CF_SEGMENT_BITS, CF_MAX_GENERATIONS, CLI_DEFAULT_GENERATIONS);
 }
 
 /* What cli_next_option returns for option o: its id, or CLI_OPT_STOP once --help is

@@ -78,16 +78,20 @@ extern "C" {
 #define CF_VERSION_NUMBER (CF_VERSION_MAJOR * 10000 + CF_VERSION_MINOR * 100 + CF_VERSION_PATCH)
 
 /* Defaults and limits of cf_config (the reason for each is in the field's comment). */
-#define CF_DEFAULT_FINGERPRINT_BITS 12u /* ~0.2 % false positives at b = 4, 1.6 bytes/key */
-#define CF_MIN_FINGERPRINT_BITS     4u
-#define CF_MAX_FINGERPRINT_BITS     32u
-#define CF_DEFAULT_BUCKET_SIZE      4u /* 95 % load at 2 probes per lookup */
-#define CF_MAX_BUCKET_SIZE          255u
-#define CF_DEFAULT_MAX_KICKS        500u /* the paper's budget; enough for 95 % load at b = 4 */
-#define CF_MAX_MAX_KICKS            65535u
-#define CF_DEFAULT_MAX_SUB_FILTERS  32u    /* RedisBloom's default cf-max-expansions */
-#define CF_MAX_SUB_FILTERS          65536u /* RedisBloom's upper bound for the same setting */
-#define CF_MAX_EXPANSION            32768u /* RedisBloom's bound; one step past it outgrows RAM */
+#define CF_DEFAULT_FINGERPRINT_BITS    12u /* ~0.2 % false positives at b = 4, 1.6 bytes/key */
+#define CF_MIN_FINGERPRINT_BITS        4u
+#define CF_MAX_FINGERPRINT_BITS        32u
+#define CF_DEFAULT_BUCKET_SIZE         4u /* 95 % load at 2 probes per lookup */
+#define CF_MAX_BUCKET_SIZE             255u
+#define CF_DEFAULT_MAX_KICKS           500u /* the paper's budget; enough for 95 % load at b = 4 */
+/* A segmented table's default budget (CF_SEGMENTED): its fullest segment, not its
+ * average, meets the first failed insert, and twice the budget takes it past the load at
+ * which an any-size table of the default budget fails (docs/PERFORMANCE.md). */
+#define CF_DEFAULT_MAX_KICKS_SEGMENTED 1000u
+#define CF_MAX_MAX_KICKS               65535u
+#define CF_DEFAULT_MAX_SUB_FILTERS     32u    /* RedisBloom's default cf-max-expansions */
+#define CF_MAX_SUB_FILTERS             65536u /* RedisBloom's upper bound for the same setting */
+#define CF_MAX_EXPANSION               32768u /* RedisBloom's bound; one step past it outgrows RAM */
 #define CF_MAX_GENERATIONS                                                                         \
     4096u /* a lookup probes every generation: past a few                                          \
                  thousand, a plain filter is the better tool */
@@ -128,7 +132,8 @@ typedef struct cf_config {
     unsigned bucket_size;          /* 1..255; 0 = 4. Fastest shapes (code of their own):
                                       b = 4 with f = 8, 12, 16; b = 2 with f = 8, 12, 16;
                                       b = 8 with f = 8 */
-    unsigned max_kicks;            /* eviction budget per insert, 1..65535; 0 = 500 */
+    unsigned max_kicks;            /* eviction budget per insert, 1..65535; 0 = 500, or
+                                      1000 for a segmented table */
     unsigned expansion;            /* 0 = fixed size (cf_add may return CF_FULL);
                                       n >= 1 = on full, append a sub-filter n times larger;
                                       at most 32768 */
@@ -323,7 +328,8 @@ CF_API void cf_free(cf_filter *f);
  * sub-filter `expansion` times larger than the last, unless the key's own copies already
  * fill both its buckets (a hot key never grows the filter) or max_sub_filters is reached.
  * The search for moves uses up to 16 KB of stack when max_kicks is at most 510 (the
- * default is 500), and memory the filter holds (32 to 48 bytes per kick) for larger budgets.
+ * default is 500), and memory the filter holds (32 to 48 bytes per kick) for larger budgets
+ * (a segmented table's default, 1000, among them).
  *
  * Returns CF_OK; CF_FULL (nothing changed); CF_ENOMEM while growing, or when a fixed
  * filter first needs its stash (200 bytes, held while it has entries) (nothing changed);

@@ -124,8 +124,10 @@ static uint64_t cf__pow2_up(uint64_t x)
 
 /* The mapping: segments for a table of *buckets (format 2's count) where the flags ask
  * for them, or by default from CF_SEGMENTED_MIN_BUCKETS on, the count then rounded up to
- * whole segments and *bytes made again. False if the rounded table is too large. */
-static bool cf__segment(unsigned flags, cf__params *p, uint64_t *buckets, size_t *bytes)
+ * whole segments and *bytes made again, and the segmented default budget unless one was
+ * given. False if the rounded table is too large. */
+static bool cf__segment(unsigned flags, bool kicks_given, cf__params *p, uint64_t *buckets,
+                        size_t *bytes)
 {
     bool want = (flags & CF_SEGMENTED) ||
                 (!(flags & CF_UNSEGMENTED) && *buckets >= CF_SEGMENTED_MIN_BUCKETS);
@@ -134,6 +136,8 @@ static bool cf__segment(unsigned flags, cf__params *p, uint64_t *buckets, size_t
     uint64_t unit = UINT64_C(1) << CF_SEGMENT_BITS;
     uint64_t m = *buckets + (unit - *buckets % unit) % unit; /* *buckets < 2^60: no overflow */
     p->shape.seg = (uint8_t)CF_SEGMENT_BITS;
+    if (!kicks_given)
+        p->max_kicks = CF_DEFAULT_MAX_KICKS_SEGMENTED;
     if (!cf__table_bytes(&p->shape, m, bytes))
         return false;
     *buckets = m;
@@ -255,7 +259,7 @@ cf_status cf__config_sized(const cf_config *config, size_t size, cf_config *c, c
         ok = *buckets && cf__table_bytes(&p->shape, *buckets, table_bytes);
     } else {
         ok = cf__buckets_for(&p->shape, p->capacity, buckets, table_bytes) &&
-             cf__segment(c->flags, p, buckets, table_bytes);
+             cf__segment(c->flags, c->max_kicks != 0, p, buckets, table_bytes);
     }
     return ok ? CF_OK
               : cf__bad(why, "the capacity is too large for a table, or for what this "

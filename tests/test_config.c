@@ -578,6 +578,26 @@ static void test_mapping_config(void)
     cf_config rbc = {.capacity = 1000, .flags = CF_REDISBLOOM};
     cf_mapping mrb;
     CHECK_ST(cf_config_mapping(&rbc, &mrb), CF_EINVAL);
+    /* The eviction budget: a segmented table's default is its own (asked for, or by size),
+     * a budget given is kept. */
+    const struct {
+        uint64_t capacity;
+        unsigned flags, kicks, want;
+    } budgets[] = {{1000, 0, 0, CF_DEFAULT_MAX_KICKS},
+                   {1000, CF_SEGMENTED, 0, CF_DEFAULT_MAX_KICKS_SEGMENTED},
+                   {1000, CF_SEGMENTED, 500, 500},
+                   {lo, 0, 0, CF_DEFAULT_MAX_KICKS_SEGMENTED},
+                   {lo, CF_UNSEGMENTED, 0, CF_DEFAULT_MAX_KICKS},
+                   {lo, 0, 77, 77}};
+    for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
+        cf_config c = {.capacity = budgets[i].capacity,
+                       .max_kicks = budgets[i].kicks,
+                       .flags = budgets[i].flags},
+                  r;
+        if (CHECK_ST(cf_config_resolve(&c, &r), CF_OK))
+            CHECK_MSG(r.max_kicks == budgets[i].want, "budget case %zu: %u, not %u", i, r.max_kicks,
+                      budgets[i].want);
+    }
 }
 
 int main(void)

@@ -329,27 +329,27 @@ static const vector VECTORS[] = {
      {{'a', "a"}, {'a', "b"}, {'a', "c"}},
      /* 393352 bytes: the first 128, then the length and the file sum */
      "894355434b4f4f0a030040000000000088000600000000000900000000000000"
-     "08000000000000000c040100f401000000000000200000000100000010000000"
+     "08000000000000000c040100e803000000000000200000000100000010000000"
      "0000010000000000030000000000000080000000000000000000060000000000"
-     "f131470196052f9b000000000000000000000000000000000000000000000000",
+     "d5bfa4c3be2600f2000000000000000000000000000000000000000000000000",
      1,
      0,
      3,
      393352,
-     UINT64_C(0xca35ee1ac979791b)},
+     UINT64_C(0x79f5ef8d43b3ffa4)},
     {"segmented, semi-sorted: capacity 8, f 13, b 4, seed 10: s0 .. s5, s1 deleted",
      {.capacity = 8, .fingerprint_bits = 13, .seed = 10, .flags = CF_SEMI_SORT | CF_SEGMENTED},
      {{'a', "s0"}, {'a', "s1"}, {'a', "s2"}, {'a', "s3"}, {'a', "s4"}, {'a', "s5"}, {'d', "s1"}},
      /* 393352 bytes: the first 128, then the length and the file sum */
      "894355434b4f4f0a030040000200000088000600000000000a00000000000000"
-     "08000000000000000d040100f401000000000000200000000100000010000000"
+     "08000000000000000d040100e803000000000000200000000100000010000000"
      "0000010000000000050000000000000080000000000000000000060000000000"
-     "ac7b560f48f58bbd000000000000000000000000000000000000000000000000",
+     "cfa0424986c74b73000000000000000000000000000000000000000000000000",
      1,
      0,
      5,
      393352,
-     UINT64_C(0x0c8fb1761fd29bf2)},
+     UINT64_C(0x6d28cb672836cbb4)},
 };
 
 #define N_VECTORS (sizeof VECTORS / sizeof VECTORS[0])
@@ -441,7 +441,9 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
     CHECK_EQ_U(b[41], bs);
     CHECK_EQ_U(b[42], 1); /* hash id */
     CHECK_EQ_U(b[43], v->stashed);
-    CHECK_EQ_U(rd(b + 44, 2), c->max_kicks ? c->max_kicks : 500);
+    CHECK_EQ_U(rd(b + 44, 2), c->max_kicks ? c->max_kicks
+                              : seg        ? CF_DEFAULT_MAX_KICKS_SEGMENTED
+                                           : CF_DEFAULT_MAX_KICKS);
     CHECK((rd(b + 46, 2) != 0) == widens); /* the widening, in 1/256 bits per sub-filter */
     CHECK_EQ_U(rd(b + 48, 4), c->expansion);
     CHECK_EQ_U(rd(b + 52, 4), c->max_sub_filters ? c->max_sub_filters : 32);

@@ -139,10 +139,13 @@ def merge_files(tmp_path, fill):
                             concurrent=False)
     for i, n in enumerate(fill):
         f = cf.CuckooFilter.empty_like(model)
-        if n is None:
+        if n is None:  # in batches while they fit, then key by key
             j = 0
-            while f.stats["stashed"] < 2:
+            while f.stats["load_factor"] < 0.95:
                 f.add_many(str_keys(10_000, prefix=f"s{i}-{j}-"))
+                j += 1
+            while f.stats["stashed"] < 2:
+                f.add(f"s{i}-{j}")
                 j += 1
         else:
             f.add_many(str_keys(n, prefix=f"m{i}-"))
