@@ -360,7 +360,6 @@ static unsigned cfm_kicks(long long iterations)
     return k > CF_MAX_MAX_KICKS ? CF_MAX_MAX_KICKS : (unsigned)k;
 }
 
-/* v's filter as s says; the seed is for this library's layout (RedisBloom's has none). */
 /* The config of v's filter as s says (*alloc: its allocator, which the config points
  * to); the seed is for this library's layout (RedisBloom's has none). */
 static cf_config cfm_config_of(cfm_value *v, const cfm_spec *s, uint64_t seed, cf_allocator *alloc)
