@@ -20,7 +20,8 @@
  * Wall-clock time (the threads' work together), every key checked present at the end and
  * the count checked exact.
  *
- * Usage: cf-bench-writers [--keys N[,N...]] [--threads T] [--seed S]
+ * Usage: cf-bench-writers [--keys N[,N...]] [--threads T] [--seed S] [--max-kicks K]
+ * (K: the filters' eviction budget; default the library's)
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime, in common.h */
 #include "common.h"
@@ -59,9 +60,14 @@ static void *fill_share(void *p)
     }
 }
 
-static cf_filter *make(size_t capacity, unsigned flags)
+/* A fixed 12/4 filter; kicks: its eviction budget (0: the library's default). */
+static cf_filter *make(size_t capacity, unsigned flags, unsigned kicks)
 {
-    cf_config c = {.capacity = capacity, .fingerprint_bits = 12, .bucket_size = 4, .flags = flags};
+    cf_config c = {.capacity = capacity,
+                   .fingerprint_bits = 12,
+                   .bucket_size = 4,
+                   .max_kicks = kicks,
+                   .flags = flags};
     cf_filter *f = NULL;
     if (cf_new(&c, &f) != CF_OK) {
         fprintf(stderr, "cf-bench-writers: cf_new failed\n");
@@ -102,20 +108,21 @@ static void check(share *s, unsigned threads, enum split how, size_t n)
 
 /* Seconds to add h[0, n) from `threads` threads to a new filter with `flags`, the keys
  * split among them as `how` says. */
-static double fill(const uint64_t *h, size_t n, unsigned flags, unsigned threads, enum split how)
+static double fill(const uint64_t *h, size_t n, unsigned flags, unsigned kicks, unsigned threads,
+                   enum split how)
 {
     share s[MAX_THREADS];
     pthread_t t[MAX_THREADS];
     size_t per = n / threads;
     atomic_size_t next;
     atomic_init(&next, 0);
-    cf_filter *shared = how == APART ? NULL : make(n, flags);
+    cf_filter *shared = how == APART ? NULL : make(n, flags, kicks);
     for (unsigned i = 0; i < threads; i++) {
         size_t m = i + 1 == threads ? n - i * per : per;
         if (how == CURSOR)
             s[i] = (share){shared, h, n, &next, 0};
         else
-            s[i] = (share){how == APART ? make(m, flags) : shared, h + i * per, m, NULL, 0};
+            s[i] = (share){how == APART ? make(m, flags, kicks) : shared, h + i * per, m, NULL, 0};
     }
     double t0 = bench_now();
     for (unsigned i = 0; i < threads; i++) {
@@ -134,7 +141,7 @@ static double fill(const uint64_t *h, size_t n, unsigned flags, unsigned threads
 int main(int argc, char **argv)
 {
     const char *keys_arg = DEFAULT_KEYS;
-    unsigned threads = 2;
+    unsigned threads = 2, kicks = 0;
     uint64_t seed = BENCH_DEFAULT_SEED;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--keys") && i + 1 < argc)
@@ -143,8 +150,11 @@ int main(int argc, char **argv)
             threads = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--max-kicks") && i + 1 < argc)
+            kicks = (unsigned)strtoul(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: cf-bench-writers [--keys N[,N...]] [--threads T] [--seed S]\n");
+            fprintf(stderr, "usage: cf-bench-writers [--keys N[,N...]] [--threads T] [--seed S] "
+                            "[--max-kicks K]\n");
             return 2;
         }
     }
@@ -171,12 +181,12 @@ int main(int argc, char **argv)
         double plain[ROUNDS], cc[MAX_THREADS][ROUNDS], slices[MAX_THREADS][ROUNDS],
             apart[MAX_THREADS][ROUNDS];
         for (int r = 0; r < ROUNDS; r++) {
-            plain[r] = fill(h, n, 0, 1, SLICES);
+            plain[r] = fill(h, n, 0, kicks, 1, SLICES);
             for (unsigned t = 1; t <= threads; t++) {
-                cc[t - 1][r] = fill(h, n, CF_CONCURRENT, t, CURSOR);
+                cc[t - 1][r] = fill(h, n, CF_CONCURRENT, kicks, t, CURSOR);
                 if (t > 1) /* (one thread's slice is every key: the cursor's run) */
-                    slices[t - 1][r] = fill(h, n, CF_CONCURRENT, t, SLICES);
-                apart[t - 1][r] = fill(h, n, CF_CONCURRENT, t, APART);
+                    slices[t - 1][r] = fill(h, n, CF_CONCURRENT, kicks, t, SLICES);
+                apart[t - 1][r] = fill(h, n, CF_CONCURRENT, kicks, t, APART);
             }
         }
         double base = bench_median(plain, ROUNDS), one = bench_median(cc[0], ROUNDS);
