@@ -21,7 +21,10 @@
  * the count checked exact.
  *
  * Usage: cf-bench-writers [--keys N[,N...]] [--threads T] [--seed S] [--max-kicks K]
- * (K: the filters' eviction budget; default the library's)
+ *                         [--room R]
+ * (K: the filters' eviction budget, default the library's; R: each filter's capacity in
+ * multiples of its keys, default 1: with 2 the keys fill half of it, and few inserts
+ * evict)
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime, in common.h */
 #include "common.h"
@@ -60,13 +63,19 @@ static void *fill_share(void *p)
     }
 }
 
-/* A fixed 12/4 filter; kicks: its eviction budget (0: the library's default). */
-static cf_filter *make(size_t capacity, unsigned flags, unsigned kicks)
+/* The filters' settings (see the usage above). */
+typedef struct opts {
+    unsigned kicks; /* eviction budget (0: the library's default) */
+    double room;    /* capacity over keys */
+} opts;
+
+/* A fixed 12/4 filter for `keys` keys. */
+static cf_filter *make(size_t keys, unsigned flags, const opts *o)
 {
-    cf_config c = {.capacity = capacity,
+    cf_config c = {.capacity = (uint64_t)((double)keys * o->room),
                    .fingerprint_bits = 12,
                    .bucket_size = 4,
-                   .max_kicks = kicks,
+                   .max_kicks = o->kicks,
                    .flags = flags};
     cf_filter *f = NULL;
     if (cf_new(&c, &f) != CF_OK) {
@@ -108,7 +117,7 @@ static void check(share *s, unsigned threads, enum split how, size_t n)
 
 /* Seconds to add h[0, n) from `threads` threads to a new filter with `flags`, the keys
  * split among them as `how` says. */
-static double fill(const uint64_t *h, size_t n, unsigned flags, unsigned kicks, unsigned threads,
+static double fill(const uint64_t *h, size_t n, unsigned flags, const opts *o, unsigned threads,
                    enum split how)
 {
     share s[MAX_THREADS];
@@ -116,13 +125,13 @@ static double fill(const uint64_t *h, size_t n, unsigned flags, unsigned kicks, 
     size_t per = n / threads;
     atomic_size_t next;
     atomic_init(&next, 0);
-    cf_filter *shared = how == APART ? NULL : make(n, flags, kicks);
+    cf_filter *shared = how == APART ? NULL : make(n, flags, o);
     for (unsigned i = 0; i < threads; i++) {
         size_t m = i + 1 == threads ? n - i * per : per;
         if (how == CURSOR)
             s[i] = (share){shared, h, n, &next, 0};
         else
-            s[i] = (share){how == APART ? make(m, flags, kicks) : shared, h + i * per, m, NULL, 0};
+            s[i] = (share){how == APART ? make(m, flags, o) : shared, h + i * per, m, NULL, 0};
     }
     double t0 = bench_now();
     for (unsigned i = 0; i < threads; i++) {
@@ -141,7 +150,8 @@ static double fill(const uint64_t *h, size_t n, unsigned flags, unsigned kicks, 
 int main(int argc, char **argv)
 {
     const char *keys_arg = DEFAULT_KEYS;
-    unsigned threads = 2, kicks = 0;
+    unsigned threads = 2;
+    opts o = {.kicks = 0, .room = 1.0};
     uint64_t seed = BENCH_DEFAULT_SEED;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--keys") && i + 1 < argc)
@@ -151,12 +161,18 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--max-kicks") && i + 1 < argc)
-            kicks = (unsigned)strtoul(argv[++i], NULL, 10);
+            o.kicks = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--room") && i + 1 < argc)
+            o.room = strtod(argv[++i], NULL);
         else {
             fprintf(stderr, "usage: cf-bench-writers [--keys N[,N...]] [--threads T] [--seed S] "
-                            "[--max-kicks K]\n");
+                            "[--max-kicks K] [--room R]\n");
             return 2;
         }
+    }
+    if (!(o.room >= 1.0 && o.room <= 64.0)) {
+        fprintf(stderr, "cf-bench-writers: --room must be 1 to 64\n");
+        return 2;
     }
     if (threads < 1 || threads > MAX_THREADS) {
         fprintf(stderr, "cf-bench-writers: --threads must be 1 to %d\n", MAX_THREADS);
@@ -170,9 +186,9 @@ int main(int argc, char **argv)
         if (end == p && *p)
             break;
     }
-    printf("keys per second filling a fixed 12/4 filter to its capacity, 95 %% of its slots "
-           "(cf_add_many, %u a call; median of %d; build %s, %s)\n",
-           BATCH, ROUNDS, CF_BENCH_BUILD_TYPE, CF_BENCH_BUILD_FLAGS);
+    printf("keys per second filling a fixed 12/4 filter of %.3g times their count, to %.1f %% "
+           "of its slots (cf_add_many, %u a call; median of %d; build %s, %s)\n",
+           o.room, 95.0 / o.room, BATCH, ROUNDS, CF_BENCH_BUILD_TYPE, CF_BENCH_BUILD_FLAGS);
     for (size_t k = 0; k < nsizes; k++) {
         size_t n = sizes[k];
         uint64_t *h = bench_xmalloc(n * sizeof *h);
@@ -181,12 +197,12 @@ int main(int argc, char **argv)
         double plain[ROUNDS], cc[MAX_THREADS][ROUNDS], slices[MAX_THREADS][ROUNDS],
             apart[MAX_THREADS][ROUNDS];
         for (int r = 0; r < ROUNDS; r++) {
-            plain[r] = fill(h, n, 0, kicks, 1, SLICES);
+            plain[r] = fill(h, n, 0, &o, 1, SLICES);
             for (unsigned t = 1; t <= threads; t++) {
-                cc[t - 1][r] = fill(h, n, CF_CONCURRENT, kicks, t, CURSOR);
+                cc[t - 1][r] = fill(h, n, CF_CONCURRENT, &o, t, CURSOR);
                 if (t > 1) /* (one thread's slice is every key: the cursor's run) */
-                    slices[t - 1][r] = fill(h, n, CF_CONCURRENT, kicks, t, SLICES);
-                apart[t - 1][r] = fill(h, n, CF_CONCURRENT, kicks, t, APART);
+                    slices[t - 1][r] = fill(h, n, CF_CONCURRENT, &o, t, SLICES);
+                apart[t - 1][r] = fill(h, n, CF_CONCURRENT, &o, t, APART);
             }
         }
         double base = bench_median(plain, ROUNDS), one = bench_median(cc[0], ROUNDS);

@@ -523,11 +523,14 @@ CF_API const char *cf_cpu_variant(void);
  * Writers run beside each other too: while the filter has one sub-filter and an empty
  * stash, an add or a delete of a shape with code of its own (b = 4 or 2 with 8-, 12- or
  * 16-bit fingerprints, 8/8, semi-sorted 9/4 and 13/4) holds only the stripes of 256
- * buckets it writes, an eviction too; anything else (growth, the stash, other shapes, a
- * unique add whose buckets are full, RedisBloom's layout) takes the filter's own lock (a
- * mutex), which also holds every stripe. cf_add_unique and CF_ADD_UNIQUE check and add as
- * one step. cf_get_stats, cf_serialize, cf_save and the chunk dump take that lock to copy
- * a consistent state: writers wait for them, lookups do not. cf_compact, cf_free and the
+ * buckets it writes, an eviction too; cf_add_many (without CF_ADD_UNIQUE) of such a
+ * shape but the semi-sorted ones puts a key into a free slot holding none (a
+ * compare-and-swap of the slot's word), so that writers of one filter share no lock's
+ * cache line. Anything else (growth, the stash, other shapes, a unique add whose buckets
+ * are full, RedisBloom's layout) takes the filter's own lock (a mutex), which also holds
+ * every stripe and waits for those lockless puts under way. cf_add_unique and CF_ADD_UNIQUE check
+ * and add as one step. cf_get_stats, cf_serialize, cf_save and the chunk dump take that lock to
+ * copy a consistent state: writers wait for them, lookups do not. cf_compact, cf_free and the
  * loaders still need exclusive access.
  *
  * Not stored in files: cf_load and cf_deserialize give a filter without it, cf_load_flags
@@ -537,8 +540,9 @@ CF_API const char *cf_cpu_variant(void);
  * them (semi-sorted buckets: two), each bucket through the aligned 64-bit words that hold
  * it, so shapes whose buckets straddle words (12-bit fingerprints in 4-slot buckets) pay
  * more than those read with one load each (16-bit ones, the fastest beside writers);
- * writes take stripe locks and store whole aligned words. The counters and locks take 8
- * bytes per 256 buckets, and a first table of a MiB or more gets 16 KiB of planning
+ * writes take stripe locks and change whole aligned words with atomic instructions. The
+ * counters and locks take 8 bytes per 256 buckets, the lockless puts' counters 2 KiB a
+ * filter, and a first table of a MiB or more gets 16 KiB of planning
  * memory per MiB, up to 4 (64 KiB), for writers evicting at once (cf_bytes_needed counts
  * it). build/cf-bench-concurrent measures lookups beside writers and
  * build/cf-bench-writers writers beside each other; the README's performance tables give

@@ -24,6 +24,8 @@
  */
 #include "concurrent.h"
 
+#include <sched.h>
+
 /* ------------------------------------------------------------------------------------ */
 /* Shared state, lock                                                                   */
 /* ------------------------------------------------------------------------------------ */
@@ -73,6 +75,9 @@ struct cf__cc *cf__cc_new(cf_filter *f)
     }
     cc->locked = false;
     cc->all_held = false;
+    atomic_init(&cc->closed, 0u);
+    for (unsigned k = 0; k < CF__CC_FILL_SLOTS; k++)
+        atomic_init(&cc->fills[k].word, 0u);
     cc->nretired = 0;
     cc->block = block;
     return cc;
@@ -111,6 +116,33 @@ bool cf__cc_retire(cf_filter *f, void *array)
     return true;
 }
 
+/* Spins of a closer waiting for a run of fills before it yields its processor (the
+ * run's thread may not be running): a run ends within a few fills. */
+#define CF__CC_CLOSE_SPINS 64u
+
+/* Every stripe of t, the first sub-filter, being held: fills without a stripe stopped
+ * (cf__cc_fills_begin then fails, and a run under way ends at its next fill), the runs
+ * under way waited for, and their items taken into t's count. Afterwards no one writes
+ * t's words but the stripes' holder. */
+static void cf__cc_close(struct cf__cc *cc, cf__table *t)
+{
+    atomic_store_explicit(&cc->closed, 1u, memory_order_seq_cst);
+    for (unsigned k = 0; k < CF__CC_FILL_SLOTS; k++) {
+        _Atomic uint64_t *c = &cc->fills[k].word;
+        uint64_t v;
+        for (unsigned spins = 0;
+             (v = atomic_load_explicit(c, memory_order_seq_cst)) & CF__CC_FILL_BUSY; spins++)
+            if (spins >= CF__CC_CLOSE_SPINS) {
+                sched_yield();
+                spins = 0;
+            }
+        /* (a run that begins now backs off at once: only its busy count moves) */
+        uint64_t items = v & ~CF__CC_FILL_BUSY;
+        atomic_fetch_sub_explicit(c, items, memory_order_acquire);
+        t->items += items / CF__CC_FILL_ITEM;
+    }
+}
+
 /* The stripes of the first sub-filter as they must be: every one held by a holder of the
  * lock (hold), whose writes then meet no writer of stripes, and between holders in any
  * state but the one writers of stripes write; else free. A writer of stripes that gets
@@ -123,10 +155,13 @@ static void cf__cc_settle(const cf_filter *f, bool hold)
     if (!f->tables[0].data) /* (a filter loading has no table to hold yet) */
         return;
     bool held = hold || !cc->par || !cf__is_simple(f);
-    if (held && !cc->all_held)
+    if (held && !cc->all_held) {
         cf__sync_lock_all(&f->tables[0]);
-    else if (!held && cc->all_held)
+        cf__cc_close(cc, &f->tables[0]);
+    } else if (!held && cc->all_held) {
+        atomic_store_explicit(&cc->closed, 0u, memory_order_release);
         cf__sync_unlock_all(&f->tables[0]);
+    }
     cc->all_held = held;
 }
 

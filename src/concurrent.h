@@ -50,6 +50,27 @@
 _Static_assert((1u << CF__CC_PLAN_MARK_BITS) == 2u * CF__PLAN_NODES,
                "a plan's visited set has twice its nodes' entries");
 
+/* Stack addresses of threads fall in distinct runs of this size (glibc's default stack
+ * is 8 MiB): what a thread picks its planning memory and its fills' counter by. */
+#define CF__STACK_SHIFT 23u
+
+/* Counters of the fills without a stripe (table.h, "Fills of free slots without the
+ * stripe"), each on lines of its own (CF__CC_ISOLATE): a thread writes the one its stack
+ * picks (cf__cc_fills_of), so that two writers rarely share one and never a line. 16: a
+ * writer per core of common machines, 2 KiB a filter. */
+#define CF__CC_FILL_SLOTS 16u
+
+/* A counter's word: its writers under way in the low CF__CC_FILL_BUSY_BITS bits (each
+ * thread one at most: 2^16 threads), above them the items they put in since the lock's
+ * holder last took them in (cf__cc_close), modulo 2^48. */
+#define CF__CC_FILL_BUSY_BITS 16u
+#define CF__CC_FILL_BUSY      ((UINT64_C(1) << CF__CC_FILL_BUSY_BITS) - 1u)
+#define CF__CC_FILL_ITEM      (UINT64_C(1) << CF__CC_FILL_BUSY_BITS)
+
+typedef struct cf__cc_fills {
+    _Alignas(CF__CC_ISOLATE) _Atomic uint64_t word;
+} cf__cc_fills;
+
 typedef struct cf__cc_plan {
     _Alignas(64) atomic_uint busy; /* taken by a writer (exchange, acquire) */
     cf__search z;
@@ -86,6 +107,11 @@ struct cf__cc {
     void *retired[CF__CC_MAX_RETIRED];
     unsigned nretired;
     void *block; /* the allocation this struct was aligned in */
+    /* Nonzero while every stripe is held (all_held): fills without a stripe wait for none
+     * then, and take the stripes' way instead. On a line of its own, which every such
+     * fill reads and only the lock's holder writes. */
+    _Alignas(CF__CC_ISOLATE) atomic_uint closed;
+    cf__cc_fills fills[CF__CC_FILL_SLOTS];
 };
 
 _Static_assert(offsetof(struct cf__cc, lock) == CF__CC_ISOLATE,
@@ -119,13 +145,47 @@ static inline bool cf__cc_stripe_lock(const struct cf__cc *cc, uint64_t stripe)
     return cf__sync_lock_unless(cc->locks0, stripe, &cc->meta, CF__CC_META_SHUT);
 }
 
+/* The counter of the fills of the calling thread, picked by its stack's address. */
+static inline _Atomic uint64_t *cf__cc_fills_of(struct cf__cc *cc)
+{
+    uintptr_t here = (uintptr_t)&cc;
+    return &cc->fills[(here >> CF__STACK_SHIFT) % CF__CC_FILL_SLOTS].word;
+}
+
+/* A run of fills without a stripe begun on counter c: false, with none begun, if every
+ * stripe is held. A sequentially consistent add, then load, against cf__cc_close's store
+ * and loads: either the closer sees the run under way and waits for its end, or the run
+ * sees the closer's mark. */
+static inline bool cf__cc_fills_begin(const struct cf__cc *cc, _Atomic uint64_t *c)
+{
+    atomic_fetch_add_explicit(c, 1u, memory_order_seq_cst);
+    if (!atomic_load_explicit((atomic_uint *)(uintptr_t)&cc->closed, memory_order_seq_cst))
+        return true;
+    atomic_fetch_sub_explicit(c, 1u, memory_order_relaxed);
+    return false;
+}
+
+/* Should a run of fills end now, for a lock's holder waiting? */
+static inline bool cf__cc_fills_stop(const struct cf__cc *cc)
+{
+    return atomic_load_explicit((atomic_uint *)(uintptr_t)&cc->closed, memory_order_relaxed) != 0;
+}
+
+/* The run on counter c ended, `items` put in: one add for both, releasing its fills to
+ * the holder that waits for the run's end. */
+static inline void cf__cc_fills_end(_Atomic uint64_t *c, uint64_t items)
+{
+    atomic_fetch_add_explicit(c, items * CF__CC_FILL_ITEM - 1u, memory_order_release);
+}
+
 /* The writers of concurrent filters. fast.c has the writers of stripes for each shape:
  * an add's puts and a delete, under their stripes (cf__cc_each_fb, and
  * cf__sync_pair_remove_fb under both). locked.c has the rest: an eviction beside other writers
  * (cf__cc_evict: true if made, its item counted; false if the add needs the lock; the
- * stripes `held`, nh of them, are the caller's), and the writes under the lock. */
+ * stripes `held`, nh of them, are the caller's; `wait`: it may wait for a busy stripe,
+ * as one that holds none or is in no run of fills may), and the writes under the lock. */
 CF__HIDDEN bool cf__cc_evict(const cf_filter *f, cf__table *t, const uint64_t pair[2], uint32_t fp,
-                             const uint64_t *held, unsigned nh);
+                             const uint64_t *held, unsigned nh, bool wait);
 CF__HIDDEN cf_status cf__cc_add_locked(cf_filter *f, uint64_t h, bool unique);
 /* The rest of an add whose buckets i1 and i2 were full: cf__cc_evict, else the lock. */
 CF__HIDDEN cf_status cf__cc_add_full(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,

@@ -522,8 +522,10 @@ cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, u
 }
 
 /* cf__path_commit for a plain fast shape (constant widths F, B): each slot read from its
- * bucket's word, and each step's write the exclusive or of the slot's old and new
- * fingerprint, inside the sections of the moves it makes and ends (cf__path_seq_before). */
+ * bucket's word, the free end filled as a fill without the stripe may take it meanwhile
+ * (table.h, cf__sync_fill_slot_fb: then nothing is written and the path no longer holds),
+ * and each later step's write the exclusive or of the slot's old and new fingerprint,
+ * inside the sections of the moves it makes and ends (cf__path_seq_before). */
 static CF__INLINE bool cf__path_commit_fb(cf__table *t, const cf__search *z, uint32_t fp,
                                           unsigned F, unsigned B)
 {
@@ -551,7 +553,13 @@ static CF__INLINE bool cf__path_commit_fb(cf__table *t, const cf__search *z, uin
         uint64_t bucket = q[cur].bucket;
         atomic_uint *next = k < n ? cf__sync_pair_seq(t, q[q[cur].parent].bucket, bucket) : NULL;
         cf__path_seq_before(open, next);
-        cf__sync_xor_fb(t, cf__slot_bit_fb(bucket, slot, F, B), was ^ moved[k], F, B);
+        uint64_t bit = cf__slot_bit_fb(bucket, slot, F, B);
+        if (k > 0) {
+            cf__sync_xor_fb(t, bit, was ^ moved[k], F, B);
+        } else if (cf__sync_fill_slot_fb(t, bit, moved[0], true, F, B) != CF__FILL_DONE) {
+            cf__path_seq_after(next, NULL); /* a section with no write */
+            return false;
+        }
         open = cf__path_seq_after(open, next);
         was = moved[k];
         slot = q[cur].slot;

@@ -539,7 +539,7 @@ static CF__INLINE cf_status cf__cc_add_unique_at_fb(cf_filter *f, const struct c
             r = CF_OK;
         }
     }
-    if (r < 0 && cf__cc_evict(f, &t, pair, fp, st, n))
+    if (r < 0 && cf__cc_evict(f, &t, pair, fp, st, n, false))
         r = CF_OK;
     for (unsigned k = n; k-- > 0;)
         cf__sync_unlock(locks, st[k]);
@@ -589,11 +589,68 @@ static CF__INLINE cf_status cf__cc_delete_fb(cf_filter *f, uint64_t h, bool WAIT
     return from ? CF_OK : CF_NOT_FOUND;
 }
 
-/* Batched adds of a concurrent filter: each key as a single add (writers of other
- * stripes run between them, and CF_ADD_UNIQUE's check and its insert are one step for
- * them), with the buckets and stripe locks of the key CF__AHEAD places further fetched
- * meanwhile. A key's buckets in the first sub-filter never change: one staged before a
- * growth is placed by the lock, anew. */
+/* fp into the first free slot of bucket i of the first sub-filter t, for a run of fills:
+ * without its stripe, or if that slot lies across two words with its stripe if it is
+ * free (a run waits for nothing: see below); CF__FILL_SPLIT if it is not. */
+static CF__INLINE enum cf__fill cf__cc_fill_at_fb(const struct cf__cc *cc, cf__table *t, uint64_t i,
+                                                  uint32_t fp, unsigned F, unsigned B)
+{
+    enum cf__fill r = cf__sync_fill_fb(t, i, fp, false, F, B);
+    if (r != CF__FILL_SPLIT)
+        return r;
+    uint64_t stripe = i >> CF__SYNC_STRIPE_SHIFT;
+    if (!cf__sync_trylock(cc->locks0, stripe))
+        return CF__FILL_SPLIT;
+    r = cf__sync_fill_fb(t, i, fp, true, F, B);
+    cf__sync_unlock(cc->locks0, stripe); /* (the run counts the item) */
+    return r;
+}
+
+/* A batched add's fill of fp into bucket i1, else i2, of the first sub-filter, holding
+ * no stripe (table.h, "Fills of free slots without the stripe"), in the run of fills on
+ * *run, begun if none is under way (*filled: the run's items so far). The slot is the one
+ * a single add chooses; with both buckets full, an eviction that takes its path's
+ * stripes only if they are free. False, with no run under way, if the add must take the
+ * stripes' way: a stripe it needs is busy, or every stripe is held; that way may wait,
+ * and a run under way would keep a lock's holder waiting for it meanwhile. */
+static CF__INLINE bool cf__cc_fill_fb(const cf_filter *f, struct cf__cc *cc, cf__table *t,
+                                      _Atomic uint64_t **run, uint64_t *filled, uint32_t fp,
+                                      uint64_t i1, uint64_t i2, unsigned F, unsigned B)
+{
+    if (*run && cf__cc_fills_stop(cc)) {
+        cf__cc_fills_end(*run, *filled);
+        *run = NULL;
+    }
+    if (!*run) {
+        _Atomic uint64_t *c = cf__cc_fills_of(cc);
+        if (!cf__cc_fills_begin(cc, c))
+            return false;
+        *run = c;
+        *filled = 0;
+    }
+    enum cf__fill r = cf__cc_fill_at_fb(cc, t, i1, fp, F, B);
+    if (r == CF__FILL_NONE)
+        r = cf__cc_fill_at_fb(cc, t, i2, fp, F, B);
+    if (r == CF__FILL_DONE) {
+        (*filled)++;
+        return true;
+    }
+    /* both full: an eviction that waits for no stripe (it counts its item) */
+    uint64_t pair[2] = {i1, i2};
+    if (r == CF__FILL_NONE && cf__cc_evict(f, t, pair, fp, NULL, 0, false))
+        return true;
+    cf__cc_fills_end(*run, *filled);
+    *run = NULL;
+    return false;
+}
+
+/* Batched adds of a concurrent filter, with the buckets and stripe locks of the key
+ * CF__AHEAD places further fetched meanwhile. Plain shapes fill a free slot without a
+ * stripe (cf__cc_fill_fb) where they can; else, and for unique adds and semi-sorted
+ * shapes, each key is a single add (writers of other stripes run between them, and
+ * CF_ADD_UNIQUE's check and its insert are one step for them). A key's buckets in the
+ * first sub-filter never change: one staged before a growth is placed by the lock,
+ * anew. */
 static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes, size_t n,
                                             bool unique, cf_status *status,
                                             cf_status (*wait)(cf_filter *, uint64_t), unsigned F,
@@ -613,11 +670,17 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
     cf__table t = cf__cc_table0(cc);
     uint64_t i1[CF__AHEAD], i2[CF__AHEAD];
     uint32_t fp[CF__AHEAD];
+    const bool fills = !unique && !CF__SEMI_T(F, B);
+    struct cf__cc *ccw = cf__cc_of(f); /* (its fills' counters) */
+    _Atomic uint64_t *run = NULL;      /* the run of fills under way */
+    uint64_t filled = 0;
     for (size_t j = 0; j < n + CF__AHEAD; j++) {
         if (j >= CF__AHEAD) {
             size_t p = j - CF__AHEAD, x = p % CF__AHEAD;
             cf_status st;
-            if (!cf__cc_par(cc))
+            if (fills && cf__cc_fill_fb(f, ccw, &t, &run, &filled, fp[x], i1[x], i2[x], F, B))
+                st = CF_OK;
+            else if (!cf__cc_par(cc))
                 st = cf__cc_add_locked(f, hashes[p], unique);
             else if (unique)
                 st = cf__cc_add_unique_at_fb(f, cc, hashes[p], fp[x], i1[x], i2[x], F, B);
@@ -634,10 +697,15 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
             fp[x] = k.fp;
             cf__prefetch_fb(&t, t.shape, i1[x], true, F, B);
             cf__prefetch_fb(&t, t.shape, i2[x], true, F, B);
-            CF__PREFETCH(&cc->locks0[i1[x] >> CF__SYNC_STRIPE_SHIFT], 1);
-            CF__PREFETCH(&cc->locks0[i2[x] >> CF__SYNC_STRIPE_SHIFT], 1);
+            /* (a fill takes no lock: fetching its line to write would move it) */
+            if (!fills) {
+                CF__PREFETCH(&cc->locks0[i1[x] >> CF__SYNC_STRIPE_SHIFT], 1);
+                CF__PREFETCH(&cc->locks0[i2[x] >> CF__SYNC_STRIPE_SHIFT], 1);
+            }
         }
     }
+    if (run)
+        cf__cc_fills_end(run, filled);
     return added;
 }
 

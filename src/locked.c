@@ -126,10 +126,6 @@ static bool cf__stripes_take(const struct cf__cc *cc, const uint64_t *want, unsi
     return true;
 }
 
-/* Stack addresses of threads fall in distinct runs of this size: glibc's default stack
- * is 8 MiB. */
-#define CF__STACK_SHIFT 23u
-
 /* One of the filter's planning memories that no other writer holds, taken; NULL if each
  * is busy. A thread tries first the one its stack's address picks: evicting again, it
  * finds the memory it used last in its own cache, where threads that took turns on one
@@ -152,7 +148,7 @@ static cf__cc_plan *cf__plan_take(struct cf__cc *cc)
 }
 
 bool cf__cc_evict(const cf_filter *f, cf__table *t, const uint64_t pair[2], uint32_t fp,
-                  const uint64_t *held, unsigned nh)
+                  const uint64_t *held, unsigned nh, bool wait)
 {
     struct cf__cc *cc = cf__cc_of(f);
     cf__cc_plan *own = cf__plan_take(cc);
@@ -171,7 +167,7 @@ bool cf__cc_evict(const cf_filter *f, cf__table *t, const uint64_t pair[2], uint
         if (took == CF__TOOK_LONG)
             break;
         if (took == CF__TOOK_BUSY) {
-            if (nh) /* one that holds stripes waits for none: it plans again */
+            if (!wait) /* (one that holds stripes waits for none: it plans again) */
                 continue;
             n = cf__path_stripes(z, stripes, &root);
             if (!cf__stripes_take(cc, stripes, n)) /* (it gives up only in another state) */
@@ -200,7 +196,7 @@ cf_status cf__cc_add_full(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1, ui
 {
     cf__table t = cf__cc_table0(cf__cc_of(f));
     uint64_t pair[2] = {i1, i2};
-    if (cf__cc_evict(f, &t, pair, fp, NULL, 0))
+    if (cf__cc_evict(f, &t, pair, fp, NULL, 0, true))
         return CF_OK;
     return cf__cc_add_locked(f, h, false);
 }

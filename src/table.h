@@ -537,8 +537,9 @@ static inline void cf__bucket_prefetch(const cf__table *t, const cf__shape *s, u
  *
  * Several writers. Each stripe also has a writers' lock (cf__sync_lock), which readers
  * never touch. A stripe starts on a 64-bit word (256 buckets of any width are a multiple
- * of 64 bits), so the aligned words a writer stores, each loaded and stored whole, belong
- * to the stripes it holds, and writers of other stripes run beside it. What a writer reads
+ * of 64 bits), so the aligned words a writer stores belong to the stripes it holds, and
+ * writers of other stripes run beside it (and fills that hold none: "Fills of free slots
+ * without the stripe", below). What a writer reads
  * beyond its stripes (a probe's 8 bytes may reach into the next) goes through atomic
  * loads too. The lock word also counts the items its holders added less those they
  * removed since the table's count last took them in (cf__sync_lock_all), so that writers
@@ -690,6 +691,33 @@ static inline void cf__sync_set(_Atomic uint64_t *w, uint64_t v)
     v = __builtin_bswap64(v);
 #endif
     atomic_store_explicit(w, v, memory_order_relaxed);
+}
+
+/* The bits of word w where `delta` has ones flipped in one atomic step (an exclusive or
+ * commutes with the byte order): a writer of some slots of a word never undoes another's
+ * write of its other slots meanwhile. */
+static inline void cf__sync_flip(_Atomic uint64_t *w, uint64_t delta)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    delta = __builtin_bswap64(delta);
+#endif
+    atomic_fetch_xor_explicit(w, delta, memory_order_relaxed);
+}
+
+/* Word w set to `want` if it still holds *expect (both in cf__sync_get's order); else false
+ * with *expect what it holds. */
+static inline bool cf__sync_cas(_Atomic uint64_t *w, uint64_t *expect, uint64_t want)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    uint64_t e = __builtin_bswap64(*expect);
+    bool ok = atomic_compare_exchange_weak_explicit(w, &e, __builtin_bswap64(want),
+                                                    memory_order_relaxed, memory_order_relaxed);
+    *expect = __builtin_bswap64(e);
+    return ok;
+#else
+    return atomic_compare_exchange_weak_explicit(w, expect, want, memory_order_relaxed,
+                                                 memory_order_relaxed);
+#endif
 }
 
 /* A writer's section under sequence counter c: odd, then the writes, then even. */
@@ -1151,10 +1179,23 @@ static CF__INLINE bool cf__pair_remove_fb(cf__table *t, const cf__shape *s, uint
 /* Writes of synchronized tables with constant widths (the writers of stripes)           */
 /* ------------------------------------------------------------------------------------ */
 /* A writer that holds a bucket's stripe changes its bits by an exclusive or into the one
- * or two aligned words that hold them, each loaded and stored whole: a stripe starts on a
- * word, so those words hold no other stripe's bits, and a reader loads each before or
- * after the store. A put or a delete of a plain bucket flips one slot's bits (0 to fp, or
- * fp to 0): the exclusive or of fp there. */
+ * or two aligned words that hold them, each flipped in one atomic step (cf__sync_flip): a
+ * stripe starts on a word, so those words hold no other stripe's bits, and a reader loads
+ * each before or after the flip. A delete of a plain bucket flips one slot's bits (fp to
+ * 0), as does every step of an eviction's path but its free end (one fingerprint to
+ * another).
+ *
+ * Fills of free slots without the stripe. A batched add of a plain fast shape puts a new
+ * fingerprint into a free slot that lies inside one aligned word with a compare-and-swap
+ * of that word, holding no stripe (fast.c, cf__cc_add_many_fb): its lock words then stay
+ * in both cores' caches, where taking one moved its line between them on nearly every
+ * add. Such a fill changes a slot only from empty to full, so every other writer of
+ * plain buckets of the simple state keeps its own slots: it flips the bits of slots that
+ * hold a fingerprint (a fill never touches them) and fills a free slot with the same
+ * compare-and-swap, looking again if the slot was taken meanwhile (cf__sync_fill_fb). A
+ * slot across two words, which no compare-and-swap covers, is filled only by a holder of
+ * its stripe. The lock's holder meets no such fill: it waits for those under way before
+ * it writes (concurrent.h, cf__cc_close). */
 
 /* The bits of t from bit `bit` on flipped where `delta` has ones, all of them inside a
  * bucket of a fast shape whose stripe the caller holds. A bucket of 2, 4 or 8 bytes is
@@ -1165,12 +1206,59 @@ static CF__INLINE void cf__sync_xor_fb(cf__table *t, uint64_t bit, uint64_t delt
     _Atomic uint64_t *w = cf__sync_words(t) + (bit >> 6);
     unsigned sh = (unsigned)bit; /* mod 64, as x86's shifts take it */
     uint64_t lo = delta << (sh & 63u), hi = cf__shl_out(delta, sh);
-    /* The first word holds bit `bit` of the bucket, so it is the caller's to store even
-     * unchanged (no branch); the second is stored only if the bits reach it, as it may
+    /* The first word holds bit `bit` of the bucket, so it is the caller's to flip even
+     * unchanged (no branch); the second is flipped only if the bits reach it, as it may
      * start the next stripe. */
-    cf__sync_set(w, cf__sync_get(w) ^ lo);
+    cf__sync_flip(w, lo);
     if (8u % cf__bucket_bytes_fb(F, B) != 0 && hi)
-        cf__sync_set(&w[1], cf__sync_get(&w[1]) ^ hi);
+        cf__sync_flip(&w[1], hi);
+}
+
+/* How cf__sync_fill_fb went. */
+enum cf__fill {
+    CF__FILL_NONE = 0, /* no free slot (for a slot given, it is not free) */
+    CF__FILL_DONE = 1, /* fp went in */
+    CF__FILL_SPLIT = 2 /* the free slot lies across two words, and the stripe is not held */
+};
+
+/* fp into the F-bit slot at bit `bit` of a plain bucket of a fast shape, if it is still
+ * free, beside fills without the stripe (see above). HELD: the caller holds the slot's
+ * stripe, which a slot across two words needs (no one else fills it then: two flips). */
+static CF__INLINE enum cf__fill cf__sync_fill_slot_fb(cf__table *t, uint64_t bit, uint32_t fp,
+                                                      bool HELD, unsigned F, unsigned B)
+{
+    _Atomic uint64_t *w = cf__sync_words(t) + (bit >> 6);
+    unsigned sh = (unsigned)bit & 63u;
+    if (8u % cf__bucket_bytes_fb(F, B) != 0 && sh + F > 64u) {
+        if (!HELD)
+            return CF__FILL_SPLIT;
+        cf__sync_flip(w, (uint64_t)fp << sh);
+        cf__sync_flip(&w[1], (uint64_t)fp >> (64u - sh));
+        return CF__FILL_DONE;
+    }
+    uint64_t lane = ((UINT64_C(1) << F) - 1u) << sh, v = cf__sync_get(w);
+    do {
+        if (v & lane)
+            return CF__FILL_NONE;
+    } while (!cf__sync_cas(w, &v, v | (uint64_t)fp << sh));
+    return CF__FILL_DONE;
+}
+
+/* fp into the first free slot of plain bucket i of a fast shape (the one the plain put
+ * chooses), looking again whenever another writer took it first. */
+static CF__INLINE enum cf__fill cf__sync_fill_fb(cf__table *t, uint64_t i, uint32_t fp, bool HELD,
+                                                 unsigned F, unsigned B)
+{
+    const unsigned bytes = cf__bucket_bytes_fb(F, B);
+    for (;;) {
+        uint64_t empty = cf__zero_lanes_fb(cf__sync_fast_word(t, i, bytes), F, B);
+        if (!empty)
+            return CF__FILL_NONE;
+        enum cf__fill r =
+            cf__sync_fill_slot_fb(t, i * bytes * 8u + cf__ctz64(empty) - (F - 1), fp, HELD, F, B);
+        if (r != CF__FILL_NONE)
+            return r;
+    }
 }
 
 /* cf__put_if_free_fb of a synchronized table (constant widths), whose bucket i's stripe
@@ -1179,10 +1267,9 @@ static CF__INLINE void cf__sync_xor_fb(cf__table *t, uint64_t bit, uint64_t delt
 static CF__INLINE bool cf__sync_put_fb(cf__table *t, atomic_uint *seq, uint64_t i, uint32_t fp,
                                        unsigned F, unsigned B)
 {
-    const unsigned bytes = cf__bucket_bytes_fb(F, B);
-    uint64_t w = cf__sync_fast_word(t, i, bytes);
     if (CF__SEMI_T(F, B)) {
-        uint64_t was = w;
+        const unsigned bytes = cf__bucket_bytes_fb(F, B);
+        uint64_t w = cf__sync_fast_word(t, i, bytes), was = w;
         if (!cf__semi_add_word_fb(&w, fp, F))
             return false;
         cf__seq_begin(seq);
@@ -1190,11 +1277,7 @@ static CF__INLINE bool cf__sync_put_fb(cf__table *t, atomic_uint *seq, uint64_t 
         cf__seq_end(seq);
         return true;
     }
-    uint64_t empty = cf__zero_lanes_fb(w, F, B);
-    if (!empty)
-        return false;
-    cf__sync_xor_fb(t, i * bytes * 8u + cf__ctz64(empty) - (F - 1), fp, F, B);
-    return true;
+    return cf__sync_fill_fb(t, i, fp, true, F, B) == CF__FILL_DONE;
 }
 
 /* The first slot of bucket i that holds fp cleared, given the bucket's bits w and their

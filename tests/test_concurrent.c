@@ -17,6 +17,13 @@
  *   holding them), then deleting half, all of them adding one shared list of keys with
  *   cf_add_unique (each key must be added once, by one of them): every key held found,
  *   every count exact.
+ * - Batched fills beside the lock: writers adding keys of their own with cf_add_many
+ *   (which fills free slots without taking a stripe) and deleting them, round after
+ *   round, then adding them and deleting half, beside a reader
+ *   of stable keys and a thread that serializes the filter over and over (the lock's
+ *   holder, who must see no fill land after it counted): every image loads (its item
+ *   count agrees with its slots) and holds every stable key, no lookup misses one, and
+ *   at the end every key held is found and the count is exact.
  * - Deletes beside moves: a small filter near full, one thread adding and deleting so that
  *   evictions keep moving fingerprints, another deleting and adding back keys of its own:
  *   every delete of a key held succeeds, every key held is found, the count is exact.
@@ -730,6 +737,155 @@ static void test_writers_together(void)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Batched fills beside the lock                                                        */
+/* ------------------------------------------------------------------------------------ */
+
+#define FILLS_WRITERS  3u     /* with the reader and the holder, more threads than cores */
+#define FILLS_CAPACITY 60000u /* a few dozen stripes */
+#define FILLS_STABLE   6000u  /* added before the threads start, never deleted */
+#define FILLS_LOAD     0.92   /* of the capacity, at the peak: evictions inside runs too */
+#define FILLS_BATCH    64u
+#define FILLS_ROUNDS   30u /* each writer's adds and deletes of all its keys */
+
+typedef struct fills {
+    cf_filter *f;
+    const uint64_t *stable;
+    uint64_t *own; /* a writer's keys */
+    size_t n;
+    atomic_uint *writing; /* writers not done yet */
+    uint64_t refused, missed, images, bad_images;
+} fills;
+
+/* A writer: its keys in batches and deleted again, round after round, then once more
+ * with every other one deleted. */
+static void *fills_writer(void *p)
+{
+    fills *a = p;
+    uint64_t rounds = cft_scaled(FILLS_ROUNDS);
+    for (uint64_t r = 0; r <= rounds; r++) {
+        for (size_t i = 0; i < a->n; i += FILLS_BATCH) {
+            size_t m = a->n - i < FILLS_BATCH ? a->n - i : FILLS_BATCH;
+            a->refused += m - cf_add_many(a->f, a->own + i, m, 0, NULL);
+        }
+        for (size_t i = 0; i < a->n; i += r == rounds ? 2 : 1)
+            a->refused += cf_delete_hash(a->f, a->own[i]) != CF_OK;
+    }
+    atomic_fetch_sub(a->writing, 1u);
+    return NULL;
+}
+
+/* The reader: every stable key, round after round, until the writers are done. */
+static void *fills_reader(void *p)
+{
+    fills *a = p;
+    while (atomic_load(a->writing))
+        for (size_t i = 0; i < FILLS_STABLE; i++)
+            a->missed += !cf_contains_hash(a->f, a->stable[i]);
+    return NULL;
+}
+
+/* The holder: images of the filter, each loaded and checked, until the writers are done
+ * (and one more after). */
+static void *fills_holder(void *p)
+{
+    fills *a = p;
+    size_t cap = cf_serialized_size(a->f);
+    uint8_t *buf = malloc(cap);
+    bool last = false;
+    while (buf && !last) {
+        last = atomic_load(a->writing) == 0;
+        size_t len = 0;
+        cf_filter *g = NULL;
+        a->images++;
+        if (cf_serialize(a->f, buf, cap, &len) != CF_OK ||
+            cf_deserialize(buf, len, NULL, &g) != CF_OK) {
+            a->bad_images++;
+            continue;
+        }
+        for (size_t i = 0; i < FILLS_STABLE; i++)
+            a->missed += !cf_contains_hash(g, a->stable[i]);
+        cf_free(g);
+    }
+    a->bad_images += !buf;
+    free(buf);
+    return NULL;
+}
+
+static void fills_run(const char *label, unsigned fp_bits, unsigned bucket_size)
+{
+    cft_context("batched fills beside the lock, %s", label);
+    cf_filter *f = cft_new((cf_config){.capacity = FILLS_CAPACITY,
+                                       .fingerprint_bits = fp_bits,
+                                       .bucket_size = bucket_size,
+                                       .flags = CF_CONCURRENT});
+    size_t per = (size_t)((FILLS_CAPACITY * FILLS_LOAD - FILLS_STABLE) / FILLS_WRITERS);
+    uint64_t *keys = malloc((FILLS_STABLE + FILLS_WRITERS * per) * sizeof *keys);
+    if (!CHECK(f) || !CHECK(keys)) {
+        cf_free(f);
+        free(keys);
+        return;
+    }
+    cft_rng r = cft_rng_make(cft_subseed(1300 + fp_bits + bucket_size));
+    for (size_t i = 0; i < FILLS_STABLE + FILLS_WRITERS * per; i++)
+        keys[i] = cft_next(&r);
+    for (size_t i = 0; i < FILLS_STABLE; i++)
+        CHECK_ST(cf_add_hash(f, keys[i]), CF_OK);
+    atomic_uint writing;
+    atomic_init(&writing, FILLS_WRITERS);
+    fills a[FILLS_WRITERS + 2];
+    pthread_t t[FILLS_WRITERS + 2];
+    void *(*run[FILLS_WRITERS + 2])(void *);
+    for (unsigned i = 0; i < FILLS_WRITERS + 2; i++) {
+        a[i] = (fills){.f = f, .stable = keys, .writing = &writing};
+        run[i] = i < FILLS_WRITERS    ? fills_writer
+                 : i == FILLS_WRITERS ? fills_reader
+                                      : fills_holder;
+        if (i < FILLS_WRITERS) {
+            a[i].own = keys + FILLS_STABLE + i * per;
+            a[i].n = per;
+        }
+    }
+    bool started[FILLS_WRITERS + 2];
+    for (unsigned i = 0; i < FILLS_WRITERS + 2; i++)
+        started[i] = CHECK(pthread_create(&t[i], NULL, run[i], &a[i]) == 0);
+    if (!started[0] || !started[1] || !started[2]) /* (so that the others end) */
+        atomic_store(&writing, 0u);
+    uint64_t refused = 0, missed = 0, images = 0, bad = 0;
+    for (unsigned i = 0; i < FILLS_WRITERS + 2; i++) {
+        if (!started[i])
+            continue;
+        pthread_join(t[i], NULL);
+        refused += a[i].refused;
+        missed += a[i].missed;
+        images += a[i].images;
+        bad += a[i].bad_images;
+    }
+    cf_stats st = cft_stats(f);
+    printf("  batched fills beside the lock, %s: %u writers, %llu images, load %.3f at the end\n",
+           label, FILLS_WRITERS, (unsigned long long)images, st.load_factor);
+    CHECK_EQ_U(refused, 0);
+    CHECK_EQ_U(missed, 0);
+    CHECK_EQ_U(bad, 0);
+    CHECK_EQ_U(st.items, FILLS_STABLE + FILLS_WRITERS * (per / 2));
+    for (size_t i = 0; i < FILLS_STABLE; i++)
+        CHECK(cf_contains_hash(f, keys[i]));
+    for (unsigned w = 0; w < FILLS_WRITERS; w++)
+        for (size_t i = 1; i < per; i += 2)
+            CHECK(cf_contains_hash(f, a[w].own[i]));
+    cf_free(f);
+    free(keys);
+}
+
+static void test_fills_beside_lock(void)
+{
+    /* 6- and 3-byte buckets: some slots lie across two words, which a run fills under
+     * the stripe; 4-byte ones never. */
+    fills_run("12/4", 12, 4);
+    fills_run("12/2", 12, 2);
+    fills_run("8/4", 8, 4);
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Deletes beside moves                                                                 */
 /* ------------------------------------------------------------------------------------ */
 
@@ -993,6 +1149,7 @@ int main(void)
     test_stress();
     test_growth_beside_readers();
     test_writers_together();
+    test_fills_beside_lock();
     test_deletes_beside_moves();
     test_segment_owners();
     test_plan_steps();
