@@ -72,7 +72,7 @@ static CF__INLINE bool cf__contains_fb(const cf_filter *f, uint64_t h, unsigned 
     const cf__table *t = &f->t0; /* the simple state's one sub-filter (cf__pick_ops) */
     cf__key k = cf__key0_fb(f, h, F);
     uint64_t i1, i2;
-    cf__buckets0_seg(t, &k, &i1, &i2, CF__SEG);
+    cf__buckets0_seg_fb(t, &k, &i1, &i2, CF__SEG, F);
     if (!F && !CF__SEMI_T(F, B)) /* a present key found in its first bucket skips the second */
         return cf__bucket_has(t, t->shape, i1, k.fp) || cf__bucket_has(t, t->shape, i2, k.fp);
     return cf__pair_has_fb(t, t->shape, i1, i2, k.fp, F, B);
@@ -137,7 +137,7 @@ static CF__INLINE void cf__stage_fb(const cf_filter *f, const cf__source *src, s
     cf__key k = simple ? cf__key0_fb(f, h, F) : cf__key_fb(f, &q->t, h, F);
     if (direct) {
         uint64_t i1, i2;
-        cf__buckets0_seg(&q->t, &k, &i1, &i2, CF__SEG);
+        cf__buckets0_seg_fb(&q->t, &k, &i1, &i2, CF__SEG, F);
         q->p1[x] = cf__bucket_at_fb(&q->t, &q->s, i1, F, B);
         q->p2[x] = cf__bucket_at_fb(&q->t, &q->s, i2, F, B);
         q->fps[x] = cf__fps_fb(k.fp, F, B);
@@ -150,9 +150,9 @@ static CF__INLINE void cf__stage_fb(const cf_filter *f, const cf__source *src, s
         return;
     }
     if (simple)
-        cf__buckets0_seg(&q->t, &k, &q->i1[x], &q->i2[x], CF__SEG);
+        cf__buckets0_seg_fb(&q->t, &k, &q->i1[x], &q->i2[x], CF__SEG, F);
     else
-        cf__buckets_seg(&q->t, &k, &q->i1[x], &q->i2[x], CF__SEG);
+        cf__buckets_seg_fb(&q->t, &k, &q->i1[x], &q->i2[x], CF__SEG, F);
     q->fp[x] = k.fp;
     q->h[x] = h;
     cf__prefetch_fb(&q->t, &q->s, q->i1[x], false, F, B);
@@ -222,7 +222,7 @@ static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, unsigned F, uns
     const cf__table *t = &f->tables[f->ntables - 1];
     cf__key k = cf__key_fb(f, t, h, F);
     uint64_t i1, i2;
-    cf__buckets_seg(t, &k, &i1, &i2, CF__SEG);
+    cf__buckets_seg_fb(t, &k, &i1, &i2, CF__SEG, F);
     return cf__add_at_fb(f, h, k.fp, i1, i2, F, B);
 }
 
@@ -259,7 +259,7 @@ static CF__INLINE size_t cf__add_many_fb(cf_filter *f, const uint64_t *hashes, s
             size_t x = j % CF__AHEAD;
             const cf__table *t = &f->tables[f->ntables - 1];
             cf__key k = cf__key_fb(f, t, hashes[j], F);
-            cf__buckets_seg(t, &k, &i1[x], &i2[x], CF__SEG);
+            cf__buckets_seg_fb(t, &k, &i1[x], &i2[x], CF__SEG, F);
             fp[x] = k.fp;
             staged_in[x] = f->ntables;
             cf__prefetch_fb(t, t->shape, i1[x], true, F, B);
@@ -283,7 +283,7 @@ static CF__INLINE cf_status cf__delete_fb(cf_filter *f, uint64_t h, unsigned F, 
     cf__table *t = &f->t0;
     cf__key k = cf__key0_fb(f, h, F);
     uint64_t i1, i2;
-    cf__buckets0_seg(t, &k, &i1, &i2, CF__SEG);
+    cf__buckets0_seg_fb(t, &k, &i1, &i2, CF__SEG, F);
     if (CF__SEMI_T(F, B)) {
         /* Both buckets compared at once; the lowest bit of a match is the first slot's
          * (cf__zero_lanes_fb), which the bucket then drops and re-sorts. */
@@ -381,7 +381,7 @@ static CF__INLINE bool cf__cc_contains_fb(const cf_filter *f, uint64_t h, unsign
         return cf__cc_contains(f, h);
     cf__key k = cf__key0_fb(f, h, F);
     uint64_t i1, i2;
-    cf__buckets0_seg(&(cf__table){.buckets = cc->buckets0}, &k, &i1, &i2, CF__SEG);
+    cf__buckets0_seg_fb(&(cf__table){.buckets = cc->buckets0}, &k, &i1, &i2, CF__SEG, F);
     const cf__cc_first c = cf__cc_first_of(cc);
     return cf__cc_probe_fb(f, &c, h, k.fp, i1, i2, F, B);
 }
@@ -511,7 +511,7 @@ static CF__INLINE cf_status cf__cc_add_fb(cf_filter *f, uint64_t h, bool WAIT,
         return cf__cc_add_locked(f, h, false);
     cf__key k = cf__key0_fb(f, h, F);
     uint64_t i1, i2;
-    cf__buckets0_seg(&(cf__table){.buckets = cc->buckets0}, &k, &i1, &i2, CF__SEG);
+    cf__buckets0_seg_fb(&(cf__table){.buckets = cc->buckets0}, &k, &i1, &i2, CF__SEG, F);
     return cf__cc_add_at_fb(f, cc, h, k.fp, i1, i2, WAIT, wait, F, B);
 }
 
@@ -563,7 +563,7 @@ static CF__INLINE cf_status cf__cc_delete_fb(cf_filter *f, uint64_t h, bool WAIT
     atomic_uint *locks = cc->locks0;
     cf__key k = cf__key0_fb(f, h, F);
     uint64_t i1, i2;
-    cf__buckets0_seg(&t, &k, &i1, &i2, CF__SEG);
+    cf__buckets0_seg_fb(&t, &k, &i1, &i2, CF__SEG, F);
     if (!WAIT) {
         switch (cf__cc_each_fb(f, cc, k.fp, i1, i2, false, false, F, B)) {
         case CF__CC_DONE:
@@ -693,7 +693,7 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
         if (j < n) {
             size_t x = j % CF__AHEAD;
             cf__key k = cf__key0_fb(f, hashes[j], F);
-            cf__buckets0_seg(&t, &k, &i1[x], &i2[x], CF__SEG);
+            cf__buckets0_seg_fb(&t, &k, &i1[x], &i2[x], CF__SEG, F);
             fp[x] = k.fp;
             cf__prefetch_fb(&t, t.shape, i1[x], true, F, B);
             cf__prefetch_fb(&t, t.shape, i2[x], true, F, B);

@@ -416,6 +416,36 @@ static void test_alt(unsigned seg)
     }
 }
 
+/* The offset tables hold, for each value of a hash's top f bits, the offset the
+ * segmented mapping computes for that key's fingerprint; the pair the hot paths compute
+ * with them is the mapping's. */
+static void test_seg_tables(void)
+{
+    cft_context("segmented offset tables");
+    cf__shape sh;
+    cf__shape_init(&sh, 12, 4, false);
+    sh.seg = CF_SEGMENT_BITS;
+#define CHECK_SEG_TABLE(F)                                                                         \
+    for (uint64_t x = 0; x < (UINT64_C(1) << F); x++) {                                            \
+        uint64_t h = x << (64u - F) | (cft_next(&rng) >> F);                                       \
+        cf__key k = cf__key_bits(F, h);                                                            \
+        uint64_t want = cf__seg_offset(cf__fp_mix(x ? (uint32_t)x : 1u), CF_SEGMENT_BITS);         \
+        CHECK(cf__seg_table_fb(F));                                                                \
+        if (!CHECK_EQ_U(cf__seg_off_##F[x], want) || !CHECK_EQ_U(cf__seg_off_fb(h, F), want))      \
+            break;                                                                                 \
+        cf__grown g;                                                                               \
+        cf__table t = table_of((cft_next(&rng) % 4096 + 1) << CF_SEGMENT_BITS, 1, &g, &sh);        \
+        uint64_t a1, a2, b1, b2;                                                                   \
+        cf__buckets0_seg(&t, &k, &a1, &a2, CF_SEGMENT_BITS);                                       \
+        cf__buckets0_seg_fb(&t, &k, &b1, &b2, CF_SEGMENT_BITS, F);                                 \
+        if (!CHECK_EQ_U(b1, a1) || !CHECK_EQ_U(b2, a2))                                            \
+            break;                                                                                 \
+    }
+    CF__SEG_TABLE_WIDTHS(CHECK_SEG_TABLE)
+#undef CHECK_SEG_TABLE
+    CHECK(!cf__seg_table_fb(16)); /* (128 KiB: computed) */
+}
+
 static void test_key_bits(void)
 {
     cft_context("key bits");
@@ -573,6 +603,7 @@ int main(void)
     test_alt(0);
     test_alt(CF_SEGMENT_BITS);
     test_key_bits();
+    test_seg_tables();
     test_short_hash();
     test_place();
     test_sizing();
