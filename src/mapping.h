@@ -219,7 +219,7 @@ static CF__INLINE bool cf__seg_table_fb(unsigned F)
  * constant with a table). Indexed by the hash's top bits, before the fingerprint
  * is made nonzero (entry 0 is fingerprint 1's): on the way to the second bucket a shift
  * and a load from the first-level cache, where computing it takes a compare, an add and
- * two multiplies before the shift (about 9 cycles against 5). */
+ * two multiplies before the shift (docs/PERFORMANCE.md, "Segmented tables"). */
 static CF__INLINE uint64_t cf__seg_off_fb(uint64_t h, unsigned F)
 {
 #define CF__SEG_TABLE_CASE(W)                                                                      \
