@@ -198,7 +198,7 @@ static inline uint64_t cf__seg_offset(uint64_t mix, unsigned seg)
 }
 
 /* The fingerprint widths whose segmented offsets the hot paths read from a table
- * (src/seg_table.inc, scripts/gen-seg-table): the fast shapes' and the fast semi-sorted
+ * (mapping.c, from scripts/gen-seg-table): the fast shapes' and the fast semi-sorted
  * ones' up to 13 bits (16 KiB); wider ones would take a table of 128 KiB, out of the
  * first-level cache, and compute their offset. */
 #define CF__SEG_TABLE_WIDTHS(X) X(8) X(9) X(12) X(13)

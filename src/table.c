@@ -3,13 +3,11 @@
  * that validation uses. table.h has the layout and the probes.
  */
 #include "table.h"
-#include "mapping.h"
 
 #include <sched.h>
 
 #include "cuckoofilter.h"
 
-#include "seg_table.inc"
 #include "semi_table.inc"
 
 /* No table may exceed 64 TiB: no machine this runs on can address more in one block, and
