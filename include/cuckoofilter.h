@@ -78,12 +78,12 @@ extern "C" {
 #define CF_VERSION_NUMBER (CF_VERSION_MAJOR * 10000 + CF_VERSION_MINOR * 100 + CF_VERSION_PATCH)
 
 /* Defaults and limits of cf_config (the reason for each is in the field's comment). */
-#define CF_DEFAULT_FINGERPRINT_BITS    12u /* ~0.2 % false positives at b = 4, 1.6 bytes/key */
+#define CF_DEFAULT_FINGERPRINT_BITS    12u /* the rate 2b / 2^f at b = 4: cf_expected_fpr */
 #define CF_MIN_FINGERPRINT_BITS        4u
 #define CF_MAX_FINGERPRINT_BITS        32u
-#define CF_DEFAULT_BUCKET_SIZE         4u /* 95 % load at 2 probes per lookup */
+#define CF_DEFAULT_BUCKET_SIZE         4u /* the paper's: high load for two probes a lookup */
 #define CF_MAX_BUCKET_SIZE             255u
-#define CF_DEFAULT_MAX_KICKS           500u /* the paper's budget; enough for 95 % load at b = 4 */
+#define CF_DEFAULT_MAX_KICKS           500u /* the paper's budget, which the b = 4 sizing needs */
 /* A segmented table's default budget (CF_SEGMENTED): its fullest segment, not its
  * average, meets the first failed insert, and twice the budget takes it past the load at
  * which an any-size table of the default budget fails (docs/PERFORMANCE.md). */

@@ -74,7 +74,6 @@ struct cf__cc *cf__cc_new(cf_filter *f)
             .queue = p->queue, .marks = p->marks, .shift = 64u - CF__CC_PLAN_MARK_BITS, .gen = 0};
     }
     cc->locked = false;
-    cc->all_held = false;
     atomic_init(&cc->closed, 0u);
     for (unsigned k = 0; k < CF__CC_FILL_SLOTS; k++)
         atomic_init(&cc->fills[k].word, 0u);
@@ -155,14 +154,14 @@ static void cf__cc_settle(const cf_filter *f, bool hold)
     if (!f->tables[0].data) /* (a filter loading has no table to hold yet) */
         return;
     bool held = hold || !cc->par || !cf__is_simple(f);
-    if (held && !cc->all_held) {
+    bool was = atomic_load_explicit(&cc->closed, memory_order_relaxed) != 0; /* (ours alone) */
+    if (held && !was) {
         cf__sync_lock_all(&f->tables[0]);
         cf__cc_close(cc, &f->tables[0]);
-    } else if (!held && cc->all_held) {
+    } else if (!held && was) {
         atomic_store_explicit(&cc->closed, 0u, memory_order_release);
         cf__sync_unlock_all(&f->tables[0]);
     }
-    cc->all_held = held;
 }
 
 void cf__cc_lock(const cf_filter *f)

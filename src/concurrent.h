@@ -100,16 +100,15 @@ struct cf__cc {
      * hands the lock on in turn stalls whenever the next in line is not running, as with
      * more threads than cores). Every write changes it; no lookup reads it. */
     _Alignas(CF__CC_ISOLATE) pthread_mutex_t lock;
-    bool locked;   /* the lock is held */
-    bool all_held; /* every stripe of the first sub-filter is held: by the lock's holder, or
-                      between holders by a state writers of stripes may not write */
+    bool locked; /* the lock is held */
     /* Written by growth only. */
     void *retired[CF__CC_MAX_RETIRED];
     unsigned nretired;
     void *block; /* the allocation this struct was aligned in */
-    /* Nonzero while every stripe is held (all_held): fills without a stripe wait for none
-     * then, and take the stripes' way instead. On a line of its own, which every such
-     * fill reads and only the lock's holder writes. */
+    /* Nonzero while every stripe of the first sub-filter is held: by the lock's holder, or
+     * between holders by a state writers of stripes may not write. Fills without a stripe
+     * wait for none then, and take the stripes' way instead. On a line of its own, which
+     * every such fill reads and only the lock's holder writes. */
     _Alignas(CF__CC_ISOLATE) atomic_uint closed;
     cf__cc_fills fills[CF__CC_FILL_SLOTS];
 };
