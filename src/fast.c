@@ -202,6 +202,62 @@ static CF__INLINE void cf__contains_many_fb(const cf_filter *f, const cf__source
         out[j] = cf__probe_fb(f, j, &q, simple, direct, hashed, F, B);
 }
 
+/* The eviction of a full pair i1, i2 of a filter's only sub-filter t by one move, the
+ * path the search (evict.c) finds when one move is enough, which is most times; false,
+ * nothing changed, when it is not (the search then starts over). The search's first level
+ * examines i1's residents, then i2's, in slot order, and takes the first whose other
+ * bucket has a free slot; the buckets it skips as visited (i1, i2 and those already
+ * examined) have none, so examining them again changes nothing. Every candidate's bucket
+ * is fetched before the first is examined: each check goes either way at random, and the
+ * reads would otherwise wait one after the other. The caller checks that the search's
+ * budget covers every candidate (max_kicks >= 2 B) and that t is not synchronized (whose
+ * moves are the search's sections). */
+static CF__INLINE bool cf__evict_one_fb(cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
+                                        unsigned F, unsigned B)
+{
+    const bool semi = CF__SEMI_T(F, B);
+    enum { SLOTS = 2u * 8u }; /* two buckets of the largest fast size */
+    const unsigned b = semi ? CF__SEMI_BUCKET : B, n = 2u * b;
+    uint64_t next[SLOTS];
+    uint32_t res[SLOTS];
+    for (unsigned r = 0; r < 2; r++) {
+        uint64_t root = r ? i2 : i1;
+        uint64_t word = cf__load_fb(cf__bucket_at_fb(t, NULL, root, F, B), F, B);
+        unsigned pre = semi ? cf__semi_word_prefixes(word) : 0;
+        for (unsigned j = 0; j < b; j++) {
+            uint32_t fpj =
+                semi ? cf__semi_word_slot_fb(word, pre, j, F) : cf__word_slot_fb(word, j, F);
+            res[r * b + j] = fpj;
+            next[r * b + j] = cf__alt0_seg_fb(t, root, fpj, CF__SEG, F);
+            cf__prefetch_fb(t, NULL, next[r * b + j], true, F, B);
+        }
+    }
+    for (unsigned c = 0; c < n; c++) {
+        uint8_t *pn = cf__bucket_at_fb(t, NULL, next[c], F, B);
+        uint64_t w = cf__load_fb(pn, F, B);
+        uint64_t root = c < b ? i1 : i2;
+        unsigned j = c < b ? c : c - b;
+        if (semi) {
+            if (!cf__semi_word_empty_slot_fb(w, F))
+                continue;
+            /* as the search's path writes them: the free end, then the root */
+            cf__slot_set(t, t->shape, next[c], 0, res[c]);
+            cf__slot_set(t, t->shape, root, j, fp);
+        } else {
+            uint64_t empty = cf__zero_lanes_fb(w, F, B);
+            if (!empty)
+                continue;
+            cf__store_fb(pn, w | (uint64_t)res[c] << (cf__ctz64(empty) - (F - 1)), F, B);
+            /* loaded after the store: the root's word may hold the free end's bytes */
+            uint8_t *pr = cf__bucket_at_fb(t, NULL, root, F, B);
+            cf__store_fb(pr, cf__load_fb(pr, F, B) ^ (uint64_t)(res[c] ^ fp) << (F * j), F, B);
+        }
+        t->items++;
+        return true;
+    }
+    return false;
+}
+
 /* Insert of the key of hash h, whose fingerprint is fp and whose buckets in the newest
  * sub-filter are i1 and i2: the first free slot of i1, else of i2, else the slow path. */
 static CF__INLINE cf_status cf__add_at_fb(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
@@ -209,11 +265,16 @@ static CF__INLINE cf_status cf__add_at_fb(cf_filter *f, uint64_t h, uint32_t fp,
 {
     cf__table *t = &f->tables[f->ntables - 1];
     const cf__shape *s = t->shape;
-    /* A loop rather than two calls: the compiler then shares one store between them. */
-    uint64_t i[2] = {i1, i2};
-    for (unsigned w = 0; w < 2; w++)
-        if (cf__put_if_free_fb(t, s, i[w], fp, F, B))
+    if (!F) {
+        if (cf__put_if_free_fb(t, s, i1, fp, F, B) || cf__put_if_free_fb(t, s, i2, fp, F, B))
             return CF_OK;
+    } else if (cf__pair_put_fb(t, s, i1, i2, fp, F, B)) {
+        return CF_OK;
+    } else if (f->ntables == 1 && !s->sync &&
+               f->max_kicks >= 2u * (CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B) &&
+               cf__evict_one_fb(t, i1, i2, fp, F, B)) {
+        return CF_OK;
+    }
     return cf__insert_rest_h(f, h, i1, i2);
 }
 

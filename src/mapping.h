@@ -265,6 +265,17 @@ static CF__INLINE void cf__buckets0_seg_fb(const cf__table *t, const cf__key *k,
     cf__buckets0_seg(t, k, i1, i2, SEG);
 }
 
+/* The other bucket of `bucket` in a first sub-filter t (not grown) for fingerprint fp
+ * (F a constant): a width with an offset table reads it at fp, which is what the hash's
+ * top bits gave it (fp is never 0, the entry that differs). */
+static CF__INLINE uint64_t cf__alt0_seg_fb(const cf__table *t, uint64_t bucket, uint32_t fp,
+                                           unsigned SEG, unsigned F)
+{
+    if (SEG && cf__seg_table_fb(F))
+        return bucket ^ cf__seg_off_fb((uint64_t)fp << (64u - F), F);
+    return cf__alt_mix(bucket, cf__fp_mix(fp), t->buckets, SEG);
+}
+
 /* The same with the mapping read from the table's shape. */
 static inline void cf__buckets0(const cf__table *t, const cf__key *k, uint64_t *i1, uint64_t *i2)
 {

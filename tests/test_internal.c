@@ -446,6 +446,70 @@ static void test_seg_tables(void)
     CHECK(!cf__seg_table_fb(16)); /* (128 KiB: computed) */
 }
 
+/* The per-shape insert's one-move eviction (fast.c) takes the path the search (evict.c)
+ * would: twin filters take the same hashes, one through cf_add_hash, the other through
+ * the search wherever both buckets are full (cf__insert_rest_h, as the insert would call
+ * it without the one-move), until the first refusal; their tables, counts and stashes
+ * must be the same bytes throughout. */
+static void test_evict_one(void)
+{
+    const struct {
+        unsigned f, b, flags;
+    } sh[] = {{12, 4, 0},
+              {8, 4, 0},
+              {16, 4, 0},
+              {12, 2, 0},
+              {8, 2, 0},
+              {16, 2, 0},
+              {8, 8, 0},
+              {13, 4, CF_SEMI_SORT},
+              {9, 4, CF_SEMI_SORT},
+              {12, 4, CF_SEGMENTED},
+              {13, 4, CF_SEMI_SORT | CF_SEGMENTED}};
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
+        cft_context("one-move eviction, f %u b %u flags 0x%x", sh[i].f, sh[i].b, sh[i].flags);
+        cf_config c = {.capacity = (sh[i].flags & CF_SEGMENTED) ? 300000 : 20000,
+                       .fingerprint_bits = sh[i].f,
+                       .bucket_size = sh[i].b,
+                       .expansion = 0,
+                       .seed = 0x0E1,
+                       .flags = CF_FIXED_SEED | sh[i].flags};
+        cf_filter *a = cft_new(c), *b = cft_new(c);
+        if (a == NULL || b == NULL)
+            return;
+        const cf__shape *s = b->t0.shape;
+        size_t bytes = cf__table_size(s, b->t0.buckets);
+        uint64_t full_pairs = 0, checks = 0;
+        bool same = true;
+        for (uint64_t n = 0; same; n++) {
+            uint64_t h = cft_next(&rng);
+            cf__key k = cf__key_bits(s->f, h);
+            uint64_t i1, i2;
+            cf__buckets0(&b->t0, &k, &i1, &i2);
+            bool full =
+                cf__bucket_find(&b->t0, s, i1, 0) < 0 && cf__bucket_find(&b->t0, s, i2, 0) < 0;
+            cf_status sb = full ? cf__insert_rest_h(b, h, i1, i2) : cf_add_hash(b, h);
+            cf_status sa = cf_add_hash(a, h);
+            full_pairs += full;
+            same = CHECK_EQ_U(sa, sb);
+            if (n % 512 == 0 || sa != CF_OK) {
+                checks++;
+                same = same &&
+                       CHECK_MSG(memcmp(a->t0.data, b->t0.data, bytes) == 0 &&
+                                     a->t0.items == b->t0.items && a->stash_n == b->stash_n,
+                                 "the tables differ after %llu keys", (unsigned long long)n + 1);
+            }
+            if (sa != CF_OK)
+                break;
+        }
+        /* the twins went through many full pairs: the one-move ran */
+        CHECK_MSG(full_pairs > 1000, "only %llu full pairs", (unsigned long long)full_pairs);
+        CHECK(checks > 10);
+        cf_free(a);
+        cf_free(b);
+    }
+}
+
 static void test_key_bits(void)
 {
     cft_context("key bits");
@@ -604,6 +668,7 @@ int main(void)
     test_alt(CF_SEGMENT_BITS);
     test_key_bits();
     test_seg_tables();
+    test_evict_one();
     test_short_hash();
     test_place();
     test_sizing();
