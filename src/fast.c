@@ -650,13 +650,15 @@ static CF__INLINE cf_status cf__cc_delete_fb(cf_filter *f, uint64_t h, bool WAIT
     return from ? CF_OK : CF_NOT_FOUND;
 }
 
-/* fp into the first free slot of bucket i of the first sub-filter t, for a run of fills:
- * without its stripe, or if that slot lies across two words with its stripe if it is
- * free (a run waits for nothing: see below); CF__FILL_SPLIT if it is not. */
+/* fp into the first free slot of bucket i of the first sub-filter t, whose word was last
+ * read as `word`, for a run of fills: without its stripe, or if that slot lies across two
+ * words with its stripe if it is free (a run waits for nothing: see below);
+ * CF__FILL_SPLIT if it is not. */
 static CF__INLINE enum cf__fill cf__cc_fill_at_fb(const struct cf__cc *cc, cf__table *t, uint64_t i,
-                                                  uint32_t fp, unsigned F, unsigned B)
+                                                  uint64_t word, uint32_t fp, unsigned F,
+                                                  unsigned B)
 {
-    enum cf__fill r = cf__sync_fill_fb(t, i, fp, false, F, B);
+    enum cf__fill r = cf__sync_fill_from_fb(t, i, word, fp, false, F, B);
     if (r != CF__FILL_SPLIT)
         return r;
     uint64_t stripe = i >> CF__SYNC_STRIPE_SHIFT;
@@ -689,9 +691,14 @@ static CF__INLINE bool cf__cc_fill_fb(const cf_filter *f, struct cf__cc *cc, cf_
         *run = c;
         *filled = 0;
     }
-    enum cf__fill r = cf__cc_fill_at_fb(cc, t, i1, fp, F, B);
+    /* Both buckets' words loaded before either is tried, as the plain insert does
+     * (cf__pair_put_fb): with i1 full, i2's read is then under way already. A slot taken
+     * meanwhile sends the fill on to the next bucket, as when i1 was tried first. */
+    const unsigned bytes = cf__bucket_bytes_fb(F, B);
+    uint64_t w1 = cf__sync_fast_word(t, i1, bytes), w2 = cf__sync_fast_word(t, i2, bytes);
+    enum cf__fill r = cf__cc_fill_at_fb(cc, t, i1, w1, fp, F, B);
     if (r == CF__FILL_NONE)
-        r = cf__cc_fill_at_fb(cc, t, i2, fp, F, B);
+        r = cf__cc_fill_at_fb(cc, t, i2, w2, fp, F, B);
     if (r == CF__FILL_DONE) {
         (*filled)++;
         return true;

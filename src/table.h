@@ -1287,20 +1287,31 @@ static CF__INLINE enum cf__fill cf__sync_fill_slot_fb(cf__table *t, uint64_t bit
 }
 
 /* fp into the first free slot of plain bucket i of a fast shape (the one the plain put
- * chooses), looking again whenever another writer took it first. */
-static CF__INLINE enum cf__fill cf__sync_fill_fb(cf__table *t, uint64_t i, uint32_t fp, bool HELD,
-                                                 unsigned F, unsigned B)
+ * chooses), looking again whenever another writer took it first; `word` is the bucket's
+ * word as the caller last read it (cf__sync_fast_word). */
+static CF__INLINE enum cf__fill cf__sync_fill_from_fb(cf__table *t, uint64_t i, uint64_t word,
+                                                      uint32_t fp, bool HELD, unsigned F,
+                                                      unsigned B)
 {
     const unsigned bytes = cf__bucket_bytes_fb(F, B);
     for (;;) {
-        uint64_t empty = cf__zero_lanes_fb(cf__sync_fast_word(t, i, bytes), F, B);
+        uint64_t empty = cf__zero_lanes_fb(word, F, B);
         if (!empty)
             return CF__FILL_NONE;
         enum cf__fill r =
             cf__sync_fill_slot_fb(t, i * bytes * 8u + cf__ctz64(empty) - (F - 1), fp, HELD, F, B);
         if (r != CF__FILL_NONE)
             return r;
+        word = cf__sync_fast_word(t, i, bytes);
     }
+}
+
+/* The same, the bucket read here. */
+static CF__INLINE enum cf__fill cf__sync_fill_fb(cf__table *t, uint64_t i, uint32_t fp, bool HELD,
+                                                 unsigned F, unsigned B)
+{
+    return cf__sync_fill_from_fb(t, i, cf__sync_fast_word(t, i, cf__bucket_bytes_fb(F, B)), fp,
+                                 HELD, F, B);
 }
 
 /* cf__put_if_free_fb of a synchronized table (constant widths), whose bucket i's stripe
