@@ -156,9 +156,9 @@ static CF__INLINE int cf__free_slot_fb(const cf__table *t, const cf__shape *s, u
  * are sections). PLAN (fast shapes only): the search reads the table through atomic
  * words, beside writers of other stripes, and moves nothing: the path ends at node
  * z->end, whose slot z->free is free (cf__path_commit makes it). */
-static CF__INLINE cf__found cf__bfs_fb(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
-                                       uint64_t i2, uint32_t fp, bool semi, bool SYNC, bool PLAN,
-                                       unsigned F, unsigned B)
+static CF__INLINE cf__found cf__bfs_in_fb(const cf__shape *s, cf__table *t, cf__search *z,
+                                          uint64_t i1, uint64_t i2, uint32_t fp, bool semi,
+                                          bool SYNC, bool PLAN, unsigned F, unsigned B)
 {
     /* The residents' fingerprints in the first sub-filter's width, which chooses their
      * alternates: their low bits (all of them but in a wider sub-filter). */
@@ -220,6 +220,19 @@ static CF__INLINE cf__found cf__bfs_fb(const cf__shape *s, cf__table *t, cf__sea
         }
     }
     return CF__NO_PATH;
+}
+
+/* The search on a copy of z in the frame, copied back: the visited set's stores (32-bit
+ * words, as some of z's fields are) would otherwise make the compiler load z's fields
+ * again after each, and store the queue's count at every node. */
+static CF__INLINE cf__found cf__bfs_fb(const cf__shape *s, cf__table *t, cf__search *z, uint64_t i1,
+                                       uint64_t i2, uint32_t fp, bool semi, bool SYNC, bool PLAN,
+                                       unsigned F, unsigned B)
+{
+    cf__search local = *z;
+    cf__found r = cf__bfs_in_fb(s, t, &local, i1, i2, fp, semi, SYNC, PLAN, F, B);
+    *z = local;
+    return r;
 }
 
 /* The search compiled for the table's code, plain or synchronized (SYNC), or planning
