@@ -171,7 +171,19 @@ static CF__INLINE cf__found cf__bfs_in_fb(const cf__shape *s, cf__table *t, cf__
     q[z->n++] = (cf__node){i1, CF__ROOT, 0};
     cf__visit(z, i2);
     q[z->n++] = (cf__node){i2, CF__ROOT, 0};
-    for (uint32_t head = 0; head < z->n; head++) {
+    uint32_t head = 0;
+    if (F && z->level1) {
+        /* the two roots' candidates, queued as below, none of them free */
+        for (unsigned c = 0; c < 2u * b; c++) {
+            if (!cf__visit(z, z->level1[c]))
+                continue;
+            if (z->n == z->cap)
+                return CF__OUT_OF_NODES;
+            q[z->n++] = (cf__node){z->level1[c], c / b, c % b};
+        }
+        head = 2;
+    }
+    for (; head < z->n; head++) {
         uint64_t bucket = q[head].bucket;
         /* Every resident's other bucket is fetched at once before any is examined: how
          * each check goes is a coin toss at high load, and a mispredicted branch would
@@ -286,15 +298,19 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
 static CF__NOINLINE cf__found cf__bfs_plan(const cf__shape *s, cf__table *t, cf__search *z,
                                            uint64_t i1, uint64_t i2, uint32_t fp);
 
-/* Search with the filter's own memory: a new generation makes every mark stale. */
+/* Search with the filter's own memory: a new generation makes every mark stale. level1 is
+ * this search's alone (cf__search). */
 static CF__INLINE cf__found cf__bfs_own(cf__search *own, cf__table *t, uint64_t i1, uint64_t i2,
-                                        uint32_t fp)
+                                        uint32_t fp, const uint64_t *level1)
 {
     if (++own->gen == 0) { /* wrapped: stale entries could look current */
         memset(own->marks, 0, ((size_t)1 << (64u - own->shift)) * sizeof(cf__mark));
         own->gen = 1;
     }
-    return cf__bfs(t->shape, t, own, i1, i2, fp);
+    own->level1 = level1;
+    cf__found r = cf__bfs(t->shape, t, own, i1, i2, fp);
+    own->level1 = NULL;
+    return r;
 }
 
 /* The rest of a search on the stack whose first CF__FIRST_NODES nodes (z, no visited set)
@@ -316,7 +332,7 @@ static cf__found cf__bfs_steps(cf__table *t, cf__search *z, cf__mark *marks, uin
             return CF__OUT_OF_NODES;
         unsigned bits = cf__mark_bits(cap);
         memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
-        *z = (cf__search){queue, marks, cap, 64u - bits, 1, 0, 0, 0};
+        *z = (cf__search){queue, marks, cap, 64u - bits, 1, 0, 0, 0, z->level1};
         r = plan ? cf__bfs_plan(t->shape, t, z, i1, i2, fp) : cf__bfs(t->shape, t, z, i1, i2, fp);
     }
     return r;
@@ -324,17 +340,18 @@ static cf__found cf__bfs_steps(cf__table *t, cf__search *z, cf__mark *marks, uin
 
 /* Find room for fp in the full buckets i1 and i2 of t within f's budget (max_kicks
  * buckets examined beyond the two), moving residents if a path exists; false if none.
- * Inline: the insert that calls it keeps its frame. */
-static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp)
+ * Inline: the insert that calls it keeps its frame. level1: as cf__search has it. */
+static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
+                                 const uint64_t *level1)
 {
     uint32_t budget = f->max_kicks + 2u;
     cf__search *own = cf__search_of(f);
     if (own)
-        return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
+        return cf__bfs_own(own, t, i1, i2, fp, level1) == CF__MOVED;
     cf__node queue[CF__STACK_NODES];
     cf__mark marks[2 * CF__STACK_NODES];
-    cf__search z = {queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0,
-                    0,     0};
+    cf__search z = {queue, NULL,  budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0, 0,
+                    0,     level1};
     cf__found r = cf__bfs(t->shape, t, &z, i1, i2, fp);
     if (r != CF__OUT_OF_NODES || z.cap == budget)
         return r == CF__MOVED;
@@ -342,7 +359,7 @@ static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64
      * same order), wherever its memory is. */
     if (cf__table_size(t->shape, t->buckets) >= CF__OWN_SEARCH_MIN_TABLE &&
         (own = cf__own_search(f, budget)) != NULL)
-        return cf__bfs_own(own, t, i1, i2, fp) == CF__MOVED;
+        return cf__bfs_own(own, t, i1, i2, fp, level1) == CF__MOVED;
     return cf__bfs_steps(t, &z, marks, budget, CF__STACK_NODES, false, i1, i2, fp) == CF__MOVED;
 }
 
@@ -375,7 +392,7 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
 /* An insert whose buckets n1 and n2 in the newest sub-filter are both full: the older
  * sub-filters, then an eviction search, then growth or the stash. Off the fast path. */
 static CF__INLINE cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1,
-                                            uint64_t n2)
+                                            uint64_t n2, const uint64_t *level1)
 {
     cf__table *newest = &f->tables[f->ntables - 1];
     const cf__shape *s = newest->shape;
@@ -394,7 +411,7 @@ static CF__INLINE cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint
      * filter says full: growing for one hot key is how filters balloon. A fixed filter
      * may still stash it, like any key that found no room. */
     bool hot = cf__bucket_all(newest, s, n1, fp) && cf__bucket_all(newest, s, n2, fp);
-    if (!hot && cf__evict(f, newest, n1, n2, fp)) {
+    if (!hot && cf__evict(f, newest, n1, n2, fp, level1)) {
         newest->items++;
         return CF_OK;
     }
@@ -451,7 +468,7 @@ cf_status cf__place_fp(cf_filter *f, const cf__table *from, uint64_t x, uint32_t
      * nothing but this fingerprint, then grow, then the stash. */
     const cf__shape *s = newest->shape;
     bool hot = cf__bucket_all(newest, s, n1, nfp) && cf__bucket_all(newest, s, n2, nfp);
-    if (!hot && cf__evict(f, newest, n1, n2, nfp)) {
+    if (!hot && cf__evict(f, newest, n1, n2, nfp, NULL)) {
         newest->items++;
         return CF_OK;
     }
@@ -483,7 +500,14 @@ cf_status cf__place_fp(cf_filter *f, const cf__table *from, uint64_t x, uint32_t
 cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
 {
     cf__key k = cf__key_bits(f->fp_bits, h);
-    return cf__insert_rest(f, &k, n1, n2);
+    return cf__insert_rest(f, &k, n1, n2, NULL);
+}
+
+cf_status cf__insert_rest_level1_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2,
+                                   const uint64_t *level1)
+{
+    cf__key k = cf__key_bits(f->fp_bits, h);
+    return cf__insert_rest(f, &k, n1, n2, level1);
 }
 
 cf_status cf__insert_any(cf_filter *f, uint64_t h)
@@ -526,8 +550,8 @@ cf__found cf__plan(const cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, u
      * a middle step clears a small one. */
     cf__node *queue = z->queue;
     cf__mark *marks = z->marks;
-    *z = (cf__search){queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0,
-                      0,     0};
+    *z = (cf__search){queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0, 0,
+                      0,     NULL};
     cf__found r = cf__bfs_plan(t->shape, t, z, i1, i2, fp);
     if (r != CF__OUT_OF_NODES || z->cap == budget)
         return r;

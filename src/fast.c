@@ -202,6 +202,10 @@ static CF__INLINE void cf__contains_many_fb(const cf_filter *f, const cf__source
         out[j] = cf__probe_fb(f, j, &q, simple, direct, hashed, F, B);
 }
 
+/* The first level of an eviction search: the other buckets of two buckets' residents, for
+ * the largest fast bucket size. */
+#define CF__LEVEL1_MAX (2u * 8u)
+
 /* The eviction of a full pair i1, i2 of a filter's only sub-filter t by one move, the
  * path the search (evict.c) finds when one move is enough, which is most times; false,
  * nothing changed, when it is not (the search then starts over). The search's first level
@@ -211,15 +215,14 @@ static CF__INLINE void cf__contains_many_fb(const cf_filter *f, const cf__source
  * is fetched before the first is examined: each check goes either way at random, and the
  * reads would otherwise wait one after the other. The caller checks that the search's
  * budget covers every candidate (max_kicks >= 2 B) and that t is not synchronized (whose
- * moves are the search's sections). */
+ * moves are the search's sections). The candidates' buckets, into next, are where the
+ * search goes on from when this fails (cf__insert_rest_level1_h). */
 static CF__INLINE bool cf__evict_one_fb(cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
-                                        unsigned F, unsigned B)
+                                        uint64_t next[CF__LEVEL1_MAX], unsigned F, unsigned B)
 {
     const bool semi = CF__SEMI_T(F, B);
-    enum { SLOTS = 2u * 8u }; /* two buckets of the largest fast size */
     const unsigned b = semi ? CF__SEMI_BUCKET : B, n = 2u * b;
-    uint64_t next[SLOTS];
-    uint32_t res[SLOTS];
+    uint32_t res[CF__LEVEL1_MAX];
     for (unsigned r = 0; r < 2; r++) {
         uint64_t root = r ? i2 : i1;
         uint64_t word = cf__load_fb(cf__bucket_at_fb(t, NULL, root, F, B), F, B);
@@ -271,9 +274,11 @@ static CF__INLINE cf_status cf__add_at_fb(cf_filter *f, uint64_t h, uint32_t fp,
     } else if (cf__pair_put_fb(t, s, i1, i2, fp, F, B)) {
         return CF_OK;
     } else if (f->ntables == 1 && !s->sync &&
-               f->max_kicks >= 2u * (CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B) &&
-               cf__evict_one_fb(t, i1, i2, fp, F, B)) {
-        return CF_OK;
+               f->max_kicks >= 2u * (CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B)) {
+        uint64_t next[CF__LEVEL1_MAX];
+        if (cf__evict_one_fb(t, i1, i2, fp, next, F, B))
+            return CF_OK;
+        return cf__insert_rest_level1_h(f, h, i1, i2, next);
     }
     return cf__insert_rest_h(f, h, i1, i2);
 }

@@ -71,7 +71,8 @@ static cf__search *cf__search_at(uint8_t *block, size_t nodes, unsigned mark_bit
                       0,
                       0,
                       0,
-                      0};
+                      0,
+                      NULL};
     return z;
 }
 

@@ -78,6 +78,11 @@ static inline const cf__ops *cf__ops_at(const cf__ops *o, enum cf__row row, enum
  * delete from any sub-filter or the stash. */
 CF__HIDDEN bool cf__contains_all(const cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2);
+/* The same after the per-shape insert's one-move found none of the first level's 2b other
+ * buckets free (fast shapes, a lone unsynchronized sub-filter): level1 holds them, i1's
+ * residents' then i2's, in slot order. */
+CF__HIDDEN cf_status cf__insert_rest_level1_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2,
+                                              const uint64_t *level1);
 /* The whole insert of key h for a filter of any shape and state: its newest sub-filter's
  * two buckets, then cf__insert_rest_h. */
 CF__HIDDEN cf_status cf__insert_any(cf_filter *f, uint64_t h);
@@ -145,6 +150,9 @@ typedef struct cf__search {
     uint32_t n;    /* nodes queued so far */
     uint32_t end;  /* a planning search's result: the node at the path's free end */
     unsigned free; /* and its free slot */
+    /* NULL, or the first level's 2b buckets, which hold no free slot (the insert's
+     * one-move looked): the search queues them without looking again */
+    const uint64_t *level1;
 } cf__search;
 
 /* Nodes of a planning search's memory (evict.h, cf__plan). */

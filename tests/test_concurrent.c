@@ -1024,7 +1024,8 @@ static void test_plan_steps(void)
     CHECK_ST(st, CF_FULL);
     static cf__node q_own[CF__PLAN_NODES], q_stack[CF__PLAN_NODES];
     static cf__mark m_own[2 * CF__PLAN_NODES], m_stack[2 * CF__PLAN_NODES];
-    cf__search own = {q_own, m_own, 0, 64u - CF__CC_PLAN_MARK_BITS, 0, 0, 0, 0}; /* as a plan's */
+    cf__search own = {q_own, m_own, 0,   64u - CF__CC_PLAN_MARK_BITS, 0, 0,
+                      0,     0,     NULL}; /* as a plan's */
     uint64_t moved = 0, deep = 0, deepest = 0, other = 0, differ = 0;
     cft_rng r = cft_rng_make(cft_subseed(7));
     for (uint64_t probe = 0; f && probe < cft_scaled(20000); probe++) {
@@ -1033,7 +1034,7 @@ static void test_plan_steps(void)
         uint64_t i1, i2;
         cf__buckets(t, &k, &i1, &i2);
         uint32_t fp = cf__fp_in(&k, t);
-        cf__search stack = {q_stack, m_stack, 0, 0, 0, 0, 0, 0};
+        cf__search stack = {q_stack, m_stack, 0, 0, 0, 0, 0, 0, NULL};
         cf__found a = cf__plan(f, t, i1, i2, fp, &own, true);
         cf__found b = cf__plan(f, t, i1, i2, fp, &stack, false);
         bool same = a == b && (a != CF__MOVED || same_path(&own, &stack));

@@ -446,11 +446,12 @@ static void test_seg_tables(void)
     CHECK(!cf__seg_table_fb(16)); /* (128 KiB: computed) */
 }
 
-/* The per-shape insert's one-move eviction (fast.c) takes the path the search (evict.c)
- * would: twin filters take the same hashes, one through cf_add_hash, the other through
- * the search wherever both buckets are full (cf__insert_rest_h, as the insert would call
- * it without the one-move), until the first refusal; their tables, counts and stashes
- * must be the same bytes throughout. */
+/* The per-shape insert's one-move eviction (fast.c), and the search that goes on from its
+ * first level when it fails (cf__insert_rest_level1_h), take the path the whole search
+ * (evict.c) would: twin filters take the same hashes, one through cf_add_hash, the other
+ * through the whole search wherever both buckets are full (cf__insert_rest_h, as the
+ * insert would call it without the one-move), until the first refusal; their tables,
+ * counts and stashes must be the same bytes throughout. */
 static void test_evict_one(void)
 {
     const struct {
