@@ -261,35 +261,59 @@ static CF__INLINE bool cf__evict_one_fb(cf__table *t, uint64_t i1, uint64_t i2, 
     return false;
 }
 
+/* An insert whose two buckets in the filter's only sub-filter are full: the one-move,
+ * else the search from its first level. Each shape's is a function of its own
+ * (cf__add_evict_F_B, passed to the insert as EVICT): the insert's fast path then saves
+ * no registers for it. */
+typedef cf_status (*cf__evict_fn)(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1, uint64_t i2);
+
+static CF__INLINE cf_status cf__add_evict_fb(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
+                                             uint64_t i2, unsigned F, unsigned B)
+{
+    if (!F) /* (never called: the search alone serves widths read at run time) */
+        return cf__insert_rest_h(f, h, i1, i2);
+    uint64_t next[CF__LEVEL1_MAX];
+    if (cf__evict_one_fb(&f->tables[0], i1, i2, fp, next, F, B))
+        return CF_OK;
+    return cf__insert_rest_level1_h(f, h, i1, i2, next);
+}
+
+/* The load of a sub-filter (CF__PAIR_LOAD_NUM / CF__PAIR_LOAD_DEN of its slots) from which
+ * an insert loads both its buckets before choosing (cf__pair_put_fb). Below it, the first
+ * bucket nearly always has room, and the second bucket's read, which the pair waits for,
+ * costs more than the rare stall it saves (build/cf-bench-ab; docs/PERFORMANCE.md,
+ * "Tuned constants"). */
+#define CF__PAIR_LOAD_NUM 1u
+#define CF__PAIR_LOAD_DEN 2u
+
 /* Insert of the key of hash h, whose fingerprint is fp and whose buckets in the newest
- * sub-filter are i1 and i2: the first free slot of i1, else of i2, else the slow path. */
+ * sub-filter are i1 and i2: the first free slot of i1, else of i2, else a one-move
+ * eviction, else the slow path. */
 static CF__INLINE cf_status cf__add_at_fb(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
-                                          uint64_t i2, unsigned F, unsigned B)
+                                          uint64_t i2, cf__evict_fn EVICT, unsigned F, unsigned B)
 {
     cf__table *t = &f->tables[f->ntables - 1];
     const cf__shape *s = t->shape;
-    if (!F) {
+    const unsigned b = CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B;
+    if (!F || t->items * CF__PAIR_LOAD_DEN < t->buckets * b * CF__PAIR_LOAD_NUM) {
         if (cf__put_if_free_fb(t, s, i1, fp, F, B) || cf__put_if_free_fb(t, s, i2, fp, F, B))
             return CF_OK;
     } else if (cf__pair_put_fb(t, s, i1, i2, fp, F, B)) {
         return CF_OK;
-    } else if (f->ntables == 1 && !s->sync &&
-               f->max_kicks >= 2u * (CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B)) {
-        uint64_t next[CF__LEVEL1_MAX];
-        if (cf__evict_one_fb(t, i1, i2, fp, next, F, B))
-            return CF_OK;
-        return cf__insert_rest_level1_h(f, h, i1, i2, next);
     }
+    if (F && f->ntables == 1 && !s->sync && f->max_kicks >= 2u * b)
+        return EVICT(f, h, fp, i1, i2);
     return cf__insert_rest_h(f, h, i1, i2);
 }
 
-static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, unsigned F, unsigned B)
+static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, cf__evict_fn EVICT, unsigned F,
+                                       unsigned B)
 {
     const cf__table *t = &f->tables[f->ntables - 1];
     cf__key k = cf__key_fb(f, t, h, F);
     uint64_t i1, i2;
     cf__buckets_seg_fb(t, &k, &i1, &i2, CF__SEG, F);
-    return cf__add_at_fb(f, h, k.fp, i1, i2, F, B);
+    return cf__add_at_fb(f, h, k.fp, i1, i2, EVICT, F, B);
 }
 
 /* Batched inserts, in order: the buckets of the next CF__AHEAD keys in the newest
@@ -297,7 +321,8 @@ static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, unsigned F, uns
  * cf_add_hash (or, with CF_ADD_UNIQUE, cf_add_unique) would put it. A key staged before a
  * growth is placed anew: its buckets were the old newest sub-filter's. */
 static CF__INLINE size_t cf__add_many_fb(cf_filter *f, const uint64_t *hashes, size_t n,
-                                         unsigned flags, cf_status *status, unsigned F, unsigned B)
+                                         unsigned flags, cf_status *status, cf__evict_fn EVICT,
+                                         unsigned F, unsigned B)
 {
     uint64_t i1[CF__AHEAD], i2[CF__AHEAD];
     uint32_t fp[CF__AHEAD];
@@ -312,11 +337,11 @@ static CF__INLINE size_t cf__add_many_fb(cf_filter *f, const uint64_t *hashes, s
             if ((flags & CF_ADD_UNIQUE) && f->ops->contains(f, hashes[p]))
                 st = CF_EXISTS;
             else if (CF__LIKELY(staged_in[x] == f->ntables))
-                st = cf__add_at_fb(f, hashes[p], fp[x], i1[x], i2[x], F, B);
+                st = cf__add_at_fb(f, hashes[p], fp[x], i1[x], i2[x], EVICT, F, B);
             else if (F && f->tables[f->ntables - 1].shape->ext != 0)
                 break; /* grown into a wider sub-filter, which constant widths do not serve */
             else
-                st = cf__add_fb(f, hashes[p], F, B);
+                st = cf__add_fb(f, hashes[p], EVICT, F, B);
             added += st == CF_OK;
             if (status)
                 status[p] = st;
@@ -820,11 +845,16 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
         else                                                                                       \
             cf__cc_contains_many_fb(f, src, n, out, false, F, B);                                  \
     }                                                                                              \
+    static CF__NOINLINE cf_status cf__add_evict_##F##_##B(cf_filter *f, uint64_t h, uint32_t fp,   \
+                                                          uint64_t i1, uint64_t i2)                \
+    {                                                                                              \
+        return cf__add_evict_fb(f, h, fp, i1, i2, F, B);                                           \
+    }                                                                                              \
     static cf_status cf__add_##F##_##B(cf_filter *f, uint64_t h)                                   \
     {                                                                                              \
-        return cf__add_fb(f, h, F, B);                                                             \
+        return cf__add_fb(f, h, cf__add_evict_##F##_##B, F, B);                                    \
     }                                                                                              \
-    CF__KEYED(cf_status, , cf__add, F##_##B, F, B)                                                 \
+    CF__KEYED(cf_status, , cf__add, F##_##B, cf__add_evict_##F##_##B, F, B)                        \
     static cf_status cf__delete_##F##_##B(cf_filter *f, uint64_t h)                                \
     {                                                                                              \
         return cf__delete_fb(f, h, F, B);                                                          \
@@ -846,7 +876,7 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
     static size_t cf__add_many_##F##_##B(cf_filter *f, const uint64_t *hashes, size_t n,           \
                                          unsigned flags, cf_status *status)                        \
     {                                                                                              \
-        return cf__add_many_fb(f, hashes, n, flags, status, F, B);                                 \
+        return cf__add_many_fb(f, hashes, n, flags, status, cf__add_evict_##F##_##B, F, B);        \
     }                                                                                              \
     static CF__NOINLINE cf_status cf__cc_add_wait_##F##_##B(cf_filter *f, uint64_t h)              \
     {                                                                                              \
