@@ -50,6 +50,9 @@
 #define QUICK_KEYS     "100000"           /* --quick: a smoke test of a few seconds */
 #define QUICK_SHAPES   "12/4,8/4"
 #define MAX_LIST       16 /* entries of --keys and --shapes */
+/* The most a semi-sorted 13/4 operation may cost over plain 12/4 at the same memory: the
+ * price of its halved false-positive rate that the project promises (issue "Speed, round 4"). */
+#define SEMI_GOAL      1.20
 
 #define BATCH          256 /* keys per cf_contains_keys / cf_add_many call, as the issue asks */
 /* Keys per batch of the batched limit: their positions computed and prefetched, then read. */
@@ -924,9 +927,9 @@ static void compare_semi(uint64_t n, uint64_t queries_opt, const seeds *sd)
            "|---|---:|---:|---:|---:|---|\n");
     for (int o = 0; o < OPS; o++) {
         double x = bench_median(ratio[o], SEMI_ROUNDS);
-        printf("| %s | %.1f | %.1f | %.2f | <= 1.30 | %s |\n", ops[o].name,
+        printf("| %s | %.1f | %.1f | %.2f | <= %.2f | %s |\n", ops[o].name,
                bench_median(ns[o][0], SEMI_ROUNDS), bench_median(ns[o][1], SEMI_ROUNDS), x,
-               x <= 1.30 ? "yes" : "no");
+               SEMI_GOAL, x <= SEMI_GOAL ? "yes" : "no");
     }
     printf("| bytes | %" PRIu64 " | %" PRIu64 " | %.4f | | |\n", bytes[0], bytes[1],
            (double)bytes[0] / (double)bytes[1]);
