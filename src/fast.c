@@ -207,9 +207,9 @@ static CF__INLINE void cf__contains_many_fb(const cf_filter *f, const cf__source
 #define CF__LEVEL1_MAX (2u * 8u)
 
 /* The eviction of a full pair i1, i2 of a filter's only sub-filter t by one move, the
- * path the search (evict.c) finds when one move is enough (78 % of the evictions of a
- * fill to 95 %); false, nothing changed, when it is not. The search's first level
- * examines i1's residents, then i2's, in slot order, and takes the first whose other
+ * path the search (evict.c) finds when one move is enough, as it is for most evictions of
+ * a fill (docs/PERFORMANCE.md, "Inserts"); false, nothing changed, when it is not. The search's
+ * first level examines i1's residents, then i2's, in slot order, and takes the first whose other
  * bucket has a free slot; the buckets it skips as visited (i1, i2 and those already
  * examined) have none, so examining them again changes nothing. Every candidate's bucket
  * is fetched before the first is examined: each check goes either way at random, and the
