@@ -15,7 +15,7 @@
  * - deletes by hash of added keys in a scattered order, 5 rounds, the median.
  * Run it twice with A and B swapped: a ratio that holds both ways is the code's.
  *
- * Usage: cf-bench-ab LIB_A LIB_B [N [F/B [--fill X] [--from Y] [--semi]]]
+ * Usage: cf-bench-ab LIB_A LIB_B [N [F/B [--fill X] [--from Y] [--semi] [--concurrent]]]
  *   LIB_A, LIB_B   two libcuckoofilter.so files (two build directories of two commits)
  *   N              capacity and keys (default 20M); F/B the shape (default 12/4)
  */
@@ -108,7 +108,7 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: cf-bench-ab LIB_A LIB_B [N [F/B [--fill X] [--from Y] "
-                        "[--semi]]]\n");
+                        "[--semi] [--concurrent]]]\n");
         return 2;
     }
     uint64_t n = UINT64_C(20000000);
@@ -127,6 +127,8 @@ int main(int argc, char **argv)
     for (int i = 5; i < argc; i++) {
         if (strcmp(argv[i], "--semi") == 0)
             flags |= CF_SEMI_SORT;
+        else if (strcmp(argv[i], "--concurrent") == 0)
+            flags |= CF_CONCURRENT;
         else if (strcmp(argv[i], "--fill") == 0 && i + 1 < argc)
             fill = atof(argv[++i]);
         else if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)

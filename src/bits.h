@@ -222,28 +222,6 @@ static inline uint64_t cf__shl_out(uint64_t x, unsigned sh)
 #endif
 }
 
-/* Of two buckets' address, word and mask, the second's where c is zero: *p, *w and *m hold
- * the first's and are replaced. Conditional moves on x86-64, written out: gcc 12 turns the
- * same ternaries into a branch on c, which waits for the first bucket's cache miss and is
- * mispredicted whenever the key's slot is in the second bucket. */
-static CF__INLINE void cf__pick_second_if(uint64_t c, uint8_t **p, uint64_t *w, uint64_t *m,
-                                          uint8_t *p2, uint64_t w2, uint64_t m2)
-{
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    __asm__("test %[c], %[c]\n\t"
-            "cmovz %[p2], %[p]\n\t"
-            "cmovz %[w2], %[w]\n\t"
-            "cmovz %[m2], %[m]"
-            : [p] "+r"(*p), [w] "+r"(*w), [m] "+r"(*m)
-            : [c] "r"(c), [p2] "rm"(p2), [w2] "rm"(w2), [m2] "rm"(m2)
-            : "cc");
-#else
-    *p = c ? *p : p2;
-    *w = c ? *w : w2;
-    *m = c ? *m : m2;
-#endif
-}
-
 /* A 64-bit divide costs 15 to 90 cycles depending on the CPU; dividing a bucket number by
  * a sub-filter's scale (an eviction in a grown filter) is two multiplies instead.
  *

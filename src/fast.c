@@ -278,14 +278,6 @@ static CF__INLINE cf_status cf__add_evict_fb(cf_filter *f, uint64_t h, uint32_t 
     return cf__insert_rest_level1_h(f, h, i1, i2, next);
 }
 
-/* The load of a sub-filter (CF__PAIR_LOAD_NUM / CF__PAIR_LOAD_DEN of its slots) from which
- * an insert loads both its buckets before choosing (cf__pair_put_fb). Below it, the first
- * bucket nearly always has room, and the second bucket's read, which the pair waits for,
- * costs more than the rare stall it saves (build/cf-bench-ab; docs/PERFORMANCE.md,
- * "Tuned constants"). */
-#define CF__PAIR_LOAD_NUM 1u
-#define CF__PAIR_LOAD_DEN 2u
-
 /* Insert of the key of hash h, whose fingerprint is fp and whose buckets in the newest
  * sub-filter are i1 and i2: the first free slot of i1, else of i2, else a one-move
  * eviction, else the slow path. */
@@ -294,14 +286,13 @@ static CF__INLINE cf_status cf__add_at_fb(cf_filter *f, uint64_t h, uint32_t fp,
 {
     cf__table *t = &f->tables[f->ntables - 1];
     const cf__shape *s = t->shape;
-    const unsigned b = CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B;
-    if (!F || t->items * CF__PAIR_LOAD_DEN < t->buckets * b * CF__PAIR_LOAD_NUM) {
-        if (cf__put_if_free_fb(t, s, i1, fp, F, B) || cf__put_if_free_fb(t, s, i2, fp, F, B))
+    /* A loop rather than two calls: the compiler then shares one store between them. */
+    uint64_t i[2] = {i1, i2};
+    for (unsigned w = 0; w < 2; w++)
+        if (cf__put_if_free_fb(t, s, i[w], fp, F, B))
             return CF_OK;
-    } else if (cf__pair_put_fb(t, s, i1, i2, fp, F, B)) {
-        return CF_OK;
-    }
-    if (F && f->ntables == 1 && !s->sync && f->max_kicks >= 2u * b)
+    if (F && f->ntables == 1 && !s->sync &&
+        f->max_kicks >= 2u * (CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B))
         return EVICT(f, h, fp, i1, i2);
     return cf__insert_rest_h(f, h, i1, i2);
 }
@@ -313,6 +304,12 @@ static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, cf__evict_fn EV
     cf__key k = cf__key_fb(f, t, h, F);
     uint64_t i1, i2;
     cf__buckets_seg_fb(t, &k, &i1, &i2, CF__SEG, F);
+    /* i2's line on its way while i1 is tried: an insert that finds i1 full then waits for
+     * one memory latency, not two in a row. A fetch, not a load: the insert branches on
+     * i1 alone, so that one with room in i1 (most, until the filter is nearly full) waits
+     * for nothing else (docs/PERFORMANCE.md, "Inserts", has the measured variants). The
+     * batched inserts fetch both buckets as they stage each key. */
+    cf__prefetch_fb(t, t->shape, i2, true, F, B);
     return cf__add_at_fb(f, h, k.fp, i1, i2, EVICT, F, B);
 }
 
@@ -555,6 +552,10 @@ static CF__INLINE enum cf__cc_done cf__cc_each_fb(const cf_filter *f, const stru
 {
     cf__table t = cf__cc_table0(cc);
     atomic_uint *locks = cc->locks0;
+    /* i2's read under way while i1 is tried (a put that finds i1 full would otherwise wait
+     * for it after i1's); for reading only: writers of i2's stripe keep its line */
+    if (ADD)
+        cf__prefetch_fb(&t, t.shape, i2, false, F, B);
     /* the bucket by value, i1 then i2 (over an array of the two, gcc kept it in memory) */
     for (uint64_t i = i1;; i = i2) {
         uint64_t stripe = i >> CF__SYNC_STRIPE_SHIFT;
@@ -721,8 +722,8 @@ static CF__INLINE bool cf__cc_fill_fb(const cf_filter *f, struct cf__cc *cc, cf_
         *run = c;
         *filled = 0;
     }
-    /* Both buckets' words loaded before either is tried, as the plain insert does
-     * (cf__pair_put_fb): with i1 full, i2's read is then under way already. A slot taken
+    /* Both buckets' words loaded before either is tried (both lines were fetched when
+     * the key was staged): with i1 full, i2's read is then under way already. A slot taken
      * meanwhile sends the fill on to the next bucket, as when i1 was tried first. */
     const unsigned bytes = cf__bucket_bytes_fb(F, B);
     uint64_t w1 = cf__sync_fast_word(t, i1, bytes), w2 = cf__sync_fast_word(t, i2, bytes);

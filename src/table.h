@@ -1073,15 +1073,17 @@ static CF__INLINE uint64_t cf__semi_remove_word_fb(uint64_t word, unsigned j, un
     return suf << CF__SEMI_CODE_BITS | cf__semi_rank_nibbles(pre);
 }
 
-/* The semi-sorted bucket of `word` (constant width F), whose slot 0 is empty (empty slots
- * sort first), with fp put in: the j slots above it that hold less than fp move down one
- * and fp takes slot j, as cf__semi_put_if_free does. */
-static CF__INLINE uint64_t cf__semi_fill_word_fb(uint64_t word, uint32_t fp, unsigned F)
+/* Put fp into the semi-sorted bucket of `word` (constant width F) if its slot 0 is empty
+ * (empty slots sort first): the j slots above it that hold less than fp move down one and
+ * fp takes slot j, as cf__semi_put_if_free does. False, word unchanged, if it is full. */
+static CF__INLINE bool cf__semi_add_word_fb(uint64_t *word, uint32_t fp, unsigned F)
 {
     const unsigned W = F - CF__SEMI_PREFIX_BITS;
     const uint64_t lane = (UINT64_C(1) << W) - 1u;
-    uint64_t suf = word >> CF__SEMI_CODE_BITS;
-    unsigned pre = cf__semi_prefixes[word & CF__SEMI_CODE_MASK];
+    uint64_t suf = *word >> CF__SEMI_CODE_BITS;
+    unsigned pre = cf__semi_prefixes[*word & CF__SEMI_CODE_MASK];
+    if ((pre & CF__SEMI_PREFIX_MASK) | (suf & lane))
+        return false;
     unsigned j = 0;
     for (unsigned k = 1; k < 4; k++)
         j += ((uint32_t)(pre >> (CF__SEMI_PREFIX_BITS * k) & CF__SEMI_PREFIX_MASK) << W |
@@ -1092,15 +1094,7 @@ static CF__INLINE uint64_t cf__semi_fill_word_fb(uint64_t word, uint32_t fp, uns
     suf = ((suf >> W) & below) | (uint64_t)(fp & lane) << (W * j) | (suf & ~upto);
     pre = ((pre >> CF__SEMI_PREFIX_BITS) & pbelow) | (fp >> W) << (CF__SEMI_PREFIX_BITS * j) |
           (pre & ~pupto);
-    return suf << CF__SEMI_CODE_BITS | cf__semi_rank_nibbles(pre);
-}
-
-/* The same if slot 0 is empty, into *word; false, word unchanged, if the bucket is full. */
-static CF__INLINE bool cf__semi_add_word_fb(uint64_t *word, uint32_t fp, unsigned F)
-{
-    if (!cf__semi_word_empty_slot_fb(*word, F))
-        return false;
-    *word = cf__semi_fill_word_fb(*word, fp, F);
+    *word = suf << CF__SEMI_CODE_BITS | cf__semi_rank_nibbles(pre);
     return true;
 }
 
@@ -1155,42 +1149,6 @@ static CF__INLINE bool cf__put_if_free_fb(cf__table *t, const cf__shape *s, uint
     /* The slot is zero, so or-ing the fingerprint in sets it; the rest of the word (the
      * next bucket's bytes, if any) is written back unchanged. */
     cf__store_fb(p, word | (uint64_t)fp << (cf__ctz64(empty) - (F - 1)), F, B);
-    t->items++;
-    return true;
-}
-
-/* Put fp into the first free slot of bucket i1, or if it has none of bucket i2 (the slot
- * cf__put_if_free_fb of i1, then of i2, would choose); false, nothing written, if both are
- * full (fast shapes only). Both buckets are loaded before anything is decided, and the
- * bucket is chosen by a conditional move: a branch on the first bucket's room would wait
- * for its cache miss before the second's load could issue, and go the unpredicted way
- * whenever the first is full. */
-static CF__INLINE bool cf__pair_put_fb(cf__table *t, const cf__shape *s, uint64_t i1, uint64_t i2,
-                                       uint32_t fp, unsigned F, unsigned B)
-{
-    uint8_t *p1 = cf__bucket_at_fb(t, s, i1, F, B), *p2 = cf__bucket_at_fb(t, s, i2, F, B);
-    uint64_t w1 = cf__load_fb(p1, F, B), w2 = cf__load_fb(p2, F, B);
-    if (CF__SEMI_T(F, B)) {
-        uint64_t room1 = cf__semi_word_empty_slot_fb(w1, F);
-        uint64_t room = room1 | cf__semi_word_empty_slot_fb(w2, F);
-        if (!room)
-            return false;
-        uint8_t *p = p1;
-        uint64_t w = w1;
-        cf__pick_second_if(room1, &p, &w, &room, p2, w2, room);
-        cf__store_fb(p, cf__semi_fill_word_fb(w, fp, F), F, B);
-        t->items++;
-        return true;
-    }
-    uint64_t e1 = cf__zero_lanes_fb(w1, F, B), e2 = cf__zero_lanes_fb(w2, F, B);
-    if (!(e1 | e2))
-        return false;
-    uint8_t *p = p1;
-    uint64_t w = w1, e = e1;
-    cf__pick_second_if(e1, &p, &w, &e, p2, w2, e2);
-    /* The free slot is zero, so or-ing the fingerprint in sets it; the rest of the word
-     * (the next bucket's bytes, if any) is written back unchanged. */
-    cf__store_fb(p, w | (uint64_t)fp << (cf__ctz64(e) - (F - 1)), F, B);
     t->items++;
     return true;
 }
