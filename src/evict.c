@@ -122,9 +122,7 @@ static CF__INLINE uint32_t cf__resident_fb(const cf__table *t, const cf__shape *
                                            uint64_t word, unsigned pre, unsigned j, unsigned F,
                                            unsigned B)
 {
-    if (F && CF__SEMI_T(F, B))
-        return cf__semi_word_slot_fb(word, pre, j, F);
-    return F ? cf__word_slot_fb(word, j, F) : cf__slot_get_plain(t, s, bucket, j);
+    return F ? cf__word_resident_fb(word, pre, j, F, B) : cf__slot_get_plain(t, s, bucket, j);
 }
 
 /* Bucket i's word, as cf__load_fb reads it (the bits above the bucket aside), for a search
@@ -142,11 +140,7 @@ static CF__INLINE uint64_t cf__search_load_fb(const cf__table *t, const cf__shap
 static CF__INLINE int cf__free_slot_fb(const cf__table *t, const cf__shape *s, uint64_t next,
                                        bool PLAN, unsigned F, unsigned B)
 {
-    uint64_t w = cf__search_load_fb(t, s, next, PLAN, F, B);
-    if (CF__SEMI_T(F, B))
-        return cf__semi_word_empty_slot_fb(w, F) ? 0 : -1;
-    uint64_t empty = cf__zero_lanes_fb(w, F, B);
-    return empty ? (int)(cf__ctz64(empty) / F) : -1;
+    return cf__word_free_slot_fb(cf__search_load_fb(t, s, next, PLAN, F, B), F, B);
 }
 
 /* The breadth-first search for a path of moves that frees a slot of bucket i1 or i2,

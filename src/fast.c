@@ -228,8 +228,7 @@ static CF__INLINE bool cf__evict_one_fb(cf__table *t, uint64_t i1, uint64_t i2, 
         uint64_t word = cf__load_fb(cf__bucket_at_fb(t, NULL, root, F, B), F, B);
         unsigned pre = semi ? cf__semi_word_prefixes(word) : 0;
         for (unsigned j = 0; j < b; j++) {
-            uint32_t fpj =
-                semi ? cf__semi_word_slot_fb(word, pre, j, F) : cf__word_slot_fb(word, j, F);
+            uint32_t fpj = cf__word_resident_fb(word, pre, j, F, B);
             res[r * b + j] = fpj;
             next[r * b + j] = cf__alt0_seg_fb(t, root, fpj, CF__SEG, F);
             cf__prefetch_fb(t, NULL, next[r * b + j], true, F, B);
@@ -238,19 +237,17 @@ static CF__INLINE bool cf__evict_one_fb(cf__table *t, uint64_t i1, uint64_t i2, 
     for (unsigned c = 0; c < n; c++) {
         uint8_t *pn = cf__bucket_at_fb(t, NULL, next[c], F, B);
         uint64_t w = cf__load_fb(pn, F, B);
+        int free_slot = cf__word_free_slot_fb(w, F, B);
+        if (free_slot < 0)
+            continue;
         uint64_t root = c < b ? i1 : i2;
         unsigned j = c < b ? c : c - b;
+        /* as the search's path writes them: the free end, then the root */
         if (semi) {
-            if (!cf__semi_word_empty_slot_fb(w, F))
-                continue;
-            /* as the search's path writes them: the free end, then the root */
-            cf__slot_set(t, t->shape, next[c], 0, res[c]);
+            cf__slot_set(t, t->shape, next[c], (unsigned)free_slot, res[c]);
             cf__slot_set(t, t->shape, root, j, fp);
         } else {
-            uint64_t empty = cf__zero_lanes_fb(w, F, B);
-            if (!empty)
-                continue;
-            cf__store_fb(pn, w | (uint64_t)res[c] << (cf__ctz64(empty) - (F - 1)), F, B);
+            cf__store_fb(pn, w | (uint64_t)res[c] << (F * (unsigned)free_slot), F, B);
             /* loaded after the store: the root's word may hold the free end's bytes */
             uint8_t *pr = cf__bucket_at_fb(t, NULL, root, F, B);
             cf__store_fb(pr, cf__load_fb(pr, F, B) ^ (uint64_t)(res[c] ^ fp) << (F * j), F, B);
@@ -681,15 +678,13 @@ static CF__INLINE cf_status cf__cc_delete_fb(cf_filter *f, uint64_t h, bool WAIT
     return from ? CF_OK : CF_NOT_FOUND;
 }
 
-/* fp into the first free slot of bucket i of the first sub-filter t, whose word was last
- * read as `word`, for a run of fills: without its stripe, or if that slot lies across two
- * words with its stripe if it is free (a run waits for nothing: see below);
- * CF__FILL_SPLIT if it is not. */
+/* fp into the first free slot of bucket i of the first sub-filter t, for a run of fills:
+ * without its stripe, or if that slot lies across two words with its stripe if it is
+ * free (a run waits for nothing: see below); CF__FILL_SPLIT if it is not. */
 static CF__INLINE enum cf__fill cf__cc_fill_at_fb(const struct cf__cc *cc, cf__table *t, uint64_t i,
-                                                  uint64_t word, uint32_t fp, unsigned F,
-                                                  unsigned B)
+                                                  uint32_t fp, unsigned F, unsigned B)
 {
-    enum cf__fill r = cf__sync_fill_from_fb(t, i, word, fp, false, F, B);
+    enum cf__fill r = cf__sync_fill_fb(t, i, fp, false, F, B);
     if (r != CF__FILL_SPLIT)
         return r;
     uint64_t stripe = i >> CF__SYNC_STRIPE_SHIFT;
@@ -722,14 +717,9 @@ static CF__INLINE bool cf__cc_fill_fb(const cf_filter *f, struct cf__cc *cc, cf_
         *run = c;
         *filled = 0;
     }
-    /* Both buckets' words loaded before either is tried (both lines were fetched when
-     * the key was staged): with i1 full, i2's read is then under way already. A slot taken
-     * meanwhile sends the fill on to the next bucket, as when i1 was tried first. */
-    const unsigned bytes = cf__bucket_bytes_fb(F, B);
-    uint64_t w1 = cf__sync_fast_word(t, i1, bytes), w2 = cf__sync_fast_word(t, i2, bytes);
-    enum cf__fill r = cf__cc_fill_at_fb(cc, t, i1, w1, fp, F, B);
+    enum cf__fill r = cf__cc_fill_at_fb(cc, t, i1, fp, F, B);
     if (r == CF__FILL_NONE)
-        r = cf__cc_fill_at_fb(cc, t, i2, w2, fp, F, B);
+        r = cf__cc_fill_at_fb(cc, t, i2, fp, F, B);
     if (r == CF__FILL_DONE) {
         (*filled)++;
         return true;

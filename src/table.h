@@ -1098,6 +1098,27 @@ static CF__INLINE bool cf__semi_add_word_fb(uint64_t *word, uint32_t fp, unsigne
     return true;
 }
 
+/* Slot j of the bucket whose first bytes are `word` (constant widths; a semi-sorted
+ * bucket's prefixes in `pre`, cf__semi_word_prefixes, in ascending order). */
+static CF__INLINE uint32_t cf__word_resident_fb(uint64_t word, unsigned pre, unsigned j, unsigned F,
+                                                unsigned B)
+{
+    if (CF__SEMI_T(F, B))
+        return cf__semi_word_slot_fb(word, pre, j, F);
+    return cf__word_slot_fb(word, j, F);
+}
+
+/* The first free slot of the bucket whose first bytes are `word` (constant widths): the
+ * lowest zero lane, or for a semi-sorted bucket slot 0 when it is empty (empty slots sort
+ * first); -1 if none. */
+static CF__INLINE int cf__word_free_slot_fb(uint64_t word, unsigned F, unsigned B)
+{
+    if (CF__SEMI_T(F, B))
+        return cf__semi_word_empty_slot_fb(word, F) ? 0 : -1;
+    uint64_t empty = cf__zero_lanes_fb(word, F, B);
+    return empty ? (int)(cf__ctz64(empty) / F) : -1;
+}
+
 /* Nonzero iff a slot of the bucket whose first bytes are `word` holds fp (constant widths;
  * bits above the bucket are ignored). */
 static CF__INLINE uint64_t cf__word_match_fb(uint64_t word, uint32_t fp, unsigned F, unsigned B)
@@ -1245,31 +1266,20 @@ static CF__INLINE enum cf__fill cf__sync_fill_slot_fb(cf__table *t, uint64_t bit
 }
 
 /* fp into the first free slot of plain bucket i of a fast shape (the one the plain put
- * chooses), looking again whenever another writer took it first; `word` is the bucket's
- * word as the caller last read it (cf__sync_fast_word). */
-static CF__INLINE enum cf__fill cf__sync_fill_from_fb(cf__table *t, uint64_t i, uint64_t word,
-                                                      uint32_t fp, bool HELD, unsigned F,
-                                                      unsigned B)
+ * chooses), looking again whenever another writer took it first. */
+static CF__INLINE enum cf__fill cf__sync_fill_fb(cf__table *t, uint64_t i, uint32_t fp, bool HELD,
+                                                 unsigned F, unsigned B)
 {
     const unsigned bytes = cf__bucket_bytes_fb(F, B);
     for (;;) {
-        uint64_t empty = cf__zero_lanes_fb(word, F, B);
+        uint64_t empty = cf__zero_lanes_fb(cf__sync_fast_word(t, i, bytes), F, B);
         if (!empty)
             return CF__FILL_NONE;
         enum cf__fill r =
             cf__sync_fill_slot_fb(t, i * bytes * 8u + cf__ctz64(empty) - (F - 1), fp, HELD, F, B);
         if (r != CF__FILL_NONE)
             return r;
-        word = cf__sync_fast_word(t, i, bytes);
     }
-}
-
-/* The same, the bucket read here. */
-static CF__INLINE enum cf__fill cf__sync_fill_fb(cf__table *t, uint64_t i, uint32_t fp, bool HELD,
-                                                 unsigned F, unsigned B)
-{
-    return cf__sync_fill_from_fb(t, i, cf__sync_fast_word(t, i, cf__bucket_bytes_fb(F, B)), fp,
-                                 HELD, F, B);
 }
 
 /* cf__put_if_free_fb of a synchronized table (constant widths), whose bucket i's stripe
