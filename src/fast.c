@@ -218,11 +218,11 @@ static CF__INLINE void cf__contains_many_fb(const cf_filter *f, const cf__source
  * moves are the search's sections). The candidates' buckets, into next, are where the
  * search goes on from when this fails (cf__insert_rest_level1_h). */
 static CF__INLINE bool cf__evict_one_fb(cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
-                                        uint64_t next[CF__LEVEL1_MAX], unsigned F, unsigned B)
+                                        uint64_t next[CF__LEVEL1_MAX], uint32_t res[CF__LEVEL1_MAX],
+                                        unsigned F, unsigned B)
 {
     const bool semi = CF__SEMI_T(F, B);
     const unsigned b = semi ? CF__SEMI_BUCKET : B, n = 2u * b;
-    uint32_t res[CF__LEVEL1_MAX];
     for (unsigned r = 0; r < 2; r++) {
         uint64_t root = r ? i2 : i1;
         uint64_t word = cf__load_fb(cf__bucket_at_fb(t, NULL, root, F, B), F, B);
@@ -258,8 +258,68 @@ static CF__INLINE bool cf__evict_one_fb(cf__table *t, uint64_t i1, uint64_t i2, 
     return false;
 }
 
+/* The second level of an eviction search, for the largest fast bucket size. */
+#define CF__LEVEL2_MAX (CF__LEVEL1_MAX * 8u)
+
+/* The eviction of a full pair i1, i2 by two moves, after the one-move found none: the
+ * path the search finds when two moves are enough, the next most common case; false,
+ * nothing changed, when they are not. next and res are the one-move's candidates (the
+ * first level, every bucket of it full) and their residents. The search expands the first
+ * level in order, each bucket's residents in slot order, and takes the first whose other
+ * bucket has a free slot, skipping buckets it visited; every bucket it skips is full (a
+ * root, the first level, or one examined before), so examining it again, or expanding a
+ * first-level bucket a second time, finds nothing: the first free bucket is the same, and
+ * so is its parent, the first occurrence of its first-level bucket. The caller checks that
+ * the budget covers both levels (max_kicks >= 2 B (B + 1)). Every second-level bucket is
+ * fetched before the first is examined, as in the one-move. */
+static CF__INLINE bool cf__evict_two_fb(cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
+                                        const uint64_t next[CF__LEVEL1_MAX],
+                                        const uint32_t res[CF__LEVEL1_MAX], unsigned F, unsigned B)
+{
+    const bool semi = CF__SEMI_T(F, B);
+    const unsigned b = semi ? CF__SEMI_BUCKET : B, n = 2u * b;
+    uint64_t next2[CF__LEVEL2_MAX];
+    uint32_t res2[CF__LEVEL2_MAX];
+    for (unsigned c = 0; c < n; c++) {
+        uint64_t word = cf__load_fb(cf__bucket_at_fb(t, NULL, next[c], F, B), F, B);
+        unsigned pre = semi ? cf__semi_word_prefixes(word) : 0;
+        for (unsigned j = 0; j < b; j++) {
+            uint32_t fpj = cf__word_resident_fb(word, pre, j, F, B);
+            res2[c * b + j] = fpj;
+            next2[c * b + j] = cf__alt0_seg_fb(t, next[c], fpj, CF__SEG, F);
+            cf__prefetch_fb(t, NULL, next2[c * b + j], true, F, B);
+        }
+    }
+    for (unsigned d = 0; d < n * b; d++) {
+        uint8_t *p2 = cf__bucket_at_fb(t, NULL, next2[d], F, B);
+        uint64_t w = cf__load_fb(p2, F, B);
+        int free_slot = cf__word_free_slot_fb(w, F, B);
+        if (free_slot < 0)
+            continue;
+        unsigned c = d / b, j2 = d % b, j1 = c % b;
+        uint64_t root = c < b ? i1 : i2;
+        /* as the search's path writes them: the free end, then up to the root */
+        if (semi) {
+            cf__slot_set(t, t->shape, next2[d], (unsigned)free_slot, res2[d]);
+            cf__slot_set(t, t->shape, next[c], j2, res[c]);
+            cf__slot_set(t, t->shape, root, j1, fp);
+        } else {
+            cf__store_fb(p2, w | (uint64_t)res2[d] << (F * (unsigned)free_slot), F, B);
+            /* each loaded after the store before it, whose bytes its word may hold */
+            uint8_t *p1 = cf__bucket_at_fb(t, NULL, next[c], F, B);
+            cf__store_fb(p1, cf__load_fb(p1, F, B) ^ (uint64_t)(res2[d] ^ res[c]) << (F * j2), F,
+                         B);
+            uint8_t *pr = cf__bucket_at_fb(t, NULL, root, F, B);
+            cf__store_fb(pr, cf__load_fb(pr, F, B) ^ (uint64_t)(res[c] ^ fp) << (F * j1), F, B);
+        }
+        t->items++;
+        return true;
+    }
+    return false;
+}
+
 /* An insert whose two buckets in the filter's only sub-filter are full: the one-move,
- * else the search from its first level. Each shape's is a function of its own
+ * else the two moves, else the search from its first level. Each shape's is a function of its own
  * (cf__add_evict_F_B, passed to the insert as EVICT): the insert's fast path then saves
  * no registers for it. */
 typedef cf_status (*cf__evict_fn)(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1, uint64_t i2);
@@ -269,15 +329,32 @@ static CF__INLINE cf_status cf__add_evict_fb(cf_filter *f, uint64_t h, uint32_t 
 {
     if (!F) /* (never called: the search alone serves widths read at run time) */
         return cf__insert_rest_h(f, h, i1, i2);
+    const unsigned b = CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B;
     uint64_t next[CF__LEVEL1_MAX];
-    if (cf__evict_one_fb(&f->tables[0], i1, i2, fp, next, F, B))
+    uint32_t res[CF__LEVEL1_MAX];
+    if (cf__evict_one_fb(&f->tables[0], i1, i2, fp, next, res, F, B))
+        return CF_OK;
+    if (f->max_kicks >= 2u * b * (b + 1u) &&
+        cf__evict_two_fb(&f->tables[0], i1, i2, fp, next, res, F, B))
         return CF_OK;
     return cf__insert_rest_level1_h(f, h, i1, i2, next);
 }
 
+/* An insert whose buckets i1 and i2 in the newest sub-filter are full: the one-move
+ * eviction (and what follows it) where it finds what the search would, else the slow
+ * path. */
+static CF__INLINE cf_status cf__add_full_at_fb(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
+                                               uint64_t i2, cf__evict_fn EVICT, unsigned F,
+                                               unsigned B)
+{
+    if (F && f->ntables == 1 && !f->tables[0].shape->sync &&
+        f->max_kicks >= 2u * (CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B))
+        return EVICT(f, h, fp, i1, i2);
+    return cf__insert_rest_h(f, h, i1, i2);
+}
+
 /* Insert of the key of hash h, whose fingerprint is fp and whose buckets in the newest
- * sub-filter are i1 and i2: the first free slot of i1, else of i2, else a one-move
- * eviction, else the slow path. */
+ * sub-filter are i1 and i2: the first free slot of i1, else of i2, else as above. */
 static CF__INLINE cf_status cf__add_at_fb(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
                                           uint64_t i2, cf__evict_fn EVICT, unsigned F, unsigned B)
 {
@@ -288,16 +365,36 @@ static CF__INLINE cf_status cf__add_at_fb(cf_filter *f, uint64_t h, uint32_t fp,
     for (unsigned w = 0; w < 2; w++)
         if (cf__put_if_free_fb(t, s, i[w], fp, F, B))
             return CF_OK;
-    if (F && f->ntables == 1 && !s->sync &&
-        f->max_kicks >= 2u * (CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B))
-        return EVICT(f, h, fp, i1, i2);
-    return cf__insert_rest_h(f, h, i1, i2);
+    return cf__add_full_at_fb(f, h, fp, i1, i2, EVICT, F, B);
 }
 
-static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, cf__evict_fn EVICT, unsigned F,
-                                       unsigned B)
+/* The same for a single insert, which passes the hash alone (FULL, each shape's
+ * cf__add_full_F_B, out of line): the buckets are computed again there, on the few inserts
+ * that need them, so that the fast path keeps nothing for it and saves no registers. */
+typedef cf_status (*cf__full_fn)(cf_filter *f, uint64_t h);
+
+/* The fingerprint of hash h in the newest sub-filter, and its buckets there. */
+static CF__INLINE uint32_t cf__newest_buckets_fb(const cf_filter *f, uint64_t h, uint64_t *i1,
+                                                 uint64_t *i2, unsigned F)
 {
     const cf__table *t = &f->tables[f->ntables - 1];
+    cf__key k = cf__key_fb(f, t, h, F);
+    cf__buckets_seg_fb(t, &k, i1, i2, CF__SEG, F);
+    return k.fp;
+}
+
+static CF__INLINE cf_status cf__add_full_fb(cf_filter *f, uint64_t h, cf__evict_fn EVICT,
+                                            unsigned F, unsigned B)
+{
+    uint64_t i1, i2;
+    uint32_t fp = cf__newest_buckets_fb(f, h, &i1, &i2, F);
+    return cf__add_full_at_fb(f, h, fp, i1, i2, EVICT, F, B);
+}
+
+static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, cf__full_fn FULL, unsigned F,
+                                       unsigned B)
+{
+    cf__table *t = &f->tables[f->ntables - 1];
     cf__key k = cf__key_fb(f, t, h, F);
     uint64_t i1, i2;
     cf__buckets_seg_fb(t, &k, &i1, &i2, CF__SEG, F);
@@ -307,7 +404,11 @@ static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, cf__evict_fn EV
      * for nothing else (docs/PERFORMANCE.md, "Inserts", has the measured variants). The
      * batched inserts fetch both buckets as they stage each key. */
     cf__prefetch_fb(t, t->shape, i2, true, F, B);
-    return cf__add_at_fb(f, h, k.fp, i1, i2, EVICT, F, B);
+    uint64_t i[2] = {i1, i2};
+    for (unsigned w = 0; w < 2; w++)
+        if (cf__put_if_free_fb(t, t->shape, i[w], k.fp, F, B))
+            return CF_OK;
+    return FULL(f, h);
 }
 
 /* Batched inserts, in order: the buckets of the next CF__AHEAD keys in the newest
@@ -334,8 +435,10 @@ static CF__INLINE size_t cf__add_many_fb(cf_filter *f, const uint64_t *hashes, s
                 st = cf__add_at_fb(f, hashes[p], fp[x], i1[x], i2[x], EVICT, F, B);
             else if (F && f->tables[f->ntables - 1].shape->ext != 0)
                 break; /* grown into a wider sub-filter, which constant widths do not serve */
-            else
-                st = cf__add_fb(f, hashes[p], EVICT, F, B);
+            else {     /* staged before a growth: placed anew in the newest sub-filter */
+                fp[x] = cf__newest_buckets_fb(f, hashes[p], &i1[x], &i2[x], F);
+                st = cf__add_at_fb(f, hashes[p], fp[x], i1[x], i2[x], EVICT, F, B);
+            }
             added += st == CF_OK;
             if (status)
                 status[p] = st;
@@ -841,11 +944,15 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
     {                                                                                              \
         return cf__add_evict_fb(f, h, fp, i1, i2, F, B);                                           \
     }                                                                                              \
+    static CF__NOINLINE cf_status cf__add_full_##F##_##B(cf_filter *f, uint64_t h)                 \
+    {                                                                                              \
+        return cf__add_full_fb(f, h, cf__add_evict_##F##_##B, F, B);                               \
+    }                                                                                              \
     static cf_status cf__add_##F##_##B(cf_filter *f, uint64_t h)                                   \
     {                                                                                              \
-        return cf__add_fb(f, h, cf__add_evict_##F##_##B, F, B);                                    \
+        return cf__add_fb(f, h, cf__add_full_##F##_##B, F, B);                                     \
     }                                                                                              \
-    CF__KEYED(cf_status, , cf__add, F##_##B, cf__add_evict_##F##_##B, F, B)                        \
+    CF__KEYED(cf_status, , cf__add, F##_##B, cf__add_full_##F##_##B, F, B)                         \
     static cf_status cf__delete_##F##_##B(cf_filter *f, uint64_t h)                                \
     {                                                                                              \
         return cf__delete_fb(f, h, F, B);                                                          \

@@ -446,32 +446,43 @@ static void test_seg_tables(void)
     CHECK(!cf__seg_table_fb(16)); /* (128 KiB: computed) */
 }
 
-/* The per-shape insert's one-move eviction (fast.c), and the search that goes on from its
- * first level when it fails (cf__insert_rest_level1_h), take the path the whole search
- * (evict.c) would: twin filters take the same hashes, one through cf_add_hash, the other
- * through the whole search wherever both buckets are full (cf__insert_rest_h, as the
- * insert would call it without the one-move), until the first refusal; their tables,
- * counts and stashes must be the same bytes throughout. */
+/* The per-shape insert's one- and two-move evictions (fast.c), and the search that goes
+ * on from the first level when they fail (cf__insert_rest_level1_h), take the path the
+ * whole search (evict.c) would: twin filters take the same hashes, one through
+ * cf_add_hash, the other through the whole search wherever both buckets are full
+ * (cf__insert_rest_h, as the insert would call it without them), until the first refusal;
+ * their tables, counts and stashes must be the same bytes throughout. Budgets too small
+ * for the two-move's levels (max_kicks below 2b (b + 1)), or for the one-move's (below
+ * 2b), must leave them to the search, which runs out of nodes where they would not. */
 static void test_evict_one(void)
 {
     const struct {
-        unsigned f, b, flags;
-    } sh[] = {{12, 4, 0},
-              {8, 4, 0},
-              {16, 4, 0},
-              {12, 2, 0},
-              {8, 2, 0},
-              {16, 2, 0},
-              {8, 8, 0},
-              {13, 4, CF_SEMI_SORT},
-              {9, 4, CF_SEMI_SORT},
-              {12, 4, CF_SEGMENTED},
-              {13, 4, CF_SEMI_SORT | CF_SEGMENTED}};
+        unsigned f, b, flags, kicks;
+    } sh[] = {{12, 4, 0, 0},
+              {8, 4, 0, 0},
+              {16, 4, 0, 0},
+              {12, 2, 0, 0},
+              {8, 2, 0, 0},
+              {16, 2, 0, 0},
+              {8, 8, 0, 0},
+              {13, 4, CF_SEMI_SORT, 0},
+              {9, 4, CF_SEMI_SORT, 0},
+              {12, 4, CF_SEGMENTED, 0},
+              {13, 4, CF_SEMI_SORT | CF_SEGMENTED, 0},
+              {12, 4, 0, 20},
+              {12, 4, 0, 5},
+              {8, 8, 0, 60},
+              {12, 2, 0, 8}};
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
-        cft_context("one-move eviction, f %u b %u flags 0x%x", sh[i].f, sh[i].b, sh[i].flags);
-        cf_config c = {.capacity = (sh[i].flags & CF_SEGMENTED) ? 300000 : 20000,
+        cft_context("one- and two-move evictions, f %u b %u flags 0x%x max_kicks %u", sh[i].f,
+                    sh[i].b, sh[i].flags, sh[i].kicks);
+        /* a small budget meets its first refusal early: more keys, for as many full pairs */
+        cf_config c = {.capacity = (sh[i].flags & CF_SEGMENTED) ? 300000
+                                   : sh[i].kicks                ? 100000
+                                                                : 20000,
                        .fingerprint_bits = sh[i].f,
                        .bucket_size = sh[i].b,
+                       .max_kicks = sh[i].kicks,
                        .expansion = 0,
                        .seed = 0x0E1,
                        .flags = CF_FIXED_SEED | sh[i].flags};
@@ -503,7 +514,7 @@ static void test_evict_one(void)
             if (sa != CF_OK)
                 break;
         }
-        /* the twins went through many full pairs: the one-move ran */
+        /* the twins went through many full pairs: the one- and two-move ran */
         CHECK_MSG(full_pairs > 1000, "only %llu full pairs", (unsigned long long)full_pairs);
         CHECK(checks > 10);
         cf_free(a);
