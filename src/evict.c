@@ -166,16 +166,28 @@ static CF__INLINE cf__found cf__bfs_in_fb(const cf__shape *s, cf__table *t, cf__
     cf__visit(z, i2);
     q[z->n++] = (cf__node){i2, CF__ROOT, 0};
     uint32_t head = 0;
-    if (F && z->level1) {
-        /* the two roots' candidates, queued as below, none of them free */
+    if (F && z->seen) {
+        /* the levels the insert examined, queued as below, none of them free: the two
+         * roots' candidates, then those of each first-level node */
+        const cf__seen *v = z->seen;
         for (unsigned c = 0; c < 2u * b; c++) {
-            if (!cf__visit(z, z->level1[c]))
+            if (!cf__visit(z, v->level1[c]))
                 continue;
             if (z->n == z->cap)
                 return CF__OUT_OF_NODES;
-            q[z->n++] = (cf__node){z->level1[c], c / b, c % b};
+            q[z->n++] = (cf__node){v->level1[c], c / b, c % b};
         }
         head = 2;
+        for (uint32_t end = z->n; v->levels == 2 && head < end; head++) {
+            unsigned c = q[head].parent * b + q[head].slot; /* its index in level1 */
+            for (unsigned j = 0; j < b; j++) {
+                if (!cf__visit(z, v->level2[c * b + j]))
+                    continue;
+                if (z->n == z->cap)
+                    return CF__OUT_OF_NODES;
+                q[z->n++] = (cf__node){v->level2[c * b + j], head, j};
+            }
+        }
     }
     for (; head < z->n; head++) {
         uint64_t bucket = q[head].bucket;
@@ -292,18 +304,18 @@ static cf__found cf__bfs(const cf__shape *s, cf__table *t, cf__search *z, uint64
 static CF__NOINLINE cf__found cf__bfs_plan(const cf__shape *s, cf__table *t, cf__search *z,
                                            uint64_t i1, uint64_t i2, uint32_t fp);
 
-/* Search with the filter's own memory: a new generation makes every mark stale. level1 is
+/* Search with the filter's own memory: a new generation makes every mark stale. seen is
  * this search's alone (cf__search). */
 static CF__INLINE cf__found cf__bfs_own(cf__search *own, cf__table *t, uint64_t i1, uint64_t i2,
-                                        uint32_t fp, const uint64_t *level1)
+                                        uint32_t fp, const cf__seen *seen)
 {
     if (++own->gen == 0) { /* wrapped: stale entries could look current */
         memset(own->marks, 0, ((size_t)1 << (64u - own->shift)) * sizeof(cf__mark));
         own->gen = 1;
     }
-    own->level1 = level1;
+    own->seen = seen;
     cf__found r = cf__bfs(t->shape, t, own, i1, i2, fp);
-    own->level1 = NULL;
+    own->seen = NULL;
     return r;
 }
 
@@ -326,7 +338,7 @@ static cf__found cf__bfs_steps(cf__table *t, cf__search *z, cf__mark *marks, uin
             return CF__OUT_OF_NODES;
         unsigned bits = cf__mark_bits(cap);
         memset(marks, 0, ((size_t)1 << bits) * sizeof(cf__mark));
-        *z = (cf__search){queue, marks, cap, 64u - bits, 1, 0, 0, 0, z->level1};
+        *z = (cf__search){queue, marks, cap, 64u - bits, 1, 0, 0, 0, z->seen};
         r = plan ? cf__bfs_plan(t->shape, t, z, i1, i2, fp) : cf__bfs(t->shape, t, z, i1, i2, fp);
     }
     return r;
@@ -334,18 +346,18 @@ static cf__found cf__bfs_steps(cf__table *t, cf__search *z, cf__mark *marks, uin
 
 /* Find room for fp in the full buckets i1 and i2 of t within f's budget (max_kicks
  * buckets examined beyond the two), moving residents if a path exists; false if none.
- * Inline: the insert that calls it keeps its frame. level1: as cf__search has it. */
+ * Inline: the insert that calls it keeps its frame. seen: as cf__search has it. */
 static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
-                                 const uint64_t *level1)
+                                 const cf__seen *seen)
 {
     uint32_t budget = f->max_kicks + 2u;
     cf__search *own = cf__search_of(f);
     if (own)
-        return cf__bfs_own(own, t, i1, i2, fp, level1) == CF__MOVED;
+        return cf__bfs_own(own, t, i1, i2, fp, seen) == CF__MOVED;
     cf__node queue[CF__STACK_NODES];
     cf__mark marks[2 * CF__STACK_NODES];
-    cf__search z = {queue, NULL,  budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0, 0,
-                    0,     level1};
+    cf__search z = {queue, NULL, budget < CF__FIRST_NODES ? budget : CF__FIRST_NODES, 0, 1, 0, 0,
+                    0,     seen};
     cf__found r = cf__bfs(t->shape, t, &z, i1, i2, fp);
     if (r != CF__OUT_OF_NODES || z.cap == budget)
         return r == CF__MOVED;
@@ -353,7 +365,7 @@ static CF__INLINE bool cf__evict(cf_filter *f, cf__table *t, uint64_t i1, uint64
      * same order), wherever its memory is. */
     if (cf__table_size(t->shape, t->buckets) >= CF__OWN_SEARCH_MIN_TABLE &&
         (own = cf__own_search(f, budget)) != NULL)
-        return cf__bfs_own(own, t, i1, i2, fp, level1) == CF__MOVED;
+        return cf__bfs_own(own, t, i1, i2, fp, seen) == CF__MOVED;
     return cf__bfs_steps(t, &z, marks, budget, CF__STACK_NODES, false, i1, i2, fp) == CF__MOVED;
 }
 
@@ -386,7 +398,7 @@ static cf_status cf__grow(cf_filter *f, const cf__key *k)
 /* An insert whose buckets n1 and n2 in the newest sub-filter are both full: the older
  * sub-filters, then an eviction search, then growth or the stash. Off the fast path. */
 static CF__INLINE cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint64_t n1,
-                                            uint64_t n2, const uint64_t *level1)
+                                            uint64_t n2, const cf__seen *seen)
 {
     cf__table *newest = &f->tables[f->ntables - 1];
     const cf__shape *s = newest->shape;
@@ -405,7 +417,7 @@ static CF__INLINE cf_status cf__insert_rest(cf_filter *f, const cf__key *k, uint
      * filter says full: growing for one hot key is how filters balloon. A fixed filter
      * may still stash it, like any key that found no room. */
     bool hot = cf__bucket_all(newest, s, n1, fp) && cf__bucket_all(newest, s, n2, fp);
-    if (!hot && cf__evict(f, newest, n1, n2, fp, level1)) {
+    if (!hot && cf__evict(f, newest, n1, n2, fp, seen)) {
         newest->items++;
         return CF_OK;
     }
@@ -497,11 +509,11 @@ cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2)
     return cf__insert_rest(f, &k, n1, n2, NULL);
 }
 
-cf_status cf__insert_rest_level1_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2,
-                                   const uint64_t *level1)
+cf_status cf__insert_rest_seen_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2,
+                                 const cf__seen *seen)
 {
     cf__key k = cf__key_bits(f->fp_bits, h);
-    return cf__insert_rest(f, &k, n1, n2, level1);
+    return cf__insert_rest(f, &k, n1, n2, seen);
 }
 
 cf_status cf__insert_any(cf_filter *f, uint64_t h)

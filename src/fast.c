@@ -202,10 +202,6 @@ static CF__INLINE void cf__contains_many_fb(const cf_filter *f, const cf__source
         out[j] = cf__probe_fb(f, j, &q, simple, direct, hashed, F, B);
 }
 
-/* The first level of an eviction search: the other buckets of two buckets' residents, for
- * the largest fast bucket size. */
-#define CF__LEVEL1_MAX (2u * 8u)
-
 /* The eviction of a full pair i1, i2 of a filter's only sub-filter t by one move, the
  * path the search (evict.c) finds when one move is enough, as it is for most evictions of
  * a fill (docs/PERFORMANCE.md, "Inserts"); false, nothing changed, when it is not. The search's
@@ -215,8 +211,8 @@ static CF__INLINE void cf__contains_many_fb(const cf_filter *f, const cf__source
  * is fetched before the first is examined: each check goes either way at random, and the
  * reads would otherwise wait one after the other. The caller checks that the search's
  * budget covers every candidate (max_kicks >= 2 B) and that t is not synchronized (whose
- * moves are the search's sections). The candidates' buckets, into next, are where the
- * search goes on from when this fails (cf__insert_rest_level1_h). */
+ * moves are the search's sections). The candidates' buckets, into next, and their
+ * residents, into res, are where the two-move and the search go on from when this fails. */
 static CF__INLINE bool cf__evict_one_fb(cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
                                         uint64_t next[CF__LEVEL1_MAX], uint32_t res[CF__LEVEL1_MAX],
                                         unsigned F, unsigned B)
@@ -259,8 +255,6 @@ static CF__INLINE bool cf__evict_one_fb(cf__table *t, uint64_t i1, uint64_t i2, 
 }
 
 /* The second level of an eviction search, for the largest fast bucket size. */
-#define CF__LEVEL2_MAX (CF__LEVEL1_MAX * 8u)
-
 /* The eviction of a full pair i1, i2 by two moves, after the one-move found none: the
  * path the search finds when two moves are enough, the next most common case; false,
  * nothing changed, when they are not. next and res are the one-move's candidates (the
@@ -271,14 +265,15 @@ static CF__INLINE bool cf__evict_one_fb(cf__table *t, uint64_t i1, uint64_t i2, 
  * first-level bucket a second time, finds nothing: the first free bucket is the same, and
  * so is its parent, the first occurrence of its first-level bucket. The caller checks that
  * the budget covers both levels (max_kicks >= 2 B (B + 1)). Every second-level bucket is
- * fetched before the first is examined, as in the one-move. */
+ * fetched before the first is examined, as in the one-move. The second level's buckets,
+ * into next2, are where the search goes on from when this fails. */
 static CF__INLINE bool cf__evict_two_fb(cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
                                         const uint64_t next[CF__LEVEL1_MAX],
-                                        const uint32_t res[CF__LEVEL1_MAX], unsigned F, unsigned B)
+                                        const uint32_t res[CF__LEVEL1_MAX],
+                                        uint64_t next2[CF__LEVEL2_MAX], unsigned F, unsigned B)
 {
     const bool semi = CF__SEMI_T(F, B);
     const unsigned b = semi ? CF__SEMI_BUCKET : B, n = 2u * b;
-    uint64_t next2[CF__LEVEL2_MAX];
     uint32_t res2[CF__LEVEL2_MAX];
     for (unsigned c = 0; c < n; c++) {
         uint64_t word = cf__load_fb(cf__bucket_at_fb(t, NULL, next[c], F, B), F, B);
@@ -330,14 +325,15 @@ static CF__INLINE cf_status cf__add_evict_fb(cf_filter *f, uint64_t h, uint32_t 
     if (!F) /* (never called: the search alone serves widths read at run time) */
         return cf__insert_rest_h(f, h, i1, i2);
     const unsigned b = CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B;
-    uint64_t next[CF__LEVEL1_MAX];
+    cf__seen seen;
     uint32_t res[CF__LEVEL1_MAX];
-    if (cf__evict_one_fb(&f->tables[0], i1, i2, fp, next, res, F, B))
+    if (cf__evict_one_fb(&f->tables[0], i1, i2, fp, seen.level1, res, F, B))
         return CF_OK;
-    if (f->max_kicks >= 2u * b * (b + 1u) &&
-        cf__evict_two_fb(&f->tables[0], i1, i2, fp, next, res, F, B))
+    seen.levels = f->max_kicks >= 2u * b * (b + 1u) ? 2u : 1u;
+    if (seen.levels == 2 &&
+        cf__evict_two_fb(&f->tables[0], i1, i2, fp, seen.level1, res, seen.level2, F, B))
         return CF_OK;
-    return cf__insert_rest_level1_h(f, h, i1, i2, next);
+    return cf__insert_rest_seen_h(f, h, i1, i2, &seen);
 }
 
 /* An insert whose buckets i1 and i2 in the newest sub-filter are full: the one-move

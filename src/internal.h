@@ -78,11 +78,6 @@ static inline const cf__ops *cf__ops_at(const cf__ops *o, enum cf__row row, enum
  * delete from any sub-filter or the stash. */
 CF__HIDDEN bool cf__contains_all(const cf_filter *f, uint64_t h);
 CF__HIDDEN cf_status cf__insert_rest_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2);
-/* The same after the per-shape insert's one-move found none of the first level's 2b other
- * buckets free (fast shapes, a lone unsynchronized sub-filter): level1 holds them, i1's
- * residents' then i2's, in slot order. */
-CF__HIDDEN cf_status cf__insert_rest_level1_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2,
-                                              const uint64_t *level1);
 /* The whole insert of key h for a filter of any shape and state: its newest sub-filter's
  * two buckets, then cf__insert_rest_h. */
 CF__HIDDEN cf_status cf__insert_any(cf_filter *f, uint64_t h);
@@ -140,6 +135,26 @@ typedef struct cf__mark {
     uint32_t gen;
 } cf__mark;
 
+/* The largest first and second levels of an eviction search: 2b and 2b b buckets for the
+ * largest fast bucket size. */
+#define CF__LEVEL1_MAX (2u * 8u)
+#define CF__LEVEL2_MAX (CF__LEVEL1_MAX * 8u)
+
+/* What the per-shape insert's one- and two-move evictions examined (fast shapes, a lone
+ * unsynchronized sub-filter), none of it with a free slot: the first level's 2b buckets,
+ * i1's residents' then i2's in slot order, and when `levels` is 2 the second level's 2b b,
+ * the first level's buckets' residents' in the same order. The search goes on from there. */
+typedef struct cf__seen {
+    uint64_t level1[CF__LEVEL1_MAX];
+    uint64_t level2[CF__LEVEL2_MAX];
+    unsigned levels;
+} cf__seen;
+
+/* cf__insert_rest_h after the per-shape insert's one- (and two-) move found no free slot
+ * in what `seen` holds (evict.c). */
+CF__HIDDEN cf_status cf__insert_rest_seen_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2,
+                                            const cf__seen *seen);
+
 /* The working memory of one eviction search. */
 typedef struct cf__search {
     cf__node *queue;
@@ -150,9 +165,9 @@ typedef struct cf__search {
     uint32_t n;    /* nodes queued so far */
     uint32_t end;  /* a planning search's result: the node at the path's free end */
     unsigned free; /* and its free slot */
-    /* NULL, or the first level's 2b buckets, which hold no free slot (the insert's
-     * one-move looked): the search queues them without looking again */
-    const uint64_t *level1;
+    /* NULL, or the levels the insert's one- and two-move examined, which hold no free
+     * slot: the search queues them without looking again */
+    const cf__seen *seen;
 } cf__search;
 
 /* Nodes of a planning search's memory (evict.h, cf__plan). */

@@ -447,7 +447,7 @@ static void test_seg_tables(void)
 }
 
 /* The per-shape insert's one- and two-move evictions (fast.c), and the search that goes
- * on from the first level when they fail (cf__insert_rest_level1_h), take the path the
+ * on from what they examined when they fail (cf__insert_rest_seen_h), take the path the
  * whole search (evict.c) would: twin filters take the same hashes, one through
  * cf_add_hash, the other through the whole search wherever both buckets are full
  * (cf__insert_rest_h, as the insert would call it without them), until the first refusal;
