@@ -25,9 +25,6 @@
  * bucket sizes that are used (up to 8); larger buckets fetch the first 8. */
 #define CF__PREFETCH_SLOTS 8u
 
-/* Multiplier that spreads bucket numbers over the visited-set (2^64 / golden ratio). */
-#define CF__MARK_MULT UINT64_C(0x9e3779b97f4a7c15)
-
 /* A search on the stack (cf__evict, cf__plan) that needs more tries this many nodes next,
  * with a visited set of a few hundred bytes to clear, then four times as many, and so on
  * (cf__bfs_steps). */
@@ -42,8 +39,10 @@ static CF__INLINE bool cf__visit(cf__search *z, uint64_t bucket)
                 return false;
         return true;
     }
+    /* Bucket numbers come from the hash, uniform over the table: the tag's low bits spread
+     * them over the set as well as a multiply would. */
     uint32_t tag = (uint32_t)(bucket ^ (bucket >> 32));
-    uint64_t i = (bucket * CF__MARK_MULT) >> z->shift;
+    uint64_t mask = UINT64_MAX >> z->shift, i = tag & mask;
     for (;;) {
         cf__mark *m = &z->marks[i];
         if (m->gen != z->gen) {
@@ -53,7 +52,7 @@ static CF__INLINE bool cf__visit(cf__search *z, uint64_t bucket)
         }
         if (m->tag == tag)
             return false;
-        i = (i + 1) & (UINT64_MAX >> z->shift);
+        i = (i + 1) & mask;
     }
 }
 

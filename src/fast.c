@@ -202,121 +202,138 @@ static CF__INLINE void cf__contains_many_fb(const cf_filter *f, const cf__source
         out[j] = cf__probe_fb(f, j, &q, simple, direct, hashed, F, B);
 }
 
-/* The eviction of a full pair i1, i2 of a filter's only sub-filter t by one move, the
- * path the search (evict.c) finds when one move is enough, as it is for most evictions of
- * a fill (docs/PERFORMANCE.md, "Inserts"); false, nothing changed, when it is not. The search's
- * first level examines i1's residents, then i2's, in slot order, and takes the first whose other
- * bucket has a free slot; the buckets it skips as visited (i1, i2 and those already
- * examined) have none, so examining them again changes nothing. Every candidate's bucket
- * is fetched before the first is examined: each check goes either way at random, and the
- * reads would otherwise wait one after the other. The caller checks that the search's
- * budget covers every candidate (max_kicks >= 2 B) and that t is not synchronized (whose
- * moves are the search's sections). The candidates' buckets, into next, and their
- * residents, into res, are where the two-move and the search go on from when this fails. */
+/* One step of an eviction's path in a bucket of t (constant widths): slot j of bucket i,
+ * which holds `old` (0: the free end's free slot), takes `val`. The word is loaded here,
+ * after the step before, whose bytes it may hold. */
+static CF__INLINE void cf__path_step_fb(cf__table *t, uint64_t i, unsigned j, uint32_t old,
+                                        uint32_t val, unsigned F, unsigned B)
+{
+    if (CF__SEMI_T(F, B)) { /* the bucket re-sorted */
+        cf__slot_set(t, t->shape, i, j, val);
+        return;
+    }
+    uint8_t *p = cf__bucket_at_fb(t, NULL, i, F, B);
+    cf__store_fb(p, cf__load_fb(p, F, B) ^ (uint64_t)(old ^ val) << (F * j), F, B);
+}
+
+/* The residents of bucket i of t (constant widths), into res[0 .. b), their other buckets
+ * into next[0 .. b), each fetched. */
+static CF__INLINE void cf__expand_fb(const cf__table *t, uint64_t i, uint32_t *res, uint64_t *next,
+                                     unsigned F, unsigned B)
+{
+    const bool semi = CF__SEMI_T(F, B);
+    const unsigned b = semi ? CF__SEMI_BUCKET : B;
+    uint64_t word = cf__load_fb(cf__bucket_at_fb(t, NULL, i, F, B), F, B);
+    unsigned pre = semi ? cf__semi_word_prefixes(word) : 0;
+    for (unsigned j = 0; j < b; j++) {
+        res[j] = cf__word_resident_fb(word, pre, j, F, B);
+        next[j] = cf__alt0_seg_fb(t, i, res[j], CF__SEG, F);
+        cf__prefetch_fb(t, NULL, next[j], true, F, B);
+    }
+}
+
+/* The first of buckets next[0 .. n) of t with a free slot: its index, and the slot into
+ * *slot; n if none has one. */
+static CF__INLINE unsigned cf__first_free_fb(const cf__table *t, const uint64_t *next, unsigned n,
+                                             unsigned *slot, unsigned F, unsigned B)
+{
+    for (unsigned c = 0; c < n; c++) {
+        int free_slot = cf__word_free_slot_fb(
+            cf__load_fb(cf__bucket_at_fb(t, NULL, next[c], F, B), F, B), F, B);
+        if (free_slot >= 0) {
+            *slot = (unsigned)free_slot;
+            return c;
+        }
+    }
+    return n;
+}
+
+/* The evictions of a full pair i1, i2 of a filter's only sub-filter t by one, two or three
+ * moves: the path the search (evict.c) finds when that many are enough, as they are for
+ * nearly every eviction of a fill (docs/PERFORMANCE.md, "Inserts"); false, nothing
+ * changed, when they are not. The search expands its levels breadth-first, each bucket's
+ * residents in slot order, and takes the first whose other bucket has a free slot,
+ * skipping the buckets it visited. Every bucket it skips is full (a root, or one examined
+ * before), and so is every bucket a skipped one leads to (examined when it was first
+ * expanded, or now, above it): examining them again finds nothing. So these, which skip
+ * nothing, find the same first free bucket, by the same path: each bucket on it is the
+ * first occurrence of its own. The caller checks that the budget covers every level
+ * examined (max_kicks >= 2b, 2b (1 + b), 2b (1 + b + b^2)) and that t is not synchronized
+ * (whose moves are the search's sections). The paths are written as the search's are:
+ * the free end first, then up to the root. What the levels examined, in `seen`, is where
+ * the next level and the search go on from when they fail.
+ *
+ * Level 1 (c < 2b): root c / b's resident in slot c % b, seen->level1[c] its other bucket.
+ * Every bucket of a level is fetched before the first is examined: each check goes either
+ * way at random, and the reads would otherwise wait one after the other. */
 static CF__INLINE bool cf__evict_one_fb(cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
-                                        uint64_t next[CF__LEVEL1_MAX], uint32_t res[CF__LEVEL1_MAX],
-                                        unsigned F, unsigned B)
+                                        cf__seen *seen, uint32_t res[CF__LEVEL1_MAX], unsigned F,
+                                        unsigned B)
 {
-    const bool semi = CF__SEMI_T(F, B);
-    const unsigned b = semi ? CF__SEMI_BUCKET : B, n = 2u * b;
-    for (unsigned r = 0; r < 2; r++) {
-        uint64_t root = r ? i2 : i1;
-        uint64_t word = cf__load_fb(cf__bucket_at_fb(t, NULL, root, F, B), F, B);
-        unsigned pre = semi ? cf__semi_word_prefixes(word) : 0;
-        for (unsigned j = 0; j < b; j++) {
-            uint32_t fpj = cf__word_resident_fb(word, pre, j, F, B);
-            res[r * b + j] = fpj;
-            next[r * b + j] = cf__alt0_seg_fb(t, root, fpj, CF__SEG, F);
-            cf__prefetch_fb(t, NULL, next[r * b + j], true, F, B);
-        }
-    }
-    for (unsigned c = 0; c < n; c++) {
-        uint8_t *pn = cf__bucket_at_fb(t, NULL, next[c], F, B);
-        uint64_t w = cf__load_fb(pn, F, B);
-        int free_slot = cf__word_free_slot_fb(w, F, B);
-        if (free_slot < 0)
-            continue;
-        uint64_t root = c < b ? i1 : i2;
-        unsigned j = c < b ? c : c - b;
-        /* as the search's path writes them: the free end, then the root */
-        if (semi) {
-            cf__slot_set(t, t->shape, next[c], (unsigned)free_slot, res[c]);
-            cf__slot_set(t, t->shape, root, j, fp);
-        } else {
-            cf__store_fb(pn, w | (uint64_t)res[c] << (F * (unsigned)free_slot), F, B);
-            /* loaded after the store: the root's word may hold the free end's bytes */
-            uint8_t *pr = cf__bucket_at_fb(t, NULL, root, F, B);
-            cf__store_fb(pr, cf__load_fb(pr, F, B) ^ (uint64_t)(res[c] ^ fp) << (F * j), F, B);
-        }
-        t->items++;
-        return true;
-    }
-    return false;
+    const unsigned b = CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B, n = 2u * b;
+    cf__expand_fb(t, i1, res, seen->level1, F, B);
+    cf__expand_fb(t, i2, res + b, seen->level1 + b, F, B);
+    seen->levels = 1;
+    unsigned slot, c = cf__first_free_fb(t, seen->level1, n, &slot, F, B);
+    if (c == n)
+        return false;
+    cf__path_step_fb(t, seen->level1[c], slot, 0, res[c], F, B);
+    cf__path_step_fb(t, c < b ? i1 : i2, c % b, res[c], fp, F, B);
+    t->items++;
+    return true;
 }
 
-/* The second level of an eviction search, for the largest fast bucket size. */
-/* The eviction of a full pair i1, i2 by two moves, after the one-move found none: the
- * path the search finds when two moves are enough, the next most common case; false,
- * nothing changed, when they are not. next and res are the one-move's candidates (the
- * first level, every bucket of it full) and their residents. The search expands the first
- * level in order, each bucket's residents in slot order, and takes the first whose other
- * bucket has a free slot, skipping buckets it visited; every bucket it skips is full (a
- * root, the first level, or one examined before), so examining it again, or expanding a
- * first-level bucket a second time, finds nothing: the first free bucket is the same, and
- * so is its parent, the first occurrence of its first-level bucket. The caller checks that
- * the budget covers both levels (max_kicks >= 2 B (B + 1)). Every second-level bucket is
- * fetched before the first is examined, as in the one-move. The second level's buckets,
- * into next2, are where the search goes on from when this fails. */
+/* Level 2 (d < 2b b): the resident of level-1 bucket d / b in slot d % b, seen->level2[d]
+ * its other bucket; res and res2 the residents of the levels above. All fetched at once. */
 static CF__INLINE bool cf__evict_two_fb(cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
-                                        const uint64_t next[CF__LEVEL1_MAX],
-                                        const uint32_t res[CF__LEVEL1_MAX],
-                                        uint64_t next2[CF__LEVEL2_MAX], unsigned F, unsigned B)
+                                        cf__seen *seen, const uint32_t res[CF__LEVEL1_MAX],
+                                        uint32_t res2[CF__LEVEL2_MAX], unsigned F, unsigned B)
 {
-    const bool semi = CF__SEMI_T(F, B);
-    const unsigned b = semi ? CF__SEMI_BUCKET : B, n = 2u * b;
-    uint32_t res2[CF__LEVEL2_MAX];
-    for (unsigned c = 0; c < n; c++) {
-        uint64_t word = cf__load_fb(cf__bucket_at_fb(t, NULL, next[c], F, B), F, B);
-        unsigned pre = semi ? cf__semi_word_prefixes(word) : 0;
-        for (unsigned j = 0; j < b; j++) {
-            uint32_t fpj = cf__word_resident_fb(word, pre, j, F, B);
-            res2[c * b + j] = fpj;
-            next2[c * b + j] = cf__alt0_seg_fb(t, next[c], fpj, CF__SEG, F);
-            cf__prefetch_fb(t, NULL, next2[c * b + j], true, F, B);
-        }
-    }
+    const unsigned b = CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B, n = 2u * b;
+    for (unsigned c = 0; c < n; c++)
+        cf__expand_fb(t, seen->level1[c], res2 + c * b, seen->level2 + c * b, F, B);
+    seen->levels = 2;
+    unsigned slot, d = cf__first_free_fb(t, seen->level2, n * b, &slot, F, B);
+    if (d == n * b)
+        return false;
+    unsigned c = d / b;
+    cf__path_step_fb(t, seen->level2[d], slot, 0, res2[d], F, B);
+    cf__path_step_fb(t, seen->level1[c], d % b, res2[d], res[c], F, B);
+    cf__path_step_fb(t, c < b ? i1 : i2, c % b, res[c], fp, F, B);
+    t->items++;
+    return true;
+}
+
+/* Level 3: the residents of each level-2 bucket in turn, its b other buckets fetched
+ * together (as the search fetches a bucket's), a level too wide to fetch at once. */
+static CF__INLINE bool cf__evict_three_fb(cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
+                                          const cf__seen *seen, const uint32_t res[CF__LEVEL1_MAX],
+                                          const uint32_t res2[CF__LEVEL2_MAX], unsigned F,
+                                          unsigned B)
+{
+    const unsigned b = CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B, n = 2u * b;
     for (unsigned d = 0; d < n * b; d++) {
-        uint8_t *p2 = cf__bucket_at_fb(t, NULL, next2[d], F, B);
-        uint64_t w = cf__load_fb(p2, F, B);
-        int free_slot = cf__word_free_slot_fb(w, F, B);
-        if (free_slot < 0)
+        uint32_t res3[CF__FAST_B_MAX];
+        uint64_t next3[CF__FAST_B_MAX];
+        cf__expand_fb(t, seen->level2[d], res3, next3, F, B);
+        unsigned slot, e = cf__first_free_fb(t, next3, b, &slot, F, B);
+        if (e == b)
             continue;
-        unsigned c = d / b, j2 = d % b, j1 = c % b;
-        uint64_t root = c < b ? i1 : i2;
-        /* as the search's path writes them: the free end, then up to the root */
-        if (semi) {
-            cf__slot_set(t, t->shape, next2[d], (unsigned)free_slot, res2[d]);
-            cf__slot_set(t, t->shape, next[c], j2, res[c]);
-            cf__slot_set(t, t->shape, root, j1, fp);
-        } else {
-            cf__store_fb(p2, w | (uint64_t)res2[d] << (F * (unsigned)free_slot), F, B);
-            /* each loaded after the store before it, whose bytes its word may hold */
-            uint8_t *p1 = cf__bucket_at_fb(t, NULL, next[c], F, B);
-            cf__store_fb(p1, cf__load_fb(p1, F, B) ^ (uint64_t)(res2[d] ^ res[c]) << (F * j2), F,
-                         B);
-            uint8_t *pr = cf__bucket_at_fb(t, NULL, root, F, B);
-            cf__store_fb(pr, cf__load_fb(pr, F, B) ^ (uint64_t)(res[c] ^ fp) << (F * j1), F, B);
-        }
+        unsigned c = d / b;
+        cf__path_step_fb(t, next3[e], slot, 0, res3[e], F, B);
+        cf__path_step_fb(t, seen->level2[d], e, res3[e], res2[d], F, B);
+        cf__path_step_fb(t, seen->level1[c], d % b, res2[d], res[c], F, B);
+        cf__path_step_fb(t, c < b ? i1 : i2, c % b, res[c], fp, F, B);
         t->items++;
         return true;
     }
     return false;
 }
 
-/* An insert whose two buckets in the filter's only sub-filter are full: the one-move,
- * else the two moves, else the search from its first level. Each shape's is a function of its own
- * (cf__add_evict_F_B, passed to the insert as EVICT): the insert's fast path then saves
- * no registers for it. */
+/* An insert whose two buckets in the filter's only sub-filter are full: the one-, two-
+ * and three-move evictions, as far as the budget covers them, else the search, from what
+ * they examined. Each shape's is a function of its own (cf__add_evict_F_B, passed to the
+ * insert as EVICT): the insert's fast path then saves no registers for it. */
 typedef cf_status (*cf__evict_fn)(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1, uint64_t i2);
 
 static CF__INLINE cf_status cf__add_evict_fb(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
@@ -324,15 +341,19 @@ static CF__INLINE cf_status cf__add_evict_fb(cf_filter *f, uint64_t h, uint32_t 
 {
     if (!F) /* (never called: the search alone serves widths read at run time) */
         return cf__insert_rest_h(f, h, i1, i2);
-    const unsigned b = CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B;
+    const uint32_t b = CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B, kicks = f->max_kicks;
+    cf__table *t = &f->tables[0];
     cf__seen seen;
-    uint32_t res[CF__LEVEL1_MAX];
-    if (cf__evict_one_fb(&f->tables[0], i1, i2, fp, seen.level1, res, F, B))
+    uint32_t res[CF__LEVEL1_MAX], res2[CF__LEVEL2_MAX];
+    if (cf__evict_one_fb(t, i1, i2, fp, &seen, res, F, B))
         return CF_OK;
-    seen.levels = f->max_kicks >= 2u * b * (b + 1u) ? 2u : 1u;
-    if (seen.levels == 2 &&
-        cf__evict_two_fb(&f->tables[0], i1, i2, fp, seen.level1, res, seen.level2, F, B))
-        return CF_OK;
+    if (kicks >= 2u * b * (1u + b)) {
+        if (cf__evict_two_fb(t, i1, i2, fp, &seen, res, res2, F, B))
+            return CF_OK;
+        if (kicks >= 2u * b * (1u + b + b * b) &&
+            cf__evict_three_fb(t, i1, i2, fp, &seen, res, res2, F, B))
+            return CF_OK;
+    }
     return cf__insert_rest_seen_h(f, h, i1, i2, &seen);
 }
 
@@ -387,10 +408,11 @@ static CF__INLINE cf_status cf__add_full_fb(cf_filter *f, uint64_t h, cf__evict_
     return cf__add_full_at_fb(f, h, fp, i1, i2, EVICT, F, B);
 }
 
-static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, cf__full_fn FULL, unsigned F,
-                                       unsigned B)
+static CF__INLINE cf_status cf__add_in_fb(cf_filter *f, uint64_t h, cf__full_fn FULL, bool SIMPLE,
+                                          unsigned F, unsigned B)
 {
-    cf__table *t = &f->tables[f->ntables - 1];
+    /* the simple state's one sub-filter: an offset from f, not a pointer to load */
+    cf__table *t = SIMPLE ? &f->t0 : &f->tables[f->ntables - 1];
     cf__key k = cf__key_fb(f, t, h, F);
     uint64_t i1, i2;
     cf__buckets_seg_fb(t, &k, &i1, &i2, CF__SEG, F);
@@ -405,6 +427,19 @@ static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, cf__full_fn FUL
         if (cf__put_if_free_fb(t, t->shape, i[w], k.fp, F, B))
             return CF_OK;
     return FULL(f, h);
+}
+
+static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, cf__full_fn FULL, unsigned F,
+                                       unsigned B)
+{
+    return cf__add_in_fb(f, h, FULL, false, F, B);
+}
+
+/* The same in the simple state (CF__ROW_SIMPLE). */
+static CF__INLINE cf_status cf__add_simple_fb(cf_filter *f, uint64_t h, cf__full_fn FULL,
+                                              unsigned F, unsigned B)
+{
+    return cf__add_in_fb(f, h, FULL, true, F, B);
 }
 
 /* Batched inserts, in order: the buckets of the next CF__AHEAD keys in the newest
@@ -949,6 +984,11 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
         return cf__add_fb(f, h, cf__add_full_##F##_##B, F, B);                                     \
     }                                                                                              \
     CF__KEYED(cf_status, , cf__add, F##_##B, cf__add_full_##F##_##B, F, B)                         \
+    static cf_status cf__add_simple_##F##_##B(cf_filter *f, uint64_t h)                            \
+    {                                                                                              \
+        return cf__add_simple_fb(f, h, cf__add_full_##F##_##B, F, B);                              \
+    }                                                                                              \
+    CF__KEYED(cf_status, , cf__add_simple, F##_##B, cf__add_full_##F##_##B, F, B)                  \
     static cf_status cf__delete_##F##_##B(cf_filter *f, uint64_t h)                                \
     {                                                                                              \
         return cf__delete_fb(f, h, F, B);                                                          \
@@ -1020,9 +1060,9 @@ static cf_status cf__delete_key_all(cf_filter *f, const void *key, size_t len)
 }
 
 #define CF__OPS_SIMPLE(F, B)                                                                       \
-    {cf__contains_##F##_##B,      cf__contains_key_##F##_##B, cf__add_##F##_##B,                   \
-     cf__add_key_##F##_##B,       cf__delete_##F##_##B,       cf__delete_key_##F##_##B,            \
-     cf__contains_many_##F##_##B, cf__add_many_##F##_##B,     CF__OPS_COLD(cf__kind_plain)},
+    {cf__contains_##F##_##B,       cf__contains_key_##F##_##B, cf__add_simple_##F##_##B,           \
+     cf__add_simple_key_##F##_##B, cf__delete_##F##_##B,       cf__delete_key_##F##_##B,           \
+     cf__contains_many_##F##_##B,  cf__add_many_##F##_##B,     CF__OPS_COLD(cf__kind_plain)},
 #define CF__OPS_GENERAL(F, B)                                                                      \
     {cf__contains_all,                                                                             \
      cf__contains_key_all,                                                                         \

@@ -135,10 +135,11 @@ typedef struct cf__mark {
     uint32_t gen;
 } cf__mark;
 
-/* The largest first and second levels of an eviction search: 2b and 2b b buckets for the
- * largest fast bucket size. */
-#define CF__LEVEL1_MAX (2u * 8u)
-#define CF__LEVEL2_MAX (CF__LEVEL1_MAX * 8u)
+/* The largest bucket size of a fast shape (table.h, CF__FAST_SHAPES), and the largest
+ * first and second levels of an eviction search: 2b and 2b b buckets. */
+#define CF__FAST_B_MAX 8u
+#define CF__LEVEL1_MAX (2u * CF__FAST_B_MAX)
+#define CF__LEVEL2_MAX (CF__LEVEL1_MAX * CF__FAST_B_MAX)
 
 /* What the per-shape insert's one- and two-move evictions examined (fast shapes, a lone
  * unsynchronized sub-filter), none of it with a free slot: the first level's 2b buckets,
