@@ -446,14 +446,14 @@ static void test_seg_tables(void)
     CHECK(!cf__seg_table_fb(16)); /* (128 KiB: computed) */
 }
 
-/* The per-shape insert's one- and two-move evictions (fast.c), and the search that goes
- * on from what they examined when they fail (cf__insert_rest_seen_h), take the path the
- * whole search (evict.c) would: twin filters take the same hashes, one through
+/* The per-shape insert's one-, two- and three-move evictions (fast.c), and the search
+ * that goes on from what they examined when they fail (cf__insert_rest_seen_h), take the
+ * path the whole search (evict.c) would: twin filters take the same hashes, one through
  * cf_add_hash, the other through the whole search wherever both buckets are full
  * (cf__insert_rest_h, as the insert would call it without them), until the first refusal;
- * their tables, counts and stashes must be the same bytes throughout. Budgets too small
- * for the two-move's levels (max_kicks below 2b (b + 1)), or for the one-move's (below
- * 2b), must leave them to the search, which runs out of nodes where they would not. */
+ * their tables, counts and stashes must be the same bytes throughout. A budget too small
+ * for a level (max_kicks below 2b, 2b (1 + b), 2b (1 + b + b^2)) must leave it to the
+ * search, which runs out of nodes where they would not. */
 static void test_evict_one(void)
 {
     const struct {
@@ -472,9 +472,11 @@ static void test_evict_one(void)
               {12, 4, 0, 20},
               {12, 4, 0, 5},
               {8, 8, 0, 60},
-              {12, 2, 0, 8}};
+              {12, 2, 0, 8},
+              {12, 4, 0, 100},
+              {12, 2, 0, 20}};
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
-        cft_context("one- and two-move evictions, f %u b %u flags 0x%x max_kicks %u", sh[i].f,
+        cft_context("the insert's own evictions, f %u b %u flags 0x%x max_kicks %u", sh[i].f,
                     sh[i].b, sh[i].flags, sh[i].kicks);
         /* a small budget meets its first refusal early: more keys, for as many full pairs */
         cf_config c = {.capacity = (sh[i].flags & CF_SEGMENTED) ? 300000
@@ -514,7 +516,7 @@ static void test_evict_one(void)
             if (sa != CF_OK)
                 break;
         }
-        /* the twins went through many full pairs: the one- and two-move ran */
+        /* the twins went through many full pairs: the insert's evictions ran */
         CHECK_MSG(full_pairs > 1000, "only %llu full pairs", (unsigned long long)full_pairs);
         CHECK(checks > 10);
         cf_free(a);
