@@ -23,6 +23,7 @@
 #define FILLED    CAPACITY /* full: the load the sizing gives each shape (95 % for b = 4) */
 #define LOOKUPS   1000000u /* per lookup operation */
 #define DELETES   100000u  /* of keys that were added */
+#define REPLACES  100000u  /* deletes of added keys, each followed by an add of a new one */
 #define BATCH     256u     /* keys per batched call */
 #define NEW_SMALL 1000u    /* cf_new + cf_free of a small filter, this many times */
 #define KEY_BYTES 8u       /* keyed calls take the 8-byte key whose hash is h[i] */
@@ -145,6 +146,18 @@ NOINLINE static size_t op_delete_key8(cf_filter *f, const uint64_t *keys)
     return deleted;
 }
 
+/* Sustained load: a key that was added deleted, then a new one added, REPLACES times, in a
+ * full filter (the count is of the pair). Returns the adds refused. */
+NOINLINE static size_t op_replace_hash(cf_filter *f, const uint64_t *h, const uint64_t *fresh)
+{
+    size_t refused = 0;
+    for (uint32_t i = 0; i < REPLACES; i++) {
+        (void)cf_delete_hash(f, h[i]);
+        refused += cf_add_hash(f, fresh[i]) != CF_OK;
+    }
+    return refused;
+}
+
 NOINLINE static void op_new_free_small(void)
 {
     for (uint32_t i = 0; i < NEW_SMALL; i++) {
@@ -196,13 +209,14 @@ int main(int argc, char **argv)
     size_t many_keys = op_contains_keys8(f, (const void *const *)ptrs, lens, out);
     size_t deleted = op_delete_hash(f, h);
     size_t deleted_keyed = op_delete_key8(k, keys);
+    size_t replace_refused = op_replace_hash(g, h, h + FILLED);
     op_new_free_small();
     /* The counts of each operation, for icount.sh; and the answers, as a check. */
     printf("add_hash %u\nadd_key8 %u\nadd_many %u\nadd_keys8 %u\ncontains_hash_absent %u\n"
            "contains_hash_present %u\ncontains_key8 %u\ncontains_many %u\ncontains_keys8 %u\n"
-           "delete_hash %u\ndelete_key8 %u\nnew_free_small %u\n",
+           "delete_hash %u\ndelete_key8 %u\nreplace_hash %u\nnew_free_small %u\n",
            FILLED, FILLED, FILLED, FILLED, LOOKUPS, FILLED, LOOKUPS, LOOKUPS, LOOKUPS, DELETES,
-           DELETES, NEW_SMALL);
+           DELETES, REPLACES, NEW_SMALL);
     int status = present == FILLED && keyed == LOOKUPS && deleted == DELETES &&
                          deleted_keyed == DELETES && batched == FILLED && keyed_added == FILLED &&
                          keyed_batched == FILLED
@@ -212,8 +226,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "icount: a key that was added was not found (or not added)\n");
     fprintf(stderr,
             "icount: f %u b %u: %zu false positives in %u lookups of absent keys; batched, "
-            "%zu and %zu in the first keys of %u batches\n",
-            g_f, g_b, absent, LOOKUPS, many, many_keys, LOOKUPS / BATCH);
+            "%zu and %zu in the first keys of %u batches; %zu adds of %u refused at sustained "
+            "load\n",
+            g_f, g_b, absent, LOOKUPS, many, many_keys, LOOKUPS / BATCH, replace_refused, REPLACES);
     cf_free(f);
     cf_free(g);
     cf_free(k);
