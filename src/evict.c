@@ -95,13 +95,27 @@ static CF__NOINLINE void cf__slot_set_apart(cf__table *t, const cf__shape *s, ui
  * buckets at every moment: what the readers of a synchronized table rely on. */
 static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf__table *t,
                                       uint32_t end, unsigned slot, uint32_t fp, bool SYNC,
-                                      unsigned F)
+                                      unsigned F, unsigned B)
 {
     if (SYNC) {
         cf__apply_path_sync(s, q, t, end, slot, fp);
         return;
     }
     uint32_t cur = end;
+    if (F) {              /* constant widths: each step an exclusive or into the bucket's word */
+        uint32_t old = 0; /* what the slot being written holds: the free end's, nothing */
+        for (; q[cur].parent != CF__ROOT; cur = q[cur].parent) {
+            uint64_t word =
+                cf__load_fb(cf__bucket_at_fb(t, s, q[q[cur].parent].bucket, F, B), F, B);
+            unsigned pre = CF__SEMI_T(F, B) ? cf__semi_word_prefixes(word) : 0;
+            uint32_t moved = cf__word_resident_fb(word, pre, q[cur].slot, F, B);
+            cf__path_step_fb(t, q[cur].bucket, slot, old, moved, F, B);
+            old = moved;
+            slot = q[cur].slot;
+        }
+        cf__path_step_fb(t, q[cur].bucket, slot, old, fp, F, B);
+        return;
+    }
     while (q[cur].parent != CF__ROOT) {
         const cf__node *parent = &q[q[cur].parent];
         uint32_t moved = cf__slot_get(t, s, parent->bucket, q[cur].slot);
@@ -109,10 +123,7 @@ static CF__INLINE void cf__apply_path(const cf__shape *s, const cf__node *q, cf_
         slot = q[cur].slot;
         cur = q[cur].parent;
     }
-    if (F)
-        cf__slot_set(t, s, q[cur].bucket, slot, fp);
-    else
-        cf__slot_set_apart(t, s, q[cur].bucket, slot, fp);
+    cf__slot_set_apart(t, s, q[cur].bucket, slot, fp);
 }
 
 /* Slot j of bucket `bucket`: with constant widths (F) from its loaded word (and for a
@@ -229,7 +240,7 @@ static CF__INLINE cf__found cf__bfs_in_fb(const cf__shape *s, cf__table *t, cf__
                     z->end = z->n;
                     z->free = (unsigned)free_slot;
                 } else {
-                    cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp, SYNC, F);
+                    cf__apply_path(s, q, t, z->n, (unsigned)free_slot, fp, SYNC, F, B);
                 }
                 return CF__MOVED;
             }

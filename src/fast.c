@@ -202,20 +202,6 @@ static CF__INLINE void cf__contains_many_fb(const cf_filter *f, const cf__source
         out[j] = cf__probe_fb(f, j, &q, simple, direct, hashed, F, B);
 }
 
-/* One step of an eviction's path in a bucket of t (constant widths): slot j of bucket i,
- * which holds `old` (0: the free end's free slot), takes `val`. The word is loaded here,
- * after the step before, whose bytes it may hold. */
-static CF__INLINE void cf__path_step_fb(cf__table *t, uint64_t i, unsigned j, uint32_t old,
-                                        uint32_t val, unsigned F, unsigned B)
-{
-    if (CF__SEMI_T(F, B)) { /* the bucket re-sorted */
-        cf__slot_set(t, t->shape, i, j, val);
-        return;
-    }
-    uint8_t *p = cf__bucket_at_fb(t, NULL, i, F, B);
-    cf__store_fb(p, cf__load_fb(p, F, B) ^ (uint64_t)(old ^ val) << (F * j), F, B);
-}
-
 /* The residents of bucket i of t (constant widths), into res[0 .. b), their other buckets
  * into next[0 .. b), each fetched. */
 static CF__INLINE void cf__expand_fb(const cf__table *t, uint64_t i, uint32_t *res, uint64_t *next,

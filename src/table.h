@@ -1119,6 +1119,20 @@ static CF__INLINE int cf__word_free_slot_fb(uint64_t word, unsigned F, unsigned 
     return empty ? (int)(cf__ctz64(empty) / F) : -1;
 }
 
+/* One step of an eviction's path in a bucket of t (constant widths): slot j of bucket i,
+ * which holds `old` (0: the free end's free slot), takes `val`. The word is loaded here,
+ * after the step before, whose bytes it may hold. */
+static CF__INLINE void cf__path_step_fb(cf__table *t, uint64_t i, unsigned j, uint32_t old,
+                                        uint32_t val, unsigned F, unsigned B)
+{
+    if (CF__SEMI_T(F, B)) { /* the bucket re-sorted */
+        cf__slot_set(t, t->shape, i, j, val);
+        return;
+    }
+    uint8_t *p = cf__bucket_at_fb(t, NULL, i, F, B);
+    cf__store_fb(p, cf__load_fb(p, F, B) ^ (uint64_t)(old ^ val) << (F * j), F, B);
+}
+
 /* Nonzero iff a slot of the bucket whose first bytes are `word` holds fp (constant widths;
  * bits above the bucket are ignored). */
 static CF__INLINE uint64_t cf__word_match_fb(uint64_t word, uint32_t fp, unsigned F, unsigned B)
