@@ -327,7 +327,7 @@ CF_API void cf_free(cf_filter *f);
  * before any is made, so a failure moves nothing. A growing filter then appends a
  * sub-filter `expansion` times larger than the last, unless the key's own copies already
  * fill both its buckets (a hot key never grows the filter) or max_sub_filters is reached.
- * The search for moves uses up to 16 KB of stack when max_kicks is at most 510 (the
+ * The search for moves uses up to 19 KB of stack when max_kicks is at most 510 (the
  * default is 500), and memory the filter holds (32 to 48 bytes per kick) for larger budgets
  * (a segmented table's default, 1000, among them).
  *

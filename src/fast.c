@@ -202,6 +202,13 @@ static CF__INLINE void cf__contains_many_fb(const cf_filter *f, const cf__source
         out[j] = cf__probe_fb(f, j, &q, simple, direct, hashed, F, B);
 }
 
+/* Every fast shape's bucket fits the evictions' arrays (CF__FAST_B_MAX). */
+#define CF__B_FITS(F, B)                                                                           \
+    _Static_assert((B) <= CF__FAST_B_MAX, "a fast bucket size above CF__FAST_B_MAX");
+CF__FAST_SHAPES(CF__B_FITS)
+#undef CF__B_FITS
+_Static_assert(CF__SEMI_BUCKET <= CF__FAST_B_MAX, "the semi-sorted bucket above CF__FAST_B_MAX");
+
 /* The residents of bucket i of t (constant widths), into res[0 .. b), their other buckets
  * into next[0 .. b), each fetched. */
 static CF__INLINE void cf__expand_fb(const cf__table *t, uint64_t i, uint32_t *res, uint64_t *next,
