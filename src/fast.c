@@ -332,9 +332,10 @@ typedef cf_status (*cf__evict_fn)(cf_filter *f, uint64_t h, uint32_t fp, uint64_
 static CF__INLINE cf_status cf__add_evict_fb(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
                                              uint64_t i2, unsigned F, unsigned B)
 {
-    if (!F) /* (never called: the search alone serves widths read at run time) */
-        return cf__insert_rest_h(f, h, i1, i2);
     const uint32_t b = CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B, kicks = f->max_kicks;
+    /* (F = 0 never comes here: the search alone serves widths read at run time) */
+    if (!F || kicks < 2u * b)
+        return cf__insert_rest_h(f, h, i1, i2);
     cf__table *t = &f->tables[0];
     cf__seen seen;
     uint32_t res[CF__LEVEL1_MAX], res2[CF__LEVEL2_MAX];
@@ -350,17 +351,27 @@ static CF__INLINE cf_status cf__add_evict_fb(cf_filter *f, uint64_t h, uint32_t 
     return cf__insert_rest_seen_h(f, h, i1, i2, &seen);
 }
 
-/* An insert whose buckets i1 and i2 in the newest sub-filter are full: the one-move
- * eviction (and what follows it) where it finds what the search would, else the slow
+/* An insert whose buckets i1 and i2 in the newest sub-filter are full: the insert's own
+ * evictions (EVICT) in a lone unsynchronized sub-filter of a fast shape, else the slow
  * path. */
 static CF__INLINE cf_status cf__add_full_at_fb(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
-                                               uint64_t i2, cf__evict_fn EVICT, unsigned F,
-                                               unsigned B)
+                                               uint64_t i2, cf__evict_fn EVICT, unsigned F)
 {
-    if (F && f->ntables == 1 && !f->tables[0].shape->sync &&
-        f->max_kicks >= 2u * (CF__SEMI_T(F, B) ? CF__SEMI_BUCKET : B))
+    if (F && f->ntables == 1 && !f->tables[0].shape->sync)
         return EVICT(f, h, fp, i1, i2);
     return cf__insert_rest_h(f, h, i1, i2);
+}
+
+/* fp into the first free slot of bucket i1 of t, else of i2; false if both are full. */
+static CF__INLINE bool cf__put_pair_fb(cf__table *t, uint64_t i1, uint64_t i2, uint32_t fp,
+                                       unsigned F, unsigned B)
+{
+    /* A loop rather than two calls: the compiler then shares one store between them. */
+    uint64_t i[2] = {i1, i2};
+    for (unsigned w = 0; w < 2; w++)
+        if (cf__put_if_free_fb(t, t->shape, i[w], fp, F, B))
+            return true;
+    return false;
 }
 
 /* Insert of the key of hash h, whose fingerprint is fp and whose buckets in the newest
@@ -368,14 +379,9 @@ static CF__INLINE cf_status cf__add_full_at_fb(cf_filter *f, uint64_t h, uint32_
 static CF__INLINE cf_status cf__add_at_fb(cf_filter *f, uint64_t h, uint32_t fp, uint64_t i1,
                                           uint64_t i2, cf__evict_fn EVICT, unsigned F, unsigned B)
 {
-    cf__table *t = &f->tables[f->ntables - 1];
-    const cf__shape *s = t->shape;
-    /* A loop rather than two calls: the compiler then shares one store between them. */
-    uint64_t i[2] = {i1, i2};
-    for (unsigned w = 0; w < 2; w++)
-        if (cf__put_if_free_fb(t, s, i[w], fp, F, B))
-            return CF_OK;
-    return cf__add_full_at_fb(f, h, fp, i1, i2, EVICT, F, B);
+    if (cf__put_pair_fb(&f->tables[f->ntables - 1], i1, i2, fp, F, B))
+        return CF_OK;
+    return cf__add_full_at_fb(f, h, fp, i1, i2, EVICT, F);
 }
 
 /* The same for a single insert, which passes the hash alone (FULL, each shape's
@@ -394,11 +400,11 @@ static CF__INLINE uint32_t cf__newest_buckets_fb(const cf_filter *f, uint64_t h,
 }
 
 static CF__INLINE cf_status cf__add_full_fb(cf_filter *f, uint64_t h, cf__evict_fn EVICT,
-                                            unsigned F, unsigned B)
+                                            unsigned F)
 {
     uint64_t i1, i2;
     uint32_t fp = cf__newest_buckets_fb(f, h, &i1, &i2, F);
-    return cf__add_full_at_fb(f, h, fp, i1, i2, EVICT, F, B);
+    return cf__add_full_at_fb(f, h, fp, i1, i2, EVICT, F);
 }
 
 static CF__INLINE cf_status cf__add_in_fb(cf_filter *f, uint64_t h, cf__full_fn FULL, bool SIMPLE,
@@ -415,11 +421,7 @@ static CF__INLINE cf_status cf__add_in_fb(cf_filter *f, uint64_t h, cf__full_fn 
      * for nothing else (docs/PERFORMANCE.md, "Inserts", has the measured variants). The
      * batched inserts fetch both buckets as they stage each key. */
     cf__prefetch_fb(t, t->shape, i2, true, F, B);
-    uint64_t i[2] = {i1, i2};
-    for (unsigned w = 0; w < 2; w++)
-        if (cf__put_if_free_fb(t, t->shape, i[w], k.fp, F, B))
-            return CF_OK;
-    return FULL(f, h);
+    return cf__put_pair_fb(t, i1, i2, k.fp, F, B) ? CF_OK : FULL(f, h);
 }
 
 static CF__INLINE cf_status cf__add_fb(cf_filter *f, uint64_t h, cf__full_fn FULL, unsigned F,
@@ -970,7 +972,7 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
     }                                                                                              \
     static CF__NOINLINE cf_status cf__add_full_##F##_##B(cf_filter *f, uint64_t h)                 \
     {                                                                                              \
-        return cf__add_full_fb(f, h, cf__add_evict_##F##_##B, F, B);                               \
+        return cf__add_full_fb(f, h, cf__add_evict_##F##_##B, F);                                  \
     }                                                                                              \
     static cf_status cf__add_##F##_##B(cf_filter *f, uint64_t h)                                   \
     {                                                                                              \

@@ -151,8 +151,8 @@ typedef struct cf__seen {
     unsigned levels;
 } cf__seen;
 
-/* cf__insert_rest_h after the per-shape insert's one- (and two-) move found no free slot
- * in what `seen` holds (evict.c). */
+/* cf__insert_rest_h after the per-shape insert's own evictions (one to three moves) found
+ * no path; `seen` holds what the first two levels examined (evict.c). */
 CF__HIDDEN cf_status cf__insert_rest_seen_h(cf_filter *f, uint64_t h, uint64_t n1, uint64_t n2,
                                             const cf__seen *seen);
 
