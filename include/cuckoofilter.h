@@ -147,7 +147,8 @@ typedef struct cf_config {
                                       then CF_FULL; 1..65536; 0 = 32 */
     unsigned flags;                /* 0, or CF_FIXED_SEED, CF_GROW_SAME_WIDTH, CF_SEMI_SORT,
                                       CF_CONCURRENT, CF_REDISBLOOM, CF_SEGMENTED,
-                                      CF_UNSEGMENTED; other bits are CF_EINVAL */
+                                      CF_UNSEGMENTED, CF_FAST_HASH; other bits are
+                                      CF_EINVAL */
     double target_fpr;             /* sizing by target: with fingerprint_bits 0, the
                                       narrowest fingerprint whose false-positive rate at
                                       full load of the first table, cf_expected_fpr(f, b,
@@ -204,6 +205,18 @@ typedef struct cf_config {
  * as format version 3. */
 #define CF_SEGMENTED       32u
 #define CF_UNSEGMENTED     64u
+/* 8-byte keys (integer ids) hashed by strongly universal multiply-shift with 128-bit words
+ * drawn from the seed: ((a * key + b) mod 2^128) >> 64, the key read as a little-endian
+ * u64 (format hash id 3, docs/FORMAT.md). About a third of XXH3's work, so keyed lookups
+ * of 8-byte keys take less time (docs/PERFORMANCE.md, "Keyed lookups"); for keys chosen
+ * without the seed, any two collide in any of the bits a filter uses with the probability
+ * of chance, as with XXH3. Keys of other lengths are hashed with XXH3 as without the
+ * flag. cf_hash is then the filter's hash, not cf_hash_seeded's: hash keys with cf_hash
+ * of the filter. CF_EINVAL with generations, with CF_REDISBLOOM (its hash is RedisBloom's)
+ * and in the calls that take a config and hashes made without a filter (cf_config_mapping,
+ * segments built apart). The filter's head takes 32 bytes more. Files of this hash need
+ * a reader that knows hash id 3: older ones refuse them (CF_EVERSION). */
+#define CF_FAST_HASH       128u
 
 typedef struct cf_stats {
     uint64_t items;   /* fingerprints stored (adds minus deletes), stashed ones included */
@@ -316,7 +329,8 @@ CF_API void cf_free(cf_filter *f);
 /* Keys                                                                                 */
 /* ------------------------------------------------------------------------------------ */
 /* A key is any `len` bytes at `key` (key may be NULL only when len is 0). It is hashed
- * with the filter's own seeded 64-bit hash (XXH3). */
+ * with the filter's own seeded 64-bit hash (XXH3; multiply-shift for 8-byte keys with
+ * CF_FAST_HASH). */
 
 /* Add a key. Adding the same key again stores another copy (see cf_count); one key can
  * occupy at most 2 * bucket_size slots of each sub-filter, and a fixed filter may keep
@@ -640,7 +654,8 @@ CF_API cf_status cf_get_generation_stats_sized(const cf_filter *f, unsigned age,
  * (every bit is used). cf_add_hash(f, cf_hash(f, k, n)) is exactly cf_add(f, k, n). Mixing
  * the two forms with different hash functions for the same key breaks the guarantees. */
 
-/* The filter's own hash of a key (XXH3-64 with the filter's seed; MurmurHash64A with seed 0
+/* The filter's own hash of a key (XXH3-64 with the filter's seed; for 8-byte keys
+ * multiply-shift with words from the seed under CF_FAST_HASH; MurmurHash64A with seed 0
  * for CF_REDISBLOOM). 0 if f is NULL. */
 CF_API uint64_t cf_hash(const cf_filter *f, const void *key, size_t len);
 /* As cf_add, cf_contains, cf_delete and cf_count. */
@@ -670,7 +685,7 @@ CF_API size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsign
                           cf_status *status);
 
 /* Building a filter from a set of keys, with threads: hash the keys (cf_hash_seeded with
- * the filter's seed), put the hashes in build order with cf_sort_hashes (which also says
+ * the filter's seed; cf_hash of the filter for one made with CF_FAST_HASH), put the hashes in build order with cf_sort_hashes (which also says
  * how many distinct keys there are, the capacity to make the filter with), then add them
  * with cf_build_hashes. The filter is the one that adding the distinct hashes in build
  * order one by one gives, byte for byte, whatever the number of threads: a segmented
@@ -734,7 +749,8 @@ typedef struct cf_place {
 /* The limits of cf_place_hash and cf_alt_bucket: bucket counts even, 2 .. 2^60. */
 #define CF_PLACE_MAX_BUCKETS (UINT64_C(1) << 60)
 
-/* XXH3-64 of the key with `seed`: what cf_hash returns for a filter whose seed is `seed`.
+/* XXH3-64 of the key with `seed`: what cf_hash returns for a filter whose seed is `seed`
+ * (and that is not made with CF_FAST_HASH or CF_REDISBLOOM).
  * key may be NULL only when len is 0 (otherwise returns 0). Thread safety: reentrant. */
 CF_API uint64_t cf_hash_seeded(uint64_t seed, const void *key, size_t len);
 
@@ -815,7 +831,7 @@ CF_API uint64_t cf_alt_in(const cf_mapping *m, uint64_t bucket, uint32_t tag);
 /* The mapping the filter cf_new(config) makes has, without making it (a client that
  * routes keys to the servers of ranges of segments needs nothing else).
  * Returns CF_OK and fills *out; CF_EINVAL for a config cf_new refuses, a RedisBloom
- * layout or a window, or NULL pointers. Thread safety: reentrant. */
+ * layout, a window or CF_FAST_HASH, or NULL pointers. Thread safety: reentrant. */
 CF_API cf_status cf_config_mapping(const cf_config *config, cf_mapping *out);
 
 /* The bytes of the table of segments [first, end) of a filter of `config`.

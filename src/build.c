@@ -524,13 +524,14 @@ cf_status cf_build_hashes(cf_filter *f, const uint64_t *hashes, size_t n, unsign
 /* ------------------------------------------------------------------------------------ */
 
 /* A config's settings and first table's buckets, without a filter; CF_EINVAL for
- * RedisBloom's layout or a window, whose keys map their own way. */
+ * RedisBloom's layout or a window, whose keys map their own way, and for CF_FAST_HASH,
+ * whose keys a caller without the filter would hash otherwise (cf_hash_seeded is XXH3). */
 static cf_status cf__sized(const cf_config *config, cf__params *p, uint64_t *buckets)
 {
     cf_config c;
     size_t bytes;
     cf_status st = cf__config_sized(config, sizeof *config, &c, p, buckets, &bytes, NULL);
-    if (st == CF_OK && (p->redisbloom || c.generations))
+    if (st == CF_OK && (p->redisbloom || p->fast_hash || c.generations))
         st = CF_EINVAL;
     return st;
 }

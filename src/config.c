@@ -19,7 +19,7 @@ static unsigned cf__or_default(unsigned v, unsigned def)
 /* The flags cf_config.flags may have. */
 #define CF__CONFIG_FLAGS                                                                           \
     (CF_FIXED_SEED | CF_GROW_SAME_WIDTH | CF_SEMI_SORT | CF_CONCURRENT | CF_REDISBLOOM |           \
-     CF_SEGMENTED | CF_UNSEGMENTED)
+     CF_SEGMENTED | CF_UNSEGMENTED | CF_FAST_HASH)
 
 /* The narrowest fingerprint whose false-positive rate at full load of `tables` tables (a
  * windowed filter's generations, else 1) is at most `target`; 0 if none is (target below
@@ -191,9 +191,14 @@ static cf_status cf__resolve(const cf_config *c, cf__params *p, const char **why
                             "library's layout: no expansion or RedisBloom layout");
     if (!windowed && c->window != 0)
         return cf__bad(why, "a window length needs generations");
+    /* A window's generations hash as one filter does, with XXH3 (window.c). */
+    if ((c->flags & CF_FAST_HASH) && (windowed || (c->flags & CF_REDISBLOOM)))
+        return cf__bad(why, "CF_FAST_HASH is for filters without generations, in this "
+                            "library's layout (RedisBloom's has its own hash)");
     if (!cf__allocator_ok(c->allocator))
         return cf__bad(why, "an allocator needs both its functions");
     p->redisbloom = false;
+    p->fast_hash = (c->flags & CF_FAST_HASH) != 0;
     unsigned b = cf__or_default(c->bucket_size, CF_DEFAULT_BUCKET_SIZE);
     unsigned f = c->fingerprint_bits;
     if (b > CF_MAX_BUCKET_SIZE)

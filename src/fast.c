@@ -940,7 +940,7 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
     static RET OP##_key_##SHAPE(CONST cf_filter *f, const void *key, size_t len)                   \
     {                                                                                              \
         if (CF__LIKELY(len == 8))                                                                  \
-            return OP##_fb(f, cf__xxh3_8(key, f->k8), __VA_ARGS__);                                \
+            return OP##_fb(f, cf__hash8(f, key), __VA_ARGS__);                                     \
         return OP##_key_any_##SHAPE(f, key, len);                                                  \
     }
 

@@ -15,6 +15,17 @@ uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len)
     return XXH3_64bits_withSeed(key, len, seed);
 }
 
+void cf__ms_words(uint64_t seed, cf__ms *out)
+{
+    uint64_t w[4];
+    for (unsigned i = 0; i < 4; i++) {
+        uint8_t le[8];
+        cf__store_le64(le, i + 1u);
+        w[i] = XXH3_64bits_withSeed(le, sizeof le, seed);
+    }
+    *out = (cf__ms){w[0], w[1], w[2], w[3]};
+}
+
 uint64_t cf__murmur64a(const void *key, size_t len, uint64_t seed)
 {
     const uint8_t *p = (const uint8_t *)key;

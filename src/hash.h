@@ -1,7 +1,8 @@
 /*
  * hash.h - the hashes of keys, below everything else in the library: XXH3-64 with a seed
  * (the library's own layout), written out for 8- and 16-byte keys and out of line for any
- * length, and MurmurHash64A (RedisBloom's layout). The filter's choice between them is
+ * length; multiply-shift for 8-byte keys (CF_FAST_HASH); and MurmurHash64A (RedisBloom's
+ * layout). The filter's choice between them is
  * its kind's (cf__hash_key, internal.h; redisbloom.c).
  */
 #ifndef CF_HASH_H
@@ -68,6 +69,44 @@ static inline uint64_t cf__xxh3_16(const void *p, uint64_t k8)
     acc *= CF__XXH3_AV;
     return acc ^ (acc >> 32);
 }
+
+/* Hash id 3 (CF_FAST_HASH): for 8-byte keys, strongly universal multiply-shift with
+ * 128-bit words (Dietzfelbinger's multiply-add-shift), g = ((a * k + b) mod 2^128) >> 64,
+ * k the key as a little-endian u64, then a fixed xorshift-multiply: h = (g ^ g >> 31) * M.
+ * - For a and b drawn at random, the g of any two distinct keys are independent and
+ *   uniform over 64 bits, and h is a bijection of g, so the same holds for h: every set of
+ *   h's bits collides with the probability of chance for keys chosen without the seed.
+ *   That is what the seed's secrecy protects. The paper authors' filter and fastfilter_cpp
+ *   hash integer keys with the same family.
+ * - The xorshift-multiply is for keys that are not random: g alone maps an arithmetic
+ *   progression of keys (ids with a stride) to one of hashes, and such sets then filled a
+ *   filter to lower loads than random keys do (test_full holds them to random keys' loads).
+ * - Its cost: a multiply-high, two multiplies, a few additions and a shift, where XXH3's
+ *   8-byte case takes two dependent multiplies among a dozen steps.
+ * a and b come from the seed (cf__ms_words); other lengths keep XXH3 with the seed. */
+#define CF__MS_FIN_SHIFT 31u                          /* g's high bits into its low ones */
+#define CF__MS_FIN_MULT  UINT64_C(0x9fb21c651e98df25) /* odd: the multiply is a bijection */
+
+typedef struct cf__ms {
+    uint64_t a_lo, a_hi, b_lo, b_hi;
+} cf__ms;
+
+static inline uint64_t cf__ms8(const void *p, const cf__ms *w)
+{
+    uint64_t k = cf__load_le64((const uint8_t *)p);
+#if CF__HAVE_U128
+    cf__u128 b = (cf__u128)w->b_hi << 64 | w->b_lo;
+    uint64_t g = (uint64_t)(((cf__u128)w->a_lo * k + b) >> 64) + w->a_hi * k;
+#else
+    uint64_t lo = w->a_lo * k, sum = lo + w->b_lo;
+    uint64_t g = cf__mulhi(w->a_lo, k) + w->a_hi * k + w->b_hi + (sum < lo);
+#endif
+    return (g ^ g >> CF__MS_FIN_SHIFT) * CF__MS_FIN_MULT;
+}
+
+/* Hash id 3's a (a_hi:a_lo) and b (b_hi:b_lo) for seed: XXH3-64 with the seed of the
+ * 8-byte little-endian integers 1, 2, 3 and 4, in that order (docs/FORMAT.md). */
+CF__HIDDEN void cf__ms_words(uint64_t seed, cf__ms *out);
 
 /* XXH3-64 of the len bytes at key with seed (any length). */
 CF__HIDDEN uint64_t cf__hash_any(uint64_t seed, const void *key, size_t len);

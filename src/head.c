@@ -97,7 +97,7 @@ static void cf__head_layout(const cf__params *p, const cf_allocator *a, unsigned
         h->queue_len = 0;
     h->mark_bits = h->queue_len ? cf__mark_bits(h->queue_len) : 0;
     h->bits =
-        (a ? CF__B_OWN_ALLOC : 0u) |
+        (p->fast_hash ? CF__B_FAST_HASH : 0u) | (a ? CF__B_OWN_ALLOC : 0u) |
         (cf__shape_static(p->shape.f, p->shape.b, p->shape.semi) && !p->concurrent && !p->shape.seg
              ? 0u
              : CF__B_OWN_SHAPE) |
@@ -273,6 +273,8 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
     memset(f, 0, sizeof *f);
     f->bits = (uint8_t)(h.bits | (p->redisbloom ? CF__B_REDISBLOOM : 0u));
     f->ops = ops;
+    if (p->fast_hash)
+        cf__ms_words(p->seed, (cf__ms *)(void *)(head + cf__head_at(h.bits, CF__B_FAST_HASH)));
     if (a)
         memcpy(head + cf__head_at(h.bits, CF__B_OWN_ALLOC), a, sizeof *a);
     /* A concurrent filter's shape is its own: its tables are synchronized (table.h). */

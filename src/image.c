@@ -24,6 +24,7 @@
 #define CF__DESC_BYTES  32u /* per sub-filter: buckets, items, table offset, table bytes */
 #define CF__ENTRY_BYTES 16u /* per stash entry: bucket, fingerprint, sub-filter */
 #define CF__HASH_RB     2u  /* hash id: RedisBloom's layout (CF_REDISBLOOM, redisbloom.c) */
+#define CF__HASH_MS     3u  /* hash id: multiply-shift for 8-byte keys (CF_FAST_HASH, hash.h) */
 #define CF__FLAG_WIDEN  1u  /* header flag: sub-filters widen their fingerprints (CF__H_WIDEN) */
 #define CF__FLAG_SEMI   2u  /* header flag: semi-sorted buckets (CF_SEMI_SORT) */
 #define CF__FLAGS_KNOWN (CF__FLAG_WIDEN | CF__FLAG_SEMI)
@@ -194,7 +195,9 @@ void cf__image_header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
     cf__store_le64(h + CF__H_CAPACITY, f->capacity);
     h[CF__H_FP_BITS] = (uint8_t)s->f;
     h[CF__H_BUCKET] = (uint8_t)s->b;
-    h[CF__H_HASH] = (uint8_t)(cf__is_rb(f) ? CF__HASH_RB : CF__HASH_XXH3);
+    h[CF__H_HASH] = (uint8_t)(cf__is_rb(f)                     ? CF__HASH_RB
+                              : (f->bits & CF__B_FAST_HASH) != 0 ? CF__HASH_MS
+                                                                 : CF__HASH_XXH3);
     h[CF__H_STASH] = (uint8_t)f->stash_n;
     cf__store_le16(h + CF__H_KICKS, (uint16_t)f->max_kicks);
     cf__store_le32(h + CF__H_FLAGS,
@@ -362,7 +365,8 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     /* A sound header with unknown flags or hash comes from a newer writer. */
     uint32_t flags = cf__load_le32(b + CF__H_FLAGS);
     if ((flags & ~CF__FLAGS_KNOWN) != 0 ||
-        (b[CF__H_HASH] != CF__HASH_XXH3 && b[CF__H_HASH] != CF__HASH_RB)) {
+        (b[CF__H_HASH] != CF__HASH_XXH3 && b[CF__H_HASH] != CF__HASH_RB &&
+         b[CF__H_HASH] != CF__HASH_MS)) {
         *why = "uses a feature or hash this library does not know";
         return CF_EVERSION;
     }
@@ -405,6 +409,7 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     /* RedisBloom's layout: its fingerprints, no seed, no widening or semi-sorting, no
      * stash, no segments, sizes that are powers of two (checked with each table below). */
     p->redisbloom = b[CF__H_HASH] == CF__HASH_RB;
+    p->fast_hash = b[CF__H_HASH] == CF__HASH_MS;
     if (p->redisbloom && (f != CF__RB_FP_BITS || flags != 0 || p->seed != 0 || m->nstash != 0 ||
                           seg != 0 || (p->expansion & (p->expansion - 1u)) != 0))
         return cf__corrupt(why, "bad settings for RedisBloom's layout");

@@ -236,7 +236,8 @@ typedef struct cf__spare {
 } cf__spare;
 
 /* cf_filter.bits */
-#define CF__B_OWN_ALLOC 2u /* a copy of a caller's allocator follows the struct */
+#define CF__B_FAST_HASH 1u /* CF_FAST_HASH: hash id 3's words (cf__ms) follow the struct */
+#define CF__B_OWN_ALLOC 2u /* then a copy of a caller's allocator */
 #define CF__B_OWN_SHAPE                                                                            \
     4u /* then a copy of its shape (b > CF__STATIC_SHAPE_B, concurrent, segmented) */
 #define CF__B_OWN_SEARCH 8u   /* then search memory: its budget is too big for the stack */
@@ -246,7 +247,7 @@ typedef struct cf__spare {
 #define CF__B_WINDOW     128u /* windowed: more->window holds the generations (window.c) */
 
 /* A filter: 96 bytes (its fixed overhead with a shape of b <= 8 and the default allocator;
- * a caller's allocator adds 24, a larger shape 48), then the tables. The head block holds
+ * CF_FAST_HASH adds 32, a caller's allocator 24, a larger shape 48), then the tables. The head block holds
  * the struct and, after it, what the bits say, in that order. */
 struct cf_filter {
     const cf__ops *ops; /* the hot paths for this shape, state and CPU */
@@ -266,10 +267,33 @@ struct cf_filter {
     uint8_t bits;    /* CF__B_* */
 };
 
+/* Hash id 3's words, first after the struct: a fixed offset for the keyed hot paths. */
+static inline const cf__ms *cf__ms_of(const cf_filter *f)
+{
+    return (const cf__ms *)(const void *)(f + 1);
+}
+
+/* The offset in a filter's head block of what bit `which` (CF__B_FAST_HASH, CF__B_OWN_*)
+ * says follows the struct, for a head with `bits`: after the struct and what the lower
+ * bits add. */
+static inline size_t cf__head_at(unsigned bits, unsigned which)
+{
+    size_t at = sizeof(cf_filter);
+    if (which > CF__B_FAST_HASH && (bits & CF__B_FAST_HASH))
+        at += sizeof(cf__ms);
+    if (which > CF__B_OWN_ALLOC && (bits & CF__B_OWN_ALLOC))
+        at += sizeof(cf_allocator);
+    if (which > CF__B_OWN_SHAPE && (bits & CF__B_OWN_SHAPE))
+        at += sizeof(cf__shape);
+    return at;
+}
+
 static inline const cf_allocator *cf__alloc_of(const cf_filter *f)
 {
-    return (f->bits & CF__B_OWN_ALLOC) ? (const cf_allocator *)(const void *)(f + 1)
-                                       : &cf__default_allocator;
+    return (f->bits & CF__B_OWN_ALLOC)
+               ? (const cf_allocator *)(const void *)((const uint8_t *)f +
+                                                      cf__head_at(f->bits, CF__B_OWN_ALLOC))
+               : &cf__default_allocator;
 }
 
 static inline void *cf__malloc(const cf_filter *f, size_t size)
@@ -548,12 +572,22 @@ static inline void cf__pick_ops(cf_filter *f)
         f->ops = to;
 }
 
-/* The filter's hash of a key (XXH3-64 with its seed): 8- and 16-byte keys inline, others
- * out of line. */
+/* The filter's hash of an 8-byte key: XXH3-64 with its seed, or hash id 3's. One
+ * well-predicted branch on the filter's bits, where a second set of per-shape operations
+ * would double fast.c's code. */
+static CF__INLINE uint64_t cf__hash8(const cf_filter *f, const void *key)
+{
+    if (f->bits & CF__B_FAST_HASH)
+        return cf__ms8(key, cf__ms_of(f));
+    return cf__xxh3_8(key, f->k8);
+}
+
+/* The filter's hash of a key (XXH3-64 with its seed, but for 8-byte keys under hash id 3):
+ * 8- and 16-byte keys inline, others out of line. */
 static CF__INLINE uint64_t cf__hash_key(const cf_filter *f, const void *key, size_t len)
 {
     if (CF__LIKELY(len == 8))
-        return cf__xxh3_8(key, f->k8);
+        return cf__hash8(f, key);
     if (len == 16)
         return cf__xxh3_16(key, f->k8);
     return cf__hash_any(cf__seed(f), key, len);
@@ -574,6 +608,7 @@ typedef struct cf__params {
     unsigned widen;  /* extra fingerprint bits per sub-filter, in 1/256 bits (0: same width) */
     bool concurrent; /* CF_CONCURRENT (never from a file) */
     bool redisbloom; /* CF_REDISBLOOM (a file's hash id 2) */
+    bool fast_hash;  /* CF_FAST_HASH (a file's hash id 3) */
 } cf__params;
 
 /* Settings (config.c). */
@@ -677,17 +712,6 @@ CF__HIDDEN void cf__filter_free(cf_filter *f, unsigned ntables);
 
 /* log2 of the visited-set entries for a search of `nodes` nodes: at least twice as many. */
 CF__HIDDEN unsigned cf__mark_bits(size_t nodes);
-/* The offset in a filter's head block of what bit `which` (CF__B_OWN_*) says follows the
- * struct, for a head with `bits`: after the struct and what the lower bits add. */
-static inline size_t cf__head_at(unsigned bits, unsigned which)
-{
-    size_t at = sizeof(cf_filter);
-    if (which > CF__B_OWN_ALLOC && (bits & CF__B_OWN_ALLOC))
-        at += sizeof(cf_allocator);
-    if (which > CF__B_OWN_SHAPE && (bits & CF__B_OWN_SHAPE))
-        at += sizeof(cf__shape);
-    return at;
-}
 
 /* f's search memory: its head's, or one made later in `more`; NULL if it has none. */
 static inline cf__search *cf__search_of(cf_filter *f)

@@ -45,6 +45,8 @@ static const char *cf__merge_refusal(const cf_filter *dst, const cf_filter *src)
     const cf__shape *d = cf__shape0(dst), *s = cf__shape0(src);
     if (cf__seed(dst) != cf__seed(src))
         return "seeds differ";
+    if ((dst->bits & CF__B_FAST_HASH) != (src->bits & CF__B_FAST_HASH))
+        return "hashes differ (one made with CF_FAST_HASH)";
     if (d->f != s->f)
         return "fingerprint widths differ";
     if (d->b != s->b)

@@ -163,6 +163,8 @@ void cf__plain_config(const cf_filter *f, cf_config *out)
     out->seed = cf__seed(f);
     /* CF_FIXED_SEED so that cf_new(out) keeps seed 0 */
     out->flags = cf__kind_of(f)->flags | (out->seed == 0 ? CF_FIXED_SEED : 0u);
+    if (f->bits & CF__B_FAST_HASH)
+        out->flags |= CF_FAST_HASH;
     if (s->semi)
         out->flags |= CF_SEMI_SORT;
     /* The mapping, where the default would choose the other one for this capacity. */

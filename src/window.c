@@ -751,8 +751,8 @@ static cf_status cf__wfile_image(const cf__wmeta *w, unsigned i, bool body, cf__
     cf_status st = cf__image_parse(b + at, (size_t)n, body, p, why);
     if (st != CF_OK)
         return st;
-    if (p->redisbloom || p->expansion != 0)
-        return cf__corrupt(why, "a generation that grows or is of RedisBloom's layout");
+    if (p->redisbloom || p->fast_hash || p->expansion != 0)
+        return cf__corrupt(why, "a generation that grows or is of another hash than XXH3");
     if (!cf__image_same_settings(b + cf__load_le64(cf__gen_entry(w, 0)), b + at))
         return cf__corrupt(why, "generations with different settings");
     return CF_OK;

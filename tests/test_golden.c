@@ -32,13 +32,30 @@ static uint64_t ref_scale(uint64_t a, uint64_t m)
     return (uint64_t)(((ref_u128)a * m) >> 64);
 }
 
+/* A key's hash for the file's hash id (byte 42) and seed: XXH3-64 with the seed, but for
+ * an 8-byte key under hash id 3 multiply-shift with words a and b of XXH3 of 1 .. 4 and
+ * then (g ^ g >> 31) * 0x9fb21c651e98df25. */
+static uint64_t ref_hash(const uint8_t *b, const void *key, size_t len)
+{
+    uint64_t seed = rd(b + 24, 8);
+    if (b[42] != 3 || len != 8)
+        return XXH3_64bits_withSeed(key, len, seed);
+    uint64_t w[4];
+    for (unsigned i = 0; i < 4; i++) {
+        uint8_t le[8] = {(uint8_t)(i + 1)};
+        w[i] = XXH3_64bits_withSeed(le, 8, seed);
+    }
+    ref_u128 a = (ref_u128)w[1] << 64 | w[0], add = (ref_u128)w[3] << 64 | w[2];
+    uint64_t g = (uint64_t)((a * rd((const uint8_t *)key, 8) + add) >> 64);
+    return (g ^ g >> 31) * UINT64_C(0x9fb21c651e98df25);
+}
+
 /* The count of a key, read from the serialized bytes b. */
 static uint64_t ref_count(const uint8_t *b, const void *key, size_t len)
 {
-    uint64_t seed = rd(b + 24, 8);
     unsigned f = b[40], bs = b[41], ns = b[43];
     unsigned nt = (unsigned)rd(b + 56, 4);
-    uint64_t h = XXH3_64bits_withSeed(key, len, seed);
+    uint64_t h = ref_hash(b, key, len);
     uint32_t fp = (uint32_t)(h >> (64 - f));
     if (fp == 0)
         fp = 1;
@@ -324,6 +341,21 @@ static const vector VECTORS[] = {
      24,
      0,
      0},
+    {"hash id 3: capacity 8, f 12, b 4, seed 11: 8-byte ids and a 3-byte key",
+     {.capacity = 8, .fingerprint_bits = 12, .bucket_size = 4, .seed = 11, .flags = CF_FAST_HASH},
+     {{'a', "id000001"}, {'a', "id000002"}, {'a', "id000003"}, {'a', "abc"}, {'d', "id000002"}},
+     "894355434b4f4f0a0200400000000000c8000000000000000b00000000000000"
+     "08000000000000000c040300f401000000000000200000000100000000000000"
+     "0400000000000000030000000000000080000000000000001800000000000000"
+     "711b1750c3e4592b000000000000000000000000000000000000000000000000"
+     "0000000000000000000000005008000000008f01c60000000000000000000000"
+     "0000000000000000000000000000000000000000000000000000000000000000"
+     "3ce2c6cf28a9a8fa",
+     1,
+     0,
+     3,
+     0,
+     0},
     {"segmented: capacity 8, f 12, b 4, seed 9: a b c",
      {.capacity = 8, .fingerprint_bits = 12, .bucket_size = 4, .seed = 9, .flags = CF_SEGMENTED},
      {{'a', "a"}, {'a', "b"}, {'a', "c"}},
@@ -439,7 +471,7 @@ static void check_fields(const vector *v, const uint8_t *b, size_t n)
     CHECK_EQ_U(rd(b + 32, 8), c->capacity);
     CHECK_EQ_U(b[40], f);
     CHECK_EQ_U(b[41], bs);
-    CHECK_EQ_U(b[42], 1); /* hash id */
+    CHECK_EQ_U(b[42], (c->flags & CF_FAST_HASH) ? 3 : 1); /* hash id */
     CHECK_EQ_U(b[43], v->stashed);
     CHECK_EQ_U(rd(b + 44, 2), c->max_kicks ? c->max_kicks
                               : seg        ? CF_DEFAULT_MAX_KICKS_SEGMENTED
@@ -635,9 +667,19 @@ static void test_mapping_vectors(void)
     }
 }
 
+/* Key i of stream s: cft_key_var's, or with `eight` every other one 8 bytes, the
+ * little-endian s * 2^32 + i (ids in a run: hash id 3's 8-byte keys, not random). */
+static size_t ref_key(uint8_t *k, uint64_t s, uint64_t i, bool eight)
+{
+    if (!eight || i % 2 != 0)
+        return cft_key_var(k, s, i);
+    wr(k, 8, s << 32 | i);
+    return 8;
+}
+
 /* The reference reader, from f's bytes, against the library for the n keys of stream
- * `seed` (added, some deleted) and n others. */
-static void check_reader(const cf_filter *f, uint64_t seed, uint64_t n)
+ * `seed` (added, some deleted; ref_key with `eight`) and n others. */
+static void check_reader(const cf_filter *f, uint64_t seed, uint64_t n, bool eight)
 {
     size_t len = cf_serialized_size(f);
     uint8_t *b = malloc(len);
@@ -645,7 +687,7 @@ static void check_reader(const cf_filter *f, uint64_t seed, uint64_t n)
     uint8_t k[CFT_KEY_MAX];
     uint64_t diff = 0;
     for (uint64_t i = 0; i < 2 * n; i++) {
-        size_t kl = cft_key_var(k, i < n ? seed : seed + 1, i);
+        size_t kl = ref_key(k, i < n ? seed : seed + 1, i, eight);
         uint64_t want = ref_count(b, k, kl);
         diff += cf_count(f, k, kl) != want || cf_contains(f, k, kl) != (want > 0);
     }
@@ -686,7 +728,7 @@ static void test_reference_reader(void)
                     (void)cf_add(f, k, cft_key_var(k, seed, i));
                 for (uint64_t i = 0; i < n; i += 5)
                     (void)cf_delete(f, k, cft_key_var(k, seed, i));
-                check_reader(f, seed, n);
+                check_reader(f, seed, n, false);
                 cf_free(f);
                 filters++;
             }
@@ -715,7 +757,38 @@ static void test_reference_reader(void)
         for (uint64_t j = 0; j < n; j += 5)
             CHECK_ST(cf_delete(f, k, cft_key_var(k, seed, j)), CF_OK);
         CHECK(!e || cft_stats(f).sub_filters >= 2);
-        check_reader(f, seed, n);
+        check_reader(f, seed, n, false);
+        cf_free(f);
+        filters++;
+    }
+    /* Hash id 3 (CF_FAST_HASH): fixed, growing, semi-sorted and segmented, half the keys
+     * 8 bytes. */
+    static const unsigned fast[][5] = {{12, 4, 0, 0, 0}, {8, 2, 2, 0, 0}, {13, 4, 0, 1, 0},
+                                       {12, 4, 0, 0, 1}, {16, 1, 1, 0, 0}};
+    for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++) {
+        uint64_t seed = cft_subseed(6000 + i);
+        unsigned e = fast[i][2];
+        cft_context("reference reader, hash id 3: f %u b %u e %u%s%s seed 0x%016llx", fast[i][0],
+                    fast[i][1], e, fast[i][3] ? " semi-sorted" : "", fast[i][4] ? " segmented" : "",
+                    (unsigned long long)seed);
+        cf_config c = {.capacity = 2000,
+                       .fingerprint_bits = fast[i][0],
+                       .bucket_size = fast[i][1],
+                       .expansion = e,
+                       .seed = seed,
+                       .flags = CF_FAST_HASH | (fast[i][3] ? CF_SEMI_SORT : 0u) |
+                                (fast[i][4] ? CF_SEGMENTED : 0u)};
+        cf_filter *f = NULL;
+        if (!CHECK_ST(cf_new(&c, &f), CF_OK))
+            continue;
+        uint8_t k[CFT_KEY_MAX];
+        uint64_t n = e ? 8000 : 1800;
+        for (uint64_t j = 0; j < n; j++)
+            CHECK_ST(cf_add(f, k, ref_key(k, seed, j, true)), CF_OK);
+        for (uint64_t j = 0; j < n; j += 5)
+            CHECK_ST(cf_delete(f, k, ref_key(k, seed, j, true)), CF_OK);
+        CHECK(!e || cft_stats(f).sub_filters >= 2);
+        check_reader(f, seed, n, true);
         cf_free(f);
         filters++;
     }

@@ -1285,7 +1285,7 @@ static void test_forged(void)
 
     /* Hash id 2 is RedisBloom's layout: only for 8-bit fingerprints and seed 0. */
     refuse_patch(fx, H_HASH, 1, 2, CF_ECORRUPT, M, "hash id 2 on a seeded 12-bit filter");
-    refuse_patch(fx, H_HASH, 1, 3, CF_EVERSION, M, "hash id 3");
+    refuse_patch(fx, H_HASH, 1, 4, CF_EVERSION, M, "hash id 4");
     refuse_patch(fx, H_HASH, 1, 0, CF_EVERSION, M, "hash id 0");
     refuse_patch(fx, H_HASH, 1, 255, CF_EVERSION, M, "hash id 255");
     refuse_patch(fx, H_STASH, 1, 9, CF_ECORRUPT, M, "stash count 9, no room for it");
