@@ -316,7 +316,7 @@ CF_API cf_status cf_config_check_sized(const cf_config *config, size_t config_si
 /* The number of bytes cf_new would allocate for `config` (the tables, the filter and its
  * scratch space), computed without allocating. Use it to refuse a config that is too big
  * before trying it. Besides the table, a filter holds 96 bytes, plus 24 for its copy of
- * a caller's allocator and 48 for a bucket size above 8; growth, a stash and large
+ * a caller's allocator, 48 for a bucket size above 8 and 32 for CF_FAST_HASH; growth, a stash and large
  * eviction budgets add to that when they need it.
  * Returns CF_OK and sets *bytes; CF_EINVAL as cf_new would. Thread safety: reentrant. */
 static inline cf_status cf_bytes_needed(const cf_config *config, size_t *bytes);

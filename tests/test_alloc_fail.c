@@ -80,6 +80,9 @@ static void test_new(void)
         {"concurrent growing e2 b4 f12", {.capacity = 100, .expansion = 2, .flags = CF_CONCURRENT}},
         {"concurrent semi b4 f13",
          {.capacity = 1000, .fingerprint_bits = 13, .flags = CF_SEMI_SORT | CF_CONCURRENT}},
+        {"fast hash growing e2 b4 f12", {.capacity = 100, .expansion = 2, .flags = CF_FAST_HASH}},
+        {"fast hash concurrent b9 f12",
+         {.capacity = 1000, .bucket_size = 9, .flags = CF_FAST_HASH | CF_CONCURRENT}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         new_with_failures(&cases[i].c, cases[i].what, false);

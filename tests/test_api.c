@@ -428,6 +428,93 @@ out:
     cf_free(d);
 }
 
+/* CF_FAST_HASH (hash id 3): its own hash of 8-byte keys, XXH3 of the others; kept by
+ * cf_get_config, files and copies; refused where keys are hashed without the filter; its
+ * words in the head beside a caller's allocator, in a plain and a concurrent filter. */
+static void test_fast_hash(void)
+{
+    uint64_t seed = cft_subseed(11);
+    for (unsigned conc = 0; conc < 2; conc++) {
+        cft_context("CF_FAST_HASH%s", conc ? ", concurrent" : "");
+        cft_alloc ta;
+        cft_alloc_init(&ta);
+        cf_config c = {.capacity = 500,
+                       .expansion = 2,
+                       .seed = seed,
+                       .allocator = &ta.a,
+                       .flags = CF_FAST_HASH | (conc ? CF_CONCURRENT : 0u)};
+        cf_filter *f = cft_new(c), *g = NULL, *x = cft_new((cf_config){.capacity = 500, .seed = seed});
+        if (!f || !x) {
+            cf_free(f);
+            cf_free(x);
+            continue;
+        }
+        uint8_t k[CFT_KEY_MAX];
+        unsigned same8 = 0;
+        for (uint64_t i = 0; i < 2000; i++) {
+            uint64_t id = i << 32; /* ids with a stride */
+            memcpy(k, &id, 8);
+            same8 += cf_hash(f, k, 8) == cf_hash_seeded(seed, k, 8);
+            CHECK_EQ_U(cf_hash(f, k, 8), cf_hash(f, k, 8));
+            size_t len = cft_key_var(k, 3, i);
+            CHECK_EQ_U(cf_hash(f, k, len), cf_hash_seeded(seed, k, len));
+            CHECK_EQ_U(cf_hash(f, k, len), cf_hash(x, k, len));
+        }
+        CHECK_EQ_U(same8, 0); /* another hash of 8-byte keys: equal ~never */
+        /* 2000 8-byte keys through growth (the head's words, then the allocator copy). */
+        for (uint64_t i = 0; i < 2000; i++) {
+            memcpy(k, &i, 8);
+            CHECK_ST(cf_add(f, k, 8), CF_OK);
+        }
+        CHECK(cft_stats(f).sub_filters >= 2);
+        cf_config got;
+        cf_get_config(f, &got);
+        CHECK(got.flags & CF_FAST_HASH);
+        /* A file of it: hash id 3, every key found after the load. */
+        size_t n = cf_serialized_size(f);
+        uint8_t *b = malloc(n);
+        if (b && CHECK_ST(cf_serialize(f, b, n, NULL), CF_OK)) {
+            CHECK_EQ_U(b[42], 3);
+            if (CHECK_ST(cf_deserialize(b, n, NULL, &g), CF_OK)) {
+                uint64_t missing = 0;
+                for (uint64_t i = 0; i < 2000; i++) {
+                    memcpy(k, &i, 8);
+                    missing += !cf_contains(g, k, 8);
+                }
+                CHECK_EQ_U(missing, 0);
+                memcpy(k, &(uint64_t){7}, 8);
+                CHECK_EQ_U(cf_hash(g, k, 8), cf_hash(f, k, 8));
+            }
+        }
+        free(b);
+        cf_free(g);
+        /* A filter made from its config hashes alike. */
+        got.allocator = NULL;
+        g = cft_new(got);
+        memcpy(k, &(uint64_t){9}, 8);
+        CHECK(g && cf_hash(g, k, 8) == cf_hash(f, k, 8));
+        cf_free(g);
+        cf_free(f);
+        cf_free(x);
+        CHECK_ALLOC_CLEAN(&ta);
+    }
+    cft_context("CF_FAST_HASH refusals");
+    cf_filter *f = NULL;
+    cf_mapping m;
+    const char *why = NULL;
+    CHECK_ST(cf_new(&(cf_config){.capacity = 100, .generations = 4, .flags = CF_FAST_HASH}, &f),
+             CF_EINVAL);
+    CHECK_ST(cf_new(&(cf_config){.capacity = 100, .flags = CF_FAST_HASH | CF_REDISBLOOM}, &f),
+             CF_EINVAL);
+    CHECK_ST(cf_config_check(&(cf_config){.capacity = 100, .flags = CF_FAST_HASH | CF_REDISBLOOM},
+                             &why),
+             CF_EINVAL);
+    CHECK(why && strstr(why, "CF_FAST_HASH"));
+    CHECK_ST(cf_config_mapping(&(cf_config){.capacity = 100, .flags = CF_FAST_HASH}, &m), CF_EINVAL);
+    CHECK_ST(cf_config_mapping(&(cf_config){.capacity = 100}, &m), CF_OK);
+    CHECK(f == NULL);
+}
+
 /* cf_add_hash(f, cf_hash(f, k, n)) is cf_add(f, k, n); the other _hash calls likewise. */
 static void test_prehashed(void)
 {
@@ -738,6 +825,13 @@ static void test_fixed_overhead(void)
                     continue;
                 size_t want = 96 + (custom ? sizeof(cf_allocator) : 0u) + (b > 8 ? 48u : 0u);
                 CHECK_EQ_U(need - cft_stats(f).bytes, want);
+                cf_free(f);
+                f = NULL;
+                c.flags = CF_FAST_HASH; /* its words: 32 bytes more */
+                if (!CHECK_ST(cf_bytes_needed(&c, &need), CF_OK) ||
+                    !CHECK_ST(cf_new(&c, &f), CF_OK))
+                    continue;
+                CHECK_EQ_U(need - cft_stats(f).bytes, want + 32u);
                 if (custom)
                     CHECK_EQ_U(ta.live_bytes, need);
                 cf_free(f);
@@ -755,6 +849,7 @@ int main(void)
     test_strerror_version();
     test_bytes_needed();
     test_hash();
+    test_fast_hash();
     test_prehashed();
     test_stats();
     test_expected_fpr();

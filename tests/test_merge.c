@@ -432,6 +432,7 @@ static void test_refusals(const char *dir)
         {{.capacity = 5000, .seed = 11}, "first sub-filter sizes differ"},
         {{.capacity = 1000, .seed = 11, .generations = 4}, "windowed"},
         {{.capacity = 1000, .flags = CF_REDISBLOOM}, "RedisBloom"},
+        {{.capacity = 1000, .seed = 11, .flags = CF_FAST_HASH}, "hashes differ"},
     };
     for (size_t i = 0; i < sizeof differ / sizeof differ[0]; i++) {
         cf_filter *src = cft_new(differ[i].c);

@@ -523,6 +523,18 @@ static void test_corrupt(void)
             unlink(path);
         }
         CHECK_ST(cf_serialize(f, buf, n, NULL), CF_OK);
+        /* A plain filter of hash id 3 (CF_FAST_HASH), of the generation's size and seed, in
+         * its place: generations hash with XXH3. */
+        cf_config pc = win_config(200, 12, 0, 0);
+        pc.flags |= CF_FAST_HASH;
+        cf_filter *p = cft_new(pc);
+        if (p && CHECK_EQ_U(cf_serialized_size(p), len) &&
+            CHECK_ST(cf_serialize(p, buf + at, (size_t)len, NULL), CF_OK)) {
+            CHECK_ST(cf_validate(buf, n, &why), CF_ECORRUPT);
+            CHECK_MSG(why && strstr(why, "another hash"), "reason: %s", why ? why : "none");
+        }
+        cf_free(p);
+        CHECK_ST(cf_serialize(f, buf, n, NULL), CF_OK);
     }
     free(ob);
     cf_free(o);

@@ -540,16 +540,18 @@ static int pycf_parse(PyObject *args, PyObject *kwargs, cf_config *out, int *con
     char k_cap[] = "capacity", k_fpr[] = "fpr", k_f[] = "fingerprint_bits", k_b[] = "bucket_size",
          k_e[] = "expansion", k_seed[] = "seed", k_max[] = "max_sub_filters",
          k_semi[] = "semi_sort", k_cc[] = "concurrent", k_rb[] = "redisbloom", k_w[] = "window",
-         k_g[] = "generations", k_clock[] = "clock", k_seg[] = "segmented";
-    char *names[] = {k_cap, k_fpr, k_f, k_b, k_e,     k_seed, k_max, k_semi,
-                     k_cc,  k_rb,  k_w, k_g, k_clock, k_seg,  NULL};
+         k_g[] = "generations", k_clock[] = "clock", k_seg[] = "segmented",
+         k_fast[] = "fast_hash";
+    char *names[] = {k_cap, k_fpr, k_f, k_b,     k_e,   k_seed, k_max, k_semi,
+                     k_cc,  k_rb,  k_w, k_g, k_clock, k_seg, k_fast, NULL};
     PyObject *capacity = NULL, *fbits = NULL, *bsize = NULL, *expansion = NULL, *seed = NULL,
              *max_subs = NULL, *fpr = NULL, *window = NULL, *gens = NULL, *clock = NULL,
              *segmented = NULL;
-    int semi = 0, concurrent = 1, redisbloom = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOOOpppOOOO", names, &capacity, &fpr,
+    int semi = 0, concurrent = 1, redisbloom = 0, fast = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOOOpppOOOOp", names, &capacity, &fpr,
                                      &fbits, &bsize, &expansion, &seed, &max_subs, &semi,
-                                     &concurrent, &redisbloom, &window, &gens, &clock, &segmented))
+                                     &concurrent, &redisbloom, &window, &gens, &clock, &segmented,
+                                     &fast))
         return -1;
     /* segmented: None chooses by size (CF_SEGMENTED_MIN_BUCKETS), True or False asks */
     int seg = segmented && segmented != Py_None ? PyObject_IsTrue(segmented) : -1;
@@ -589,7 +591,7 @@ static int pycf_parse(PyObject *args, PyObject *kwargs, cf_config *out, int *con
         .flags = (concurrent ? CF_CONCURRENT : 0u) |
                  (seed && seed != Py_None ? CF_FIXED_SEED : 0u) | (semi ? CF_SEMI_SORT : 0u) |
                  (redisbloom ? CF_REDISBLOOM : 0u) | (seg == 1 ? CF_SEGMENTED : 0u) |
-                 (seg == 0 ? CF_UNSEGMENTED : 0u),
+                 (seg == 0 ? CF_UNSEGMENTED : 0u) | (fast ? CF_FAST_HASH : 0u),
         .generations = (unsigned)g,
         .window = window_ms,
     };
@@ -934,6 +936,7 @@ static PyObject *pycf_get_stats(pycf_filter *self, void *unused)
         pycf_put(d, "semi_sort", PyBool_FromLong((c.flags & CF_SEMI_SORT) != 0)) < 0 ||
         pycf_put(d, "segmented", PyBool_FromLong((c.flags & CF_SEGMENTED) != 0)) < 0 ||
         pycf_put(d, "redisbloom", PyBool_FromLong((c.flags & CF_REDISBLOOM) != 0)) < 0 ||
+        pycf_put(d, "fast_hash", PyBool_FromLong((c.flags & CF_FAST_HASH) != 0)) < 0 ||
         pycf_put(d, "concurrent", PyBool_FromLong(self->concurrent)) < 0 ||
         pycf_put(d, "read_only", PyBool_FromLong(self->mapped)) < 0 ||
         (s.generations &&
@@ -2284,7 +2287,8 @@ PyDoc_STRVAR(pycf_stats_doc,
              "item held, or per unit of capacity while empty), fpr (the expected\n"
              "false-positive rate now), fpr_bound (the most it can reach), bytes, slots,\n"
              "buckets, sub_filters, fingerprint_bits, bucket_size, stashed, expansion,\n"
-             "max_sub_filters, semi_sort, segmented, redisbloom, concurrent, read_only.");
+             "max_sub_filters, semi_sort, segmented, redisbloom, fast_hash, concurrent,\n"
+             "read_only.");
 
 static PyMethodDef pycf_methods[] = {
     {"add", (PyCFunction)pycf_add, METH_O, pycf_add_doc},
@@ -2363,7 +2367,7 @@ PyDoc_STRVAR(
     "CuckooFilter(capacity, *, fpr=None, fingerprint_bits=None, bucket_size=4, expansion=0,\n"
     "             seed=None, max_sub_filters=32, semi_sort=False, concurrent=True,\n"
     "             redisbloom=False, window=None, generations=8, clock=time.time,\n"
-    "             segmented=None)\n\n"
+    "             segmented=None, fast_hash=False)\n\n"
     "A set of keys that answers `key in f` with no false negatives and a small,\n"
     "tunable rate of false positives, in a few bytes per key, and that can delete.\n\n"
     "capacity: keys to hold. fpr: the false-positive rate wanted at full load (sets the\n"
@@ -2378,7 +2382,10 @@ PyDoc_STRVAR(
     "commands would; files of that layout load as it, whatever this says.\n"
     "segmented: tables of segments of 65536 buckets that threads and Dask workers fill\n"
     "apart (build()); None: from 2^22 buckets (about 16M keys) on; True, False: always,\n"
-    "never (False: format version 2, the tables of any size).\n\n"
+    "never (False: format version 2, the tables of any size).\n"
+    "fast_hash: int keys (and 8-byte bytes) hashed by multiply-shift with words from\n"
+    "the seed, about a third of XXH3's work: faster lookups of ids. Other keys keep XXH3.\n"
+    "Not with window or redisbloom; its files need this version or later to load.\n\n"
     "window: a filter that forgets: a key is found for at least `window` seconds after\n"
     "its last add, and is gone within window * G / (G - 1) for G `generations` (default\n"
     "8), each a filter of `capacity` keys (fpr then counts all of them; no expansion).\n"

@@ -406,6 +406,32 @@ def test_redisbloom_layout(tmp_path):
             cf.CuckooFilter(100, redisbloom=True, **kw)
 
 
+def test_fast_hash(tmp_path):
+    """fast_hash=True: hash id 3 for int keys, through every path a filter takes here."""
+    f = cf.CuckooFilter(3000, fast_hash=True, expansion=2, seed=SEED)
+    assert f.stats["fast_hash"] is True and cf.CuckooFilter(10).stats["fast_hash"] is False
+    ids = [i << 32 for i in range(6000)]  # ids with a stride: not random keys
+    assert f.add_many(ids) == 6000 and f.stats["sub_filters"] >= 2
+    assert all(f.contains_many(ids)) and all(i in f for i in ids[:200])
+    assert all(f.contains_many(np.array(ids, dtype=np.uint64)))
+    assert all(i.to_bytes(8, "little") in f for i in ids[:200])  # an int is its 8 bytes
+    g = cf.CuckooFilter(3000, expansion=2, seed=SEED)  # XXH3: other hashes of 8-byte keys
+    g.add_many(ids)
+    assert f.to_bytes()[42] == 3 and g.to_bytes()[42] == 1
+    assert f.to_bytes()[128:] != g.to_bytes()[128:]
+    p = tmp_path / "fast.cf"
+    f.save(p)
+    for loaded in (cf.CuckooFilter.load(p), cf.CuckooFilter.open(p),
+                   cf.CuckooFilter.from_bytes(f.to_bytes()), f.copy(),
+                   pickle.loads(pickle.dumps(f))):
+        assert loaded.stats["fast_hash"] is True and all(loaded.contains_many(ids))
+    b = cf.CuckooFilter.build(ids, fast_hash=True, seed=SEED)
+    assert b.stats["fast_hash"] is True and all(b.contains_many(ids))
+    for kw in ({"redisbloom": True}, {"window": 60}):
+        with pytest.raises(ValueError):
+            cf.CuckooFilter(100, fast_hash=True, **kw)
+
+
 def test_every_refusal_is_an_error(tmp_path):
     """One `except cf.Error` catches every refusal of a file or bytes; file errors stay the
     OSError subclass their errno selects, and corrupt ones carry the library's reason."""
