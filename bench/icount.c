@@ -37,7 +37,7 @@
 #endif
 
 static unsigned g_f = 12, g_b = 4; /* the shape measured */
-static unsigned g_flags;           /* CF_SEMI_SORT for "F/4s", CF_SEGMENTED for "x" */
+static unsigned g_flags; /* CF_SEMI_SORT for "F/4s", CF_SEGMENTED for "x", CF_FAST_HASH "h" */
 static bool g_grow;                /* "g" */
 
 static cf_filter *make(void)
@@ -172,15 +172,16 @@ int main(int argc, char **argv)
 {
     char suffix[5] = "";
     if (argc > 1 && (sscanf(argv[1], "%u/%u%4s", &g_f, &g_b, suffix) < 2 ||
-                     strspn(suffix, "scgx") != strlen(suffix))) {
+                     strspn(suffix, "scgxh") != strlen(suffix))) {
         fprintf(stderr, "usage: cf-bench-icount [F/B, then s for semi-sorted buckets (B = 4), "
-                        "c for CF_CONCURRENT, g for a growing filter, x for segments]\n");
+                        "c for CF_CONCURRENT, g for a growing filter, x for segments, h for "
+                        "CF_FAST_HASH]\n");
         return 2;
     }
     g_grow = strchr(suffix, 'g') != NULL;
     g_flags = (strchr(suffix, 's') ? CF_SEMI_SORT : 0u) |
               (strchr(suffix, 'c') ? CF_CONCURRENT : 0u) |
-              (strchr(suffix, 'x') ? CF_SEGMENTED : 0u);
+              (strchr(suffix, 'x') ? CF_SEGMENTED : 0u) | (strchr(suffix, 'h') ? CF_FAST_HASH : 0u);
     size_t total = FILLED + LOOKUPS + BATCH;
     uint64_t *h = malloc(total * sizeof *h), *keys = malloc(total * sizeof *keys);
     const void **ptrs = malloc(total * sizeof *ptrs);

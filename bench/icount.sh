@@ -7,7 +7,8 @@
 # judged by the difference.
 #
 # Usage: bench/icount.sh [BINARY [SHAPE...]]   (default build/cf-bench-icount and the fast
-#        shapes 12/4 8/4 16/4 12/2 8/2 16/2 8/8 and the semi-sorted 13/4s 9/4s; `make bench-icount`)
+#        shapes 12/4 8/4 16/4 12/2 8/2 16/2 8/8 and the semi-sorted 13/4s 9/4s; `make bench-icount`;
+#        a shape's suffixes: s semi-sorted, c concurrent, g growing, x segmented, h CF_FAST_HASH)
 # CUCKOOFILTER_CPU=baseline in the environment measures the baseline code.
 set -euo pipefail
 bin=${1:-build/cf-bench-icount}

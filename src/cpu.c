@@ -43,21 +43,23 @@ static bool cf__use_v3(void)
 }
 
 /* The table of ops of the variant this CPU runs, for tables of the mapping with segments
- * or without. */
-static const cf__ops_table *cf__ops_here(bool seg)
+ * or without, and for the hash of 8-byte keys: XXH3, or hash id 3's (ms). */
+static const cf__ops_table *cf__ops_here(bool seg, bool ms)
 {
 #if CF__HAVE_V3
     if (cf__use_v3())
-        return seg ? &cf__ops_v3_seg : &cf__ops_v3;
+        return ms ? (seg ? &cf__ops_v3_seg_ms : &cf__ops_v3_ms)
+                  : (seg ? &cf__ops_v3_seg : &cf__ops_v3);
 #endif
-    return seg ? &cf__ops_base_seg : &cf__ops_base;
+    return ms ? (seg ? &cf__ops_base_seg_ms : &cf__ops_base_ms)
+              : (seg ? &cf__ops_base_seg : &cf__ops_base);
 }
 
 const cf__ops *cf__first_ops(const cf__params *p)
 {
     if (p->redisbloom)
         return cf__rb_ops_for(p->concurrent);
-    const cf__ops_table *t = cf__ops_here(p->shape.seg != 0);
+    const cf__ops_table *t = cf__ops_here(p->shape.seg != 0, p->fast_hash);
     return &(*t)[p->concurrent ? CF__ROW_CONCURRENT : CF__ROW_GENERAL][0];
 }
 

@@ -23,26 +23,27 @@
  */
 #include "concurrent.h"
 
-/* The table this compilation defines: CMakeLists.txt sets CF__FAST_V3 for the x86-64-v3
- * ones and CF__FAST_SEG for the segmented ones. */
+/* The tables this compilation defines, of XXH3 and of hash id 3 (CF_FAST_HASH): CMakeLists.txt
+ * sets CF__FAST_V3 for the x86-64-v3 ones and CF__FAST_SEG for the segmented ones. */
 #if defined(CF__FAST_SEG) && CF__FAST_SEG
 #define CF__SEG CF_SEGMENT_BITS
 #if defined(CF__FAST_V3) && CF__FAST_V3
-#define CF__OPS_TABLE cf__ops_v3_seg
+#define CF__OPS_TABLE    cf__ops_v3_seg
+#define CF__OPS_TABLE_MS cf__ops_v3_seg_ms
 #else
-#define CF__OPS_TABLE cf__ops_base_seg
+#define CF__OPS_TABLE    cf__ops_base_seg
+#define CF__OPS_TABLE_MS cf__ops_base_seg_ms
 #endif
 #else
 #define CF__SEG 0u
 #if defined(CF__FAST_V3) && CF__FAST_V3
-#define CF__OPS_TABLE cf__ops_v3
+#define CF__OPS_TABLE    cf__ops_v3
+#define CF__OPS_TABLE_MS cf__ops_v3_ms
 #else
-#define CF__OPS_TABLE cf__ops_base
+#define CF__OPS_TABLE    cf__ops_base
+#define CF__OPS_TABLE_MS cf__ops_base_ms
 #endif
 #endif
-/* Every entry's kind and table: the plain kinds (plain.c), this table's first entry. */
-#define CF__OPS_COLD(kind) &kind, &CF__OPS_TABLE[0][0]
-
 /* Keys whose buckets the batched calls keep in flight ahead of the one being probed:
  * enough to cover a memory latency at the time a key takes; fewer leave part of it
  * bare, more gain nothing (build/cf-bench-speed, batched lookups far out of cache;
@@ -928,10 +929,12 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
 }
 
 /* A keyed call of operation OP (a hashed one of this shape, the template's arguments
- * after the hash given): 8-byte keys hashed inline,
- * every other length in a function of its own, reached by a tail call. The 8-byte path
- * then keeps nothing across a call (no callee-saved register to push and pop), which a
- * shared path with the out-of-line hash of other lengths needed. */
+ * after the hash given): 8-byte keys hashed inline, every other length in a function of
+ * its own, reached by a tail call. The 8-byte path then keeps nothing across a call (no
+ * callee-saved register to push and pop), which a shared path with the out-of-line hash
+ * of other lengths needed. Twice: OP_key with XXH3 and OP_key_ms with hash id 3's
+ * multiply-shift (CF_FAST_HASH), each in the tables of its filters, so that neither tests
+ * which hash the filter has. */
 #define CF__KEYED(RET, CONST, OP, SHAPE, ...)                                                      \
     static CF__NOINLINE RET OP##_key_any_##SHAPE(CONST cf_filter *f, const void *key, size_t len)  \
     {                                                                                              \
@@ -940,7 +943,13 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
     static RET OP##_key_##SHAPE(CONST cf_filter *f, const void *key, size_t len)                   \
     {                                                                                              \
         if (CF__LIKELY(len == 8))                                                                  \
-            return OP##_fb(f, cf__hash8(f, key), __VA_ARGS__);                                     \
+            return OP##_fb(f, cf__xxh3_8(key, f->k8), __VA_ARGS__);                                \
+        return OP##_key_any_##SHAPE(f, key, len);                                                  \
+    }                                                                                              \
+    static RET OP##_key_ms_##SHAPE(CONST cf_filter *f, const void *key, size_t len)                \
+    {                                                                                              \
+        if (CF__LIKELY(len == 8))                                                                  \
+            return OP##_fb(f, cf__ms8(key, cf__ms_of(f)), __VA_ARGS__);                            \
         return OP##_key_any_##SHAPE(f, key, len);                                                  \
     }
 
@@ -1054,42 +1063,71 @@ static cf_status cf__delete_key_all(cf_filter *f, const void *key, size_t len)
     return cf__delete_all(f, cf__hash_key(f, key, len));
 }
 
+/* An entry's keyed function of operation OP for shape S (F_B, pasted where B is not yet
+ * expanded, as the functions were named): OP_key_S, or OP_key_ms_S while the table of
+ * hash id 3 is defined (CF__K). */
+#define CF__KN3(OP, K, S) OP##_##K##_##S
+#define CF__KN2(OP, K, S) CF__KN3(OP, K, S)
+#define CF__KN(OP, S)     CF__KN2(OP, CF__K, S)
 #define CF__OPS_SIMPLE(F, B)                                                                       \
-    {cf__contains_##F##_##B,       cf__contains_key_##F##_##B, cf__add_simple_##F##_##B,           \
-     cf__add_simple_key_##F##_##B, cf__delete_##F##_##B,       cf__delete_key_##F##_##B,           \
-     cf__contains_many_##F##_##B,  cf__add_many_##F##_##B,     CF__OPS_COLD(cf__kind_plain)},
+    {                                                                                              \
+        cf__contains_##F##_##B,      CF__KN(cf__contains, F##_##B),                                \
+        cf__add_simple_##F##_##B,    CF__KN(cf__add_simple, F##_##B),                              \
+        cf__delete_##F##_##B,        CF__KN(cf__delete, F##_##B),                                  \
+        cf__contains_many_##F##_##B, cf__add_many_##F##_##B,                                       \
+        CF__OPS_COLD(cf__kind_plain)},
 #define CF__OPS_GENERAL(F, B)                                                                      \
     {cf__contains_all,                                                                             \
      cf__contains_key_all,                                                                         \
      cf__add_##F##_##B,                                                                            \
-     cf__add_key_##F##_##B,                                                                        \
+     CF__KN(cf__add, F##_##B),                                                                     \
      cf__delete_all,                                                                               \
      cf__delete_key_all,                                                                           \
      cf__contains_many_all_##F##_##B,                                                              \
      cf__add_many_##F##_##B,                                                                       \
      CF__OPS_COLD(cf__kind_plain)},
 #define CF__OPS_CONCURRENT(F, B)                                                                   \
-    {cf__cc_contains_##F##_##B,      cf__cc_contains_key_##F##_##B,                                \
-     cf__cc_add_##F##_##B,           cf__cc_add_key_##F##_##B,                                     \
-     cf__cc_delete_##F##_##B,        cf__cc_delete_key_##F##_##B,                                  \
+    {cf__cc_contains_##F##_##B,      CF__KN(cf__cc_contains, F##_##B),                             \
+     cf__cc_add_##F##_##B,           CF__KN(cf__cc_add, F##_##B),                                  \
+     cf__cc_delete_##F##_##B,        CF__KN(cf__cc_delete, F##_##B),                               \
      cf__cc_contains_many_##F##_##B, cf__cc_add_many_##F##_##B,                                    \
      CF__OPS_COLD(cf__kind_plain_cc)},
 #define CF__OPS_SEMI_SIMPLE(F)     CF__OPS_SIMPLE(F, CF__SEMI_B)
 #define CF__OPS_SEMI_GENERAL(F)    CF__OPS_GENERAL(F, CF__SEMI_B)
 #define CF__OPS_SEMI_CONCURRENT(F) CF__OPS_CONCURRENT(F, CF__SEMI_B)
-cf__ops_table CF__OPS_TABLE = {
-    [CF__ROW_GENERAL] = {CF__OPS_GENERAL(0, 0) CF__OPS_GENERAL(0, CF__SEMI_B) CF__SEMI_FAST_SHAPES(
-        CF__OPS_SEMI_GENERAL) CF__FAST_SHAPES(CF__OPS_GENERAL)},
-    [CF__ROW_SIMPLE] = {CF__OPS_SIMPLE(0, 0) CF__OPS_SIMPLE(0, CF__SEMI_B) CF__SEMI_FAST_SHAPES(
-        CF__OPS_SEMI_SIMPLE) CF__FAST_SHAPES(CF__OPS_SIMPLE)},
-    [CF__ROW_CONCURRENT] = {CF__OPS_CONCURRENT(0, 0) CF__OPS_CONCURRENT(0, CF__SEMI_B)
-                                CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_CONCURRENT)
-                                    CF__FAST_SHAPES(CF__OPS_CONCURRENT)},
-};
+#define CF__OPS_ROWS                                                                               \
+    {                                                                                              \
+        [CF__ROW_GENERAL] = {CF__OPS_GENERAL(0, 0) CF__OPS_GENERAL(0, CF__SEMI_B)                  \
+                                 CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_GENERAL)                        \
+                                     CF__FAST_SHAPES(CF__OPS_GENERAL)},                            \
+        [CF__ROW_SIMPLE] = {CF__OPS_SIMPLE(0, 0) CF__OPS_SIMPLE(0, CF__SEMI_B)                     \
+                                CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_SIMPLE)                          \
+                                    CF__FAST_SHAPES(CF__OPS_SIMPLE)},                              \
+        [CF__ROW_CONCURRENT] = {CF__OPS_CONCURRENT(0, 0) CF__OPS_CONCURRENT(0, CF__SEMI_B)         \
+                                    CF__SEMI_FAST_SHAPES(CF__OPS_SEMI_CONCURRENT)                  \
+                                        CF__FAST_SHAPES(CF__OPS_CONCURRENT)},                      \
+    }
+/* Every entry's kind and table: the plain kinds (plain.c), the first entry of the table
+ * being defined (CF__OPS_THIS). */
+#define CF__OPS_COLD(kind) &kind, &CF__OPS_THIS[0][0]
+#define CF__K              key
+#define CF__OPS_THIS       CF__OPS_TABLE
+cf__ops_table CF__OPS_TABLE = CF__OPS_ROWS;
+#undef CF__K
+#undef CF__OPS_THIS
+#define CF__K        key_ms
+#define CF__OPS_THIS CF__OPS_TABLE_MS
+cf__ops_table CF__OPS_TABLE_MS = CF__OPS_ROWS;
+#undef CF__K
+#undef CF__OPS_THIS
+#undef CF__OPS_COLD
+#undef CF__OPS_ROWS
 #undef CF__OPS_SIMPLE
 #undef CF__OPS_GENERAL
 #undef CF__OPS_CONCURRENT
 #undef CF__OPS_SEMI_SIMPLE
 #undef CF__OPS_SEMI_GENERAL
 #undef CF__OPS_SEMI_CONCURRENT
-#undef CF__OPS_COLD
+#undef CF__KN
+#undef CF__KN2
+#undef CF__KN3

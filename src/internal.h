@@ -62,9 +62,14 @@ enum cf__row { CF__ROW_GENERAL = 0, CF__ROW_SIMPLE, CF__ROW_CONCURRENT, CF__ROWS
 typedef const cf__ops cf__ops_table[CF__ROWS][CF__CODES];
 CF__HIDDEN extern cf__ops_table cf__ops_base;
 CF__HIDDEN extern cf__ops_table cf__ops_base_seg; /* of segmented tables (fast.c) */
+/* The same for hash id 3 (CF_FAST_HASH): only the keyed calls differ. */
+CF__HIDDEN extern cf__ops_table cf__ops_base_ms;
+CF__HIDDEN extern cf__ops_table cf__ops_base_seg_ms;
 #if CF__HAVE_V3
 CF__HIDDEN extern cf__ops_table cf__ops_v3;
 CF__HIDDEN extern cf__ops_table cf__ops_v3_seg;
+CF__HIDDEN extern cf__ops_table cf__ops_v3_ms;
+CF__HIDDEN extern cf__ops_table cf__ops_v3_seg_ms;
 #endif
 
 /* The entry of row `row` and code `code` in the table of entry o (o->table not NULL). */
@@ -572,9 +577,8 @@ static inline void cf__pick_ops(cf_filter *f)
         f->ops = to;
 }
 
-/* The filter's hash of an 8-byte key: XXH3-64 with its seed, or hash id 3's. One
- * well-predicted branch on the filter's bits, where a second set of per-shape operations
- * would double fast.c's code. */
+/* The filter's hash of an 8-byte key: XXH3-64 with its seed, or hash id 3's. For the
+ * calls beside the per-shape keyed ones, which each table of fast.c has for its hash. */
 static CF__INLINE uint64_t cf__hash8(const cf_filter *f, const void *key)
 {
     if (f->bits & CF__B_FAST_HASH)
