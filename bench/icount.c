@@ -37,8 +37,9 @@
 #endif
 
 static unsigned g_f = 12, g_b = 4; /* the shape measured */
-static unsigned g_flags; /* CF_SEMI_SORT for "F/4s", CF_SEGMENTED for "x", CF_FAST_HASH "h" */
-static bool g_grow;                /* "g" */
+/* CF_SEMI_SORT for "F/4s", CF_SEGMENTED for "x", CF_FAST_HASH for "h" */
+static unsigned g_flags;
+static bool g_grow; /* "g" */
 
 static cf_filter *make(void)
 {

@@ -100,7 +100,8 @@ static void print_text(const char *path, const filter_facts *x)
     printf("%-*s %s\n", w, "file", path);
     printf("%-*s %u\n", w, "format version", format_version(x));
     printf("%-*s %s\n", w, "layout",
-           (c->flags & CF_REDISBLOOM) ? "RedisBloom's (MurmurHash64A, 8-bit fingerprints h % 255 + 1)"
+           (c->flags & CF_REDISBLOOM)
+               ? "RedisBloom's (MurmurHash64A, 8-bit fingerprints h % 255 + 1)"
            : (c->flags & CF_FAST_HASH)
                ? "cuckoofilter's (8-byte keys: multiply-shift from the seed, hash id 3; others "
                  "XXH3 with the seed)"
@@ -159,7 +160,9 @@ static void print_json(const filter_facts *x)
     printf("{\n");
     printf("  \"format_version\": %u,\n", format_version(x));
     printf("  \"layout\": \"%s\",\n", (c->flags & CF_REDISBLOOM) ? "redisbloom" : "cuckoofilter");
-    printf("  \"hash_id\": %u,\n", (c->flags & CF_REDISBLOOM) ? 2u : (c->flags & CF_FAST_HASH) ? 3u : 1u);
+    printf("  \"hash_id\": %u,\n", (c->flags & CF_REDISBLOOM)  ? 2u
+                                   : (c->flags & CF_FAST_HASH) ? 3u
+                                                               : 1u);
     printf("  \"capacity\": %" PRIu64 ",\n", c->capacity);
     printf("  \"fingerprint_bits\": %u,\n", c->fingerprint_bits);
     printf("  \"newest_fingerprint_bits\": %u,\n", s->newest_fingerprint_bits);

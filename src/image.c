@@ -195,7 +195,7 @@ void cf__image_header(const cf_filter *f, uint8_t h[CF__HEADER_BYTES])
     cf__store_le64(h + CF__H_CAPACITY, f->capacity);
     h[CF__H_FP_BITS] = (uint8_t)s->f;
     h[CF__H_BUCKET] = (uint8_t)s->b;
-    h[CF__H_HASH] = (uint8_t)(cf__is_rb(f)                     ? CF__HASH_RB
+    h[CF__H_HASH] = (uint8_t)(cf__is_rb(f)                       ? CF__HASH_RB
                               : (f->bits & CF__B_FAST_HASH) != 0 ? CF__HASH_MS
                                                                  : CF__HASH_XXH3);
     h[CF__H_STASH] = (uint8_t)f->stash_n;

@@ -252,8 +252,8 @@ typedef struct cf__spare {
 #define CF__B_WINDOW     128u /* windowed: more->window holds the generations (window.c) */
 
 /* A filter: 96 bytes (its fixed overhead with a shape of b <= 8 and the default allocator;
- * CF_FAST_HASH adds 32, a caller's allocator 24, a larger shape 48), then the tables. The head block holds
- * the struct and, after it, what the bits say, in that order. */
+ * CF_FAST_HASH adds 32, a caller's allocator 24, a larger shape 48), then the tables. The head
+ * block holds the struct and, after it, what the bits say, in that order. */
 struct cf_filter {
     const cf__ops *ops; /* the hot paths for this shape, state and CPU */
     cf__table *tables;  /* oldest first: &t0 while the filter has one sub-filter, else the

@@ -443,7 +443,8 @@ static void test_fast_hash(void)
                        .seed = seed,
                        .allocator = &ta.a,
                        .flags = CF_FAST_HASH | (conc ? CF_CONCURRENT : 0u)};
-        cf_filter *f = cft_new(c), *g = NULL, *x = cft_new((cf_config){.capacity = 500, .seed = seed});
+        cf_filter *f = cft_new(c), *g = NULL,
+                  *x = cft_new((cf_config){.capacity = 500, .seed = seed});
         if (!f || !x) {
             cf_free(f);
             cf_free(x);
@@ -506,11 +507,12 @@ static void test_fast_hash(void)
              CF_EINVAL);
     CHECK_ST(cf_new(&(cf_config){.capacity = 100, .flags = CF_FAST_HASH | CF_REDISBLOOM}, &f),
              CF_EINVAL);
-    CHECK_ST(cf_config_check(&(cf_config){.capacity = 100, .flags = CF_FAST_HASH | CF_REDISBLOOM},
-                             &why),
-             CF_EINVAL);
+    CHECK_ST(
+        cf_config_check(&(cf_config){.capacity = 100, .flags = CF_FAST_HASH | CF_REDISBLOOM}, &why),
+        CF_EINVAL);
     CHECK(why && strstr(why, "CF_FAST_HASH"));
-    CHECK_ST(cf_config_mapping(&(cf_config){.capacity = 100, .flags = CF_FAST_HASH}, &m), CF_EINVAL);
+    CHECK_ST(cf_config_mapping(&(cf_config){.capacity = 100, .flags = CF_FAST_HASH}, &m),
+             CF_EINVAL);
     CHECK_ST(cf_config_mapping(&(cf_config){.capacity = 100}, &m), CF_OK);
     CHECK(f == NULL);
 }

@@ -214,15 +214,16 @@ static uint64_t id_of(unsigned set, uint64_t i)
 
 static void test_fast_hash_ids(void)
 {
-    static const char *const names[ID_SETS] = {"0, 1, 2, ...", "stride 2^32", "stride 1000",
-                                               "stride 2^20", "stride 2^32 + 1", "counted from the top",
-                                               "random"};
+    static const char *const names[ID_SETS] = {
+        "0, 1, 2, ...",    "stride 2^32",          "stride 1000", "stride 2^20",
+        "stride 2^32 + 1", "counted from the top", "random"};
     const uint64_t cap = cft_scaled(1000000);
     for (unsigned set = 0; set < ID_SETS; set++) {
         uint64_t seed = cft_subseed(3000 + set);
         cft_context("CF_FAST_HASH, ids %s, capacity %llu, seed 0x%016llx", names[set],
                     (unsigned long long)cap, (unsigned long long)seed);
-        cf_config c = {.capacity = cap, .fingerprint_bits = 12, .seed = seed, .flags = CF_FAST_HASH};
+        cf_config c = {
+            .capacity = cap, .fingerprint_bits = 12, .seed = seed, .flags = CF_FAST_HASH};
         cf_filter *f = NULL;
         if (!CHECK_ST(cf_new(&c, &f), CF_OK))
             continue;

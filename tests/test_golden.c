@@ -763,8 +763,8 @@ static void test_reference_reader(void)
     }
     /* Hash id 3 (CF_FAST_HASH): fixed, growing, semi-sorted and segmented, half the keys
      * 8 bytes. */
-    static const unsigned fast[][5] = {{12, 4, 0, 0, 0}, {8, 2, 2, 0, 0}, {13, 4, 0, 1, 0},
-                                       {12, 4, 0, 0, 1}, {16, 1, 1, 0, 0}};
+    static const unsigned fast[][5] = {
+        {12, 4, 0, 0, 0}, {8, 2, 2, 0, 0}, {13, 4, 0, 1, 0}, {12, 4, 0, 0, 1}, {16, 1, 1, 0, 0}};
     for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++) {
         uint64_t seed = cft_subseed(6000 + i);
         unsigned e = fast[i][2];
@@ -813,8 +813,8 @@ static void test_hash3_vectors(void)
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         cft_context("hash id 3 vector %zu", i);
-        cf_filter *f = cft_new((cf_config){
-            .capacity = 100, .seed = v[i].seed, .flags = CF_FIXED_SEED | CF_FAST_HASH});
+        cf_filter *f = cft_new(
+            (cf_config){.capacity = 100, .seed = v[i].seed, .flags = CF_FIXED_SEED | CF_FAST_HASH});
         uint8_t header[64] = {0};
         wr(header + 24, 8, v[i].seed);
         header[42] = 3;

@@ -540,10 +540,9 @@ static int pycf_parse(PyObject *args, PyObject *kwargs, cf_config *out, int *con
     char k_cap[] = "capacity", k_fpr[] = "fpr", k_f[] = "fingerprint_bits", k_b[] = "bucket_size",
          k_e[] = "expansion", k_seed[] = "seed", k_max[] = "max_sub_filters",
          k_semi[] = "semi_sort", k_cc[] = "concurrent", k_rb[] = "redisbloom", k_w[] = "window",
-         k_g[] = "generations", k_clock[] = "clock", k_seg[] = "segmented",
-         k_fast[] = "fast_hash";
-    char *names[] = {k_cap, k_fpr, k_f, k_b,     k_e,   k_seed, k_max, k_semi,
-                     k_cc,  k_rb,  k_w, k_g, k_clock, k_seg, k_fast, NULL};
+         k_g[] = "generations", k_clock[] = "clock", k_seg[] = "segmented", k_fast[] = "fast_hash";
+    char *names[] = {k_cap, k_fpr, k_f, k_b, k_e,     k_seed, k_max,  k_semi,
+                     k_cc,  k_rb,  k_w, k_g, k_clock, k_seg,  k_fast, NULL};
     PyObject *capacity = NULL, *fbits = NULL, *bsize = NULL, *expansion = NULL, *seed = NULL,
              *max_subs = NULL, *fpr = NULL, *window = NULL, *gens = NULL, *clock = NULL,
              *segmented = NULL;

@@ -552,6 +552,21 @@ def test_files_interchange_with_the_tool(tmp_path):
     subprocess.run([TOOL, "verify", str(p)], check=True, stdout=subprocess.DEVNULL)
     subprocess.run([TOOL, "add", str(p), "added-by-the-tool", "-q"], check=True)
     assert b"added-by-the-tool" in cf.CuckooFilter.load(p)
+    # a file of hash id 3 (fast_hash): 8-byte lines are its 8-byte keys in the tool too
+    eight = [b"id%06d" % i for i in range(3000)]
+    h3 = cf.CuckooFilter(capacity=5000, seed=13, fast_hash=True)
+    h3.add_many(eight + ks)
+    p3 = tmp_path / "h3.cf"
+    h3.save(p3)
+    out = subprocess.run([TOOL, "query", str(p3), "--absent"],
+                         input=b"".join(k + b"\n" for k in eight + ks),
+                         stdout=subprocess.PIPE, check=True).stdout
+    assert out == b""
+    info = subprocess.run([TOOL, "info", str(p3), "--json"], stdout=subprocess.PIPE,
+                          check=True).stdout
+    assert b'"hash_id": 3' in info
+    subprocess.run([TOOL, "add", str(p3), "id999999", "-q"], check=True)
+    assert b"id999999" in cf.CuckooFilter.load(p3)
 
 
 # --- merging -----------------------------------------------------------------------------
