@@ -207,8 +207,9 @@ typedef struct cf_config {
 #define CF_UNSEGMENTED     64u
 /* 8-byte keys (integer ids) hashed by strongly universal multiply-shift with 128-bit words
  * drawn from the seed: ((a * key + b) mod 2^128) >> 64, the key read as a little-endian
- * u64 (format hash id 3, docs/FORMAT.md). About a third of XXH3's work, so keyed lookups
- * of 8-byte keys take less time (docs/PERFORMANCE.md, "Keyed lookups"); for keys chosen
+ * u64 (format hash id 3, docs/FORMAT.md), then a xorshift-multiply. A shorter chain than
+ * XXH3's, so keyed lookups of 8-byte keys take less time (docs/PERFORMANCE.md,
+ * "CF_FAST_HASH"); for keys chosen
  * without the seed, any two collide in any of the bits a filter uses with the probability
  * of chance, as with XXH3. Keys of other lengths are hashed with XXH3 as without the
  * flag. cf_hash is then the filter's hash, not cf_hash_seeded's: hash keys with cf_hash
@@ -316,9 +317,9 @@ CF_API cf_status cf_config_check_sized(const cf_config *config, size_t config_si
 /* The number of bytes cf_new would allocate for `config` (the tables, the filter and its
  * scratch space), computed without allocating. Use it to refuse a config that is too big
  * before trying it. Besides the table, a filter holds 96 bytes, plus 24 for its copy of
- * a caller's allocator, 48 for a bucket size above 8 and 32 for CF_FAST_HASH; growth, a stash and
- * large eviction budgets add to that when they need it. Returns CF_OK and sets *bytes; CF_EINVAL as
- * cf_new would. Thread safety: reentrant. */
+ * a caller's allocator, 48 for a bucket size above 8 and 32 for CF_FAST_HASH; growth, a
+ * stash and large eviction budgets add to that when they need it.
+ * Returns CF_OK and sets *bytes; CF_EINVAL as cf_new would. Thread safety: reentrant. */
 static inline cf_status cf_bytes_needed(const cf_config *config, size_t *bytes);
 CF_API cf_status cf_bytes_needed_sized(const cf_config *config, size_t config_size, size_t *bytes);
 
@@ -685,12 +686,13 @@ CF_API size_t cf_add_many(cf_filter *f, const uint64_t *hashes, size_t n, unsign
                           cf_status *status);
 
 /* Building a filter from a set of keys, with threads: hash the keys (cf_hash_seeded with
- * the filter's seed; cf_hash of the filter for one made with CF_FAST_HASH), put the hashes in build
- * order with cf_sort_hashes (which also says how many distinct keys there are, the capacity to make
- * the filter with), then add them with cf_build_hashes. The filter is the one that adding the
- * distinct hashes in build order one by one gives, byte for byte, whatever the number of threads: a
- * segmented filter (CF_SEGMENTED) is filled by several threads at once, each its own segments; any
- * other filter by one. `cuckoo build --jobs N` and cuckoofilter.dask build this way. */
+ * the filter's seed; cf_hash of the filter for one made with CF_FAST_HASH), put the hashes
+ * in build order with cf_sort_hashes (which also says how many distinct keys there are,
+ * the capacity to make the filter with), then add them with cf_build_hashes. The filter
+ * is the one that adding the distinct hashes in build order one by one gives, byte for
+ * byte, whatever the number of threads: a segmented filter (CF_SEGMENTED) is filled by
+ * several threads at once, each its own segments; any other filter by one. `cuckoo build
+ * --jobs N` and cuckoofilter.dask build this way. */
 
 /* Sort hashes[0 .. n) in place into build order for `fingerprint_bits`-bit fingerprints
  * (the order of their first buckets, then their fingerprints: ascending rotl(h, f)) and

@@ -23,8 +23,9 @@
  */
 #include "concurrent.h"
 
-/* The tables this compilation defines, of XXH3 and of hash id 3 (CF_FAST_HASH): CMakeLists.txt
- * sets CF__FAST_V3 for the x86-64-v3 ones and CF__FAST_SEG for the segmented ones. */
+/* The tables this compilation defines, of XXH3 and of hash id 3 (CF_FAST_HASH):
+ * CMakeLists.txt sets CF__FAST_V3 for the x86-64-v3 ones and CF__FAST_SEG for the
+ * segmented ones. */
 #if defined(CF__FAST_SEG) && CF__FAST_SEG
 #define CF__SEG CF_SEGMENT_BITS
 #if defined(CF__FAST_V3) && CF__FAST_V3

@@ -2,8 +2,8 @@
  * hash.h - the hashes of keys, below everything else in the library: XXH3-64 with a seed
  * (the library's own layout), written out for 8- and 16-byte keys and out of line for any
  * length; multiply-shift for 8-byte keys (CF_FAST_HASH); and MurmurHash64A (RedisBloom's
- * layout). The filter's choice between them is
- * its kind's (cf__hash_key, internal.h; redisbloom.c).
+ * layout). The filter's choice between them is its kind's and its flags' (cf__hash_key,
+ * internal.h; redisbloom.c; fast.c's keyed calls).
  */
 #ifndef CF_HASH_H
 #define CF_HASH_H

@@ -2383,7 +2383,7 @@ PyDoc_STRVAR(
     "apart (build()); None: from 2^22 buckets (about 16M keys) on; True, False: always,\n"
     "never (False: format version 2, the tables of any size).\n"
     "fast_hash: int keys (and 8-byte bytes) hashed by multiply-shift with words from\n"
-    "the seed, about a third of XXH3's work: faster lookups of ids. Other keys keep XXH3.\n"
+    "the seed instead of XXH3: faster lookups of ids. Other keys keep XXH3.\n"
     "Not with window or redisbloom; its files need this version or later to load.\n\n"
     "window: a filter that forgets: a key is found for at least `window` seconds after\n"
     "its last add, and is gone within window * G / (G - 1) for G `generations` (default\n"

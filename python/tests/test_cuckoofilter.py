@@ -554,7 +554,7 @@ def test_files_interchange_with_the_tool(tmp_path):
     assert b"added-by-the-tool" in cf.CuckooFilter.load(p)
     # a file of hash id 3 (fast_hash): 8-byte lines are its 8-byte keys in the tool too
     eight = [b"id%06d" % i for i in range(3000)]
-    h3 = cf.CuckooFilter(capacity=5000, seed=13, fast_hash=True)
+    h3 = cf.CuckooFilter(capacity=7000, seed=13, fast_hash=True)
     h3.add_many(eight + ks)
     p3 = tmp_path / "h3.cf"
     h3.save(p3)
