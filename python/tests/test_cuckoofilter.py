@@ -193,11 +193,20 @@ def test_errors_say_what_was_wrong():
 def test_to_bytes_beside_a_growing_writer():
     f = cf.CuckooFilter(1000, expansion=2, max_sub_filters=16)
     stop, grown = threading.Event(), threading.Event()
+    # The writer grows the filter to GROWN batches, then keeps writing at that size (a
+    # batch's keys out and back in): a writer that only grew could fill all 16
+    # sub-filters (65M keys) while the copies waited for the processor, and each copy
+    # then took that much longer.
+    GROWN = 100
 
     def write():
         i = 0
-        while not stop.is_set() and i < 400_000:
-            f.add_many(keys(2000, b"w%d-" % i))
+        while not stop.is_set():
+            batch = keys(2000, b"w%d-" % (i % GROWN))
+            if i >= GROWN:
+                for k in batch:
+                    f.remove(k)
+            f.add_many(batch)
             grown.set()  # the first batch outgrows the first sub-filter
             i += 1
 
