@@ -1,7 +1,8 @@
 """The PEP 517 build backend of the cuckoofilter package (pyproject.toml names it).
 
 build_wheel runs the project's CMake for the Python that calls it (the same target,
-cuckoofilter_python, that `make` builds) and packs the package directory it assembles
+cuckoofilter_python, that `make` builds; in a fresh build directory, or in the one
+CUCKOOFILTER_CMAKE_BUILD_DIR names) and packs the package directory it assembles
 into a wheel: the extension, __init__.py, the type stubs and py.typed. Standard library
 only, so that `pip install --no-build-isolation ./python` works offline in any
 virtualenv. The version is the C library's, read from its header.
@@ -23,6 +24,9 @@ ROOT = os.path.dirname(HERE)
 NAME = "cuckoofilter"
 # Added to the package directory that CMake assembles; anything else there is not shipped.
 PACKAGE_FILES = ("__init__.py", "__init__.pyi", "py.typed", "dask.py")
+# A CMake build directory of this source to build the extension in, instead of a fresh one
+# (debian/rules names its own, which has compiled the library already).
+REUSE_ENV = "CUCKOOFILTER_CMAKE_BUILD_DIR"
 
 
 def _version():
@@ -50,11 +54,18 @@ def _dist_info():
 
 
 def _build_extension(work):
-    build = os.path.join(work, "cmake")
-    subprocess.run(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-                    f"-DPython3_EXECUTABLE={sys.executable}", "-DCF_BUILD_TESTS=OFF",
-                    "-DCF_BUILD_BENCH=OFF", "-DCF_BUILD_CLI=OFF", "-DCF_BUILD_REDIS=OFF",
-                    "-DCF_BUILD_EXAMPLES=OFF"], check=True, stdout=sys.stderr)
+    build = os.environ.get(REUSE_ENV)
+    if build:
+        # Only the interpreter is set: the build's own type and flags stay, so the library
+        # it already compiled is not compiled again.
+        subprocess.run(["cmake", "-S", ROOT, "-B", build, "-DCF_BUILD_PYTHON=ON",
+                        f"-DPython3_EXECUTABLE={sys.executable}"], check=True, stdout=sys.stderr)
+    else:
+        build = os.path.join(work, "cmake")
+        subprocess.run(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+                        f"-DPython3_EXECUTABLE={sys.executable}", "-DCF_BUILD_TESTS=OFF",
+                        "-DCF_BUILD_BENCH=OFF", "-DCF_BUILD_CLI=OFF", "-DCF_BUILD_REDIS=OFF",
+                        "-DCF_BUILD_EXAMPLES=OFF"], check=True, stdout=sys.stderr)
     subprocess.run(["cmake", "--build", build, "--target", "cuckoofilter_python", "--parallel",
                     str(os.cpu_count() or 1)], check=True, stdout=sys.stderr)
     package = os.path.join(build, "python", NAME)

@@ -950,19 +950,19 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
     static RET OP##_key_ms_##SHAPE(CONST cf_filter *f, const void *key, size_t len)                \
     {                                                                                              \
         if (CF__LIKELY(len == 8))                                                                  \
-            return OP##_fb(f, cf__ms8(key, cf__ms_of(f)), __VA_ARGS__);                            \
+            return OP##_##SHAPE(f, cf__ms8(key, cf__ms_of(f)));                                    \
         return OP##_key_any_##SHAPE(f, key, len);                                                  \
     }
 
 /* Each template compiled for each fast shape, and once for all other shapes, into tables
  * of operations per state and shape (indexed by cf__code_of), one per variant. */
 #define CF__FNS(F, B)                                                                              \
-    static bool cf__contains_##F##_##B(const cf_filter *f, uint64_t h)                             \
+    static CF__NOINLINE bool cf__contains_##F##_##B(const cf_filter *f, uint64_t h)                \
     {                                                                                              \
         return cf__contains_fb(f, h, F, B);                                                        \
     }                                                                                              \
     CF__KEYED(bool, const, cf__contains, F##_##B, F, B)                                            \
-    static bool cf__cc_contains_##F##_##B(const cf_filter *f, uint64_t h)                          \
+    static CF__NOINLINE bool cf__cc_contains_##F##_##B(const cf_filter *f, uint64_t h)             \
     {                                                                                              \
         return cf__cc_contains_fb(f, h, F, B);                                                     \
     }                                                                                              \
@@ -984,17 +984,17 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
     {                                                                                              \
         return cf__add_full_fb(f, h, cf__add_evict_##F##_##B, F);                                  \
     }                                                                                              \
-    static cf_status cf__add_##F##_##B(cf_filter *f, uint64_t h)                                   \
+    static CF__NOINLINE cf_status cf__add_##F##_##B(cf_filter *f, uint64_t h)                      \
     {                                                                                              \
         return cf__add_fb(f, h, cf__add_full_##F##_##B, F, B);                                     \
     }                                                                                              \
     CF__KEYED(cf_status, , cf__add, F##_##B, cf__add_full_##F##_##B, F, B)                         \
-    static cf_status cf__add_simple_##F##_##B(cf_filter *f, uint64_t h)                            \
+    static CF__NOINLINE cf_status cf__add_simple_##F##_##B(cf_filter *f, uint64_t h)               \
     {                                                                                              \
         return cf__add_simple_fb(f, h, cf__add_full_##F##_##B, F, B);                              \
     }                                                                                              \
     CF__KEYED(cf_status, , cf__add_simple, F##_##B, cf__add_full_##F##_##B, F, B)                  \
-    static cf_status cf__delete_##F##_##B(cf_filter *f, uint64_t h)                                \
+    static CF__NOINLINE cf_status cf__delete_##F##_##B(cf_filter *f, uint64_t h)                   \
     {                                                                                              \
         return cf__delete_fb(f, h, F, B);                                                          \
     }                                                                                              \
@@ -1021,7 +1021,7 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
     {                                                                                              \
         return cf__cc_add_fb(f, h, true, NULL, F, B);                                              \
     }                                                                                              \
-    static cf_status cf__cc_add_##F##_##B(cf_filter *f, uint64_t h)                                \
+    static CF__NOINLINE cf_status cf__cc_add_##F##_##B(cf_filter *f, uint64_t h)                   \
     {                                                                                              \
         return cf__cc_add_fb(f, h, false, cf__cc_add_wait_##F##_##B, F, B);                        \
     }                                                                                              \
@@ -1030,7 +1030,7 @@ static CF__INLINE size_t cf__cc_add_many_fb(cf_filter *f, const uint64_t *hashes
     {                                                                                              \
         return cf__cc_delete_fb(f, h, true, NULL, F, B);                                           \
     }                                                                                              \
-    static cf_status cf__cc_delete_##F##_##B(cf_filter *f, uint64_t h)                             \
+    static CF__NOINLINE cf_status cf__cc_delete_##F##_##B(cf_filter *f, uint64_t h)                \
     {                                                                                              \
         return cf__cc_delete_fb(f, h, false, cf__cc_delete_wait_##F##_##B, F, B);                  \
     }                                                                                              \
