@@ -21,7 +21,8 @@ Usage: test_cli.py CUCKOO LIB_QUERY GROUP
 
 Environment: CF_TEST_SEED (an integer) fixes the randomness (printed on failure);
 CF_TEST_SCALE (a positive number, default 1) scales the number of kills (200; 5 gives the
-long form) and CF_KILL_ITERATIONS sets it outright. The tests use Python's standard
+long form; half in a sanitizer build, where CMake sets CF_TEST_SANITIZED) and
+CF_KILL_ITERATIONS sets it outright. The tests use Python's standard
 library only, work in a temporary directory and make no timing assertions.
 """
 import json
@@ -1367,8 +1368,14 @@ def test_scale():
     return s
 
 
+def sanitized_share():
+    """The share of the kills a sanitizer build runs (CF_TEST_SANITIZED, set by CMake)."""
+    return 0.5 if os.environ.get("CF_TEST_SANITIZED") else 1.0
+
+
 def group_kill9(t):
-    iterations = int(os.environ.get("CF_KILL_ITERATIONS") or max(50, round(200 * test_scale())))
+    iterations = int(os.environ.get("CF_KILL_ITERATIONS") or
+                     max(50, round(200 * test_scale() * sanitized_share())))
     capacity = 500_000
     name = "kill.cf"
     f = t.path(name)

@@ -26,7 +26,8 @@ Usage: test_kv_cli.py CUCKOO_KV GROUP
 
 Environment: CF_TEST_SEED (an integer) fixes the randomness (printed at the start and on
 failure); CF_TEST_SCALE (a float, default 1) scales the sizes (the roundtrip file is 50 MiB
-at scale 1) and the number of kills; CF_KILL_ITERATIONS overrides the number of kills. The
+at scale 1) and the number of kills (halved in a sanitizer build, where CMake sets
+CF_TEST_SANITIZED); CF_KILL_ITERATIONS overrides the number of kills. The
 tests use Python's standard library only (XXH3-64 included, for the log's checks), work in a
 temporary directory and make no timing assertions (timings are printed for information),
 except that a batch driven line by line must answer each command within ANSWER_TIMEOUT
@@ -1997,7 +1998,9 @@ def group_roundtrip(t):
 def group_crash(t):
     sc = scale()
     size = max(300_000, int(12 * 2 ** 20 * sc))
-    iterations = int(os.environ.get("CF_KILL_ITERATIONS") or max(6, round(40 * sc)))
+    # half the kills in a sanitizer build (CF_TEST_SANITIZED): the normal build runs them all
+    share = 0.5 if os.environ.get("CF_TEST_SANITIZED") else 1.0
+    iterations = int(os.environ.get("CF_KILL_ITERATIONS") or max(6, round(40 * sc * share)))
     src = t.path("crash.txt")
     data = gen_text(t.rng, size)
     write(src, data)
