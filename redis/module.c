@@ -1337,18 +1337,26 @@ static cfm_value *cfm_open_existing(cf_rm_ctx *ctx, cf_rm_string *name, cf_rm_ke
     return v;
 }
 
+/* RedisBloom's count of a filter's bytes (CF.INFO Size): its filter record, a record per
+ * sub-filter, and the tables' bytes. Reported as it is for filters of its layout, whose
+ * clients compare it; MEMORY USAGE counts what this module holds. */
+#define CFM_RB_FILTER_RECORD 40u
+#define CFM_RB_SUB_RECORD    16u
+
 /* The figures CF.INFO and CF.DEBUG report. */
 typedef struct cfm_figures {
     cf_config config;
     cf_stats stats;
     uint64_t first_buckets; /* buckets of the first sub-filter */
-    uint64_t size;          /* bytes held, as MEMORY USAGE counts them */
+    uint64_t size;          /* CF.INFO's Size: bytes held, or RedisBloom's count */
+    bool rb;                /* RedisBloom's layout */
 } cfm_figures;
 
 static void cfm_figures_of(const cfm_value *v, cfm_figures *out)
 {
     cf_get_config(v->f, &out->config);
     cf_get_stats(v->f, &out->stats);
+    out->rb = (out->config.flags & CF_REDISBLOOM) != 0;
     /* Sub-filter k has e^k times the first one's buckets. */
     uint64_t sum = 0, term = 1;
     for (unsigned k = 0; k < out->stats.sub_filters; k++) {
@@ -1357,6 +1365,9 @@ static void cfm_figures_of(const cfm_value *v, cfm_figures *out)
     }
     out->first_buckets = sum ? out->stats.buckets / sum : 0;
     out->size = v->bytes;
+    if (out->rb)
+        out->size = CFM_RB_FILTER_RECORD + (uint64_t)CFM_RB_SUB_RECORD * out->stats.sub_filters +
+                    out->stats.buckets * out->stats.bucket_size;
 }
 
 static int cfm_cmd_info(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
@@ -1405,24 +1416,25 @@ static int cfm_cmd_debug(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
         return CF_RM_OK;
     cfm_figures g;
     cfm_figures_of(v, &g);
-    /* A window's fields (its length in ms, its generations, the newest's number) come
-     * before fpbits: the line ends with the layout, as clients parse it. */
-    char window[96] = "";
-    if (g.stats.generations)
-        snprintf(window, sizeof window, " window:%llu generations:%u generation:%llu",
-                 (unsigned long long)g.stats.window, g.stats.generations,
-                 (unsigned long long)g.stats.generation);
-    char text[400];
+    char text[400]; /* room for every field at its widest: n stays below its size */
     int n = snprintf(text, sizeof text,
                      "bktsize:%u buckets:%llu items:%llu deletes:%llu filters:%u "
-                     "max_iterations:%u expansion:%u%s fpbits:%u fpr:%.6g fpr_bound:%.6g "
-                     "layout:%s",
+                     "max_iterations:%u expansion:%u",
                      g.stats.bucket_size, (unsigned long long)g.first_buckets,
                      (unsigned long long)g.stats.items, (unsigned long long)v->deletes,
-                     g.stats.sub_filters, v->max_iterations, g.config.expansion, window,
-                     g.stats.fingerprint_bits, g.stats.fpr, g.stats.fpr_bound,
-                     cfm_layout_names[(g.config.flags & CF_REDISBLOOM) ? CFM_LAYOUT_REDISBLOOM
-                                                                       : CFM_LAYOUT_NATIVE]);
+                     g.stats.sub_filters, v->max_iterations, g.config.expansion);
+    /* RedisBloom's layout: RedisBloom's line exactly, which its clients and tests compare.
+     * This library's: a window's fields (its length in ms, its generations, the newest's
+     * number), then fpbits; the line ends with the layout, as clients parse it. */
+    if (!g.rb && g.stats.generations)
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      " window:%llu generations:%u generation:%llu",
+                      (unsigned long long)g.stats.window, g.stats.generations,
+                      (unsigned long long)g.stats.generation);
+    if (!g.rb)
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      " fpbits:%u fpr:%.6g fpr_bound:%.6g layout:%s", g.stats.fingerprint_bits,
+                      g.stats.fpr, g.stats.fpr_bound, cfm_layout_names[CFM_LAYOUT_NATIVE]);
     cfm_close(key, v);
     return cf_rm.ReplyWithStringBuffer(ctx, text, (size_t)n);
 }
@@ -1598,8 +1610,37 @@ static bool cfm_looks_decoded(const unsigned char *p, size_t len)
     return false;
 }
 
-/* The error for a refused chunk: `plain`, or `decoded` when the chunk looks decoded. */
-#define CFM_CHUNK_ERROR(plain, p, len) (cfm_looks_decoded(p, len) ? plain CFM_DECODED_HINT : plain)
+/* Refusals of chunks logged in a second at most: a client that sends garbage in a loop
+ * cannot fill the disk with the log. */
+#define CFM_REFUSALS_LOGGED_PER_SECOND 10u
+
+static struct {
+    time_t second;         /* of the latest logged refusal */
+    unsigned logged;       /* in that second */
+    unsigned long skipped; /* not logged since the last line */
+} cfm_refusal_log;
+
+/* Refuse a chunk with RedisBloom's short `reply` (the text its clients match), and say
+ * why in the server's log: `why`, and that the chunk was decoded as text if it looks so. */
+static int cfm_chunk_refused(cf_rm_ctx *ctx, cf_rm_key *key, cfm_value *v, const char *reply,
+                             const char *why, const unsigned char *p, size_t len)
+{
+    time_t now = time(NULL);
+    if (now != cfm_refusal_log.second) {
+        cfm_refusal_log.second = now;
+        cfm_refusal_log.logged = 0;
+    }
+    if (cfm_refusal_log.logged < CFM_REFUSALS_LOGGED_PER_SECOND) {
+        cfm_refusal_log.logged++;
+        cf_rm.Log(ctx, "notice", "CF.LOADCHUNK: %s (a chunk of %zu bytes): %s%s%s", reply, len, why,
+                  cfm_looks_decoded(p, len) ? CFM_DECODED_HINT : "",
+                  cfm_refusal_log.skipped ? "; earlier refusals were not logged" : "");
+        cfm_refusal_log.skipped = 0;
+    } else {
+        cfm_refusal_log.skipped++;
+    }
+    return cfm_fail(ctx, key, v, reply);
+}
 
 static void cfm_rb_header(const cfm_value *v, unsigned char h[CFM_RB_HEADER])
 {
@@ -1619,27 +1660,28 @@ static void cfm_rb_header(const cfm_value *v, unsigned char h[CFM_RB_HEADER])
     }
 }
 
-/* The data chunk that starts at byte `at` of the sub-filters' run, among the bytes the
- * filter has (cf_table_loaded: all of them, or a loading filter's so far): its sub-filter
- * *k, offset *off there and length *len; false if no chunk starts there (or past the end,
- * then *len = 0). */
-static bool cfm_rb_chunk_at(const cf_filter *f, uint64_t at, unsigned *k, uint64_t *off,
-                            uint64_t *len)
+/* The data chunk RedisBloom gives for byte `at` of the sub-filters' run, among the bytes
+ * the filter has (cf_table_loaded: all of them, or a loading filter's so far): its length
+ * (0 past the end), sub-filter *k and offset *off there. A sub-filter of at most a slice
+ * is one chunk, whole, wherever `at` falls in it; a bigger one's chunk runs from `at` to
+ * the next slice's end or its own. At the offsets of a walk from 0, they are the slices.
+ * *advance is what RedisBloom adds to the iterator: the chunk's length, which for a
+ * whole sub-filter is counted from `at`, not from its start. */
+static uint64_t cfm_rb_chunk_at(const cf_filter *f, uint64_t at, unsigned *k, uint64_t *off,
+                                uint64_t *advance)
 {
-    *len = 0;
-    uint64_t pos = 0, size, have = cf_table_loaded(f);
+    uint64_t pos = 0, size, have = cf_table_loaded(f), len;
     for (*k = 0; (size = cf_table_size(f, *k)) != 0 && pos < have; (*k)++, pos += size) {
         if (at >= pos + size)
             continue;
-        *off = at - pos;
-        if (*off % CFM_RB_SLICE != 0)
-            return false;
-        *len = size - *off < CFM_RB_SLICE ? size - *off : CFM_RB_SLICE;
-        if (*len > have - at) /* a loading filter's last bytes: what came */
-            *len = have - at;
-        return true;
+        *off = size <= CFM_RB_SLICE ? 0 : at - pos;
+        len = size - *off < CFM_RB_SLICE ? size - *off : CFM_RB_SLICE;
+        *advance = len;
+        if (len > have - pos - *off) /* a loading filter's last bytes: what came */
+            len = *advance = have - pos - *off;
+        return len;
     }
-    return at >= have; /* the end (of what has come) */
+    return 0; /* the end (of what has come) */
 }
 
 /* The sub-filter and offset that a chunk of `len` bytes ending at byte `end` fills; false
@@ -1656,14 +1698,25 @@ static bool cfm_rb_chunk_place(const cf_filter *f, uint64_t end, uint64_t len, u
     return false;
 }
 
+/* A header chunk, then a data chunk, refused, in RedisBloom's words. */
+#define CFM_ERR_NO_FILTER "Couldn't create filter!"
+#define CFM_ERR_NO_CHUNK  "Couldn't load chunk!"
+
 /* A filter of RedisBloom's layout and type under `key` from its 38-byte header: loading
  * (cf_table_load_begin), each sub-filter's memory taken as its first chunk comes, so a
- * forged header costs nothing. NULL and the error's text otherwise. */
+ * forged header costs nothing. NULL, or the error's text and *why, the reason to log.
+ * Every refusal is RedisBloom's "Couldn't create filter!" (a wrong length aside), memory
+ * too, as there: clients tell a header refused by that text. */
 static const char *cfm_rb_from_header(cf_rm_ctx *ctx, const unsigned char *h, size_t len,
-                                      cfm_value **out)
+                                      cfm_value **out, const char **why)
 {
-    if (len != CFM_RB_HEADER)
-        return CFM_CHUNK_ERROR("Invalid header", h, len);
+    *why = "its fields are out of range";
+    if (len != CFM_RB_HEADER) {
+        /* RedisBloom's reply where its layout is the server's; this library's otherwise,
+         * as for any header it refuses */
+        *why = "a RedisBloom header chunk (at iterator 1) is 38 bytes";
+        return cfm_defaults.layout == CFM_LAYOUT_REDISBLOOM ? "Invalid header" : CFM_ERR_NO_FILTER;
+    }
     uint64_t m = cfm_get_u64(h + 8), deletes = cfm_get_u64(h + 16), n = cfm_get_u64(h + 24);
     unsigned b = (unsigned)(h[32] | h[33] << 8), iterations = (unsigned)(h[34] | h[35] << 8);
     unsigned e = (unsigned)(h[36] | h[37] << 8);
@@ -1677,19 +1730,18 @@ static const char *cfm_rb_from_header(cf_rm_ctx *ctx, const unsigned char *h, si
         total += size;
     }
     if (!ok)
-        return CFM_CHUNK_ERROR("Couldn't create filter!", h, len);
+        return CFM_ERR_NO_FILTER;
     /* More sub-filters than this server lets a filter have (RedisBloom's own cannot make
      * them, and each costs every lookup a probe): refused, unless the primary or the AOF
      * sends it (a setting lowered since). */
     if (n > (uint64_t)cfm_defaults.max_filters && !cfm_replaying(ctx)) {
-        cf_rm.Log(ctx, "warning",
-                  "CF.LOADCHUNK refused a RedisBloom header of %llu sub-filters: cf-max-expansions "
-                  "is %lld",
-                  (unsigned long long)n, cfm_defaults.max_filters);
-        return "Couldn't create filter!";
+        *why = "it has more sub-filters than cf-max-expansions allows";
+        return CFM_ERR_NO_FILTER;
     }
-    if (total > SIZE_MAX || !cfm_room_for(ctx, (size_t)total))
-        return "ERR Insufficient memory to create filter";
+    if (total > SIZE_MAX || !cfm_room_for(ctx, (size_t)total)) {
+        *why = "the filter it describes does not fit in this server's memory";
+        return CFM_ERR_NO_FILTER;
+    }
     cfm_value *v = cfm_value_alloc(ctx, iterations);
     cf_allocator alloc;
     cfm_spec spec = v ? cfm_rb_spec(v, m, b, e) : (cfm_spec){0};
@@ -1697,8 +1749,8 @@ static const char *cfm_rb_from_header(cf_rm_ctx *ctx, const unsigned char *h, si
     cf_status st = v ? cf_table_load_begin(&c, (unsigned)n, &v->f) : CF_ENOMEM;
     if (st != CF_OK) {
         cfm_value_free(v);
-        return st == CF_ENOMEM ? "ERR Insufficient memory to create filter"
-                               : "Couldn't create filter!";
+        *why = cf_strerror(st);
+        return CFM_ERR_NO_FILTER;
     }
     v->deletes = deletes;
     *out = v;
@@ -1716,26 +1768,27 @@ static void cfm_reply_chunk(cf_rm_ctx *ctx, uint64_t next, const void *bytes, si
         cf_rm.ReplyWithNull(ctx);
 }
 
-/* CF.SCANDUMP of a key of RedisBloom's type: its chunks, as RedisBloom gives them (an
- * empty filter too: RedisBloom answers [0, nil] at once and loses its parameters). */
+/* CF.SCANDUMP of a key of RedisBloom's type: its chunks, as RedisBloom gives them at any
+ * iterator. An empty filter gives [0, nil] at once, as there (its parameters do not
+ * travel: a copy made from its chunks is RedisBloom's default filter on the first add). */
 static int cfm_rb_scandump(cf_rm_ctx *ctx, cf_rm_key *key, cfm_value *v, uint64_t it)
 {
     unsigned char header[CFM_RB_HEADER];
     unsigned k = 0;
-    uint64_t off = 0, len = 0;
-    if (it == 0) {
+    uint64_t off = 0, len = 0, advance = 0;
+    cf_stats s;
+    cf_get_stats(v->f, &s);
+    if (s.items > 0 && it == 0) {
         cfm_rb_header(v, header);
         cfm_reply_chunk(ctx, 1, header, sizeof header);
-    } else if (!cfm_rb_chunk_at(v->f, it - 1, &k, &off, &len)) {
-        return cfm_fail(ctx, key, v, "Invalid position");
-    } else if (len == 0) {
+    } else if (s.items == 0 || (len = cfm_rb_chunk_at(v->f, it - 1, &k, &off, &advance)) == 0) {
         cfm_reply_chunk(ctx, 0, NULL, 0);
     } else {
         char *buf = cf_rm.TryAlloc((size_t)len);
         if (!buf)
             return cfm_fail(ctx, key, v, "ERR Insufficient memory");
         cf_table_read(v->f, k, off, buf, (size_t)len);
-        cfm_reply_chunk(ctx, it + len, buf, (size_t)len);
+        cfm_reply_chunk(ctx, it + advance, buf, (size_t)len); /* it - 1 < the bytes */
         cf_rm.Free(buf);
     }
     cfm_close(key, v);
@@ -1791,20 +1844,19 @@ static int cfm_cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     case CFM_EMPTY: /* the header chunk: the key is made here */
         /* RedisBloom's header; this module's is never at 1 */
         if (it == 1) {
-            const char *err = cfm_rb_from_header(ctx, data, len, &v);
+            const char *why, *err = cfm_rb_from_header(ctx, data, len, &v, &why);
             if (err)
-                return cfm_fail(ctx, key, NULL, err);
+                return cfm_chunk_refused(ctx, key, NULL, err, why, data, len);
             cf_rm.ModuleTypeSetValue(key, cfm_rb_type, v);
             break;
         }
-        if (len < CFM_PREFIX_BYTES)
-            return cfm_fail(ctx, key, NULL, CFM_CHUNK_ERROR("Invalid header", data, len));
-        st = cfm_load_header(ctx, (uint64_t)it, data, len, &v);
+        st = len < CFM_PREFIX_BYTES ? CF_ECORRUPT
+                                    : cfm_load_header(ctx, (uint64_t)it, data, len, &v);
         if (st != CF_OK)
-            return cfm_fail(ctx, key, NULL,
-                            st == CF_ENOMEM
-                                ? "ERR Insufficient memory to create filter"
-                                : CFM_CHUNK_ERROR("Couldn't create filter!", data, len));
+            return cfm_chunk_refused(ctx, key, NULL, CFM_ERR_NO_FILTER,
+                                     len < CFM_PREFIX_BYTES ? "too short for a header chunk"
+                                                            : cf_strerror(st),
+                                     data, len);
         cf_rm.ModuleTypeSetValue(key, cfm_type, v);
         break;
     case CFM_OURS:
@@ -1815,7 +1867,10 @@ static int cfm_cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
             if (it == 1)
                 return cfm_fail(ctx, key, v, "ERR item exists");
             if (!cfm_rb_chunk_place(v->f, (uint64_t)it - 1, len, &k, &off))
-                return cfm_fail(ctx, key, v, CFM_CHUNK_ERROR("Couldn't load chunk!", data, len));
+                return cfm_chunk_refused(ctx, key, v, CFM_ERR_NO_CHUNK,
+                                         "its bytes, which end where its iterator says, are "
+                                         "not all inside one sub-filter",
+                                         data, len);
             /* A loading filter's sub-filter takes its memory with its first chunk. */
             if (cf_is_loading(v->f) && off == 0 && !cfm_room_for(ctx, cf_table_size(v->f, k)))
                 return cfm_fail(ctx, key, v, "ERR Insufficient memory");
@@ -1823,7 +1878,7 @@ static int cfm_cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
             if (st == CF_ENOMEM)
                 return cfm_fail(ctx, key, v, "ERR Insufficient memory");
             if (st != CF_OK) /* out of order: the filter is as it was, it waits for the next */
-                return cfm_fail(ctx, key, v, CFM_CHUNK_ERROR("Couldn't load chunk!", data, len));
+                return cfm_chunk_refused(ctx, key, v, CFM_ERR_NO_CHUNK, cf_strerror(st), data, len);
             break;
         }
         if (!cf_is_loading(v->f))
@@ -1839,8 +1894,8 @@ static int cfm_cmd_loadchunk(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
             cf_rm.NotifyKeyspaceEvent(ctx, CF_RM_NOTIFY_GENERIC, "del", argv[1]);
             cf_rm.CloseKey(key);
             return cf_rm.ReplyWithError(ctx,
-                                        "Couldn't load chunk! (the incomplete filter was removed: "
-                                        "load it again from its first chunk)");
+                                        CFM_ERR_NO_CHUNK " (the incomplete filter was removed: "
+                                                         "load it again from its first chunk)");
         }
         break;
     }
@@ -2031,8 +2086,8 @@ static void cfm_rb_aof_rewrite(cf_rm_io *aof, cf_rm_string *key, void *value)
     cfm_rb_header(v, header);
     cf_rm.EmitAOF(aof, "CF.LOADCHUNK", "slb", key, 1LL, (const char *)header, sizeof header);
     unsigned k;
-    uint64_t at = 0, off, len;
-    while (cfm_rb_chunk_at(v->f, at, &k, &off, &len) && len) {
+    uint64_t at = 0, off, len, advance;
+    while ((len = cfm_rb_chunk_at(v->f, at, &k, &off, &advance)) != 0) {
         char *buf = cf_rm.Alloc((size_t)len); /* like the server's own: no memory, no rewrite */
         cf_table_read(v->f, k, off, buf, (size_t)len);
         at += len;
@@ -2052,8 +2107,8 @@ static void cfm_rb_digest(cf_rm_digest *md, void *value)
     cfm_rb_header(v, header);
     cf_rm.DigestAddStringBuffer(md, (const char *)header, sizeof header);
     unsigned k;
-    uint64_t at = 0, off, len;
-    while (cfm_rb_chunk_at(v->f, at, &k, &off, &len) && len) {
+    uint64_t at = 0, off, len, advance;
+    while ((len = cfm_rb_chunk_at(v->f, at, &k, &off, &advance)) != 0) {
         char *buf = cf_rm.Alloc((size_t)len);
         cf_table_read(v->f, k, off, buf, (size_t)len);
         cf_rm.DigestAddStringBuffer(md, buf, (size_t)len);

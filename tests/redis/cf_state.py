@@ -69,11 +69,18 @@ def info(c, key):
 
 
 def info_dict(c, key):
-    """CF.INFO's fields, and "fpbits" (the fingerprint width) and "layout" from CF.DEBUG."""
+    """CF.INFO's fields, and "fpbits" (the fingerprint width) and "layout" from CF.DEBUG;
+    a filter of RedisBloom's layout (its type) has RedisBloom's line alone, and 8 bits."""
     r = info(c, key)
     out = {str(r[i]): r[i + 1] for i in range(0, len(r), 2)}
-    m = re.search(rb" fpbits:(\d+) fpr:(\S+) fpr_bound:(\S+) layout:(\w+)$",
-                  c.call("CF.DEBUG", key))
+    line = c.call("CF.DEBUG", key)
+    if c.call("TYPE", key) == "MBbloomCF":
+        check(re.fullmatch(rb"bktsize:\d+ buckets:\d+ items:\d+ deletes:\d+ filters:\d+ "
+                           rb"max_iterations:\d+ expansion:\d+", line) is not None,
+              f"CF.DEBUG {key}: not RedisBloom's line: {line!r}")
+        out["fpbits"], out["layout"] = 8, "redisbloom"
+        return out
+    m = re.search(rb" fpbits:(\d+) fpr:(\S+) fpr_bound:(\S+) layout:(\w+)$", line)
     check(m is not None, f"CF.DEBUG {key}: no fpbits or layout field")
     out["fpbits"] = int(m.group(1))
     out["layout"] = m.group(4).decode()

@@ -230,13 +230,14 @@ def body(seed):
         check(c.call("DUMP", "fromchunks") == p, "the filter RedisBloom's chunks made is another")
         header = want[0][1]
         # A client that decodes the bytes as text (node-redis, ioredis by default) sends
-        # U+FFFD for every byte that is not UTF-8: the error says so.
+        # U+FFFD for every byte that is not UTF-8: the log says so.
         S.loadchunks(c, "mangled", want[:1])
         mangled = want[1][1].decode("utf-8", "replace").encode("utf-8")
         r = c.call_raw("CF.LOADCHUNK", "mangled", want[1][0], mangled)
-        check(isinstance(r, RespError) and str(r).startswith("Couldn't load chunk!") and
-              "U+FFFD" in str(r) and "Buffer" in str(r),
+        check(isinstance(r, RespError) and str(r) == "Couldn't load chunk!",
               f"CF.LOADCHUNK of a chunk decoded as text: {r!r}")
+        check("U+FFFD" in s.log() and "Buffer" in s.log(),
+              "the log does not say that the chunk was decoded as text")
         c.call("DEL", "mangled")
 
         def forged_header(what, want_err, **fields):
@@ -254,9 +255,11 @@ def body(seed):
         forged_header("no sub-filter", "Couldn't create filter!", n=0)
         forged_header("expansion 0 and 3 sub-filters", "Couldn't create filter!", e=0)
         r = c.call_raw("CF.LOADCHUNK", "forged", 1, header + b"\0")
-        check(isinstance(r, RespError) and str(r) == "Invalid header", f"39-byte header: {r!r}")
+        # (this server's layout is the native one: RedisBloom's "Invalid header" is for its)
+        check(isinstance(r, RespError) and str(r) == "Couldn't create filter!",
+              f"39-byte header: {r!r}")
         ok(c.call_raw("CONFIG", "SET", "maxmemory", str(64 << 20)), "maxmemory 64 MiB")
-        forged_header("2^40 buckets", "ERR Insufficient memory to create filter", m=1 << 40)
+        forged_header("2^40 buckets", "Couldn't create filter!", m=1 << 40)
         ok(c.call_raw("CONFIG", "SET", "maxmemory", "0"), "maxmemory 0")
         S.loadchunks(c, "partial", want[:1])
         r = c.call_raw("CF.LOADCHUNK", "partial", want[1][0] + 1, want[1][1] + b"x")
@@ -402,6 +405,8 @@ def header_loads(c, header, want):
           "CF.ADD and CF.DEL at the bound of deletes")
     check(S.info_dict(c, "deletes")["Number of items deleted"] == top,
           "the deletes counter went past its bound")
+    # (an item, so that its chunks carry it: an empty filter's walk is [0, nil] at once)
+    check(c.call("CF.ADD", "deletes", "y") == 1, "CF.ADD y")
     dump = c.call("DUMP", "deletes")
     ok(c.call_raw("RESTORE", "deletes2", 0, dump), "RESTORE of the key at the bound")
     chunks_top = S.scandump(c, "deletes")
