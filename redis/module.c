@@ -28,16 +28,18 @@
 #include <string.h>
 #include <time.h>
 
-#define CFM_MODULE_NAME  "cuckoo"
-#define CFM_TYPE_NAME    "cuckoo-cf" /* data type names are exactly 9 characters */
-#define CFM_ENCVER       1           /* RDB encoding of the type; bump when it changes */
+#define CFM_MODULE_NAME      "cuckoo"
+#define CFM_TYPE_NAME        "cuckoo-cf" /* data type names are exactly 9 characters */
+#define CFM_ENCVER           1           /* RDB encoding of the type; bump when it changes */
 /* RedisBloom's cuckoo filter type, registered under its own name so that its RDB values
  * (a dump.rdb of Redis Stack or Redis 8, RESTORE payloads of its DUMP) load here, into
  * filters of its layout (CF_REDISBLOOM), and save in its format again: swapping
  * RedisBloom back in loads them too. Encoding 4 has each sub-filter's size; older ones
  * (before growth by a factor) do not, and are read as RedisBloom reads them. */
-#define CFM_RB_TYPE_NAME "MBbloomCF"
-#define CFM_RB_ENCVER    4
+#define CFM_RB_TYPE_NAME     "MBbloomCF"
+#define CFM_RB_ENCVER        4
+/* A key's name in a log line is cut after this many bytes. */
+#define CFM_LOGGED_KEY_BYTES 64u
 
 /* RedisBloom's limits and defaults, which clients may rely on. */
 #define CFM_MAX_CAPACITY    (1ll << 30)
@@ -1994,6 +1996,40 @@ static void *cfm_rdb_load(cf_rm_io *io, int encver)
  * buckets and b, MAXITERATIONS and the expansion are the server's settings, as
  * RedisBloom takes them. */
 
+/* Whether the server was told once that its RedisBloom filters' way back needs
+ * cf-layout redisbloom: one line a process, however many such keys load. */
+static bool cfm_way_back_logged;
+
+/* What a user moving from RedisBloom must know about a filter of RedisBloom's type that
+ * loaded (RDB, RESTORE, a full sync), in the log:
+ * - under cf-layout native, new filters are of this module's type, which RedisBloom
+ *   cannot load: once, how to keep the way back open;
+ * - a record older than encoding 4 was made by RedisBloom 2.0 or older, whose hash
+ *   RedisBloom 2.2 replaced: most of its items are not found (there either), each key. */
+static void cfm_rb_loaded_notes(cf_rm_io *io, int encver)
+{
+    cf_rm_ctx *ctx = cf_rm.GetContextFromIO(io);
+    if (cfm_defaults.layout == CFM_LAYOUT_NATIVE && !cfm_way_back_logged) {
+        cfm_way_back_logged = true;
+        cf_rm.Log(ctx, "warning",
+                  "loaded a RedisBloom cuckoo filter (type MBbloomCF) while cf-layout is native: "
+                  "filters created from now on are of this module's type, which RedisBloom "
+                  "cannot load (it refuses the whole dump.rdb). To keep the way back to "
+                  "RedisBloom open, set cuckoo.cf-layout redisbloom");
+    }
+    if (encver >= CFM_RB_ENCVER)
+        return;
+    size_t len = 0;
+    const cf_rm_string *key = cf_rm.GetKeyNameFromIO ? cf_rm.GetKeyNameFromIO(io) : NULL;
+    const char *name = key ? cf_rm.StringPtrLen(key, &len) : "";
+    int shown = len > CFM_LOGGED_KEY_BYTES ? (int)CFM_LOGGED_KEY_BYTES : (int)len;
+    cf_rm.Log(ctx, "warning",
+              "RedisBloom cuckoo filter '%.*s'%s of RDB encoding %d, made by RedisBloom 2.0 or "
+              "older: RedisBloom 2.2 changed the hash, and most of its items are not found, "
+              "here as there; rebuild it from its source",
+              shown, name, len > CFM_LOGGED_KEY_BYTES ? "..." : "", encver);
+}
+
 static void *cfm_rb_rdb_load(cf_rm_io *io, int encver)
 {
     if (encver > CFM_RB_ENCVER) {
@@ -2049,7 +2085,10 @@ static void *cfm_rb_rdb_load(cf_rm_io *io, int encver)
         if (st != CF_OK)
             why = st == CF_ECORRUPT ? "a sub-filter of the wrong length" : cf_strerror(st);
     }
-    return cfm_rdb_loaded(io, v, why, deletes);
+    void *loaded = cfm_rdb_loaded(io, v, why, deletes);
+    if (loaded)
+        cfm_rb_loaded_notes(io, encver);
+    return loaded;
 }
 
 static void cfm_rb_rdb_save(cf_rm_io *io, void *value)

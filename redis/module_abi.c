@@ -90,6 +90,7 @@ int cf_rm_init(cf_rm_ctx *ctx, const char *name, int version, const char **missi
         CF_RM_OPTIONAL_FN(ScanCursorDestroy),
         CF_RM_OPTIONAL_FN(Scan),
         CF_RM_OPTIONAL_FN(SelectDb),
+        CF_RM_OPTIONAL_FN(GetKeyNameFromIO),
     };
     /* The lookup function is the context's first word. It is a function pointer stored
      * as data, so it is copied out bytewise (ISO C has no cast between the two). */

@@ -293,6 +293,8 @@ typedef struct cf_rm_api {
     void (*ScanCursorDestroy)(cf_rm_scan_cursor *cursor);
     int (*Scan)(cf_rm_ctx *ctx, cf_rm_scan_cursor *cursor, cf_rm_scan_fn fn, void *data);
     int (*SelectDb)(cf_rm_ctx *ctx, int db);
+    /* The key a type callback loads or saves (its name in log lines), or NULL. */
+    const cf_rm_string *(*GetKeyNameFromIO)(cf_rm_io *io);
 } cf_rm_api;
 
 /* The table every file of the module calls through. */

@@ -309,6 +309,13 @@ def body(seed):
         ok(c.call_raw("RESTORE", "old", 0, payload(old.record(3), version, 3)),
            "RESTORE of an encoding-3 record")
         same_as_model(c, "old", old, olds, absent[:2000], "encoding 3")
+        with open(os.path.join(s.dir, "server.log")) as f:
+            log = f.read()
+        check("RedisBloom cuckoo filter 'old' of RDB encoding 3, made by RedisBloom 2.0" in log,
+              "the log does not warn of the encoding-3 filter's old hash")
+        # Under cf-layout native: the way back to RedisBloom, said once whatever loads.
+        check(log.count("To keep the way back to RedisBloom open, set cuckoo.cf-layout "
+                            "redisbloom") == 1, "the way back is not logged exactly once")
 
         # Forged records.
         good = md.record()
