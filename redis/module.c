@@ -2617,8 +2617,13 @@ static int cfm_register_commands(cf_rm_ctx *ctx)
         /* (the legacy key range, for servers that read it: a spec that runs to the end
          * makes the last key the last argument) */
         int last = c->key_spec[1].begin_search_type ? -1 : 1;
-        if (cf_rm.CreateCommand(ctx, c->name, c->fn, c->flags, 1, last, 1) != CF_RM_OK)
+        if (cf_rm.CreateCommand(ctx, c->name, c->fn, c->flags, 1, last, 1) != CF_RM_OK) {
+            cf_rm.Log(ctx, "warning",
+                      "%s is registered already, by another module: this module cannot be "
+                      "loaded beside it",
+                      c->name);
             return CF_RM_ERR;
+        }
         cf_rm_command *command = cf_rm.GetCommand(ctx, c->name);
         const cf_rm_command_info info = {
             .version = &version,
@@ -2747,8 +2752,15 @@ int RedisModule_OnLoad(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     methods.aof_rewrite = cfm_rb_aof_rewrite;
     methods.digest = cfm_rb_digest;
     cfm_rb_type = cf_rm.CreateDataType(ctx, CFM_RB_TYPE_NAME, CFM_RB_ENCVER, &methods);
-    if (!cfm_rb_type)
+    if (!cfm_rb_type) {
+        cf_rm.Log(ctx, "warning",
+                  "RedisBloom's cuckoo filter type %s is registered already: RedisBloom (or "
+                  "another module with its cuckoo filters) is loaded. This module serves the "
+                  "CF.* commands and RedisBloom's filters in its place, and cannot be loaded "
+                  "beside it: load one or the other",
+                  CFM_RB_TYPE_NAME);
         return CF_RM_ERR;
+    }
     if (cf_rm.RegisterInfoFunc(ctx, cfm_info) != CF_RM_OK)
         return CF_RM_ERR;
     if (cfm_register_commands(ctx) != CF_RM_OK)

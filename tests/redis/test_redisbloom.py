@@ -26,6 +26,7 @@ Environment: CF_REDIS_MODULE, CF_REDIS_SERVER, CF_TEST_SEED. Exit 0 = pass.
 
 import glob
 import os
+import shutil
 import struct
 import re
 import sys
@@ -597,9 +598,31 @@ def new_filters(seed):
               f"DUMP equal to RedisBloom's")
 
 
+def beside_redisbloom(seed):
+    """Loaded after a module with RedisBloom's cuckoo filter type (a stand-in built by the
+    tests, CF_REDIS_OTHER_MODULE), the module refuses to load and the log says why."""
+    other = os.environ.get("CF_REDIS_OTHER_MODULE", "")
+    check(os.path.exists(other), f"CF_REDIS_OTHER_MODULE={other!r}: the stand-in is not built")
+    s = Server(module=False, extra=[("loadmodule", other), ("loadmodule", harness.MODULE)])
+    try:
+        try:
+            s.start(timeout=5)
+            started = True
+        except RuntimeError:
+            started = False
+        check(not started, "the server started with the module beside RedisBloom's type")
+        check("RedisBloom's cuckoo filter type MBbloomCF is registered already" in s.log(),
+              f"the log does not say why the module did not load:\n{s.log()[-600:]}")
+    finally:
+        s.stop()
+        shutil.rmtree(s.dir, ignore_errors=True)
+    print("    beside RedisBloom's type: refused to load, and the log says why")
+
+
 def main():
     S.require_tools()
-    S.run("test_redisbloom", lambda seed: (body(seed), new_filters(seed), limits(seed)), [])
+    S.run("test_redisbloom", lambda seed: (body(seed), new_filters(seed), limits(seed),
+                                           beside_redisbloom(seed)), [])
 
 
 if __name__ == "__main__":
