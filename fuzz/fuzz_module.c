@@ -92,6 +92,7 @@ static struct {
     void *value;
     struct cf_rm_type type;         /* what CreateDataType registered: the module's own */
     struct cf_rm_type rb_type;      /* and RedisBloom's (MBbloomCF) */
+    struct cf_rm_type kept_type;    /* and each of its other types, in turn */
     struct cf_rm_type *value_type;  /* the key's */
     cf_rm_cmd_fn loadchunk;         /* the CF.LOADCHUNK handler */
     cf_rm_cmd_fn add, del, compact; /* and the writes fz_exercise runs on what loaded */
@@ -202,7 +203,10 @@ static cf_rm_type *fz_create_data_type(cf_rm_ctx *c, const char *name, int encve
                                        cf_rm_type_methods *m)
 {
     (void)c, (void)encver;
-    struct cf_rm_type *t = strcmp(name, "MBbloomCF") == 0 ? &fz.rb_type : &fz.type;
+    /* (RedisBloom's other types, which the module keeps as they are: not fuzzed here) */
+    struct cf_rm_type *t = strcmp(name, "MBbloomCF") == 0   ? &fz.rb_type
+                           : strcmp(name, "cuckoo-cf") == 0 ? &fz.type
+                                                            : &fz.kept_type;
     t->m = *m;
     return t;
 }

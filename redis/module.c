@@ -15,6 +15,7 @@
  * replication stream and AOF replay may use), followed by the command itself.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include "kept.h"
 #include "module_abi.h"
 
 #include <cuckoofilter.h>
@@ -2761,6 +2762,8 @@ int RedisModule_OnLoad(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
                   CFM_RB_TYPE_NAME);
         return CF_RM_ERR;
     }
+    if (cfk_register_types(ctx) != CF_RM_OK) /* RedisBloom's others, kept as they are */
+        return CF_RM_ERR;
     if (cf_rm.RegisterInfoFunc(ctx, cfm_info) != CF_RM_OK)
         return CF_RM_ERR;
     if (cfm_register_commands(ctx) != CF_RM_OK)

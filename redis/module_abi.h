@@ -277,6 +277,9 @@ typedef struct cf_rm_api {
     uint64_t (*LoadUnsigned)(cf_rm_io *io);
     void (*SaveStringBuffer)(cf_rm_io *io, const char *buf, size_t len);
     char *(*LoadStringBuffer)(cf_rm_io *io, size_t *len);
+    int64_t (*LoadSigned)(cf_rm_io *io);
+    void (*SaveDouble)(cf_rm_io *io, double value);
+    double (*LoadDouble)(cf_rm_io *io);
     int (*IsIOError)(cf_rm_io *io);
     cf_rm_ctx *(*GetContextFromIO)(cf_rm_io *io);
 
