@@ -85,6 +85,14 @@ typedef struct cf__head {
     unsigned tables_cap;
 } cf__head;
 
+/* The constant shape of p's first sub-filter, or NULL when it needs one of its own (a
+ * bucket of more than CF__STATIC_SHAPE_B slots): RedisBloom's layout has exact shapes. */
+static const cf__shape *cf__shape_first(const cf__params *p)
+{
+    return p->redisbloom ? cf__shape_static_exact(p->shape.b)
+                         : cf__shape_static(p->shape.f, p->shape.b, p->shape.semi);
+}
+
 /* a: the caller's allocator, or NULL for the default. */
 static void cf__head_layout(const cf__params *p, const cf_allocator *a, unsigned ntables,
                             cf__head *h)
@@ -96,12 +104,9 @@ static void cf__head_layout(const cf__params *p, const cf_allocator *a, unsigned
     if (h->queue_len && p->redisbloom) /* its walk (redisbloom.c) never searches */
         h->queue_len = 0;
     h->mark_bits = h->queue_len ? cf__mark_bits(h->queue_len) : 0;
-    h->bits =
-        (p->fast_hash ? CF__B_FAST_HASH : 0u) | (a ? CF__B_OWN_ALLOC : 0u) |
-        (cf__shape_static(p->shape.f, p->shape.b, p->shape.semi) && !p->concurrent && !p->shape.seg
-             ? 0u
-             : CF__B_OWN_SHAPE) |
-        (h->queue_len ? CF__B_OWN_SEARCH : 0u);
+    h->bits = (p->fast_hash ? CF__B_FAST_HASH : 0u) | (a ? CF__B_OWN_ALLOC : 0u) |
+              (cf__shape_first(p) && !p->concurrent && !p->shape.seg ? 0u : CF__B_OWN_SHAPE) |
+              (h->queue_len ? CF__B_OWN_SEARCH : 0u);
     h->head_bytes = cf__head_at(h->bits, CF__B_OWN_SEARCH << 1);
     if (h->queue_len)
         h->head_bytes += cf__search_bytes(h->queue_len, h->mark_bits);
@@ -278,11 +283,12 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
     if (a)
         memcpy(head + cf__head_at(h.bits, CF__B_OWN_ALLOC), a, sizeof *a);
     /* A concurrent filter's shape is its own: its tables are synchronized (table.h). */
-    const cf__shape *s0 = cf__shape_static(p->shape.f, p->shape.b, p->shape.semi);
+    const cf__shape *s0 = cf__shape_first(p);
     if (h.bits & CF__B_OWN_SHAPE) {
         cf__shape *own = (cf__shape *)(void *)(head + cf__head_at(h.bits, CF__B_OWN_SHAPE));
         *own = p->shape;
         own->sync = p->concurrent;
+        own->exact = p->redisbloom;
         s0 = own;
     }
     if (h.queue_len)
@@ -379,6 +385,7 @@ static bool cf__append_size(const cf_filter *f, unsigned n, uint64_t *buckets, u
     cf__shape want;
     cf__shape_init(&want, f->fp_bits + *ext, cf__shape0(f)->b, cf__shape0(f)->semi);
     want.sync = cf__shape0(f)->sync;
+    want.exact = cf__shape0(f)->exact;
     return cf__mul_u64(*buckets, f->expansion, buckets) &&
            cf__table_bytes(&want, *buckets, bytes) && cf__table_block(&want, *buckets, bytes);
 }

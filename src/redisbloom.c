@@ -13,8 +13,11 @@
  * sub-filter j, and deletes stay safe newest sub-filter first, as in slow.c.
  *
  * The tables are this library's (table.h) with f = 8: a slot is a byte, bucket i's slot j
- * is byte i * b + j, as in RedisBloom's own arrays. Nothing here is on the hot paths of the
- * library's own layout: a filter of this layout has these operations in every state.
+ * is byte i * b + j, as in RedisBloom's own arrays. Their shapes are exact (table.h): no
+ * padding after the last byte, so that a table of a power of two bytes takes that much
+ * memory, as in RedisBloom; every access here is a byte's. Nothing here is on the hot
+ * paths of the library's own layout: a filter of this layout has these operations in
+ * every state.
  */
 #include "plain.h"
 
@@ -57,6 +60,43 @@ static uint64_t cf__rb_alt(const cf__table *t, uint64_t i, uint32_t fp)
     return (i ^ (uint64_t)fp * CF__RB_ALT_MULT) & (t->buckets - 1u);
 }
 
+/* Bucket i of sub-filter t: its b slots, a byte each. */
+static uint8_t *cf__rb_bucket(const cf__table *t, uint64_t i)
+{
+    return t->data + i * t->shape->b;
+}
+
+/* Copies of fp in bucket i (fp = 0: its empty slots). */
+static unsigned cf__rb_bucket_count(const cf__table *t, uint64_t i, uint32_t fp)
+{
+    const uint8_t *x = cf__rb_bucket(t, i);
+    unsigned n = 0;
+    for (unsigned j = 0; j < t->shape->b; j++)
+        n += x[j] == fp;
+    return n;
+}
+
+/* The first slot of bucket i holding fp (fp = 0: the first empty one), or -1. */
+static int cf__rb_bucket_find(const cf__table *t, uint64_t i, uint32_t fp)
+{
+    const uint8_t *x = cf__rb_bucket(t, i);
+    for (unsigned j = 0; j < t->shape->b; j++)
+        if (x[j] == fp)
+            return (int)j;
+    return -1;
+}
+
+/* fp in the first empty slot of bucket i, counted; false if it has none. */
+static bool cf__rb_put_if_free(cf__table *t, uint64_t i, uint32_t fp)
+{
+    int j = cf__rb_bucket_find(t, i, 0);
+    if (j < 0)
+        return false;
+    cf__rb_bucket(t, i)[j] = (uint8_t)fp;
+    t->items++;
+    return true;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Lookups                                                                              */
 /* ------------------------------------------------------------------------------------ */
@@ -67,7 +107,7 @@ static bool cf__rb_has(const cf_filter *f, const cf__rb_key *k)
         const cf__table *t = &f->tables[n];
         uint64_t i1, i2;
         cf__rb_buckets(t, k, &i1, &i2);
-        if (cf__bucket_has(t, t->shape, i1, k->fp) || cf__bucket_has(t, t->shape, i2, k->fp))
+        if (cf__rb_bucket_find(t, i1, k->fp) >= 0 || cf__rb_bucket_find(t, i2, k->fp) >= 0)
             return true;
     }
     return false;
@@ -82,9 +122,9 @@ static uint64_t cf__rb_copies(const cf_filter *f, const cf__rb_key *k)
         const cf__table *t = &f->tables[n];
         uint64_t i1, i2;
         cf__rb_buckets(t, k, &i1, &i2);
-        total += cf__bucket_count(t, t->shape, i1, k->fp);
+        total += cf__rb_bucket_count(t, i1, k->fp);
         if (i2 != i1)
-            total += cf__bucket_count(t, t->shape, i2, k->fp);
+            total += cf__rb_bucket_count(t, i2, k->fp);
     }
     return total;
 }
@@ -99,26 +139,23 @@ static uint64_t cf__rb_copies(const cf_filter *f, const cf__rb_key *k)
  * max_kicks moves. If they all fail, they are undone, last first, and nothing changed. */
 static bool cf__rb_kick(const cf_filter *f, cf__table *t, uint64_t i, uint32_t fp)
 {
-    const cf__shape *s = t->shape;
-    unsigned victim = 0;
+    unsigned b = t->shape->b, victim = 0;
     for (unsigned move = 0; move < f->max_kicks; move++) {
-        uint32_t out = cf__slot_get_plain(t, s, i, victim);
-        cf__slot_set(t, s, i, victim, fp);
+        uint8_t *x = cf__rb_bucket(t, i);
+        uint32_t out = x[victim];
+        x[victim] = (uint8_t)fp;
         fp = out;
         i = cf__rb_alt(t, i, fp);
-        int j = cf__bucket_find(t, s, i, 0);
-        if (j >= 0) {
-            cf__slot_set(t, s, i, (unsigned)j, fp);
-            t->items++;
+        if (cf__rb_put_if_free(t, i, fp))
             return true;
-        }
-        victim = (victim + 1u) % s->b;
+        victim = (victim + 1u) % b;
     }
     for (unsigned move = 0; move < f->max_kicks; move++) {
-        victim = (victim + s->b - 1u) % s->b;
+        victim = (victim + b - 1u) % b;
         i = cf__rb_alt(t, i, fp);
-        uint32_t back = cf__slot_get_plain(t, s, i, victim);
-        cf__slot_set(t, s, i, victim, fp);
+        uint8_t *x = cf__rb_bucket(t, i);
+        uint32_t back = x[victim];
+        x[victim] = (uint8_t)fp;
         fp = back;
     }
     return false;
@@ -133,7 +170,7 @@ static cf_status cf__rb_insert(cf_filter *f, const cf__rb_key *k)
     for (unsigned n = f->ntables; n-- > 0;) {
         cf__table *t = &f->tables[n];
         cf__rb_buckets(t, k, &i1, &i2);
-        if (cf__put_if_free(t, t->shape, i1, k->fp) || cf__put_if_free(t, t->shape, i2, k->fp))
+        if (cf__rb_put_if_free(t, i1, k->fp) || cf__rb_put_if_free(t, i2, k->fp))
             return CF_OK;
     }
     cf__table *t = &f->tables[f->ntables - 1];
@@ -141,7 +178,8 @@ static cf_status cf__rb_insert(cf_filter *f, const cf__rb_key *k)
     /* Both buckets hold nothing but this fingerprint: no move can help, and RedisBloom
      * would grow for it, as often as it is added. This library says full instead (one hot
      * key is how RedisBloom filters balloon). */
-    if (cf__bucket_all(t, t->shape, i1, k->fp) && cf__bucket_all(t, t->shape, i2, k->fp))
+    unsigned b = t->shape->b;
+    if (cf__rb_bucket_count(t, i1, k->fp) == b && cf__rb_bucket_count(t, i2, k->fp) == b)
         return CF_FULL;
     if (cf__rb_kick(f, t, i1, k->fp))
         return CF_OK;
@@ -149,7 +187,7 @@ static cf_status cf__rb_insert(cf_filter *f, const cf__rb_key *k)
     if (st != CF_OK)
         return st;
     cf__rb_buckets(t, k, &i1, &i2);
-    cf__put_if_free(t, t->shape, i1, k->fp); /* an empty table has room */
+    cf__rb_put_if_free(t, i1, k->fp); /* an empty table has room */
     cf__table_publish(f);
     return CF_OK;
 }
@@ -161,9 +199,9 @@ static cf_status cf__rb_delete(cf_filter *f, const cf__rb_key *k)
         uint64_t i[2];
         cf__rb_buckets(t, k, &i[0], &i[1]);
         for (unsigned w = 0; w < 2; w++) {
-            int j = cf__bucket_find(t, t->shape, i[w], k->fp);
+            int j = cf__rb_bucket_find(t, i[w], k->fp);
             if (j >= 0) {
-                cf__slot_set(t, t->shape, i[w], (unsigned)j, 0);
+                cf__rb_bucket(t, i[w])[j] = 0;
                 t->items--;
                 return CF_OK;
             }
@@ -184,17 +222,17 @@ static cf_status cf__rb_compact(cf_filter *f)
      * and so is the alternate (XOR with fp * CF__RB_ALT_MULT, then the smaller mask). */
     for (unsigned k = f->ntables; k-- > 1;) {
         cf__table *t = &f->tables[k];
-        const cf__shape *s = t->shape;
         for (uint64_t x = 0; x < t->buckets && t->items; x++)
-            for (unsigned j = 0; j < s->b; j++) {
-                uint32_t fp = cf__slot_get_plain(t, s, x, j);
+            for (unsigned j = 0; j < t->shape->b; j++) {
+                uint8_t *slot = cf__rb_bucket(t, x) + j;
+                uint32_t fp = *slot;
                 uint64_t other = x ^ (uint64_t)fp * CF__RB_ALT_MULT;
                 for (unsigned n = 0; fp && n < k; n++) {
                     cf__table *o = &f->tables[n];
                     uint64_t mask = o->buckets - 1u;
-                    if (cf__put_if_free(o, o->shape, x & mask, fp) ||
-                        cf__put_if_free(o, o->shape, other & mask, fp)) {
-                        cf__slot_set(t, s, x, j, 0);
+                    if (cf__rb_put_if_free(o, x & mask, fp) ||
+                        cf__rb_put_if_free(o, other & mask, fp)) {
+                        *slot = 0;
                         t->items--;
                         break;
                     }

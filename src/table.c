@@ -35,6 +35,7 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi)
     s->ext = 0;
     s->semi = semi;
     s->sync = false;
+    s->exact = false;
     s->seg = 0;
     s->bucket_bits = (uint16_t)(semi ? 4 * (f - 1) : f * b);
     s->fp_mask = (UINT64_C(1) << f) - 1;
@@ -70,12 +71,13 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi)
          ? CF__LANE(f, b, 0u) | CF__LANE(f, b, 1u) | CF__LANE(f, b, 2u) | CF__LANE(f, b, 3u) |     \
                CF__LANE(f, b, 4u) | CF__LANE(f, b, 5u) | CF__LANE(f, b, 6u) | CF__LANE(f, b, 7u)   \
          : 0u)
-#define CF__SHAPE(f, b)                                                                            \
+#define CF__SHAPE_AS(f, b, exact)                                                                  \
     {                                                                                              \
-        (f), (b), 0, CF__SWAR((f) * (b)), false, false, 0, (f) * (b), CF__LOW(f),                  \
+        (f), (b), 0, CF__SWAR((f) * (b)), false, false, (exact), 0, (f) * (b), CF__LOW(f),         \
             CF__SWAR((f) * (b)) ? CF__LOW((f) * (b)) : 0u, CF__LANES(f, b),                        \
             {CF__LANES(f, b) << ((f)-1u)}, CF__LANES(f, b) * CF__LOW((f)-1u)                       \
     }
+#define CF__SHAPE(f, b) CF__SHAPE_AS(f, b, false)
 #define CF__SHAPE_ROW(f)                                                                           \
     CF__SHAPE(f, 1u), CF__SHAPE(f, 2u), CF__SHAPE(f, 3u), CF__SHAPE(f, 4u), CF__SHAPE(f, 5u),      \
         CF__SHAPE(f, 6u), CF__SHAPE(f, 7u), CF__SHAPE(f, 8u)
@@ -92,7 +94,7 @@ void cf__shape_init(cf__shape *s, unsigned f, unsigned b, bool semi)
                       : 0u)
 #define CF__SEMI_SHAPE(f)                                                                          \
     {                                                                                              \
-        (f), 4u, 0, false, true, false, 0, 4u * ((f)-1u), CF__LOW(f),                              \
+        (f), 4u, 0, false, true, false, false, 0, 4u * ((f)-1u), CF__LOW(f),                       \
             CF__SEMI_SWAR(f) ? CF__LOW(4u * ((f)-1u)) : 0u, CF__SEMI_LANES(f),                     \
             {CF__SEMI_GATHER(f)}, CF__SEMI_LANES(f) * CF__LOW((f)-5u)                              \
     }
@@ -124,6 +126,18 @@ static const cf__shape cf__static_shapes[][CF__STATIC_SHAPE_B] = {
 _Static_assert(sizeof cf__static_shapes / sizeof cf__static_shapes[0] ==
                    CF_MAX_FINGERPRINT_BITS - CF_MIN_FINGERPRINT_BITS + 1u,
                "a row per fingerprint width");
+
+/* RedisBloom's exact shapes, at [b - 1]. */
+static const cf__shape cf__static_exact_shapes[CF__STATIC_SHAPE_B] = {
+    CF__SHAPE_AS(8u, 1u, true), CF__SHAPE_AS(8u, 2u, true), CF__SHAPE_AS(8u, 3u, true),
+    CF__SHAPE_AS(8u, 4u, true), CF__SHAPE_AS(8u, 5u, true), CF__SHAPE_AS(8u, 6u, true),
+    CF__SHAPE_AS(8u, 7u, true), CF__SHAPE_AS(8u, 8u, true),
+};
+
+const cf__shape *cf__shape_static_exact(unsigned b)
+{
+    return b >= 1 && b <= CF__STATIC_SHAPE_B ? &cf__static_exact_shapes[b - 1] : NULL;
+}
 
 const cf__shape *cf__shape_static(unsigned f, unsigned b, bool semi)
 {
@@ -370,6 +384,10 @@ unsigned cf__semi_match(const cf__table *t, const cf__shape *s, uint64_t bucket,
 bool cf__table_scan(const cf__shape *s, const uint8_t *data, uint64_t from, uint64_t to,
                     uint64_t *used)
 {
+    if (s->exact) { /* a byte a slot, and not a byte past the last */
+        *used = cf__byte_slots_used(data + from * s->b, (size_t)((to - from) * s->b));
+        return true;
+    }
     cf__table t = {0};
     t.data = (uint8_t *)(uintptr_t)data; /* read only: the probes below never write */
     /* The bits of the first sub-filter's width. */

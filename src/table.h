@@ -86,6 +86,9 @@ typedef struct cf__shape {
     bool semi : 1;        /* semi-sorted buckets (b = 4; see cf__semi_get) */
     bool sync : 1;        /* tables read by threads beside their writer: see "Synchronized
                              tables" (a filter made with CF_CONCURRENT) */
+    bool exact : 1;       /* RedisBloom's layout (f = 8, plain): tables without
+                             CF__TABLE_PAD, read a byte a slot (redisbloom.c), so that a
+                             power-of-two table takes its allocator's size class exactly */
     uint8_t seg;          /* segment bits of the mapping (mapping.h): 0 for format 2's
                              any-size mapping, else CF_SEGMENT_BITS */
     uint16_t bucket_bits; /* b * f, or 4 (f - 1) semi-sorted */
@@ -127,6 +130,10 @@ typedef struct cf__table {
  * semi-sorted or not (with ext 0), or NULL for larger buckets. */
 CF__HIDDEN const cf__shape *cf__shape_static(unsigned f, unsigned b, bool semi);
 
+/* The constant exact shape (RedisBloom's layout: 8-bit slots) of buckets of
+ * b <= CF__STATIC_SHAPE_B slots, or NULL for larger buckets. */
+CF__HIDDEN const cf__shape *cf__shape_static_exact(unsigned b);
+
 /* Which code the shape's tables take: their own (fast.c) or the generic. */
 CF__HIDDEN enum cf__code cf__code_of(const cf__shape *s);
 
@@ -166,10 +173,11 @@ CF__HIDDEN bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *by
 CF__HIDDEN bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets,
                                 size_t *bytes);
 
-/* Bytes a table of `buckets` buckets holds, padding included; its size was checked. */
+/* Bytes a table of `buckets` buckets holds, padding included (none for an exact shape);
+ * its size was checked. */
 static inline size_t cf__table_size(const cf__shape *s, uint64_t buckets)
 {
-    return (size_t)cf__data_bytes(s, buckets) + CF__TABLE_PAD;
+    return (size_t)cf__data_bytes(s, buckets) + (s->exact ? 0u : CF__TABLE_PAD);
 }
 
 /* Bytes of the block a table of `buckets` buckets takes in memory: cf__table_size, and

@@ -176,7 +176,26 @@ static void test_static_shapes(void)
             CHECK_EQ_U(c->lane_lo, s.lane_lo);
             CHECK_EQ_U(c->lane_hi, s.lane_hi);
             CHECK_EQ_U(c->lane_low, s.lane_low);
+            CHECK(!c->exact && !c->sync && !c->semi);
         }
+    /* RedisBloom's exact shapes: the 8-bit ones, exact, and their tables unpadded. */
+    for (unsigned b = 1; b <= CF_MAX_BUCKET_SIZE; b++) {
+        cft_context("exact shape b %u", b);
+        const cf__shape *e = cf__shape_static_exact(b), *c = cf__shape_static(8, b, false);
+        if (b > CF__STATIC_SHAPE_B) {
+            CHECK(e == NULL);
+            continue;
+        }
+        if (!CHECK(e != NULL && c != NULL))
+            continue;
+        CHECK(e->exact && e->f == c->f && e->b == c->b && e->ext == c->ext && e->swar == c->swar &&
+              e->semi == c->semi && e->sync == c->sync && e->seg == c->seg &&
+              e->bucket_bits == c->bucket_bits && e->fp_mask == c->fp_mask &&
+              e->bucket_mask == c->bucket_mask && e->lane_lo == c->lane_lo &&
+              e->lane_hi == c->lane_hi && e->lane_low == c->lane_low);
+        CHECK_EQ_U(cf__table_size(e, 64), 64u * b);
+        CHECK_EQ_U(cf__table_size(c, 64), 64u * b + CF__TABLE_PAD);
+    }
 }
 
 /* Semi-sorted buckets: the table of prefixes holds every multiset of four ascending 4-bit

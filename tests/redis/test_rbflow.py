@@ -19,6 +19,7 @@ behaviours RedisBloom's own cuckoo filter flow tests check, written here anew.
   reason logged.
 - Limits and arguments as RedisBloom's: BUCKETSIZE up to 255, MAXITERATIONS up to 65535,
   EXPANSION up to 32768; deletes and counts survive DEBUG RELOAD.
+- Memory: a filter reserved for 1M items holds its 1 MiB table and at most 1 KiB more.
 
 Environment: CF_REDIS_MODULE, CF_REDIS_SERVER, CF_TEST_SEED. Exit 0 = pass.
 """
@@ -289,6 +290,15 @@ def case_limits(c):
     check((i["Bucket size"], i["Expansion rate"], i["Max iterations"]) == (255, 32768, 65535),
           f"CF.INFO lim: {i}")
     c.call("DEL", "lim")
+
+    # A table of a power of two bytes takes that much memory (no padding pushes it into
+    # the allocator's next size class): 1 MiB for 1M items, as in RedisBloom, with the
+    # key's and the filter's own records on top.
+    ok(c.call("CF.RESERVE", "mem", 1000000), "CF.RESERVE mem 1000000")
+    check(info_of(c, "mem")["Size"] == 40 + 16 + (1 << 20), f"CF.INFO mem: {info_of(c, 'mem')}")
+    used = c.call("MEMORY", "USAGE", "mem")
+    check(used <= (1 << 20) + 1024, f"MEMORY USAGE of a 1 MiB table: {used} bytes")
+    c.call("DEL", "mem")
 
     c.call("CF.ADD", "nums", "Redis")
     c.call("CF.DEL", "nums", "Redis")
