@@ -596,12 +596,38 @@ static void cfm_spec_for_layout(cfm_spec *s)
     }
 }
 
+/* Whether the server was told once that the AOF it loads creates filters as RedisBloom
+ * writes them. */
+static bool cfm_foreign_aof_logged;
+
+/* A filter of layout `layout` created while the AOF loads, by a command this module never
+ * writes there (it writes every creation as CF.RESERVE with a SEED or a LAYOUT): the tail
+ * of an AOF that RedisBloom wrote. Under cf-layout native, such a filter is of this
+ * library's layout, whose bytes and false positives differ and which RedisBloom cannot
+ * load back: said once. */
+static void cfm_note_foreign_aof(cf_rm_ctx *ctx, long long layout)
+{
+    if (cfm_foreign_aof_logged || layout != CFM_LAYOUT_NATIVE ||
+        !(cf_rm.GetContextFlags(ctx) & CF_RM_CTX_FLAGS_LOADING) ||
+        (cf_rm.GetContextFlags(ctx) & CF_RM_CTX_FLAGS_REPLICATED))
+        return;
+    cfm_foreign_aof_logged = true;
+    cf_rm.Log(ctx, "warning",
+              "the AOF being loaded creates cuckoo filters as RedisBloom writes them (CF.ADD or "
+              "CF.INSERT on a missing key, CF.RESERVE without SEED or LAYOUT), not as this "
+              "module does: under cf-layout native they become filters of this module's "
+              "layout, with other false positives, which RedisBloom cannot load back. Rewrite "
+              "RedisBloom's AOF before the swap (BGREWRITEAOF), or set cuckoo.cf-layout "
+              "redisbloom");
+}
+
 /* Make a filter for a command that creates one on a missing key (CF.ADD, CF.INSERT): of
  * the defaults, or of `spec` (CF.INSERT's CAPACITY and WINDOW). */
 static const char *cfm_create(cf_rm_ctx *ctx, cf_rm_key *key, const cfm_spec *spec, cfm_value **v)
 {
     cfm_spec s = spec ? *spec : cfm_defaults;
     cfm_spec_for_layout(&s);
+    cfm_note_foreign_aof(ctx, s.layout);
     cf_status st = cfm_value_new(ctx, &s, v);
     if (st == CF_ENOMEM)
         return "ERR Insufficient memory to create filter";
@@ -861,12 +887,19 @@ static int cfm_cmd_reserve(cf_rm_ctx *ctx, cf_rm_string **argv, int argc)
     /* The layout first: the defaults of FPBITS and SEMISORT depend on it. A SEED (from a
      * primary or an AOF, which older versions wrote without LAYOUT) means this library's
      * layout, whatever cf-layout says here. */
+    bool named = false; /* a SEED or a LAYOUT, as this module writes every creation */
     for (int i = 3; i < argc; i += 2)
-        if (cfm_is(argv[i], "SEED"))
+        if (cfm_is(argv[i], "SEED")) {
             s.layout = CFM_LAYOUT_NATIVE;
+            named = true;
+        }
     for (int i = 3; i < argc; i += 2)
-        if (cfm_is(argv[i], "LAYOUT") && cfm_layout_named(argv[i + 1]) >= 0)
+        if (cfm_is(argv[i], "LAYOUT") && cfm_layout_named(argv[i + 1]) >= 0) {
             s.layout = cfm_layout_named(argv[i + 1]);
+            named = true;
+        }
+    if (!named)
+        cfm_note_foreign_aof(ctx, s.layout);
     cfm_spec_for_layout(&s);
     for (int i = 3; i < argc; i += 2) {
         char err[CFM_ERROR_BYTES];

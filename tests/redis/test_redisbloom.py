@@ -619,10 +619,44 @@ def beside_redisbloom(seed):
     print("    beside RedisBloom's type: refused to load, and the log says why")
 
 
+def foreign_aof(seed):
+    """An AOF whose tail RedisBloom wrote (CF.RESERVE without SEED, CF.ADD on a missing key:
+    never how this module writes a creation) loads under cf-layout native, and the log says
+    once that those filters are of this module's layout and how to avoid it; the module's
+    own AOF says nothing."""
+    s = Server(extra=[("appendonly", "yes"), ("appendfsync", "always")])
+    warning = "the AOF being loaded creates cuckoo filters as RedisBloom writes them"
+    try:
+        s.start()
+        with s.client() as c:
+            check(c.call("CF.ADD", "own", "x") == 1, "CF.ADD own")
+            ok(c.call("CF.RESERVE", "own2", 100), "CF.RESERVE own2")
+        s.restart()
+
+        def log():
+            with open(os.path.join(s.dir, "server.log")) as f:
+                return f.read()
+        check(warning not in log(), "the module's own AOF was taken for RedisBloom's")
+        s.stop(remove=False)
+        incr = sorted(glob.glob(os.path.join(s.dir, "appendonlydir", "*.incr.aof")))[-1]
+        with open(incr, "ab") as f:
+            for cmd in (("CF.RESERVE", "rb1", "1000"), ("CF.ADD", "rb2", "x"),
+                        ("CF.ADD", "rb2", "y"), ("CF.INSERT", "rb3", "ITEMS", "z")):
+                f.write(harness.Client.encode(cmd))
+        s.start()
+        with s.client() as c:
+            check(c.call("CF.EXISTS", "rb2", "x") == 1 and c.call("TYPE", "rb1") == "cuckoo-cf",
+                  "the filters of RedisBloom's AOF tail")
+        check(log().count(warning) == 1, "RedisBloom's AOF tail is not said exactly once")
+    finally:
+        s.stop()
+    print("    an AOF tail RedisBloom wrote: loaded, and said once in the log")
+
+
 def main():
     S.require_tools()
     S.run("test_redisbloom", lambda seed: (body(seed), new_filters(seed), limits(seed),
-                                           beside_redisbloom(seed)), [])
+                                           beside_redisbloom(seed), foreign_aof(seed)), [])
 
 
 if __name__ == "__main__":
