@@ -206,7 +206,7 @@ static long long cfm_load_timeout = CFM_DEFAULT_LOAD_TIMEOUT;
 /* The value stored under a key                                                         */
 /* ------------------------------------------------------------------------------------ */
 
-/* 48 bytes: one of these per key. */
+/* 64 bytes (a 64-byte size class): one of these per key. */
 typedef struct cfm_value {
     cf_filter *f;
     uint64_t deletes;        /* deletes since the last compaction (CF.INFO) */
