@@ -164,6 +164,7 @@ static cf_status cf__resolve_rb(const cf_config *c, cf__params *p, const char **
                             "one width: no seed, semi-sorting, target rate, rate bound or "
                             "other width");
     cf__shape_init(&p->shape, CF__RB_FP_BITS, cf__or_default(c->bucket_size, CF__RB_BUCKET), false);
+    p->shape.exact = true; /* its tables, as RedisBloom's, end at their last byte */
     p->max_kicks = cf__or_default(c->max_kicks, CF__RB_KICKS);
     p->expansion = p->expansion ? (unsigned)cf__pow2_up(p->expansion) : 0u; /* <= 32768 */
     p->widen = 0;

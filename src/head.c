@@ -86,11 +86,11 @@ typedef struct cf__head {
 } cf__head;
 
 /* The constant shape of p's first sub-filter, or NULL when it needs one of its own (a
- * bucket of more than CF__STATIC_SHAPE_B slots): RedisBloom's layout has exact shapes. */
+ * bucket of more than CF__STATIC_SHAPE_B slots). */
 static const cf__shape *cf__shape_first(const cf__params *p)
 {
-    return p->redisbloom ? cf__shape_static_exact(p->shape.b)
-                         : cf__shape_static(p->shape.f, p->shape.b, p->shape.semi);
+    return p->shape.exact ? cf__shape_static_exact(p->shape.b)
+                          : cf__shape_static(p->shape.f, p->shape.b, p->shape.semi);
 }
 
 /* a: the caller's allocator, or NULL for the default. */
@@ -288,7 +288,6 @@ cf_status cf__filter_make(const cf__params *p, const cf_allocator *a, unsigned n
         cf__shape *own = (cf__shape *)(void *)(head + cf__head_at(h.bits, CF__B_OWN_SHAPE));
         *own = p->shape;
         own->sync = p->concurrent;
-        own->exact = p->redisbloom;
         s0 = own;
     }
     if (h.queue_len)

@@ -409,6 +409,7 @@ static cf_status cf__parse_meta(const uint8_t *b, size_t len, cf__extent extent,
     /* RedisBloom's layout: its fingerprints, no seed, no widening or semi-sorting, no
      * stash, no segments, sizes that are powers of two (checked with each table below). */
     p->redisbloom = b[CF__H_HASH] == CF__HASH_RB;
+    p->shape.exact = p->redisbloom;
     p->fast_hash = b[CF__H_HASH] == CF__HASH_MS;
     if (p->redisbloom && (f != CF__RB_FP_BITS || flags != 0 || p->seed != 0 || m->nstash != 0 ||
                           seg != 0 || (p->expansion & (p->expansion - 1u)) != 0))

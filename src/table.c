@@ -279,7 +279,7 @@ bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *bytes)
         return false;
     if (!cf__mul_u64(buckets, s->bucket_bits, &bits))
         return false;
-    total = cf__data_bytes(s, buckets) + CF__TABLE_PAD;
+    total = cf__data_bytes(s, buckets) + cf__table_pad(s);
     if (total > CF__MAX_TABLE_BYTES || total > SIZE_MAX)
         return false;
     *bytes = (size_t)total;

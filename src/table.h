@@ -173,11 +173,16 @@ CF__HIDDEN bool cf__table_bytes(const cf__shape *s, uint64_t buckets, size_t *by
 CF__HIDDEN bool cf__buckets_for(const cf__shape *s, uint64_t capacity, uint64_t *buckets,
                                 size_t *bytes);
 
-/* Bytes a table of `buckets` buckets holds, padding included (none for an exact shape);
- * its size was checked. */
+/* The padding after a table of shape s: none for an exact shape. */
+static inline unsigned cf__table_pad(const cf__shape *s)
+{
+    return s->exact ? 0u : CF__TABLE_PAD;
+}
+
+/* Bytes a table of `buckets` buckets holds, padding included; its size was checked. */
 static inline size_t cf__table_size(const cf__shape *s, uint64_t buckets)
 {
-    return (size_t)cf__data_bytes(s, buckets) + (s->exact ? 0u : CF__TABLE_PAD);
+    return (size_t)cf__data_bytes(s, buckets) + cf__table_pad(s);
 }
 
 /* Bytes of the block a table of `buckets` buckets takes in memory: cf__table_size, and

@@ -320,14 +320,30 @@ static void test_bytes_needed(void)
         uint64_t cap;
         unsigned b, f, e;
     } cases[] = {
-        {1, 0, 0, 0},       {1, 1, 4, 0},      {2, 2, 8, 0},        {1000, 4, 12, 0},
-        {1000, 4, 12, 2},   {12345, 8, 16, 0}, {100000, 2, 32, 1},  {77777, 3, 7, 3},
-        {5000, 255, 32, 0}, {999, 16, 23, 4},  {1100000, 4, 12, 0}, {65536, 1, 5, 0},
+        {1, 0, 0, 0},
+        {1, 1, 4, 0},
+        {2, 2, 8, 0},
+        {1000, 4, 12, 0},
+        {1000, 4, 12, 2},
+        {12345, 8, 16, 0},
+        {100000, 2, 32, 1},
+        {77777, 3, 7, 3},
+        {5000, 255, 32, 0},
+        {999, 16, 23, 4},
+        {1100000, 4, 12, 0},
+        {65536, 1, 5, 0},
+        /* RedisBloom's layout (fingerprint width 0: its 8 bits), whose tables are unpadded */
+        {4, 2, 0, 1},
+        {1000, 2, 0, 2},
+        {100000, 4, 0, 0},
+        {5000, 255, 0, 1},
     };
+    /* The cases of RedisBloom's layout: the last ones. */
+    const size_t rb_first = sizeof cases / sizeof cases[0] - 4;
     /* Each case plain and concurrent (stripe counters, shared state and stash). */
     for (size_t i = 0; i < 2 * (sizeof cases / sizeof cases[0]); i++) {
         size_t c = i / 2;
-        unsigned flags = i % 2 ? CF_CONCURRENT : 0u;
+        unsigned flags = (i % 2 ? CF_CONCURRENT : 0u) | (c >= rb_first ? CF_REDISBLOOM : 0u);
         cft_context("bytes_needed case %zu: cap %llu b %u f %u e %u flags %u", c,
                     (unsigned long long)cases[c].cap, cases[c].b, cases[c].f, cases[c].e, flags);
         cft_alloc ta;
