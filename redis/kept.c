@@ -83,7 +83,6 @@ struct cfk_type {
     const char *what;     /* for the log */
     const char *commands; /* the commands a server that serves it has */
     void (*parse)(cfk_reader *r, int encver);
-    cf_rm_type *registered;
     bool logged; /* its first value loaded said so in the log */
 };
 
@@ -290,10 +289,10 @@ static void cfk_parse_tdigest(cfk_reader *r, int encver)
 }
 
 static cfk_type cfk_types[] = {
-    {"MBbloom--", 4, "Bloom filter", "BF.*", cfk_parse_bloom, NULL, false},
-    {"CMSk-TYPE", 0, "count-min sketch", "CMS.*", cfk_parse_cms, NULL, false},
-    {"TopK-TYPE", 0, "top-k", "TOPK.*", cfk_parse_topk, NULL, false},
-    {"TDIS-TYPE", 0, "t-digest", "TDIGEST.*", cfk_parse_tdigest, NULL, false},
+    {"MBbloom--", 4, "Bloom filter", "BF.*", cfk_parse_bloom, false},
+    {"CMSk-TYPE", 0, "count-min sketch", "CMS.*", cfk_parse_cms, false},
+    {"TopK-TYPE", 0, "top-k", "TOPK.*", cfk_parse_topk, false},
+    {"TDIS-TYPE", 0, "t-digest", "TDIGEST.*", cfk_parse_tdigest, false},
 };
 #define CFK_TYPES (sizeof cfk_types / sizeof cfk_types[0])
 
@@ -363,6 +362,7 @@ CFK_LOADER(3)
 #undef CFK_LOADER
 static void *(*const cfk_loaders[])(cf_rm_io *, int) = {cfk_load_0, cfk_load_1, cfk_load_2,
                                                         cfk_load_3};
+_Static_assert(sizeof cfk_loaders / sizeof cfk_loaders[0] == CFK_TYPES, "a loader per type");
 
 static void cfk_save(cf_rm_io *io, void *value)
 {
@@ -542,9 +542,7 @@ int cfk_register_types(cf_rm_ctx *ctx)
             .free = cfk_free,
             .copy = cfk_copy,
         };
-        cfk_types[i].registered =
-            cf_rm.CreateDataType(ctx, cfk_types[i].name, cfk_types[i].encver, &methods);
-        if (!cfk_types[i].registered) {
+        if (!cf_rm.CreateDataType(ctx, cfk_types[i].name, cfk_types[i].encver, &methods)) {
             cf_rm.Log(ctx, "warning",
                       "RedisBloom's %s type %s is registered already, by another module: this "
                       "module cannot be loaded beside it",

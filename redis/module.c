@@ -608,8 +608,8 @@ static bool cfm_foreign_aof_logged;
 static void cfm_note_foreign_aof(cf_rm_ctx *ctx, long long layout)
 {
     if (cfm_foreign_aof_logged || layout != CFM_LAYOUT_NATIVE ||
-        !(cf_rm.GetContextFlags(ctx) & CF_RM_CTX_FLAGS_LOADING) ||
-        (cf_rm.GetContextFlags(ctx) & CF_RM_CTX_FLAGS_REPLICATED))
+        (cf_rm.GetContextFlags(ctx) & (CF_RM_CTX_FLAGS_LOADING | CF_RM_CTX_FLAGS_REPLICATED)) !=
+            CF_RM_CTX_FLAGS_LOADING)
         return;
     cfm_foreign_aof_logged = true;
     cf_rm.Log(ctx, "warning",
