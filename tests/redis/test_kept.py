@@ -27,32 +27,21 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import harness  # noqa: E402
 from harness import RespError, Server, wait_for  # noqa: E402
 import cf_state as S  # noqa: E402
 from cf_state import check, ok  # noqa: E402
+import test_persistence as P  # noqa: E402
 from test_persistence import aof_files, enc_len, split_payload, wait_rewrite, wrap  # noqa: E402
 from test_redisbloom import module_id  # noqa: E402
 
-# (a signed field is written as the unsigned of its bits, with UINT's opcode: SaveSigned)
-SINT, UINT, DOUBLE, STRING, EOF = -1, 2, 4, 5, 0
+# (a signed field is the unsigned of its bits under UINT's opcode, as SaveSigned writes it)
+SINT, UINT, DOUBLE, STRING = P.OP_UINT, P.OP_UINT, P.OP_DOUBLE, P.OP_STRING
 
 
 def serialize(name, encver, fields):
-    """A module value's RDB body: its type byte and id, then each field with its opcode."""
-    out = [bytes([7]), enc_len(module_id(name, encver))]
-    for op, v in fields:
-        out.append(enc_len(UINT if op == SINT else op))
-        if op == UINT:
-            out.append(enc_len(v))
-        elif op == SINT:
-            out.append(enc_len(v & ((1 << 64) - 1)))
-        elif op == DOUBLE:
-            out.append(v if isinstance(v, bytes) else struct.pack("<d", v))
-        else:
-            out.append(enc_len(len(v)) + v)
-    out.append(enc_len(EOF))
-    return b"".join(out)
+    """A module value's RDB body: its type byte and id, then each field, then EOF."""
+    prefix = bytes([7]) + enc_len(module_id(name, encver))  # RDB_TYPE_MODULE_2
+    return P.serialize(prefix, list(fields) + [(P.OP_EOF, None)])
 
 
 def bloom_fields(rng, encver, links):

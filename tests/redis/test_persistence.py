@@ -16,6 +16,7 @@ Exit 0 = pass, anything else = failure (a missing server too).
 import glob
 import os
 import random
+import struct
 import sys
 import time
 
@@ -90,7 +91,7 @@ def enc_len(n):
     return b"\x81" + n.to_bytes(8, "big")
 
 
-OP_EOF, OP_UINT, OP_STRING = 0, 2, 5
+OP_EOF, OP_UINT, OP_DOUBLE, OP_STRING = 0, 2, 4, 5
 
 
 def parse_module_value(body):
@@ -120,11 +121,16 @@ def parse_module_value(body):
 
 
 def serialize(prefix, elems):
+    """A module value's body: prefix, then each (op, value): UINT an int (a negative one as
+    the server's SaveSigned writes it, the unsigned of its bits), DOUBLE a float or its 8
+    bytes, STRING bytes, EOF None."""
     out = [prefix]
     for op, v in elems:
         out.append(enc_len(op))
         if op == OP_UINT:
-            out.append(enc_len(v))
+            out.append(enc_len(v & ((1 << 64) - 1)))
+        elif op == OP_DOUBLE:
+            out.append(v if isinstance(v, bytes) else struct.pack("<d", v))
         elif op == OP_STRING:
             out.append(enc_len(len(v)) + v)
     return b"".join(out)
